@@ -1,0 +1,84 @@
+// swift-tools-version: 6.1
+//
+// Arbor: Core Data's object-graph programming model for Swift on Linux (and any Swift platform),
+// on a storage engine of its own. See README.md and docs/architecture.md.
+
+import PackageDescription
+
+/// Settings shared by every target: Swift 6 language mode everywhere.
+///
+/// `ARBOR_INVARIANTS` compiles in expensive invariant checks (`checkInvariants()`) in debug builds
+/// only; release builds never pay for them.
+let swiftSettings: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .define("ARBOR_INVARIANTS", .when(configuration: .debug)),
+]
+
+let package = Package(
+    name: "Arbor",
+    products: [
+        .library(name: "ArborStore", targets: ["ArborStore"]),
+        .library(name: "Arbor", targets: ["Arbor"]),
+        .library(name: "ArborTestSupport", targets: ["ArborTestSupport"]),
+        .executable(name: "arbor", targets: ["arbor"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
+    ],
+    targets: [
+        // liblz4 from the system (Debian: liblz4-dev). `make` installs it when the header is missing.
+        .systemLibrary(
+            name: "CLZ4",
+            pkgConfig: "liblz4",
+            providers: [.apt(["liblz4-dev"])]
+        ),
+        // The storage engine: file-system seam, pager with rollback journal and locks, B+tree.
+        .target(
+            name: "ArborStore",
+            dependencies: [
+                "CLZ4",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The object graph (Core Data's programming model) on the engine.
+        .target(
+            name: "Arbor",
+            dependencies: ["ArborStore"],
+            swiftSettings: swiftSettings
+        ),
+        // Shared by the tests, Fuzz/ and Benchmarks/: the simulated disk, seeded generators, oracles.
+        .target(
+            name: "ArborTestSupport",
+            dependencies: ["ArborStore"],
+            swiftSettings: swiftSettings
+        ),
+        // The `arbor` command-line tool.
+        .executableTarget(
+            name: "arbor",
+            dependencies: [
+                "ArborStore",
+                "Arbor",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ArborStoreTests",
+            dependencies: ["ArborStore", "ArborTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ArborTests",
+            dependencies: ["Arbor", "ArborTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        // End-to-end tests of the `arbor` binary (and the multi-process tests, which spawn it).
+        .testTarget(
+            name: "arborCLITests",
+            dependencies: ["arbor", "ArborStore", "ArborTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

@@ -1,0 +1,171 @@
+/// The rollback journal, `<database>-journal`: the original images of the pages a write
+/// transaction changes, so that an interrupted commit can be undone. See
+/// `docs/commit-protocol.md` for the protocol and `docs/file-format.md` for the bytes.
+///
+/// Layout: a header in its own sector-sized block (``headerSize`` bytes), then records.
+///
+/// Header (little-endian):
+///
+/// | offset | size | field |
+/// |---|---|---|
+/// | 0 | 8 | magic `"ArborJnl"` |
+/// | 8 | 4 | format version (1) |
+/// | 12 | 4 | page size |
+/// | 16 | 8 | nonce: random per transaction, seeds the record checksums |
+/// | 24 | 4 | original page count of the database |
+/// | 28 | 4 | record count (0 until the commit writes it) |
+/// | 32 | 8 | XXH64 of bytes 0..<32 |
+///
+/// Record: page number (4 bytes), the page's original image (page size), XXH64 of the image seeded
+/// with `nonce ^ pageNumber·prime` (8 bytes).
+///
+/// A journal is *hot*, and must be rolled back before anyone reads the database, when its header
+/// is valid and either its record count is non-zero or the database is longer than the original
+/// page count says (a new database whose first commit was interrupted).
+final class Journal {
+    static let magic: [UInt8] = Array("ArborJnl".utf8)
+    static let version: UInt32 = 1
+    /// The header block: one 512-byte sector, which the disk writes atomically.
+    static let headerSize = 512
+
+    struct Header: Equatable {
+        var pageSize: Int
+        var nonce: UInt64
+        var originalPageCount: PageNumber
+        var recordCount: UInt32
+    }
+
+    let fileSystem: any FileSystem
+    let path: String
+    private(set) var pageSize: Int
+    private(set) var file: (any StoreFile)?
+
+    /// Scratch space for one record.
+    private var record: [UInt8]
+
+    init(fileSystem: any FileSystem, path: String, pageSize: Int) {
+        self.fileSystem = fileSystem
+        self.path = path
+        self.pageSize = pageSize
+        self.record = [UInt8](repeating: 0, count: pageSize + 12)
+    }
+
+    var recordSize: Int { pageSize + 12 }
+
+    /// Switches to another page size (recovery of a journal written with the page size its header
+    /// names, before the database header could be read).
+    func setPageSize(_ size: Int) {
+        guard size != pageSize else { return }
+        pageSize = size
+        record = [UInt8](repeating: 0, count: size + 12)
+    }
+
+    func close() {
+        file?.close()
+        file = nil
+    }
+
+    /// Opens the journal if it exists; returns whether it does.
+    func openIfExists() throws -> Bool {
+        if file != nil { return true }
+        guard try fileSystem.exists(path) else { return false }
+        do {
+            file = try fileSystem.open(path, mode: .readWrite)
+        } catch let error as StoreError where error.code == .notFound {
+            return false
+        }
+        return true
+    }
+
+    /// Opens the journal, creating it when needed; returns whether it was created (the caller must
+    /// then sync the directory before relying on it).
+    func openOrCreate() throws -> Bool {
+        if file != nil { return false }
+        let existed = try fileSystem.exists(path)
+        file = try fileSystem.open(path, mode: .readWriteCreate)
+        return !existed
+    }
+
+    static func recordSeed(nonce: UInt64, page: PageNumber) -> UInt64 {
+        nonce ^ (UInt64(page) &* XXH64.prime1)
+    }
+
+    /// Reads and validates the header; nil when the journal is absent, zeroed or not valid.
+    func readHeader() throws -> Header? {
+        guard let file else { return nil }
+        var bytes = [UInt8](repeating: 0, count: 40)
+        let complete = try bytes.withUnsafeMutableBytes { try file.readFully(into: $0, at: 0) }
+        guard complete else { return nil }
+        return bytes.withUnsafeBytes { raw -> Header? in
+            guard zip(raw[0..<8], Self.magic).allSatisfy({ $0 == $1 }) else { return nil }
+            guard raw.loadLE(UInt32.self, at: 8) == Self.version else { return nil }
+            guard raw.loadLE(UInt64.self, at: 32) == XXH64.hash(UnsafeRawBufferPointer(rebasing: raw[0..<32])) else { return nil }
+            let pageSize = Int(raw.loadLE(UInt32.self, at: 12))
+            guard PageLayout.isValid(pageSize: pageSize) else { return nil }
+            return Header(pageSize: pageSize,
+                          nonce: raw.loadLE(UInt64.self, at: 16),
+                          originalPageCount: raw.loadLE(UInt32.self, at: 24),
+                          recordCount: raw.loadLE(UInt32.self, at: 28))
+        }
+    }
+
+    /// Writes the header (in its own sector).
+    func writeHeader(_ header: Header) throws {
+        guard let file else { preconditionFailure("journal not open") }
+        var bytes = [UInt8](repeating: 0, count: Self.headerSize)
+        bytes.withUnsafeMutableBytes { raw in
+            for (i, b) in Self.magic.enumerated() { raw[i] = b }
+            raw.storeLE(Self.version, at: 8)
+            raw.storeLE(UInt32(header.pageSize), at: 12)
+            raw.storeLE(header.nonce, at: 16)
+            raw.storeLE(header.originalPageCount, at: 24)
+            raw.storeLE(header.recordCount, at: 28)
+            raw.storeLE(XXH64.hash(UnsafeRawBufferPointer(rebasing: raw[0..<32])), at: 32)
+        }
+        try bytes.withUnsafeBytes { try file.write($0, at: 0) }
+    }
+
+    /// Zeroes the header in place: the journal is no longer hot. The file is kept so the next
+    /// transaction does not have to create it (and sync the directory) again.
+    func invalidate() throws {
+        guard let file else { return }
+        let zeros = [UInt8](repeating: 0, count: Self.headerSize)
+        try zeros.withUnsafeBytes { try file.write($0, at: 0) }
+    }
+
+    func sync() throws {
+        try file?.sync()
+    }
+
+    /// Appends record number `index` (0-based): the original image of `page`.
+    func writeRecord(index: Int, page: PageNumber, image: UnsafeRawBufferPointer, nonce: UInt64) throws {
+        guard let file else { preconditionFailure("journal not open") }
+        precondition(image.count == pageSize)
+        let checksum = XXH64.hash(image, seed: Self.recordSeed(nonce: nonce, page: page))
+        try record.withUnsafeMutableBytes { raw in
+            raw.storeLE(page, at: 0)
+            UnsafeMutableRawBufferPointer(rebasing: raw[4..<(4 + pageSize)]).copyMemory(from: image)
+            raw.storeLE(checksum, at: 4 + pageSize)
+            try file.write(UnsafeRawBufferPointer(raw), at: Int64(Self.headerSize + index * recordSize))
+        }
+    }
+
+    /// Reads record `index` and hands its page number and image to `body`; returns false when the
+    /// record is missing or its checksum fails (the end of the valid records).
+    func readRecord(index: Int, nonce: UInt64, _ body: (PageNumber, UnsafeRawBufferPointer) throws -> Void) throws -> Bool {
+        guard let file else { return false }
+        let pageSize = self.pageSize
+        let found = try record.withUnsafeMutableBytes { raw -> Bool in
+            try file.readFully(into: raw, at: Int64(Self.headerSize + index * recordSize))
+        }
+        guard found else { return false }
+        return try record.withUnsafeBytes { raw -> Bool in
+            let page = raw.loadLE(PageNumber.self, at: 0)
+            let image = UnsafeRawBufferPointer(rebasing: raw[4..<(4 + pageSize)])
+            let checksum = raw.loadLE(UInt64.self, at: 4 + pageSize)
+            guard checksum == XXH64.hash(image, seed: Self.recordSeed(nonce: nonce, page: page)) else { return false }
+            try body(page, image)
+            return true
+        }
+    }
+}

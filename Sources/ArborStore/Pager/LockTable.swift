@@ -1,0 +1,186 @@
+import Synchronization
+
+/// The lock level a connection holds on a database file, in increasing strength.
+///
+/// The levels follow SQLite's rollback-journal locking (see `docs/locking.md`):
+/// - `shared`: reading; any number of connections.
+/// - `reserved`: a writer is preparing a transaction in its cache; readers may still come and go.
+/// - `pending`: the writer wants to write the file; no new reader may start, existing ones finish.
+/// - `exclusive`: the writer is writing the database file; nobody else holds any lock.
+public enum LockLevel: Int, Comparable, Sendable, CustomStringConvertible {
+    case none = 0, shared, reserved, pending, exclusive
+
+    public static func < (lhs: LockLevel, rhs: LockLevel) -> Bool { lhs.rawValue < rhs.rawValue }
+
+    public var description: String {
+        switch self {
+        case .none: "none"
+        case .shared: "shared"
+        case .reserved: "reserved"
+        case .pending: "pending"
+        case .exclusive: "exclusive"
+        }
+    }
+}
+
+/// Byte ranges of the database file used as advisory locks. They lie far past any data, and the
+/// locks are advisory, so they never interfere with reads and writes.
+enum LockBytes {
+    static let pending: Int64 = 1 << 40
+    static let reserved: Int64 = pending + 1
+    static let sharedFirst: Int64 = pending + 2
+    static let sharedCount: Int64 = 510
+}
+
+/// A process's lock table: one entry per database file (per inode), shared by every connection in
+/// the process that opened that file.
+///
+/// The entry arbitrates between the process's own connections and holds the process's operating-
+/// system locks on one descriptor of its own, so that other processes see one well-behaved peer:
+/// - a connection taking `shared` while another connection of the process already reads costs no
+///   system call (and needs no hot-journal check: no writer can have crashed mid-commit while a
+///   shared lock was held);
+/// - the process's locks outlive the closing of any connection's descriptor.
+///
+/// Tests that simulate several processes over one simulated disk give each "process" its own
+/// table (`LockTable()`); real code uses ``processWide``.
+public final class LockTable: Sendable {
+    /// The table of this process.
+    public static let processWide = LockTable()
+
+    struct Key: Hashable {
+        var fileSystem: ObjectIdentifier
+        var identity: FileIdentity
+    }
+
+    private let entries = Mutex<[Key: InodeLock]>([:])
+
+    /// Creates an independent lock table (for tests that simulate several processes).
+    public init() {}
+
+    /// Attaches a connection to the entry of the file `file` (opening the entry's lock descriptor
+    /// when it is the first).
+    func attach(fileSystem: any FileSystem, file: any StoreFile, readOnly: Bool) throws -> InodeLock {
+        let key = Key(fileSystem: ObjectIdentifier(fileSystem), identity: file.identity)
+        return try entries.withLock { entries in
+            if let entry = entries[key] {
+                entry.attachCount.withLock { $0 += 1 }
+                return entry
+            }
+            let lockFile: any StoreFile
+            if readOnly {
+                lockFile = try fileSystem.open(file.path, mode: .readOnly)
+            } else {
+                lockFile = try fileSystem.open(file.path, mode: .readWrite)
+            }
+            let entry = InodeLock(file: lockFile)
+            entries[key] = entry
+            return entry
+        }
+    }
+
+    /// Detaches a connection; the last one closes the entry's descriptor.
+    func detach(_ entry: InodeLock) {
+        entries.withLock { entries in
+            let remaining = entry.attachCount.withLock { count -> Int in
+                count -= 1
+                return count
+            }
+            guard remaining == 0 else { return }
+            if let key = entries.first(where: { $0.value === entry })?.key {
+                entries[key] = nil
+            }
+            entry.file.close()
+        }
+    }
+}
+
+/// The in-process lock state of one database file, and the descriptor holding the process's
+/// operating-system locks on it.
+final class InodeLock: Sendable {
+    struct State {
+        /// Connections of this process holding at least `shared`.
+        var sharedCount = 0
+        /// The strongest level a connection of this process holds above `shared`, and which one.
+        var writerLevel = LockLevel.none
+        var writer: ObjectIdentifier?
+    }
+
+    let file: any StoreFile
+    let attachCount = Mutex(1)
+    private let state = Mutex(State())
+
+    init(file: any StoreFile) {
+        self.file = file
+    }
+
+    /// Tries to raise `owner` from `current` to `target` without waiting.
+    ///
+    /// - Returns: whether the lock was taken, and for `shared`, whether the process newly took
+    ///   its operating-system shared lock (only then can a hot journal be present).
+    func tryLock(_ target: LockLevel, owner: ObjectIdentifier, current: LockLevel) throws -> (granted: Bool, firstReader: Bool) {
+        precondition(target > current, "lock level may only rise: \(current) -> \(target)")
+        return try state.withLock { state in
+            switch target {
+            case .shared:
+                if state.writerLevel >= .pending { return (false, false) }
+                if state.sharedCount > 0 {
+                    state.sharedCount += 1
+                    return (true, false)
+                }
+                // A pending writer in another process holds the pending byte exclusively:
+                // checking it first is what keeps writers from starving.
+                guard try file.lock(.shared, offset: LockBytes.pending, length: 1) else { return (false, false) }
+                let granted = try file.lock(.shared, offset: LockBytes.sharedFirst, length: LockBytes.sharedCount)
+                _ = try file.lock(.unlock, offset: LockBytes.pending, length: 1)
+                guard granted else { return (false, false) }
+                state.sharedCount = 1
+                return (true, true)
+            case .reserved:
+                precondition(current == .shared, "reserved needs shared first")
+                if state.writerLevel >= .reserved { return (false, false) }
+                guard try file.lock(.exclusive, offset: LockBytes.reserved, length: 1) else { return (false, false) }
+                state.writerLevel = .reserved
+                state.writer = owner
+                return (true, false)
+            case .pending, .exclusive:
+                precondition(current >= .reserved && state.writer == owner, "exclusive needs reserved first")
+                if state.writerLevel < .pending {
+                    guard try file.lock(.exclusive, offset: LockBytes.pending, length: 1) else { return (false, false) }
+                    state.writerLevel = .pending
+                }
+                if target == .pending { return (true, false) }
+                // Other connections of this process still reading: wait for them.
+                if state.sharedCount > 1 { return (false, false) }
+                guard try file.lock(.exclusive, offset: LockBytes.sharedFirst, length: LockBytes.sharedCount) else {
+                    return (false, false)
+                }
+                state.writerLevel = .exclusive
+                return (true, false)
+            case .none:
+                preconditionFailure("cannot lock to none")
+            }
+        }
+    }
+
+    /// Lowers `owner` from `current` to `target` (`shared` or `none`).
+    func unlock(to target: LockLevel, owner: ObjectIdentifier, current: LockLevel) {
+        guard target < current else { return }
+        state.withLock { state in
+            if current >= .reserved {
+                if current == .exclusive {
+                    _ = try? file.lock(.shared, offset: LockBytes.sharedFirst, length: LockBytes.sharedCount)
+                }
+                _ = try? file.lock(.unlock, offset: LockBytes.pending, length: 2)
+                state.writerLevel = .none
+                state.writer = nil
+            }
+            if target == .none && current >= .shared {
+                state.sharedCount -= 1
+                if state.sharedCount == 0 {
+                    _ = try? file.lock(.unlock, offset: LockBytes.sharedFirst, length: LockBytes.sharedCount)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,223 @@
+/// The commit protocol: journaling, spilling, commit, rollback, and hot-journal recovery.
+///
+/// `docs/commit-protocol.md` numbers the steps; the comments below cite those numbers.
+extension Pager {
+    /// Step 1: appends the original image of `page` to the journal before its first change.
+    func journalOriginal(_ page: PageNumber, image: UnsafeRawBufferPointer) throws {
+        if try journal.openOrCreate() { needsDirectorySync = true }
+        do {
+            try journal.writeRecord(index: write.records, page: page, image: image, nonce: write.nonce)
+        } catch {
+            abortAfterFailure()
+            throw error
+        }
+        write.records += 1
+        write.journaled.insert(page)
+        statistics.journalRecords += 1
+    }
+
+    /// Step 2: writes the record count into the journal header and syncs the journal (and the
+    /// directory, the first time the journal exists). After this, database pages covered by the
+    /// journal may be overwritten.
+    private func syncJournal() throws {
+        if try journal.openOrCreate() { needsDirectorySync = true }
+        try journal.writeHeader(Journal.Header(pageSize: pageSize, nonce: write.nonce,
+                                               originalPageCount: write.originalPageCount,
+                                               recordCount: UInt32(write.records)))
+        try syncing { try journal.sync() }
+        statistics.journalSyncs += 1
+        if needsDirectorySync {
+            try syncing { try fileSystem.syncDirectory(containing: path) }
+            statistics.directorySyncs += 1
+            needsDirectorySync = false
+        }
+        write.syncedRecords = write.records
+    }
+
+    /// Writes every dirty page to the database file (after the journal covering them is durable).
+    private func writeDirtyPages() throws {
+        for frame in cache.dirtyFrames() {
+            let page = cache.page(ofFrame: frame)
+            let buffer = cache.buffer(frame)
+            PageLayout.seal(buffer, pageNumber: page)
+            let offset = Int64(page - 1) * Int64(pageSize)
+            try file.write(UnsafeRawBufferPointer(buffer), at: offset)
+            fileSize = max(fileSize, offset + Int64(pageSize))
+            statistics.pagesWritten += 1
+            cache.markClean(frame)
+        }
+    }
+
+    /// Writes dirty pages early because the cache is full of them. The journal records covering
+    /// them are synced first, every time, so the journal rule holds mid-transaction.
+    func spill() throws {
+        try waitForLock(.exclusive)
+        do {
+            if write.syncedRecords != write.records || !write.spilled {
+                try syncJournal()
+            }
+            cache.statistics.spills += UInt64(cache.dirtyCount)
+            try writeDirtyPages()
+            write.spilled = true
+        } catch {
+            abortAfterFailure()
+            throw error
+        }
+    }
+
+    /// Commits the write transaction durably.
+    ///
+    /// Steps 2–4 of the protocol: sync the journal, write and sync the database, invalidate the
+    /// journal and sync it. Three syncs; the last is the commit point, and only after it does
+    /// `commit()` return.
+    ///
+    /// - Throws: `busy` when readers keep the file past the busy timeout (the transaction stays
+    ///   open: retry `commit()` or call `rollback()`); any other error aborts the transaction
+    ///   (a failed sync also poisons the handle).
+    public func commit() throws {
+        try requireWrite()
+        guard write.changed || write.header != header else {
+            finishWrite()
+            return
+        }
+        try waitForLock(.exclusive)
+        do {
+            write.header.changeCounter &+= 1
+            let frame = try frame(of: 1)
+            try makeWritable(frame, page: 1)
+            write.header.encode(into: cache.buffer(frame))
+            try syncJournal()
+            try writeDirtyPages()
+            let needed = Int64(write.header.pageCount) * Int64(pageSize)
+            if fileSize < needed {
+                // Freed pages at the end were never written: give the file its full length.
+                try file.truncate(to: needed)
+                fileSize = needed
+            }
+            try syncing { try file.sync() }
+            statistics.databaseSyncs += 1
+            try journal.invalidate()
+            try syncing { try journal.sync() }
+            statistics.journalSyncs += 1
+        } catch {
+            abortAfterFailure()
+            throw error
+        }
+        header = write.header
+        cacheChangeCounter = header.changeCounter
+        statistics.commits += 1
+        finishWrite()
+    }
+
+    /// Abandons the write transaction, restoring every page it changed.
+    ///
+    /// When pages were already spilled to the file, they are restored from the journal.
+    public func rollback() throws {
+        guard state == .write else { return }
+        if write.spilled {
+            do {
+                guard let journalHeader = try journal.readHeader() else {
+                    throw StoreError(.corrupt, "the journal of the open transaction is unreadable", path: journal.path)
+                }
+                try playback(journalHeader)
+            } catch {
+                abortAfterFailure()
+                throw error
+            }
+            cache.dropAll()
+            cacheChangeCounter = nil
+        } else {
+            cache.dropDirty()
+        }
+        finishWrite()
+    }
+
+    func finishWrite() {
+        write = WriteState()
+        state = .none
+        unlock(to: .none)
+    }
+
+    /// After a failure mid-transaction: forget everything cached (the file may hold a partial
+    /// write that the hot journal will undo), end the transaction and release the locks so that
+    /// the next connection to lock the file recovers it.
+    func abortAfterFailure() {
+        guard state == .write else { return }
+        cache.dropAll()
+        cacheChangeCounter = nil
+        finishWrite()
+    }
+
+    /// Runs a sync; a failure poisons the handle (the kernel may have dropped the written pages, so
+    /// nothing this connection believes about the file can be trusted any more).
+    func syncing(_ body: () throws -> Void) throws {
+        do {
+            try body()
+        } catch let error as StoreError {
+            poison = error
+            throw error
+        }
+    }
+
+    // MARK: Recovery
+
+    /// Step 5: with the shared lock held, rolls back a hot journal.
+    ///
+    /// - Returns: `false` when the journal is hot but another connection holds the write lock (it
+    ///   is recovering or committing): the caller releases its lock and tries again.
+    func recoverIfHot(deadline: ContinuousClock.Instant) throws -> Bool {
+        guard try journal.openIfExists(), let first = try journal.readHeader(), try isHot(first) else { return true }
+        guard !options.readOnly else {
+            throw StoreError(.readOnly, "the file has an interrupted transaction (a hot journal) that must be rolled back; open it read-write once to recover it", path: path)
+        }
+        guard try tryLock(.reserved) else { return false }
+        do {
+            try waitForLock(.exclusive, deadline: deadline)
+            // Someone may have recovered between our look and our lock.
+            if let journalHeader = try journal.readHeader(), try isHot(journalHeader) {
+                try playback(journalHeader)
+                statistics.recoveries += 1
+            }
+        } catch {
+            unlock(to: .shared)
+            throw error
+        }
+        cache.dropAll()
+        cacheChangeCounter = nil
+        unlock(to: .shared)
+        return true
+    }
+
+    private func isHot(_ journalHeader: Journal.Header) throws -> Bool {
+        if journalHeader.recordCount > 0 { return true }
+        let size = try file.size()
+        return size != Int64(journalHeader.originalPageCount) * Int64(journalHeader.pageSize)
+    }
+
+    /// Writes the journal's original images back, truncates the file to its original length,
+    /// syncs it, and only then invalidates the journal: a crash anywhere in here leaves the
+    /// journal hot, and replaying it again is harmless.
+    func playback(_ journalHeader: Journal.Header) throws {
+        journal.setPageSize(journalHeader.pageSize)
+        defer { journal.setPageSize(header.pageSize) }
+        let pageSize = Int64(journalHeader.pageSize)
+        for index in 0..<Int(journalHeader.recordCount) {
+            let valid = try journal.readRecord(index: index, nonce: journalHeader.nonce) { page, image in
+                guard page >= 1, page <= journalHeader.originalPageCount else {
+                    throw StoreError(.corrupt, "journal record \(index) names page \(page), outside the original \(journalHeader.originalPageCount) pages", path: journal.path)
+                }
+                try file.write(image, at: Int64(page - 1) * pageSize)
+            }
+            // A record whose checksum fails was never synced, so its page was never overwritten.
+            if !valid { break }
+        }
+        let originalSize = Int64(journalHeader.originalPageCount) * pageSize
+        try file.truncate(to: originalSize)
+        fileSize = originalSize
+        try syncing { try file.sync() }
+        statistics.databaseSyncs += 1
+        try journal.invalidate()
+        try syncing { try journal.sync() }
+        statistics.journalSyncs += 1
+    }
+}

@@ -1,0 +1,411 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// How a ``Pager`` opens its file.
+public struct PagerOptions: Sendable {
+    /// The page size of a new file (an existing file keeps its own). A power of two, 512…65536.
+    public var pageSize = PageLayout.defaultPageSize
+    /// The page cache's budget in bytes (at least 16 pages are always cached).
+    public var cacheSize = 8 << 20
+    /// How long to wait for a lock held by another connection before failing with `busy`.
+    public var busyTimeout: Duration = .seconds(5)
+    /// Open for reading only: write transactions fail with `readOnly`.
+    public var readOnly = false
+    /// Create the file when it does not exist (ignored when `readOnly`).
+    public var create = true
+    /// The lock table arbitrating between this process's connections. Tests that simulate several
+    /// processes give each its own; everything else uses ``LockTable/processWide``.
+    public var lockTable = LockTable.processWide
+
+    /// Creates the default options.
+    public init() {}
+}
+
+/// Counters of the I/O a pager has done.
+public struct PagerStatistics: Sendable, Equatable {
+    /// Committed write transactions that changed something.
+    public var commits: UInt64 = 0
+    /// Syncs of the journal.
+    public var journalSyncs: UInt64 = 0
+    /// Syncs of the database file.
+    public var databaseSyncs: UInt64 = 0
+    /// Syncs of the directory (after the journal was created).
+    public var directorySyncs: UInt64 = 0
+    /// Pages written to the database file.
+    public var pagesWritten: UInt64 = 0
+    /// Page images written to the journal.
+    public var journalRecords: UInt64 = 0
+    /// Hot journals rolled back by this connection.
+    public var recoveries: UInt64 = 0
+
+    /// All syncs together.
+    public var syncs: UInt64 { journalSyncs + databaseSyncs + directorySyncs }
+
+    /// Creates zeroed statistics.
+    public init() {}
+}
+
+/// The pager: a database file as numbered pages, with a bounded cache, checksums, read and write
+/// transactions, a freelist, crash-safe commits through a rollback journal, and locks shared with
+/// other connections and processes.
+///
+/// A pager is one connection to the file. It is not thread-safe: use it from one thread at a time
+/// (open one pager per thread for concurrency; they coordinate through locks).
+///
+/// ```swift
+/// let pager = try Pager(path: "/tmp/example.arbor")
+/// try pager.beginWrite()
+/// let page = try pager.allocatePage()
+/// try pager.withMutablePage(page) { bytes in bytes[0] = 42 }
+/// try pager.commit()
+/// ```
+///
+/// Page bodies passed to closures exclude the 8-byte checksum trailer; page 1's body starts with
+/// the ``DatabaseHeader`` (its fields are reached through the pager, not the bytes).
+public final class Pager {
+    /// Where a connection is in its transaction life cycle.
+    public enum TransactionState: Sendable {
+        case none, read, write
+    }
+
+    /// The database file's path.
+    public let path: String
+    /// The options the pager was opened with.
+    public let options: PagerOptions
+
+    let fileSystem: any FileSystem
+    let file: any StoreFile
+    let inodeLock: InodeLock
+    let journal: Journal
+    var cache: PageCache
+    var level = LockLevel.none
+    /// The committed header as of the last time it was read or written.
+    var header: DatabaseHeader
+    /// The change counter the cached pages belong to.
+    var cacheChangeCounter: UInt64?
+    /// The failure that made the handle unusable.
+    var poison: StoreError?
+    var state = TransactionState.none
+    var write = WriteState()
+    var fileSize: Int64 = 0
+    var closed = false
+    /// Whether the directory must be synced before the next commit relies on the journal
+    /// (it was just created, or the database file itself was).
+    var needsDirectorySync = false
+    /// I/O counters.
+    public internal(set) var statistics = PagerStatistics()
+
+    /// The bookkeeping of the open write transaction.
+    struct WriteState {
+        var originalPageCount: PageNumber = 0
+        var header = DatabaseHeader(pageSize: PageLayout.defaultPageSize, pageCount: 1)
+        var journaled = Set<PageNumber>()
+        var freedInTransaction = Set<PageNumber>()
+        var records = 0
+        var syncedRecords = 0
+        var nonce: UInt64 = 0
+        var journalHeaderWritten = false
+        var spilled = false
+        var changed = false
+    }
+
+    var ownerID: ObjectIdentifier { ObjectIdentifier(self) }
+
+    /// Opens (and, when allowed, creates) the database at `path`.
+    ///
+    /// Opening rolls back a hot journal left by a crashed writer and validates the header.
+    ///
+    /// - Throws: ``StoreError``: `notADatabase` for a foreign or empty file, `corrupt` for a
+    ///   damaged header, `unsupportedVersion`, `busy`, or an I/O error.
+    public init(path: String, fileSystem: any FileSystem = PosixFileSystem.shared, options: PagerOptions = PagerOptions()) throws {
+        guard PageLayout.isValid(pageSize: options.pageSize) else {
+            throw StoreError(.invalidArgument, "page size \(options.pageSize) is not a power of two in 512…65536")
+        }
+        self.path = path
+        self.options = options
+        self.fileSystem = fileSystem
+        let mode: FileOpenMode = options.readOnly ? .readOnly : (options.create ? .readWriteCreate : .readWrite)
+        let file = try fileSystem.open(path, mode: mode)
+        self.file = file
+        do {
+            self.inodeLock = try options.lockTable.attach(fileSystem: fileSystem, file: file, readOnly: options.readOnly)
+        } catch {
+            file.close()
+            throw error
+        }
+        self.journal = Journal(fileSystem: fileSystem, path: path + "-journal", pageSize: options.pageSize)
+        self.header = DatabaseHeader(pageSize: options.pageSize, pageCount: 0)
+        self.cache = PageCache(pageSize: options.pageSize, budget: options.cacheSize)
+        do {
+            try openDatabase()
+        } catch {
+            close()
+            throw error
+        }
+    }
+
+    deinit {
+        if !closed { close() }
+    }
+
+    /// Closes the connection, rolling back an open write transaction and releasing its locks.
+    public func close() {
+        guard !closed else { return }
+        if state == .write { try? rollback() }
+        if state == .read { endRead() }
+        unlock(to: .none)
+        journal.close()
+        options.lockTable.detach(inodeLock)
+        file.close()
+        closed = true
+    }
+
+    /// The page size of the file.
+    public var pageSize: Int { header.pageSize }
+
+    /// The bytes of a page available to its user (the page size less the checksum trailer).
+    public var usableSize: Int { header.pageSize - PageLayout.trailerSize }
+
+    /// The header as the current transaction sees it (the working copy inside a write transaction).
+    public var currentHeader: DatabaseHeader { state == .write ? write.header : header }
+
+    /// The number of pages as the current transaction sees it.
+    public var pageCount: PageNumber { currentHeader.pageCount }
+
+    /// The transaction now open.
+    public var transactionState: TransactionState { state }
+
+    /// The page cache's counters.
+    public var cacheStatistics: PageCacheStatistics { cache.statistics }
+
+    /// The lock this connection holds.
+    public var lockLevel: LockLevel { level }
+
+    /// Whether an earlier failed sync made this handle unusable.
+    public var isPoisoned: Bool { poison != nil }
+
+    // MARK: Opening
+
+    private func openDatabase() throws {
+        try acquireShared()
+        defer { if state == .none { unlock(to: .none) } }
+        fileSize = try file.size()
+        if fileSize == 0 {
+            guard !options.readOnly, options.create else {
+                throw StoreError(.notADatabase, "the file is empty: it is not an Arbor database", path: path)
+            }
+            try initializeEmptyFile()
+            return
+        }
+        try readHeader()
+    }
+
+    /// Writes page 1 of a new, empty file through an ordinary write transaction (journaled with an
+    /// original page count of 0, so a crash leaves a hot journal that truncates the file to 0).
+    private func initializeEmptyFile() throws {
+        try waitForLock(.reserved)
+        fileSize = try file.size()
+        if fileSize != 0 {
+            // Another connection created it while we waited.
+            unlock(to: .shared)
+            try readHeader()
+            return
+        }
+        var fresh = DatabaseHeader(pageSize: options.pageSize, pageCount: 0)
+        var generator = SystemRandomNumberGenerator()
+        fresh.fileID = (generator.next(), generator.next())
+        header = fresh
+        cache = PageCache(pageSize: fresh.pageSize, budget: options.cacheSize)
+        journal.setPageSize(fresh.pageSize)
+        needsDirectorySync = true
+        startWrite()
+        write.header.pageCount = 1
+        guard let frame = cache.frame(for: 1) else { preconditionFailure("empty cache has room") }
+        cache.buffer(frame).initializeMemory(as: UInt8.self, repeating: 0)
+        cache.markDirty(frame)
+        write.changed = true
+        try commit()
+    }
+
+    /// Reads page 1 from the file (bypassing the cache), validates it, and drops cached pages when
+    /// another connection has committed since they were read.
+    func readHeader() throws {
+        var prefix = [UInt8](repeating: 0, count: DatabaseHeader.size)
+        let complete = try prefix.withUnsafeMutableBytes { try file.readFully(into: $0, at: 0) }
+        guard complete else {
+            throw StoreError(.notADatabase, "the file is too short (\(fileSize) bytes) to be an Arbor database", path: path)
+        }
+        let partial = try prefix.withUnsafeBytes { try DatabaseHeader.decode($0, path: path) }
+        var page = [UInt8](repeating: 0, count: partial.pageSize)
+        let fullPage = try page.withUnsafeMutableBytes { try file.readFully(into: $0, at: 0) }
+        guard fullPage else {
+            throw StoreError.corrupt(page: 1, "the file ends inside the header page", path: path)
+        }
+        let decoded = try page.withUnsafeBytes { raw -> DatabaseHeader in
+            guard PageLayout.verify(raw, pageNumber: 1) else {
+                throw StoreError.corrupt(page: 1, "checksum mismatch in the header page", path: path)
+            }
+            return try DatabaseHeader.decode(raw, path: path)
+        }
+        fileSize = try file.size()
+        let needed = Int64(decoded.pageCount) * Int64(decoded.pageSize)
+        guard fileSize >= needed else {
+            throw StoreError(.corrupt, "the file is truncated: the header counts \(decoded.pageCount) pages (\(needed) bytes) but the file holds \(fileSize) bytes", page: 1, path: path)
+        }
+        if decoded.pageSize != cache.pageSize {
+            cache = PageCache(pageSize: decoded.pageSize, budget: options.cacheSize)
+            cacheChangeCounter = nil
+        }
+        journal.setPageSize(decoded.pageSize)
+        header = decoded
+        if cacheChangeCounter != decoded.changeCounter {
+            cache.dropAll()
+            cacheChangeCounter = decoded.changeCounter
+        }
+    }
+
+    // MARK: Transactions
+
+    /// Starts a read transaction: takes a shared lock (recovering a hot journal first if one is
+    /// there) and sees the last committed state until ``endRead()``.
+    public func beginRead() throws {
+        try checkUsable()
+        guard state == .none else {
+            throw StoreError(.misuse, "a transaction is already open on this connection")
+        }
+        try acquireShared()
+        do {
+            try readHeader()
+        } catch {
+            unlock(to: .none)
+            throw error
+        }
+        state = .read
+    }
+
+    /// Ends a read transaction and releases the shared lock.
+    public func endRead() {
+        guard state == .read else { return }
+        state = .none
+        unlock(to: .none)
+    }
+
+    /// Starts a write transaction: takes the reserved lock (one writer at a time; readers go on).
+    ///
+    /// - Throws: `busy` when another connection keeps the write lock past the busy timeout,
+    ///   `readOnly`, `poisoned`.
+    public func beginWrite() throws {
+        try checkUsable()
+        guard !options.readOnly else {
+            throw StoreError(.readOnly, "the database was opened read-only", path: path)
+        }
+        guard header.writeVersion <= DatabaseHeader.currentWriteVersion else {
+            throw StoreError(.unsupportedVersion, "the file needs format version \(header.writeVersion) to write; this build writes version \(DatabaseHeader.currentWriteVersion)", path: path)
+        }
+        guard state == .none else {
+            throw StoreError(.misuse, "a transaction is already open on this connection")
+        }
+        let deadline = ContinuousClock.now + options.busyTimeout
+        var backoff = Backoff()
+        while true {
+            try acquireShared(deadline: deadline)
+            do {
+                try readHeader()
+            } catch {
+                unlock(to: .none)
+                throw error
+            }
+            // Never wait for the reserved lock while holding shared: the holder of reserved may be
+            // waiting for our shared lock to go (deadlock). Drop it and start over instead.
+            if try tryLock(.reserved) { break }
+            unlock(to: .none)
+            guard ContinuousClock.now < deadline else { throw busyError("write") }
+            backoff.wait()
+        }
+        startWrite()
+    }
+
+    func startWrite() {
+        var generator = SystemRandomNumberGenerator()
+        write = WriteState()
+        write.originalPageCount = header.pageCount
+        write.header = header
+        write.nonce = generator.next()
+        state = .write
+    }
+
+    func checkUsable() throws {
+        precondition(!closed, "the pager for \(path) is closed")
+        if let poison {
+            throw StoreError(.poisoned, "an earlier failure made this connection unusable (\(poison.message)); close it and open the file again", errno: poison.errno, path: path)
+        }
+    }
+
+    // MARK: Locks
+
+    /// Takes the shared lock, waiting up to the busy timeout, and rolls back a hot journal.
+    func acquireShared(deadline: ContinuousClock.Instant? = nil) throws {
+        let deadline = deadline ?? ContinuousClock.now + options.busyTimeout
+        var backoff = Backoff()
+        while true {
+            let (granted, firstReader) = try inodeLock.tryLock(.shared, owner: ownerID, current: level)
+            if granted {
+                level = .shared
+                if !firstReader { return }
+                do {
+                    if try recoverIfHot(deadline: deadline) { return }
+                } catch {
+                    unlock(to: .none)
+                    throw error
+                }
+                // Another connection is recovering or writing: let it finish.
+                unlock(to: .none)
+            }
+            guard ContinuousClock.now < deadline else { throw busyError("read") }
+            backoff.wait()
+        }
+    }
+
+    /// Tries once to raise the lock.
+    func tryLock(_ target: LockLevel) throws -> Bool {
+        if level >= target { return true }
+        let (granted, _) = try inodeLock.tryLock(target, owner: ownerID, current: level)
+        if granted { level = target }
+        return granted
+    }
+
+    /// Raises the lock, waiting up to the busy timeout.
+    func waitForLock(_ target: LockLevel, deadline: ContinuousClock.Instant? = nil) throws {
+        let deadline = deadline ?? ContinuousClock.now + options.busyTimeout
+        var backoff = Backoff()
+        while try !tryLock(target) {
+            guard ContinuousClock.now < deadline else { throw busyError(target == .exclusive ? "write the file" : "write") }
+            backoff.wait()
+        }
+    }
+
+    func unlock(to target: LockLevel) {
+        guard level > target else { return }
+        inodeLock.unlock(to: target, owner: ownerID, current: level)
+        level = target
+    }
+
+    func busyError(_ what: String) -> StoreError {
+        StoreError(.busy, "the database is locked by another connection (waited \(options.busyTimeout) to \(what)); try again later or raise the busy timeout", path: path)
+    }
+}
+
+/// Exponential back-off for lock waits: 50 µs doubling to 5 ms.
+struct Backoff {
+    var microseconds: UInt32 = 50
+
+    mutating func wait() {
+        usleep(microseconds)
+        microseconds = min(microseconds * 2, 5000)
+    }
+}

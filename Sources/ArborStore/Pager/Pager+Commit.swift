@@ -57,9 +57,10 @@ extension Pager {
                 try syncJournal()
             }
             cache.statistics.spills += UInt64(cache.dirtyCount)
-            try writeDirtyPages()
             write.spilled = true
+            try writeDirtyPages()
         } catch {
+            if write.spilled && poison == nil { restoreFromJournal() }
             abortAfterFailure()
             throw error
         }
@@ -81,12 +82,14 @@ extension Pager {
             return
         }
         try waitForLock(.exclusive)
+        var journalDurable = write.spilled
         do {
             write.header.changeCounter &+= 1
             let frame = try frame(of: 1)
             try makeWritable(frame, page: 1)
             write.header.encode(into: cache.buffer(frame))
             try syncJournal()
+            journalDurable = true
             try writeDirtyPages()
             let needed = Int64(write.header.pageCount) * Int64(pageSize)
             if fileSize < needed {
@@ -100,6 +103,7 @@ extension Pager {
             try syncing { try journal.sync() }
             statistics.journalSyncs += 1
         } catch {
+            if journalDurable && poison == nil { restoreFromJournal() }
             abortAfterFailure()
             throw error
         }
@@ -130,6 +134,22 @@ extension Pager {
             cache.dropDirty()
         }
         finishWrite()
+    }
+
+    /// After a failure once the database file may have been written: put the original pages back
+    /// now, rewriting the journal header first (a failed invalidation may have damaged it), so a
+    /// commit that throws has not happened. If that fails too, the handle is poisoned and the next
+    /// connection to lock the file recovers it from whatever the journal holds.
+    private func restoreFromJournal() {
+        do {
+            let journalHeader = Journal.Header(pageSize: pageSize, nonce: write.nonce,
+                                               originalPageCount: write.originalPageCount,
+                                               recordCount: UInt32(write.syncedRecords))
+            try journal.writeHeader(journalHeader)
+            try playback(journalHeader)
+        } catch {
+            poison = poison ?? (error as? StoreError) ?? StoreError(.ioError, "rollback after a failed commit failed: \(error)", path: path)
+        }
     }
 
     func finishWrite() {

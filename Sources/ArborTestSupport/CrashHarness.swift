@@ -1,0 +1,173 @@
+import ArborStore
+
+/// Crash testing of the pager on a ``SimulatedDisk``: for each transaction, a power cut at every
+/// I/O operation it performs, with several kinds of damage each, then recovery and a check that
+/// the file holds exactly the last acknowledged commit (or the in-flight one, when the cut fell
+/// after its commit point could have become durable).
+public struct CrashHarness {
+    /// What a campaign checked.
+    public struct Report: Sendable, CustomStringConvertible {
+        /// Crash images recovered and verified.
+        public var images = 0
+        /// Of those, the ones where a second power cut hit the recovery itself.
+        public var recoveryCrashes = 0
+        /// Transactions run.
+        public var transactions = 0
+        /// Failures, each with the seed and crash point that reproduce it.
+        public var failures: [String] = []
+
+        public var description: String {
+            "\(images) crash images (\(recoveryCrashes) with a crash during recovery) over \(transactions) transactions, \(failures.count) failures"
+        }
+    }
+
+    /// The damage patterns applied at each crash point.
+    public static func damages(seed: UInt64) -> [SimulatedDisk.PowerCutDamage] {
+        [.dropAll, .applyAll, .random(seed: seed), .tearAll(seed: seed &+ 1)]
+    }
+
+    public let pageSize: Int
+    public let cacheSize: Int
+    public let path = "/crash.db"
+
+    /// Creates a harness for one page size; `cachePages` small enough makes large transactions spill.
+    public init(pageSize: Int, cachePages: Int = 16) {
+        self.pageSize = pageSize
+        self.cacheSize = cachePages * pageSize
+    }
+
+    /// The options the harness opens the file with.
+    public func options(_ table: LockTable) -> PagerOptions {
+        var options = PagerOptions()
+        options.pageSize = pageSize
+        options.cacheSize = cacheSize
+        options.lockTable = table
+        options.busyTimeout = .milliseconds(100)
+        return options
+    }
+
+    /// Opens the file as a freshly booted process would (its own lock table).
+    public func open(_ disk: SimulatedDisk) throws -> Pager {
+        try Pager(path: path, fileSystem: disk, options: options(LockTable()))
+    }
+
+    /// Runs `transactions` random transactions; for each, crashes at every I/O operation with each
+    /// damage pattern and verifies the recovered file. Every `recoveryEvery`-th image also crashes
+    /// during recovery, at every operation of the recovery, before recovering for good.
+    public func run(seed: UInt64, transactions: Int, recoveryEvery: Int = 7) -> Report {
+        var report = Report()
+        let disk = SimulatedDisk()
+        var model = PageModel()
+        var random = SplitMix64(seed: seed)
+        do {
+            // A populated starting file.
+            let setup = try open(disk)
+            for _ in 0..<3 { model = try PageWorkload.runTransaction(setup, model: model, seed: random.next()) }
+            setup.close()
+        } catch {
+            report.failures.append("seed \(seed): setup failed: \(error)")
+            return report
+        }
+
+        for t in 0..<transactions {
+            let txSeed = random.next()
+            let large = t % 5 == 4
+            let base = disk.snapshot()
+            report.transactions += 1
+
+            // Dry run: count the I/O operations of the transaction and learn its outcome.
+            let next: PageModel
+            let operations: Int
+            do {
+                let pager = try open(disk)
+                let before = disk.operationCount
+                next = try PageWorkload.runTransaction(pager, model: model, seed: txSeed, large: large)
+                operations = disk.operationCount - before
+                pager.close()
+            } catch {
+                report.failures.append("seed \(seed) tx \(t) (\(txSeed)): dry run failed: \(error)")
+                return report
+            }
+
+            for point in 1...operations {
+                for damage in Self.damages(seed: txSeed &+ UInt64(point)) {
+                    disk.restore(base)
+                    let context = "seed \(seed) tx \(t) txSeed \(txSeed) large \(large) crash at op \(point)/\(operations) \(damage)"
+                    do {
+                        let pager = try open(disk)
+                        disk.inject(.powerCut(damage), atOperation: point)
+                        let survived = (try? PageWorkload.runTransaction(pager, model: model, seed: txSeed, large: large)) != nil
+                        pager.close()
+                        if survived {
+                            report.failures.append("\(context): the transaction succeeded despite the power cut")
+                            continue
+                        }
+                        disk.clearFaults()
+                        report.images += 1
+                        // Only a cut at the final sync (the commit point) may leave the new state.
+                        let verify = { (recovered: Pager) throws -> String? in
+                            guard let oldMismatch = try PageWorkload.mismatch(recovered, model) else { return nil }
+                            if point == operations, try PageWorkload.mismatch(recovered, next) == nil { return nil }
+                            return "recovered file matches neither state: \(oldMismatch)"
+                        }
+                        if report.images % recoveryEvery == 0 {
+                            let crashes = crashDuringRecovery(disk, context: context, report: &report, verify: verify)
+                            report.recoveryCrashes += crashes
+                            report.images += crashes
+                        }
+                        let recovered = try open(disk)
+                        defer { recovered.close() }
+                        if let problem = try verify(recovered) {
+                            report.failures.append("\(context): \(problem)")
+                        }
+                    } catch {
+                        report.failures.append("\(context): \(error)")
+                    }
+                    if report.failures.count > 5 { return report }
+                }
+            }
+            // Move on from the committed state.
+            disk.restore(base)
+            do {
+                let pager = try open(disk)
+                model = try PageWorkload.runTransaction(pager, model: model, seed: txSeed, large: large)
+                pager.close()
+            } catch {
+                report.failures.append("seed \(seed) tx \(t): replay failed: \(error)")
+                return report
+            }
+        }
+        return report
+    }
+
+    /// With a crashed image on `disk`, cuts the power at every operation of its recovery (each time
+    /// from the same crashed image), then recovers again and checks the result with `verify`.
+    /// Restores the crashed image afterwards. Returns the number of recovery crashes checked.
+    func crashDuringRecovery(_ disk: SimulatedDisk, context: String, report: inout Report,
+                             verify: (Pager) throws -> String?) -> Int {
+        let crashed = disk.snapshot()
+        defer { disk.restore(crashed) }
+        let before = disk.operationCount
+        guard let pager = try? open(disk) else { return 0 }
+        let operations = disk.operationCount - before
+        pager.close()
+        var count = 0
+        for point in 1...max(1, operations) {
+            disk.restore(crashed)
+            disk.inject(.powerCut(.random(seed: UInt64(point))), atOperation: point)
+            if let pager = try? open(disk) { pager.close() }
+            disk.clearFaults()
+            count += 1
+            do {
+                let recovered = try open(disk)
+                defer { recovered.close() }
+                if let problem = try verify(recovered) {
+                    report.failures.append("\(context), then a crash at recovery op \(point)/\(operations): \(problem)")
+                }
+            } catch {
+                report.failures.append("\(context), then a crash at recovery op \(point)/\(operations): \(error)")
+            }
+        }
+        return count
+    }
+}

@@ -1,0 +1,123 @@
+import ArgumentParser
+import ArborStore
+
+/// A hidden command used by the multi-process tests: several processes run it on one file at
+/// once, as writers or readers, and each checks what it sees.
+///
+/// Layout: page 2 holds one 8-byte commit counter per writer (up to 32 writers). Every writer
+/// commit increments its counter and appends a record page holding (writer, sequence number).
+/// Invariant a reader checks in every read transaction: the counters add up to the number of
+/// record pages (page count − 2), and each record page's sequence number is within its writer's
+/// counter.
+struct Stress: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "stress",
+        abstract: "Multi-process test workload (for the test suite).",
+        shouldDisplay: false
+    )
+
+    @Argument(help: "The database file.")
+    var file: String
+
+    @Option(help: "Write as writer N (0…31); without it, read.")
+    var writer: Int?
+
+    @Option(help: "Commits to make (writer) or read transactions to run (reader).")
+    var count: Int = 100
+
+    @Flag(help: "Verify the final state: every writer's counter equals --count, every record present.")
+    var verify = false
+
+    @Option(help: "Number of writers, for --verify.")
+    var writers: Int = 2
+
+    func run() throws {
+        try reportingErrors {
+            var options = PagerOptions()
+            options.busyTimeout = .seconds(30)
+            options.pageSize = 512
+            let pager = try Pager(path: file, options: options)
+            defer { pager.close() }
+            if verify {
+                try verifyFinal(pager)
+            } else if let writer {
+                precondition((0..<32).contains(writer), "writer must be 0…31")
+                for _ in 0..<count { try commitOne(pager, writer: writer) }
+                print("writer \(writer): \(count) commits")
+            } else {
+                var checked = 0
+                for _ in 0..<count {
+                    try pager.beginRead()
+                    defer { pager.endRead() }
+                    if let problem = try check(pager) {
+                        printError("arbor: reader saw an inconsistent state: \(problem)")
+                        throw ExitCode(2)
+                    }
+                    checked += 1
+                }
+                print("reader: \(checked) consistent read transactions")
+            }
+        }
+    }
+
+    func commitOne(_ pager: Pager, writer: Int) throws {
+        try pager.beginWrite()
+        do {
+            if pager.pageCount < 2 {
+                let page = try pager.allocatePage()
+                precondition(page == 2)
+            }
+            let sequence = try pager.withMutablePage(2) { body -> UInt64 in
+                let value = body.load(fromByteOffset: writer * 8, as: UInt64.self) + 1
+                body.storeBytes(of: value, toByteOffset: writer * 8, as: UInt64.self)
+                return value
+            }
+            let record = try pager.allocatePage()
+            try pager.withMutablePage(record) { body in
+                body.storeBytes(of: UInt64(writer), toByteOffset: 0, as: UInt64.self)
+                body.storeBytes(of: sequence, toByteOffset: 8, as: UInt64.self)
+            }
+            try pager.commit()
+        } catch {
+            try? pager.rollback()
+            throw error
+        }
+    }
+
+    /// Checks the invariant inside a read transaction; returns what is wrong, if anything.
+    func check(_ pager: Pager) throws -> String? {
+        guard pager.pageCount >= 2 else { return nil }
+        let counters = try pager.withPage(2) { body in (0..<32).map { body.load(fromByteOffset: $0 * 8, as: UInt64.self) } }
+        let records = UInt64(pager.pageCount - 2)
+        let total = counters.reduce(0, +)
+        if total != records { return "counters add up to \(total) but there are \(records) record pages" }
+        var seen = Set<[UInt64]>()
+        if pager.pageCount >= 3 {
+            for page in 3...pager.pageCount {
+                let (writer, sequence) = try pager.withPage(page) { body in
+                    (body.load(fromByteOffset: 0, as: UInt64.self), body.load(fromByteOffset: 8, as: UInt64.self))
+                }
+                guard writer < 32, sequence >= 1, sequence <= counters[Int(writer)] else {
+                    return "page \(page) holds writer \(writer) sequence \(sequence), beyond its counter"
+                }
+                guard seen.insert([writer, sequence]).inserted else { return "record \(writer)/\(sequence) appears twice" }
+            }
+        }
+        return nil
+    }
+
+    func verifyFinal(_ pager: Pager) throws {
+        try pager.beginRead()
+        defer { pager.endRead() }
+        if let problem = try check(pager) {
+            printError("arbor: final state inconsistent: \(problem)")
+            throw ExitCode(2)
+        }
+        let counters = try pager.withPage(2) { body in (0..<writers).map { body.load(fromByteOffset: $0 * 8, as: UInt64.self) } }
+        guard counters.allSatisfy({ $0 == UInt64(count) }) else {
+            printError("arbor: lost commits: counters \(counters), expected \(count) each")
+            throw ExitCode(2)
+        }
+        print("verified: \(writers) writers x \(count) commits, \(pager.pageCount - 2) records")
+    }
+}

@@ -4,13 +4,19 @@
 #   make test            the whole test suite, as CI runs it (installs liblz4-dev first if missing)
 #   make crash-campaign  a long crash campaign (many more transactions than `make test`)
 #   make bench           benchmarks against SQLite (Benchmarks/, its own package)
+#   make fuzz-smoke      a short libFuzzer run of every fuzz target (Fuzz/, its own package)
 
 SWIFT ?= swift
 CRASH_TRANSACTIONS ?= 400
+SHELL := /bin/bash
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export SWIFT_BACKTRACE ?= enable=no
 
-.PHONY: all deps build test demo crash-campaign bench bench-report clean
+FUZZ_TARGETS := FuzzPager
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD := cd Fuzz && $(SWIFT) build -c release --sanitize=fuzzer -Xswiftc -sanitize=fuzzer,address
+
+.PHONY: all deps build test demo crash-campaign bench bench-report fuzz-build fuzz-replay fuzz-smoke clean
 
 all: build
 
@@ -29,6 +35,7 @@ build: deps
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
+	$(MAKE) fuzz-replay
 
 demo: deps
 	$(SWIFT) build -c release --product arbor
@@ -48,6 +55,29 @@ bench: deps-bench
 
 bench-report: deps-bench
 	cd Benchmarks && $(SWIFT) run -c release CommitReport
+
+# Fuzz targets are release builds with libFuzzer and AddressSanitizer (debug builds give the
+# fuzzer no guidance); the backtracer is off because it hangs under ASan.
+fuzz-build: deps
+	@for target in $(FUZZ_TARGETS); do ($(FUZZ_BUILD) --product $$target) || exit 1; done
+
+# Replays the committed corpus once (part of `make test`).
+fuzz-replay: fuzz-build
+	@for target in $(FUZZ_TARGETS); do \
+		bin="$$(cd Fuzz && $(SWIFT) build -c release --show-bin-path)/$$target"; \
+		"$$bin" -runs=0 Fuzz/Corpus/$$target 2>&1 | grep -E "INFO: Loaded|Done|ERROR|SUMMARY" ; \
+		test $${PIPESTATUS[0]} -eq 0 || exit 1; \
+	done
+
+# A short fuzzing run per target on a scratch copy of the corpus (new inputs are not committed).
+fuzz-smoke: fuzz-build
+	@for target in $(FUZZ_TARGETS); do \
+		bin="$$(cd Fuzz && $(SWIFT) build -c release --show-bin-path)/$$target"; \
+		work="$$(mktemp -d)"; cp Fuzz/Corpus/$$target/* "$$work/"; \
+		mkdir -p Fuzz/artifacts; \
+		"$$bin" "$$work" -max_total_time=$(FUZZ_SECONDS) -max_len=20000 -artifact_prefix=Fuzz/artifacts/ 2>&1 | tail -3; \
+		status=$${PIPESTATUS[0]}; rm -rf "$$work"; test $$status -eq 0 || exit 1; \
+	done
 
 clean:
 	rm -rf .build Benchmarks/.build Fuzz/.build

@@ -34,8 +34,9 @@ build: deps
 
 test: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	@set -o pipefail; $(SWIFT) test --skip-build 2>&1 | tee .build/test.log
 	$(MAKE) fuzz-replay
+	@Scripts/test-summary.sh .build/test.log
 
 demo: deps
 	$(SWIFT) build -c release --product arbor

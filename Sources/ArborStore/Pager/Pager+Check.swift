@@ -54,18 +54,19 @@ extension Pager {
             let entries: (PageNumber, [PageNumber])
             do {
                 entries = try withPage(trunk) { body in
-                    let next = body.loadLE(UInt32.self, at: 0)
-                    let count = Int(body.loadLE(UInt32.self, at: 4))
-                    let capacity = (body.count - 8) / 4
-                    guard count <= capacity else { return (next, [PageNumber.max]) }
-                    return (next, (0..<count).map { body.loadLE(UInt32.self, at: 8 + 4 * $0) })
+                    let next = body.loadLE(UInt32.self, at: FreelistTrunk.nextOffset)
+                    let count = Int(body.loadLE(UInt32.self, at: FreelistTrunk.countOffset))
+                    guard body[0] == FreelistTrunk.type, count <= FreelistTrunk.capacity(usable: body.count) else {
+                        return (next, [PageNumber.max])
+                    }
+                    return (next, (0..<count).map { body.loadLE(UInt32.self, at: FreelistTrunk.entriesOffset + 4 * $0) })
                 }
             } catch let error as StoreError where error.code == .corrupt {
                 problems.append(IntegrityProblem(page: trunk, "freelist trunk unreadable: \(error.message)"))
                 break
             }
             if entries.1 == [PageNumber.max] {
-                problems.append(IntegrityProblem(page: trunk, "freelist trunk claims more entries than fit"))
+                problems.append(IntegrityProblem(page: trunk, "freelist trunk has a wrong type byte or claims more entries than fit"))
                 break
             }
             for leaf in entries.1 {

@@ -1,7 +1,6 @@
 /// Page access, allocation and the freelist.
 ///
-/// The freelist is a chain of *trunk* pages. A trunk's body holds the next trunk (4 bytes), the
-/// number of leaf entries (4 bytes), then that many leaf page numbers (4 bytes each). Leaves are
+/// The freelist is a chain of *trunk* pages (layout in ``FreelistTrunk``). Leaves are
 /// free pages whose content means nothing: freeing a page touches only its trunk, and reusing a
 /// leaf that was already free when the transaction began needs no journal record (a rollback
 /// restores the trunk that lists it as free again).
@@ -39,13 +38,13 @@ extension Pager {
         let head = write.header.freelistHead
         if head != 0 {
             let (next, count) = try withPage(head) { body -> (PageNumber, UInt32) in
-                (body.loadLE(UInt32.self, at: 0), body.loadLE(UInt32.self, at: 4))
+                (body.loadLE(UInt32.self, at: FreelistTrunk.nextOffset), body.loadLE(UInt32.self, at: FreelistTrunk.countOffset))
             }
             try checkTrunk(head, next: next, count: count)
             if count > 0 {
                 let leaf = try withMutablePage(head) { body -> PageNumber in
-                    let leaf = body.loadLE(UInt32.self, at: 8 + 4 * Int(count - 1))
-                    body.storeLE(count - 1, at: 4)
+                    let leaf = body.loadLE(UInt32.self, at: FreelistTrunk.entriesOffset + 4 * Int(count - 1))
+                    body.storeLE(count - 1, at: FreelistTrunk.countOffset)
                     return leaf
                 }
                 guard leaf >= 2, leaf <= write.header.pageCount, leaf != head else {
@@ -78,13 +77,13 @@ extension Pager {
             throw StoreError(.invalidArgument, "cannot free page \(page): outside 2…\(write.header.pageCount)", path: path)
         }
         let head = write.header.freelistHead
-        let capacity = UInt32((usableSize - 8) / 4)
+        let capacity = UInt32(FreelistTrunk.capacity(usable: usableSize))
         if head != 0 {
-            let count = try withPage(head) { $0.loadLE(UInt32.self, at: 4) }
+            let count = try withPage(head) { $0.loadLE(UInt32.self, at: FreelistTrunk.countOffset) }
             if count < capacity {
                 try withMutablePage(head) { body in
-                    body.storeLE(page, at: 8 + 4 * Int(count))
-                    body.storeLE(count + 1, at: 4)
+                    body.storeLE(page, at: FreelistTrunk.entriesOffset + 4 * Int(count))
+                    body.storeLE(count + 1, at: FreelistTrunk.countOffset)
                 }
                 write.header.freelistCount += 1
                 write.freedInTransaction.insert(page)
@@ -100,8 +99,9 @@ extension Pager {
         // The page becomes the new head trunk.
         try withMutablePage(page) { body in
             body.initializeMemory(as: UInt8.self, repeating: 0)
-            body.storeLE(head, at: 0)
-            body.storeLE(UInt32(0), at: 4)
+            body[0] = FreelistTrunk.type
+            body.storeLE(head, at: FreelistTrunk.nextOffset)
+            body.storeLE(UInt32(0), at: FreelistTrunk.countOffset)
         }
         write.header.freelistHead = page
         write.header.freelistCount += 1
@@ -138,7 +138,7 @@ extension Pager {
     }
 
     func checkTrunk(_ trunk: PageNumber, next: PageNumber, count: UInt32) throws {
-        let capacity = UInt32((usableSize - 8) / 4)
+        let capacity = UInt32(FreelistTrunk.capacity(usable: usableSize))
         guard count <= capacity else {
             throw StoreError.corrupt(page: trunk, "freelist trunk holds \(count) entries; at most \(capacity) fit", path: path)
         }
@@ -170,6 +170,10 @@ extension Pager {
             }
             guard PageLayout.verify(UnsafeRawBufferPointer(buffer), pageNumber: page) else {
                 throw StoreError.corrupt(page: page, "checksum mismatch", path: path)
+            }
+            if let pageValidator,
+               let problem = pageValidator(page, UnsafeRawBufferPointer(rebasing: buffer[..<usableSize]), currentHeader.pageCount) {
+                throw StoreError.corrupt(page: page, problem, path: path)
             }
         } catch {
             cache.drop(page)
@@ -227,4 +231,18 @@ extension Pager {
         cache.markDirty(frame)
         write.changed = true
     }
+}
+
+/// The layout of a freelist trunk page's body: type byte (``type``), 3 reserved bytes, the next
+/// trunk (4 bytes, 0 for none), the number of leaf entries (4 bytes), then the leaf page numbers
+/// (4 bytes each).
+public enum FreelistTrunk {
+    /// The type byte of a trunk page.
+    public static let type: UInt8 = 0x0E
+    static let nextOffset = 4
+    static let countOffset = 8
+    static let entriesOffset = 12
+
+    /// How many leaf entries a trunk holds at this usable page size.
+    public static func capacity(usable: Int) -> Int { (usable - entriesOffset) / 4 }
 }

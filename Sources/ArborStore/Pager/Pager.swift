@@ -100,6 +100,12 @@ public final class Pager {
     /// I/O counters.
     public internal(set) var statistics = PagerStatistics()
 
+    /// Validates a page's structure when it is read from the file (after its checksum passed),
+    /// before anyone indexes into it: returns a description of what is wrong, or nil. Installed
+    /// by the layer that knows the page types (the B+tree); a failure is a `corrupt` error naming
+    /// the page. Arguments: the page number, its body, and the file's page count.
+    public var pageValidator: (@Sendable (PageNumber, UnsafeRawBufferPointer, PageNumber) -> String?)?
+
     /// The bookkeeping of the open write transaction.
     struct WriteState {
         var originalPageCount: PageNumber = 0

@@ -1,0 +1,142 @@
+/// A position in a B+tree: the path from the root to a leaf cell.
+///
+/// Moves first, last, to the first key ≥ k, next and previous. The path is only valid while the
+/// tree is unchanged; ``Cursor`` (the public type) re-seeks to its current key after a change.
+struct BTreeCursor {
+    let tree: BTree
+    private(set) var path: [BTree.PathEntry] = []
+    private(set) var isValid = false
+
+    init(tree: BTree) {
+        self.tree = tree
+    }
+
+    var pager: Pager { tree.pager }
+
+    /// The node type byte and cell count of `page`, checking it is a node.
+    private func shape(_ page: PageNumber) throws -> (leaf: Bool, count: Int) {
+        try pager.withPage(page) { body in
+            let node = NodeView(body: body)
+            guard node.type == NodeLayout.leafType || node.type == NodeLayout.interiorType else {
+                throw StoreError.corrupt(page: page, "expected a tree node, found page type \(node.type)", path: pager.path)
+            }
+            return (node.isLeaf, node.count)
+        }
+    }
+
+    private func child(_ page: PageNumber, _ index: Int) throws -> PageNumber {
+        let child = try pager.withPage(page) { NodeView(body: $0).child(index) }
+        try tree.checkChild(child, of: page)
+        return child
+    }
+
+    /// Descends from `page` along its left-most (or right-most) edge to a leaf.
+    private mutating func descendEdge(from page: PageNumber, leftmost: Bool) throws {
+        var page = page
+        while true {
+            guard path.count < BTree.maximumDepth else {
+                throw StoreError.corrupt(page: page, "the tree is deeper than \(BTree.maximumDepth) levels (a cycle?)", path: pager.path)
+            }
+            let (leaf, count) = try shape(page)
+            if leaf {
+                path.append(.init(page: page, index: leftmost ? 0 : count - 1))
+                return
+            }
+            let index = leftmost ? 0 : count
+            path.append(.init(page: page, index: index))
+            page = try child(page, index)
+        }
+    }
+
+    /// Skips forward over empty leaves (and past the end of a leaf) to a valid cell.
+    private mutating func settleForward() throws -> Bool {
+        while let leaf = path.last {
+            let (_, count) = try shape(leaf.page)
+            if leaf.index < count { isValid = true; return true }
+            // Climb to the first ancestor with a child to the right.
+            path.removeLast()
+            while let top = path.last {
+                let (_, parentCount) = try shape(top.page)
+                if top.index < parentCount {
+                    path[path.count - 1].index += 1
+                    try descendEdge(from: try child(top.page, top.index + 1), leftmost: true)
+                    break
+                }
+                path.removeLast()
+            }
+            if path.isEmpty { break }
+        }
+        isValid = false
+        return false
+    }
+
+    /// Skips backward over empty leaves (and before the start of a leaf) to a valid cell.
+    private mutating func settleBackward() throws -> Bool {
+        while let leaf = path.last {
+            if leaf.index >= 0 {
+                let (_, count) = try shape(leaf.page)
+                if leaf.index < count { isValid = true; return true }
+            }
+            path.removeLast()
+            while let top = path.last {
+                if top.index > 0 {
+                    path[path.count - 1].index -= 1
+                    try descendEdge(from: try child(top.page, top.index - 1), leftmost: false)
+                    break
+                }
+                path.removeLast()
+            }
+            if path.isEmpty { break }
+        }
+        isValid = false
+        return false
+    }
+
+    /// Moves to the smallest key; false when the tree is empty.
+    mutating func first() throws -> Bool {
+        path.removeAll(keepingCapacity: true)
+        try descendEdge(from: tree.root, leftmost: true)
+        return try settleForward()
+    }
+
+    /// Moves to the largest key; false when the tree is empty.
+    mutating func last() throws -> Bool {
+        path.removeAll(keepingCapacity: true)
+        try descendEdge(from: tree.root, leftmost: false)
+        return try settleBackward()
+    }
+
+    /// Moves to the first key ≥ `key`; false when there is none.
+    mutating func seek(_ key: [UInt8]) throws -> Bool {
+        _ = try key.withUnsafeBytes { try tree.descend($0, path: &path) }
+        return try settleForward()
+    }
+
+    /// Moves to the next key; false at the end.
+    mutating func next() throws -> Bool {
+        guard isValid, !path.isEmpty else { return false }
+        path[path.count - 1].index += 1
+        return try settleForward()
+    }
+
+    /// Moves to the previous key; false at the start.
+    mutating func previous() throws -> Bool {
+        guard isValid, !path.isEmpty else { return false }
+        path[path.count - 1].index -= 1
+        return try settleBackward()
+    }
+
+    /// The key at the position.
+    func key() throws -> [UInt8] {
+        precondition(isValid, "cursor is not on a key")
+        let leaf = path.last!
+        return try tree.key(page: leaf.page, index: leaf.index)
+    }
+
+    /// The value at the position.
+    func value() throws -> [UInt8] {
+        precondition(isValid, "cursor is not on a key")
+        let leaf = path.last!
+        return try tree.value(page: leaf.page, index: leaf.index)
+    }
+}

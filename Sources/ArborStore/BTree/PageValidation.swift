@@ -1,0 +1,103 @@
+/// Structural validation of typed pages, run by the pager on every page it reads from the file
+/// (see ``Pager/pageValidator``), so that no number read from disk indexes anything unchecked.
+enum PageValidation {
+    /// Validates a page body by its type byte; nil when it is sound (or of a type this layer does
+    /// not own, such as a free page whose content means nothing).
+    static func validate(_ page: PageNumber, _ body: UnsafeRawBufferPointer, pageCount: PageNumber) -> String? {
+        switch body[0] {
+        case NodeLayout.leafType, NodeLayout.interiorType:
+            return validateNode(body, pageCount: pageCount)
+        case NodeLayout.overflowType:
+            let next = body.loadLE(UInt32.self, at: 4)
+            return next == 1 || next > pageCount ? "overflow page points to page \(next), outside the file" : nil
+        case FreelistTrunk.type:
+            let next = body.loadLE(UInt32.self, at: 4)
+            let count = Int(body.loadLE(UInt32.self, at: 8))
+            if next == 1 || next > pageCount { return "freelist trunk points to page \(next), outside the file" }
+            if count > FreelistTrunk.capacity(usable: body.count) { return "freelist trunk claims \(count) entries" }
+            return nil
+        default:
+            return nil
+        }
+    }
+
+    /// Reads a varint without running past `limit`; nil when it does or exceeds 32 bits.
+    static func varint(_ body: UnsafeRawBufferPointer, _ position: inout Int, limit: Int) -> Int? {
+        var result = 0
+        var shift = 0
+        while position < limit && shift <= 28 {
+            let byte = body[position]
+            position += 1
+            result |= Int(byte & 0x7F) << shift
+            if byte & 0x80 == 0 { return result <= Int(UInt32.max) ? result : nil }
+            shift += 7
+        }
+        return nil
+    }
+
+    static func validateNode(_ body: UnsafeRawBufferPointer, pageCount: PageNumber) -> String? {
+        let size = body.count
+        let leaf = body[0] == NodeLayout.leafType
+        let count = Int(body.loadLE(UInt16.self, at: 2))
+        let contentStart = Int(body.loadLE(UInt16.self, at: 4))
+        let fragmented = Int(body.loadLE(UInt16.self, at: 6))
+        guard NodeLayout.headerSize + 2 * count <= contentStart, contentStart <= size else {
+            return "node header claims \(count) cells with content from offset \(contentStart)"
+        }
+        guard fragmented <= size - contentStart else { return "node claims \(fragmented) fragmented bytes" }
+        if !leaf {
+            let right = body.loadLE(UInt32.self, at: 8)
+            guard right >= 2, right <= pageCount else { return "right-most child \(right) is outside the file" }
+        }
+        let maxKey = NodeLayout.maxKeySize(usable: size)
+        let maxCell = NodeLayout.maxLocalCell(usable: size)
+        var total = 0
+        var previous: UnsafeRawBufferPointer?
+        for index in 0..<count {
+            let offset = Int(body.loadLE(UInt16.self, at: NodeLayout.headerSize + 2 * index))
+            guard offset >= contentStart, offset < size else { return "cell \(index) starts at \(offset), outside the content area" }
+            var position = offset
+            let keyStart: Int, keyLength: Int, end: Int
+            if leaf {
+                let flags = body[position]
+                position += 1
+                guard flags & ~(NodeLayout.flagOverflow | NodeLayout.flagCompressed) == 0 else { return "cell \(index) has unknown flags \(flags)" }
+                guard let length = varint(body, &position, limit: size), length <= maxKey,
+                      let stored = varint(body, &position, limit: size) else { return "cell \(index) has a malformed header" }
+                if flags & NodeLayout.flagCompressed != 0 {
+                    guard let original = varint(body, &position, limit: size), original > 0,
+                          original <= stored * 255 + 16 else { return "cell \(index) has an impossible compressed length" }
+                }
+                keyStart = position
+                keyLength = length
+                if flags & NodeLayout.flagOverflow != 0 {
+                    end = position + length + 4
+                    guard end <= size else { return "cell \(index) runs past the page" }
+                    let first = body.loadLE(UInt32.self, at: position + length)
+                    guard first >= 2, first <= pageCount else { return "cell \(index) points to overflow page \(first), outside the file" }
+                } else {
+                    end = position + length + stored
+                    guard end <= size, end - offset <= maxCell else { return "cell \(index) runs past the page" }
+                }
+            } else {
+                guard position + 4 <= size else { return "cell \(index) runs past the page" }
+                let child = body.loadLE(UInt32.self, at: position)
+                guard child >= 2, child <= pageCount else { return "cell \(index) points to child \(child), outside the file" }
+                position += 4
+                guard let length = varint(body, &position, limit: size), length <= maxKey else { return "cell \(index) has a malformed header" }
+                keyStart = position
+                keyLength = length
+                end = position + length
+                guard end <= size else { return "cell \(index) runs past the page" }
+            }
+            let key = UnsafeRawBufferPointer(rebasing: body[keyStart..<(keyStart + keyLength)])
+            if let previous, compareBytes(previous, key) >= 0 { return "keys out of order at cell \(index)" }
+            previous = key
+            total += end - offset
+        }
+        guard total + fragmented == size - contentStart else {
+            return "cells and free space do not add up (\(total) + \(fragmented) ≠ \(size - contentStart))"
+        }
+        return nil
+    }
+}

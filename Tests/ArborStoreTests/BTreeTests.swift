@@ -1,0 +1,122 @@
+import ArborTestSupport
+import Testing
+@testable import ArborStore
+
+/// The B+tree against a sorted-dictionary oracle, on tiny pages so splits, merges and overflow
+/// chains happen constantly.
+@Suite("B+tree")
+struct BTreeTests {
+    func makeTree(pageSize: Int = 512, threshold: Int = 64) throws -> (Pager, BTree) {
+        let disk = SimulatedDisk()
+        var options = PagerOptions()
+        options.pageSize = pageSize
+        options.lockTable = LockTable()
+        let pager = try Pager(path: "/t", fileSystem: disk, options: options)
+        pager.pageValidator = PageValidation.validate
+        try pager.beginWrite()
+        let root = try BTree.create(in: pager)
+        return (pager, BTree(pager: pager, root: root, compressionThreshold: threshold))
+    }
+
+    func randomKey(_ random: inout SplitMix64, maxLength: Int = 24) -> [UInt8] {
+        let length = 1 + Int(random.next() % UInt64(maxLength))
+        return (0..<length).map { _ in UInt8(truncatingIfNeeded: random.next() % 6 + 97) }
+    }
+
+    func randomValue(_ random: inout SplitMix64) -> [UInt8] {
+        switch random.next() % 10 {
+        case 0: return (0..<(200 + Int(random.next() % 3000))).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+        case 1: return Array(repeating: UInt8(random.next() % 4 + 65), count: 100 + Int(random.next() % 2000))
+        default: return (0..<Int(random.next() % 60)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+        }
+    }
+
+    func checkMatches(_ tree: BTree, _ model: [[UInt8]: [UInt8]]) throws {
+        var cursor = BTreeCursor(tree: tree)
+        let sorted = model.keys.sorted { $0.lexicographicallyPrecedes($1) }
+        var index = 0
+        var more = try cursor.first()
+        while more {
+            #expect(index < sorted.count)
+            guard index < sorted.count else { return }
+            #expect(try cursor.key() == sorted[index])
+            #expect(try cursor.value() == model[sorted[index]])
+            index += 1
+            more = try cursor.next()
+        }
+        #expect(index == sorted.count)
+        // Backwards too.
+        more = try cursor.last()
+        index = sorted.count - 1
+        while more {
+            #expect(try cursor.key() == sorted[index])
+            index -= 1
+            more = try cursor.previous()
+        }
+        #expect(index == -1)
+    }
+
+    @Test("random puts, updates and deletes match a sorted dictionary", arguments: [(512, UInt64(1)), (512, 2), (1024, 3), (4096, 4)])
+    func modelBased(pageSize: Int, seed: UInt64) throws {
+        let (pager, tree) = try makeTree(pageSize: pageSize)
+        var random = SplitMix64(seed: seed)
+        var model: [[UInt8]: [UInt8]] = [:]
+        for step in 0..<3000 {
+            let key = randomKey(&random)
+            if random.next() % 3 == 0 {
+                let removed = try tree.delete(key)
+                #expect(removed == (model.removeValue(forKey: key) != nil), "seed \(seed) step \(step)")
+            } else {
+                let value = randomValue(&random)
+                try tree.put(key, value)
+                model[key] = value
+            }
+            if step % 500 == 0 {
+                #expect(try tree.get(key) == model[key], "seed \(seed) step \(step)")
+            }
+        }
+        try checkMatches(tree, model)
+        for (key, value) in model { #expect(try tree.get(key) == value) }
+        // Delete everything: the tree shrinks back to an empty root.
+        for key in model.keys { #expect(try tree.delete(key)) }
+        try checkMatches(tree, [:])
+        try pager.commit()
+        #expect(try pager.checkPages().isEmpty)
+    }
+
+    @Test("sequential inserts fill leaves densely")
+    func sequentialFill() throws {
+        let (pager, tree) = try makeTree(pageSize: 4096)
+        for i in 0..<20_000 {
+            var key = withUnsafeBytes(of: UInt64(i).bigEndian) { Array($0) }
+            key.append(0)
+            try tree.put(key, Array(repeating: UInt8(i % 251), count: 100))
+        }
+        // 20 000 cells of ~113 bytes: a dense tree needs about 20 000 / 36 ≈ 556 leaves.
+        #expect(pager.pageCount < 600)
+        try pager.commit()
+    }
+
+    @Test("a key longer than the limit is a typed error")
+    func keyLimit() throws {
+        let (_, tree) = try makeTree(pageSize: 512)
+        let limit = NodeLayout.maxKeySize(usable: 504)
+        try tree.put(Array(repeating: 1, count: limit), [1])
+        #expect(storeErrorCode { try tree.put(Array(repeating: 2, count: limit + 1), [1]) } == .invalidArgument)
+    }
+
+    @Test("compressible values are stored compressed and read back exactly")
+    func compression() throws {
+        let (pager, tree) = try makeTree(pageSize: 4096, threshold: 128)
+        let text = Array(String(repeating: "the quick brown fox jumps over the lazy dog. ", count: 400).utf8)
+        let before = pager.pageCount
+        try tree.put([1], text)
+        #expect(try tree.get([1]) == text)
+        // 18 000 bytes of text compress to well under one page.
+        #expect(pager.pageCount - before <= 1)
+        var random = SplitMix64(seed: 9)
+        let noise = (0..<5000).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+        try tree.put([2], noise)
+        #expect(try tree.get([2]) == noise)
+    }
+}

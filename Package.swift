@@ -25,6 +25,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
+        // Tests only: property-based testing with shrinking (Swift Testing).
+        .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
     ],
     targets: [
         // liblz4 from the system (Debian: liblz4-dev). `make` installs it when the header is missing.
@@ -66,7 +68,10 @@ let package = Package(
         ),
         .testTarget(
             name: "ArborStoreTests",
-            dependencies: ["ArborStore", "ArborTestSupport"],
+            dependencies: [
+                "ArborStore", "ArborTestSupport",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

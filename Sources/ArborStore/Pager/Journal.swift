@@ -20,7 +20,7 @@
 /// with `nonce ^ pageNumber·prime` (8 bytes).
 ///
 /// A journal is *hot*, and must be rolled back before anyone reads the database, when its header
-/// is valid and either its record count is non-zero or the database is longer than the original
+/// is valid and either its record count is non-zero or the database's length differs from the original
 /// page count says (a new database whose first commit was interrupted).
 final class Journal {
     static let magic: [UInt8] = Array("ArborJnl".utf8)
@@ -43,7 +43,12 @@ final class Journal {
     /// Scratch space for one record.
     private var record: [UInt8]
 
-    init(fileSystem: any FileSystem, path: String, pageSize: Int) {
+    /// Opened read-only (a read-only connection never writes the journal; a hot journal makes it
+    /// fail with `readOnly` before it would).
+    let readOnly: Bool
+
+    init(fileSystem: any FileSystem, path: String, pageSize: Int, readOnly: Bool = false) {
+        self.readOnly = readOnly
         self.fileSystem = fileSystem
         self.path = path
         self.pageSize = pageSize
@@ -70,7 +75,7 @@ final class Journal {
         if file != nil { return true }
         guard try fileSystem.exists(path) else { return false }
         do {
-            file = try fileSystem.open(path, mode: .readWrite)
+            file = try fileSystem.open(path, mode: readOnly ? .readOnly : .readWrite)
         } catch let error as StoreError where error.code == .notFound {
             return false
         }

@@ -23,8 +23,8 @@ public enum LockLevel: Int, Comparable, Sendable, CustomStringConvertible {
     }
 }
 
-/// Byte ranges of the database file used as advisory locks. They lie far past any data, and the
-/// locks are advisory, so they never interfere with reads and writes.
+/// Byte ranges of the database file used as advisory locks, at 1 TiB: past the data of any file
+/// below that size, and, being advisory, harmless to reads and writes of larger ones.
 enum LockBytes {
     static let pending: Int64 = 1 << 40
     static let reserved: Int64 = pending + 1

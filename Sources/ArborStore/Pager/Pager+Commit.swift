@@ -208,6 +208,25 @@ extension Pager {
         return true
     }
 
+    /// A journal that cannot belong to this database is refused rather than replayed: the file
+    /// only grows during a transaction, so its original length is never beyond the current one,
+    /// and the header's page size (in the first sector, which is never torn) must agree.
+    private func checkJournalMatchesDatabase(_ journalHeader: Journal.Header) throws {
+        let size = try file.size()
+        let original = Int64(journalHeader.originalPageCount) * Int64(journalHeader.pageSize)
+        guard original <= size else {
+            throw StoreError(.corrupt, "the journal describes a database of \(original) bytes but the file holds \(size): it does not belong to this database; move it away to open the file", path: journal.path)
+        }
+        var prefix = [UInt8](repeating: 0, count: DatabaseHeader.size)
+        let complete = try prefix.withUnsafeMutableBytes { try file.readFully(into: $0, at: 0) }
+        if complete, prefix.withUnsafeBytes({ DatabaseHeader.hasMagic($0) }) {
+            let pageSize = Int(prefix.withUnsafeBytes { $0.loadLE(UInt32.self, at: 20) })
+            guard pageSize == journalHeader.pageSize else {
+                throw StoreError(.corrupt, "the journal's page size \(journalHeader.pageSize) differs from the database's \(pageSize): it does not belong to this database", path: journal.path)
+            }
+        }
+    }
+
     private func isHot(_ journalHeader: Journal.Header) throws -> Bool {
         if journalHeader.recordCount > 0 { return true }
         let size = try file.size()
@@ -218,6 +237,7 @@ extension Pager {
     /// syncs it, and only then invalidates the journal: a crash anywhere in here leaves the
     /// journal hot, and replaying it again is harmless.
     func playback(_ journalHeader: Journal.Header) throws {
+        try checkJournalMatchesDatabase(journalHeader)
         journal.setPageSize(journalHeader.pageSize)
         defer { journal.setPageSize(header.pageSize) }
         let pageSize = Int64(journalHeader.pageSize)

@@ -1,7 +1,8 @@
 /// Page access, allocation and the freelist.
 ///
 /// The freelist is a chain of *trunk* pages (layout in ``FreelistTrunk``). Leaves are
-/// free pages whose content means nothing: freeing a page touches only its trunk, and reusing a
+/// free pages whose content means nothing: freeing a page usually touches only the head trunk (the
+/// freed page itself becomes the new head trunk when there is none or it is full), and reusing a
 /// leaf that was already free when the transaction began needs no journal record (a rollback
 /// restores the trunk that lists it as free again).
 extension Pager {
@@ -50,15 +51,18 @@ extension Pager {
                 guard leaf >= 2, leaf <= write.header.pageCount, leaf != head else {
                     throw StoreError.corrupt(page: head, "freelist trunk lists page \(leaf), outside the file", path: path)
                 }
-                write.header.freelistCount -= 1
+                try takeFromFreelistCount(head)
                 try reuseLeaf(leaf)
                 return leaf
             }
             // An empty trunk is itself reused; its content (the next pointer) was journaled when
             // it was made writable.
             try withMutablePage(head) { body in body.initializeMemory(as: UInt8.self, repeating: 0) }
+            guard next != head else {
+                throw StoreError.corrupt(page: head, "freelist trunk points to itself", path: path)
+            }
+            try takeFromFreelistCount(head)
             write.header.freelistHead = next
-            write.header.freelistCount -= 1
             return head
         }
         guard write.header.pageCount < PageNumber.max - 1 else {
@@ -135,6 +139,15 @@ extension Pager {
     func isPinned(_ frame: Int) -> Bool {
         // Pins are only visible through the cache; a frame with pins cannot be dropped.
         cache.pinCount(frame) > 0
+    }
+
+    /// Counts one page off the freelist; a freelist holding more pages than the header counts is
+    /// corruption (a hostile file), not an arithmetic trap.
+    private func takeFromFreelistCount(_ trunk: PageNumber) throws {
+        guard write.header.freelistCount > 0 else {
+            throw StoreError.corrupt(page: trunk, "the freelist holds more pages than the header counts", path: path)
+        }
+        write.header.freelistCount -= 1
     }
 
     func checkTrunk(_ trunk: PageNumber, next: PageNumber, count: UInt32) throws {

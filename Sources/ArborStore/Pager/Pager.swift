@@ -144,7 +144,7 @@ public final class Pager {
             file.close()
             throw error
         }
-        self.journal = Journal(fileSystem: fileSystem, path: path + "-journal", pageSize: options.pageSize)
+        self.journal = Journal(fileSystem: fileSystem, path: path + "-journal", pageSize: options.pageSize, readOnly: options.readOnly)
         self.header = DatabaseHeader(pageSize: options.pageSize, pageCount: 0)
         self.cache = PageCache(pageSize: options.pageSize, budget: options.cacheSize)
         do {
@@ -224,7 +224,10 @@ public final class Pager {
         }
         var fresh = DatabaseHeader(pageSize: options.pageSize, pageCount: 0)
         var generator = SystemRandomNumberGenerator()
-        fresh.fileID = (generator.next(), generator.next())
+        // A version-4 UUID: random, with the version and variant bits set.
+        let high: UInt64 = (generator.next() & ~(UInt64(0xF0) << 48)) | (UInt64(0x40) << 48)
+        let low: UInt64 = (generator.next() & ~UInt64(0xC0)) | 0x80
+        fresh.fileID = (high, low)
         header = fresh
         cache = PageCache(pageSize: fresh.pageSize, budget: options.cacheSize)
         journal.setPageSize(fresh.pageSize)

@@ -1,0 +1,194 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Synchronization
+
+/// How a ``Database`` opens its file.
+public struct DatabaseOptions: Sendable {
+    /// The page size of a new file (an existing file keeps its own): a power of two, 512…65536.
+    public var pageSize = PageLayout.defaultPageSize
+    /// The page cache budget of each connection, in bytes.
+    public var cacheSize = 8 << 20
+    /// Values of at least this many bytes are stored LZ4-compressed when that saves space.
+    /// `Int.max` turns compression off.
+    public var compressionThreshold = 256
+    /// How long to wait for another connection's lock before failing with `busy`.
+    public var busyTimeout: Duration = .seconds(5)
+    /// Open for reading only.
+    public var readOnly = false
+    /// Create the file when it does not exist.
+    public var create = true
+    /// The file system (``PosixFileSystem`` unless testing).
+    public var fileSystem: any FileSystem = PosixFileSystem.shared
+    /// The lock table (``LockTable/processWide`` unless simulating several processes).
+    public var lockTable = LockTable.processWide
+
+    /// Creates the default options.
+    public init() {}
+
+    var pagerOptions: PagerOptions {
+        var options = PagerOptions()
+        options.pageSize = pageSize
+        options.cacheSize = cacheSize
+        options.busyTimeout = busyTimeout
+        options.readOnly = readOnly
+        options.create = create
+        options.lockTable = lockTable
+        return options
+    }
+}
+
+/// An ArborStore database: named, ordered key-value trees in one file, with atomic, durable
+/// transactions shared safely between threads and processes.
+///
+/// ```swift
+/// let database = try Database(path: "/tmp/example.arbor")
+/// try database.write { transaction in
+///     let people = try transaction.tree(named: "people", create: true)
+///     try people.put(Array("ada".utf8), Array("Ada Lovelace".utf8))
+/// }
+/// let name = try database.read { transaction in
+///     try transaction.tree(named: "people")?.get(Array("ada".utf8))
+/// }
+/// ```
+///
+/// Thread safety: a `Database` may be used from any number of threads. Read transactions run
+/// concurrently (each on a connection of its own, taken from a pool); write transactions in this
+/// process run one at a time, and across processes the file's locks keep one writer at a time.
+/// Transactions and the trees and cursors obtained from them belong to the closure they were given
+/// to: do not keep them past it or hand them to another thread.
+public final class Database: Sendable {
+    /// The database file's path.
+    public let path: String
+    /// The options it was opened with.
+    public let options: DatabaseOptions
+
+    /// Idle connections, ready for read transactions.
+    private let idle = Mutex<[PagerBox]>([])
+    /// Serialises this process's write transactions (across processes, the file lock does).
+    private let writerGate = Gate()
+    private let closed = Atomic<Bool>(false)
+
+    /// Opens (and, when allowed, creates) the database at `path`, recovering it if a writer crashed.
+    ///
+    /// - Throws: ``StoreError`` (`notADatabase`, `corrupt`, `busy`, `unsupportedVersion`, I/O).
+    public init(path: String, options: DatabaseOptions = DatabaseOptions()) throws {
+        self.path = path
+        self.options = options
+        let first = try openConnection()
+        idle.withLock { $0.append(first) }
+    }
+
+    /// Closes every idle connection. Transactions must not be running.
+    public func close() {
+        closed.store(true, ordering: .sequentiallyConsistent)
+        let connections = idle.withLock { pool -> [PagerBox] in
+            defer { pool.removeAll() }
+            return pool
+        }
+        for connection in connections { connection.pager.close() }
+    }
+
+    deinit { close() }
+
+    private func openConnection() throws -> PagerBox {
+        let pager = try Pager(path: path, fileSystem: options.fileSystem, options: options.pagerOptions)
+        pager.pageValidator = PageValidation.validate
+        return PagerBox(pager)
+    }
+
+    private func checkout() throws -> PagerBox {
+        precondition(!closed.load(ordering: .sequentiallyConsistent), "the database at \(path) is closed")
+        if let connection = idle.withLock({ $0.popLast() }) { return connection }
+        return try openConnection()
+    }
+
+    private func checkin(_ connection: PagerBox) {
+        if connection.pager.isPoisoned {
+            connection.pager.close()
+            return
+        }
+        idle.withLock { $0.append(connection) }
+    }
+
+    /// Runs `body` in a read transaction: it sees the database as committed when it began, however
+    /// long it runs, while writers go on.
+    ///
+    /// - Throws: what `body` throws, or a ``StoreError`` (`busy` past the busy timeout).
+    public func read<R>(_ body: (ReadTransaction) throws -> R) throws -> R {
+        let connection = try checkout()
+        defer { checkin(connection) }
+        let pager = connection.pager
+        try pager.beginRead()
+        defer { pager.endRead() }
+        let transaction = ReadTransaction(pager: pager, options: options)
+        defer { transaction.isOpen = false }
+        return try body(transaction)
+    }
+
+    /// Runs `body` in a write transaction and commits it durably when `body` returns; if `body`
+    /// throws, nothing it did is kept and its error is rethrown.
+    ///
+    /// - Throws: what `body` throws, or a ``StoreError`` (`busy`, `readOnly`, `full`, I/O…). When
+    ///   the commit itself fails, nothing was written.
+    public func write<R>(_ body: (WriteTransaction) throws -> R) throws -> R {
+        writerGate.enter()
+        defer { writerGate.leave() }
+        let connection = try checkout()
+        defer { checkin(connection) }
+        let pager = connection.pager
+        try pager.beginWrite()
+        let transaction = WriteTransaction(pager: pager, options: options)
+        defer { transaction.isOpen = false }
+        let result: R
+        do {
+            result = try body(transaction)
+        } catch {
+            try? pager.rollback()
+            throw error
+        }
+        do {
+            try pager.commit()
+        } catch StoreError.busy {
+            // Readers in other processes held on past the busy timeout: give up cleanly.
+            try? pager.rollback()
+            throw StoreError(.busy, "could not commit: readers kept the database busy past the timeout; nothing was written", path: path)
+        }
+        return result
+    }
+
+    /// Checks the whole file: every page used exactly once, checksums, key order, leaf depth,
+    /// overflow chains, compressed values, the freelist. Runs in a read transaction.
+    public func checkIntegrity() throws -> IntegrityReport {
+        try read { try IntegrityChecker(pager: $0.pager).run() }
+    }
+}
+
+/// Moves a connection between threads; the pool guarantees one user at a time.
+final class PagerBox: @unchecked Sendable {
+    let pager: Pager
+    init(_ pager: Pager) { self.pager = pager }
+}
+
+/// A mutual-exclusion gate held across a caller's closure (a pthread mutex).
+final class Gate: @unchecked Sendable {
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+
+    init() {
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    func enter() { pthread_mutex_lock(mutex) }
+    func leave() { pthread_mutex_unlock(mutex) }
+}

@@ -1,0 +1,184 @@
+/// The result of ``Database/checkIntegrity()``.
+public struct IntegrityReport: Sendable {
+    /// Every problem found; empty when the file is sound.
+    public var problems: [IntegrityProblem] = []
+    /// The file's page count.
+    public var pageCount: PageNumber = 0
+    /// Pages on the freelist.
+    public var freePages = 0
+    /// Statistics of each tree, by name.
+    public var trees: [String: TreeStatistics] = [:]
+    /// Statistics of the catalog tree.
+    public var catalog = TreeStatistics()
+
+    /// Whether no problem was found.
+    public var isSound: Bool { problems.isEmpty }
+}
+
+/// Which structure uses each page, to prove every page is used exactly once.
+struct PageUsage {
+    private(set) var owners: [Int32]
+    private(set) var names: [String] = [""]
+
+    init(pageCount: PageNumber) {
+        owners = [Int32](repeating: 0, count: Int(pageCount) + 1)
+    }
+
+    /// Records that `owner` uses `page`; returns the previous owner's name when it was taken.
+    mutating func mark(_ page: PageNumber, _ owner: String) -> String? {
+        guard Int(page) < owners.count, page >= 1 else { return "nothing (outside the file)" }
+        if owners[Int(page)] != 0 { return names[Int(owners[Int(page)])] }
+        if names.last != owner { names.append(owner) }
+        owners[Int(page)] = Int32(names.count - 1)
+        return nil
+    }
+
+    func unused() -> [PageNumber] {
+        (1..<owners.count).filter { owners[$0] == 0 }.map { PageNumber($0) }
+    }
+}
+
+/// Walks the whole file: header, freelist, catalog, every tree, every overflow chain.
+struct IntegrityChecker {
+    let pager: Pager
+
+    func run() throws -> IntegrityReport {
+        var report = IntegrityReport()
+        report.pageCount = pager.pageCount
+        report.problems = try pager.checkPages()
+        var usage = PageUsage(pageCount: pager.pageCount)
+        _ = usage.mark(1, "the header")
+        var freelistProblems: [IntegrityProblem] = []
+        let freelist = try pager.freelist(problems: &freelistProblems)
+        for page in freelist.trunks + freelist.leaves {
+            if let other = usage.mark(page, "the freelist") {
+                report.problems.append(IntegrityProblem(page: page, "free page is also used by \(other)"))
+            }
+        }
+        report.freePages = freelist.trunks.count + freelist.leaves.count
+        let catalog = Catalog(pager: pager)
+        if let tree = catalog.tree {
+            walk(tree, name: "the catalog", usage: &usage, statistics: &report.catalog, problems: &report.problems, verifyValues: true)
+            do {
+                for descriptor in try catalog.all() {
+                    var statistics = TreeStatistics()
+                    let tree = BTree(pager: pager, root: descriptor.root, compressionThreshold: .max)
+                    walk(tree, name: "tree \"\(descriptor.name)\"", usage: &usage, statistics: &statistics,
+                         problems: &report.problems, verifyValues: true)
+                    report.trees[descriptor.name] = statistics
+                }
+            } catch let error as StoreError {
+                report.problems.append(IntegrityProblem(page: error.page, "catalog unreadable: \(error.message)"))
+            }
+        }
+        for page in usage.unused() {
+            report.problems.append(IntegrityProblem(page: page, "page is used by nothing (neither a tree nor the freelist)"))
+        }
+        return report
+    }
+
+    /// Walks one tree, marking its pages, checking order against the bounds inherited from the
+    /// parents, leaf depth, overflow chains and (with `verifyValues`) that compressed values decode.
+    func walk(_ tree: BTree, name: String, usage: inout PageUsage, statistics: inout TreeStatistics,
+              problems: inout [IntegrityProblem], verifyValues: Bool) {
+        var leafDepth: Int?
+        // (page, depth, lower bound inclusive, upper bound exclusive)
+        var stack: [(PageNumber, Int, [UInt8]?, [UInt8]?)] = [(tree.root, 1, nil, nil)]
+        while let (page, depth, lower, upper) = stack.popLast() {
+            if let other = usage.mark(page, name) {
+                problems.append(IntegrityProblem(page: page, "page of \(name) is also used by \(other)"))
+                continue
+            }
+            guard depth <= BTree.maximumDepth else {
+                problems.append(IntegrityProblem(page: page, "\(name) is deeper than \(BTree.maximumDepth) levels"))
+                continue
+            }
+            let image: BTree.NodeImage
+            do {
+                image = try tree.image(of: page)
+            } catch let error as StoreError {
+                problems.append(IntegrityProblem(page: page, "\(name): \(error.message)"))
+                continue
+            } catch {
+                continue
+            }
+            statistics.capacityBytes += pager.usableSize
+            statistics.usedBytes += NodeLayout.headerSize + image.cells.reduce(0) { $0 + $1.count + 2 }
+            let keys = image.cells.map { image.leaf ? BTree.leafKey($0) : BTree.interiorKey($0) }
+            for (index, key) in keys.enumerated() {
+                if let lower, key.lexicographicallyPrecedes(lower) {
+                    problems.append(IntegrityProblem(page: page, "\(name): key \(index) sorts before its parent's separator"))
+                    break
+                }
+                if let upper, !key.lexicographicallyPrecedes(upper) {
+                    problems.append(IntegrityProblem(page: page, "\(name): key \(index) does not sort before its parent's next separator"))
+                    break
+                }
+            }
+            if image.leaf {
+                statistics.leafPages += 1
+                statistics.entries += image.cells.count
+                if let leafDepth, leafDepth != depth {
+                    problems.append(IntegrityProblem(page: page, "\(name): leaf at depth \(depth), others at \(leafDepth)"))
+                }
+                leafDepth = leafDepth ?? depth
+                statistics.depth = max(statistics.depth, depth)
+                for (index, cell) in image.cells.enumerated() {
+                    checkValue(cell, index: index, page: page, tree: tree, name: name, usage: &usage,
+                               statistics: &statistics, problems: &problems, verifyValues: verifyValues)
+                }
+            } else {
+                statistics.interiorPages += 1
+                let children = image.cells.map(BTree.interiorChild) + [image.rightChild]
+                for (index, child) in children.enumerated() {
+                    guard child >= 2, child <= pager.pageCount else {
+                        problems.append(IntegrityProblem(page: page, "\(name): child \(child) is outside the file"))
+                        continue
+                    }
+                    let childLower = index == 0 ? lower : keys[index - 1]
+                    let childUpper = index < keys.count ? keys[index] : upper
+                    stack.append((child, depth + 1, childLower, childUpper))
+                }
+            }
+        }
+    }
+
+    private func checkValue(_ cell: [UInt8], index: Int, page: PageNumber, tree: BTree, name: String,
+                            usage: inout PageUsage, statistics: inout TreeStatistics,
+                            problems: inout [IntegrityProblem], verifyValues: Bool) {
+        let parsed = cell.withUnsafeBytes { raw -> LeafCell in
+            // A one-cell node view over the cell's bytes.
+            var scratch = [UInt8](repeating: 0, count: NodeLayout.headerSize + 2 + raw.count)
+            scratch[0] = NodeLayout.leafType
+            scratch.withUnsafeMutableBytes { body in
+                body.storeLE(UInt16(1), at: 2)
+                body.storeLE(UInt16(NodeLayout.headerSize + 2), at: NodeLayout.headerSize)
+                UnsafeMutableRawBufferPointer(rebasing: body[(NodeLayout.headerSize + 2)...]).copyMemory(from: raw)
+            }
+            return scratch.withUnsafeBytes { LeafCell(NodeView(body: $0), 0) }
+        }
+        if parsed.isCompressed { statistics.compressedValues += 1 }
+        do {
+            var stored: [UInt8] = parsed.inline
+            if parsed.isOverflow {
+                var chain: [PageNumber] = []
+                stored = []
+                try tree.walkOverflow(first: parsed.overflow, length: parsed.storedLength) { overflowPage, bytes, _ in
+                    chain.append(overflowPage)
+                    if verifyValues && parsed.isCompressed { stored.append(contentsOf: bytes) }
+                }
+                statistics.overflowPages += chain.count
+                for overflowPage in chain {
+                    if let other = usage.mark(overflowPage, name) {
+                        problems.append(IntegrityProblem(page: overflowPage, "overflow page of \(name) is also used by \(other)"))
+                    }
+                }
+            }
+            if verifyValues && parsed.isCompressed {
+                _ = try LZ4.decompress(stored, originalLength: parsed.originalLength, path: pager.path)
+            }
+        } catch let error as StoreError {
+            problems.append(IntegrityProblem(page: page, "\(name): value of cell \(index): \(error.message)"))
+        } catch {}
+    }
+}

@@ -1,0 +1,82 @@
+/// A read transaction: a consistent view of the database as committed when it began.
+///
+/// Valid only inside the closure given to ``Database/read(_:)``; calls after it fail with
+/// `misuse`.
+public class ReadTransaction {
+    let pager: Pager
+    let options: DatabaseOptions
+    var isOpen = true
+    /// Bumped by every change in a write transaction: cursors re-seek when it moves.
+    var generation: UInt64 = 0
+
+    init(pager: Pager, options: DatabaseOptions) {
+        self.pager = pager
+        self.options = options
+    }
+
+    func checkOpen() throws {
+        guard isOpen else {
+            throw StoreError(.misuse, "the transaction has ended; use trees and cursors only inside its closure")
+        }
+    }
+
+    var catalog: Catalog { Catalog(pager: pager) }
+
+    /// The tree named `name`, or nil when there is none.
+    public func tree(named name: String) throws -> Tree? {
+        try checkOpen()
+        guard let descriptor = try catalog.lookup(name) else { return nil }
+        return Tree(transaction: self, descriptor: descriptor)
+    }
+
+    /// Every tree's descriptor, by name.
+    public func trees() throws -> [TreeDescriptor] {
+        try checkOpen()
+        return try catalog.all()
+    }
+
+    /// The file's header as this transaction sees it.
+    public var header: DatabaseHeader { pager.currentHeader }
+
+    /// The page cache's counters of this transaction's connection.
+    public var cacheStatistics: PageCacheStatistics { pager.cacheStatistics }
+}
+
+/// A write transaction: everything it does becomes durable together when its closure returns, or
+/// not at all.
+public final class WriteTransaction: ReadTransaction {
+    /// The tree named `name`; with `create`, made (as a table) when missing.
+    public func tree(named name: String, create: Bool) throws -> Tree? {
+        if let existing = try tree(named: name) { return existing }
+        guard create else { return nil }
+        return try createTree(named: name)
+    }
+
+    /// Creates a tree.
+    ///
+    /// - Throws: `invalidArgument` when the name is taken or empty or longer than 200 bytes.
+    @discardableResult
+    public func createTree(named name: String, kind: TreeKind = .table) throws -> Tree {
+        try checkOpen()
+        let descriptor = try catalog.create(name, kind: kind)
+        generation &+= 1
+        return Tree(transaction: self, descriptor: descriptor)
+    }
+
+    /// Drops a tree and returns its pages to the freelist; returns whether it existed.
+    @discardableResult
+    public func dropTree(named name: String) throws -> Bool {
+        try checkOpen()
+        guard let descriptor = try catalog.lookup(name) else { return false }
+        try BTree(pager: pager, root: descriptor.root, compressionThreshold: options.compressionThreshold).destroy()
+        try catalog.remove(name)
+        generation &+= 1
+        return true
+    }
+
+    /// Sets the application's version number in the header.
+    public func setUserVersion(_ version: UInt32) throws {
+        try checkOpen()
+        try pager.setUserVersion(version)
+    }
+}

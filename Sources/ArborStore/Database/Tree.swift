@@ -1,0 +1,222 @@
+/// A named, ordered map from byte keys to byte values, inside a transaction.
+///
+/// Keys compare as bytes (`memcmp`); build typed, composite keys with ``KeyEncoding``. Keys may be
+/// up to ``maximumKeySize`` bytes; values up to 4 GiB − 1 (large ones go to overflow pages,
+/// compressible ones are stored LZ4-compressed).
+public final class Tree {
+    let transaction: ReadTransaction
+    /// The tree's catalog entry as of when it was opened.
+    public private(set) var descriptor: TreeDescriptor
+
+    init(transaction: ReadTransaction, descriptor: TreeDescriptor) {
+        self.transaction = transaction
+        self.descriptor = descriptor
+    }
+
+    /// The tree's name.
+    public var name: String { descriptor.name }
+
+    var btree: BTree {
+        BTree(pager: transaction.pager, root: descriptor.root, compressionThreshold: transaction.options.compressionThreshold)
+    }
+
+    /// The longest key accepted at this file's page size.
+    public var maximumKeySize: Int { NodeLayout.maxKeySize(usable: transaction.pager.usableSize) }
+
+    func checkWritable() throws {
+        try transaction.checkOpen()
+        guard transaction is WriteTransaction else {
+            throw StoreError(.misuse, "tree \"\(name)\" was opened in a read transaction; change it inside `write`")
+        }
+    }
+
+    /// The value stored under `key`, or nil.
+    ///
+    /// - Complexity: O(log n) page visits.
+    public func get(_ key: [UInt8]) throws -> [UInt8]? {
+        try transaction.checkOpen()
+        return try btree.get(key)
+    }
+
+    /// Stores `value` under `key`, replacing any value there.
+    ///
+    /// - Throws: `invalidArgument` for a key longer than ``maximumKeySize``; `misuse` in a read
+    ///   transaction.
+    public func put(_ key: [UInt8], _ value: [UInt8]) throws {
+        try checkWritable()
+        try btree.put(key, value)
+        transaction.generation &+= 1
+    }
+
+    /// Removes `key`; returns whether it was there.
+    @discardableResult
+    public func delete(_ key: [UInt8]) throws -> Bool {
+        try checkWritable()
+        let removed = try btree.delete(key)
+        if removed { transaction.generation &+= 1 }
+        return removed
+    }
+
+    /// A cursor over the tree, not yet positioned.
+    public func makeCursor() throws -> Cursor {
+        try transaction.checkOpen()
+        return Cursor(tree: self)
+    }
+
+    /// Hands out the tree's next sequence number (1, 2, 3, …), durable with the transaction: the
+    /// primary-key allocator of tables.
+    public func nextSequence() throws -> UInt64 {
+        try checkWritable()
+        guard var current = try transaction.catalog.lookup(name) else {
+            throw StoreError(.misuse, "tree \"\(name)\" was dropped")
+        }
+        current.sequence += 1
+        try transaction.catalog.update(current)
+        descriptor = current
+        transaction.generation &+= 1
+        return descriptor.sequence
+    }
+
+    /// Counts the entries and pages of the tree by walking it.
+    ///
+    /// - Complexity: O(pages).
+    public func statistics() throws -> TreeStatistics {
+        try transaction.checkOpen()
+        var problems: [IntegrityProblem] = []
+        var statistics = TreeStatistics()
+        var usage = PageUsage(pageCount: transaction.pager.pageCount)
+        try IntegrityChecker(pager: transaction.pager)
+            .walk(btree, name: name, usage: &usage, statistics: &statistics, problems: &problems, verifyValues: false)
+        if let problem = problems.first {
+            throw StoreError(.corrupt, "tree \"\(name)\": \(problem)", page: problem.page, path: transaction.pager.path)
+        }
+        return statistics
+    }
+}
+
+/// Sizes of a tree, from ``Tree/statistics()``.
+public struct TreeStatistics: Sendable, Equatable {
+    /// Key-value entries.
+    public var entries = 0
+    /// Levels, leaves included (1 for a tree that is a single leaf).
+    public var depth = 0
+    /// Leaf pages.
+    public var leafPages = 0
+    /// Interior pages.
+    public var interiorPages = 0
+    /// Overflow pages holding large values.
+    public var overflowPages = 0
+    /// Values stored LZ4-compressed.
+    public var compressedValues = 0
+    /// Bytes in use in the tree's leaf and interior pages (headers, offsets, cells).
+    public var usedBytes = 0
+    /// Bytes available in the tree's leaf and interior pages.
+    public var capacityBytes = 0
+
+    /// Creates zeroed statistics.
+    public init() {}
+
+    /// All pages of the tree.
+    public var pages: Int { leafPages + interiorPages + overflowPages }
+
+    /// How full the tree's nodes are, 0…1.
+    public var fillFactor: Double { capacityBytes == 0 ? 0 : Double(usedBytes) / Double(capacityBytes) }
+}
+
+/// A position in a tree, moving in key order.
+///
+/// Positioning calls return whether the cursor is now on an entry. A cursor stays usable while
+/// its transaction lasts, even when the tree changes under it: it then continues from the key it
+/// was on (or, if that key was deleted, from where it would have been).
+public final class Cursor {
+    let tree: Tree
+    private var core: BTreeCursor
+    private var generation: UInt64
+    private var currentKey: [UInt8]?
+
+    init(tree: Tree) {
+        self.tree = tree
+        core = BTreeCursor(tree: tree.btree)
+        generation = tree.transaction.generation
+    }
+
+    /// Whether the cursor is on an entry.
+    public var isValid: Bool { currentKey != nil }
+
+    /// The key the cursor is on.
+    public var key: [UInt8]? { currentKey }
+
+    /// The value of the entry the cursor is on.
+    public func value() throws -> [UInt8]? {
+        guard let currentKey else { return nil }
+        try tree.transaction.checkOpen()
+        if try refreshIfChanged() {
+            return try core.isValid && core.key() == currentKey ? core.value() : tree.get(currentKey)
+        }
+        return try core.value()
+    }
+
+    private func settle(_ moved: Bool) throws -> Bool {
+        currentKey = moved ? try core.key() : nil
+        generation = tree.transaction.generation
+        return moved
+    }
+
+    /// Re-seeks after a change to the tree; returns whether it had to.
+    private func refreshIfChanged() throws -> Bool {
+        guard generation != tree.transaction.generation else { return false }
+        core = BTreeCursor(tree: tree.btree)
+        if let currentKey { _ = try core.seek(currentKey) }
+        generation = tree.transaction.generation
+        return true
+    }
+
+    /// Moves to the smallest key.
+    @discardableResult
+    public func first() throws -> Bool {
+        try tree.transaction.checkOpen()
+        core = BTreeCursor(tree: tree.btree)
+        return try settle(core.first())
+    }
+
+    /// Moves to the largest key.
+    @discardableResult
+    public func last() throws -> Bool {
+        try tree.transaction.checkOpen()
+        core = BTreeCursor(tree: tree.btree)
+        return try settle(core.last())
+    }
+
+    /// Moves to the first key greater than or equal to `key`.
+    @discardableResult
+    public func seek(_ key: [UInt8]) throws -> Bool {
+        try tree.transaction.checkOpen()
+        core = BTreeCursor(tree: tree.btree)
+        return try settle(core.seek(key))
+    }
+
+    /// Moves to the next key.
+    @discardableResult
+    public func next() throws -> Bool {
+        try tree.transaction.checkOpen()
+        guard let currentKey else { return false }
+        if try refreshIfChanged() {
+            guard core.isValid else { return try settle(false) }
+            // On the old key: step past it. On a greater key (the old one was deleted): stay.
+            if try core.key() != currentKey { return try settle(true) }
+        }
+        return try settle(core.next())
+    }
+
+    /// Moves to the previous key.
+    @discardableResult
+    public func previous() throws -> Bool {
+        try tree.transaction.checkOpen()
+        guard let currentKey else { return false }
+        if try refreshIfChanged() {
+            // Seek landed on the first key ≥ the old one (or nowhere): the previous key is before it.
+            if !core.isValid { return try settle(core.last()) }
+        }
+        return try settle(core.previous())
+    }
+}

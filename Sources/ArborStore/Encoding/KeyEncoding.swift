@@ -1,0 +1,184 @@
+import Foundation
+
+/// One component of a typed key tuple.
+///
+/// Tuples of components encode (``KeyEncoding/encode(_:)``) to bytes whose `memcmp` order is the
+/// natural order of the tuples, so composite index keys compare correctly inside the B+tree:
+/// component by component; within a component, by kind first (null < booleans < integers <
+/// doubles < dates < strings < data < UUIDs), then by value.
+public enum KeyComponent: Hashable, Sendable, CustomStringConvertible {
+    /// The absent value; sorts before everything else.
+    case null
+    /// false < true.
+    case bool(Bool)
+    /// Signed 64-bit integers, in numeric order.
+    case int(Int64)
+    /// Doubles in numeric order: −∞ < … < −0 = +0 < … < +∞ < NaN (every NaN is one value).
+    case double(Double)
+    /// Dates, in time order (at the resolution of a `Double` of seconds).
+    case date(Date)
+    /// Strings, in the binary order of their UTF-8 bytes (that is, Unicode scalar order).
+    case string(String)
+    /// Bytes, in `memcmp` order (a prefix sorts first).
+    case data([UInt8])
+    /// UUIDs, in the order of their 16 bytes.
+    case uuid(UUID)
+
+    public var description: String {
+        switch self {
+        case .null: "null"
+        case .bool(let value): "\(value)"
+        case .int(let value): "\(value)"
+        case .double(let value): "\(value)"
+        case .date(let value): "\(value)"
+        case .string(let value): "\"\(value)\""
+        case .data(let value): "<\(value.count) bytes>"
+        case .uuid(let value): value.uuidString
+        }
+    }
+
+    public static func == (a: KeyComponent, b: KeyComponent) -> Bool {
+        KeyEncoding.encode([a]) == KeyEncoding.encode([b])
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(KeyEncoding.encode([self]))
+    }
+}
+
+/// The order-preserving encoding of key tuples. See `docs/file-format.md`, "Key encoding".
+public enum KeyEncoding {
+    enum Tag {
+        static let null: UInt8 = 0x05
+        static let falseValue: UInt8 = 0x10
+        static let trueValue: UInt8 = 0x11
+        static let int: UInt8 = 0x20
+        static let double: UInt8 = 0x30
+        static let date: UInt8 = 0x38
+        static let string: UInt8 = 0x40
+        static let data: UInt8 = 0x50
+        static let uuid: UInt8 = 0x60
+    }
+
+    /// Encodes a tuple.
+    public static func encode(_ components: [KeyComponent]) -> [UInt8] {
+        var bytes: [UInt8] = []
+        for component in components { append(component, to: &bytes) }
+        return bytes
+    }
+
+    /// Appends one component's encoding.
+    public static func append(_ component: KeyComponent, to bytes: inout [UInt8]) {
+        switch component {
+        case .null:
+            bytes.append(Tag.null)
+        case .bool(let value):
+            bytes.append(value ? Tag.trueValue : Tag.falseValue)
+        case .int(let value):
+            bytes.append(Tag.int)
+            appendBigEndian(UInt64(bitPattern: value) ^ (1 << 63), to: &bytes)
+        case .double(let value):
+            bytes.append(Tag.double)
+            appendBigEndian(orderedBits(value), to: &bytes)
+        case .date(let value):
+            bytes.append(Tag.date)
+            appendBigEndian(orderedBits(value.timeIntervalSinceReferenceDate), to: &bytes)
+        case .string(let value):
+            bytes.append(Tag.string)
+            appendEscaped(value.utf8, to: &bytes)
+        case .data(let value):
+            bytes.append(Tag.data)
+            appendEscaped(value, to: &bytes)
+        case .uuid(let value):
+            bytes.append(Tag.uuid)
+            withUnsafeBytes(of: value.uuid) { bytes.append(contentsOf: $0) }
+        }
+    }
+
+    /// Decodes a tuple.
+    ///
+    /// - Throws: `corrupt` when the bytes are not a valid encoding.
+    public static func decode(_ bytes: [UInt8]) throws -> [KeyComponent] {
+        var components: [KeyComponent] = []
+        var position = 0
+        func fail(_ why: String) -> StoreError {
+            StoreError(.corrupt, "malformed key encoding at byte \(position): \(why)")
+        }
+        func fixed(_ count: Int) throws -> ArraySlice<UInt8> {
+            guard position + count <= bytes.count else { throw fail("truncated") }
+            defer { position += count }
+            return bytes[position..<(position + count)]
+        }
+        func bigEndian() throws -> UInt64 {
+            try fixed(8).reduce(0) { $0 << 8 | UInt64($1) }
+        }
+        func escaped() throws -> [UInt8] {
+            var result: [UInt8] = []
+            while true {
+                guard position < bytes.count else { throw fail("unterminated string or data") }
+                let byte = bytes[position]
+                position += 1
+                if byte != 0 { result.append(byte); continue }
+                guard position < bytes.count else { throw fail("unterminated string or data") }
+                let next = bytes[position]
+                position += 1
+                if next == 0 { return result }
+                guard next == 0xFF else { throw fail("bad escape") }
+                result.append(0)
+            }
+        }
+        while position < bytes.count {
+            let tag = bytes[position]
+            position += 1
+            switch tag {
+            case Tag.null: components.append(.null)
+            case Tag.falseValue: components.append(.bool(false))
+            case Tag.trueValue: components.append(.bool(true))
+            case Tag.int: components.append(.int(Int64(bitPattern: try bigEndian() ^ (1 << 63))))
+            case Tag.double: components.append(.double(double(fromOrderedBits: try bigEndian())))
+            case Tag.date: components.append(.date(Date(timeIntervalSinceReferenceDate: double(fromOrderedBits: try bigEndian()))))
+            case Tag.string:
+                let utf8 = try escaped()
+                guard let string = String(validating: utf8, as: UTF8.self) else { throw fail("invalid UTF-8") }
+                components.append(.string(string))
+            case Tag.data: components.append(.data(try escaped()))
+            case Tag.uuid:
+                let raw = Array(try fixed(16))
+                let uuid = raw.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }
+                components.append(.uuid(UUID(uuid: uuid)))
+            default:
+                position -= 1
+                throw fail("unknown tag \(tag)")
+            }
+        }
+        return components
+    }
+
+    /// Doubles mapped to unsigned integers in the same order: −0 folds into +0, every NaN into one
+    /// NaN above +∞; negative numbers have all bits flipped, positive ones the sign bit.
+    static func orderedBits(_ value: Double) -> UInt64 {
+        if value.isNaN { return 0xFFF8_0000_0000_0000 }
+        let bits = (value == 0 ? 0.0 : value).bitPattern
+        return bits & (1 << 63) != 0 ? ~bits : bits | (1 << 63)
+    }
+
+    static func double(fromOrderedBits bits: UInt64) -> Double {
+        if bits == 0xFFF8_0000_0000_0000 { return .nan }
+        return Double(bitPattern: bits & (1 << 63) != 0 ? bits & ~(1 << 63) : ~bits)
+    }
+
+    static func appendBigEndian(_ value: UInt64, to bytes: inout [UInt8]) {
+        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+    }
+
+    /// Bytes with 0x00 escaped as 0x00 0xFF, terminated by 0x00 0x00: a prefix sorts first, and
+    /// the terminator sorts below any continuation.
+    static func appendEscaped<S: Sequence<UInt8>>(_ source: S, to bytes: inout [UInt8]) {
+        for byte in source {
+            bytes.append(byte)
+            if byte == 0 { bytes.append(0xFF) }
+        }
+        bytes.append(0)
+        bytes.append(0)
+    }
+}

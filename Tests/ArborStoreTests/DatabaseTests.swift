@@ -1,0 +1,172 @@
+import ArborTestSupport
+import Foundation
+import Testing
+@testable import ArborStore
+
+func simulatedOptions(_ disk: SimulatedDisk, pageSize: Int = 512, cacheSize: Int = 64 << 10) -> DatabaseOptions {
+    var options = DatabaseOptions()
+    options.fileSystem = disk
+    options.lockTable = LockTable()
+    options.pageSize = pageSize
+    options.cacheSize = cacheSize
+    options.compressionThreshold = 100
+    options.busyTimeout = .milliseconds(200)
+    return options
+}
+
+func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
+
+@Suite("Database")
+struct DatabaseTests {
+    @Test("trees are created, filled, read back after reopening, and dropped", arguments: [512, 4096])
+    func lifecycle(pageSize: Int) throws {
+        let disk = SimulatedDisk()
+        let database = try Database(path: "/db", options: simulatedOptions(disk, pageSize: pageSize))
+        try database.write { (tx) throws in
+            let people = try tx.createTree(named: "people")
+            let index = try tx.createTree(named: "people.byName", kind: .index)
+            for i in 0..<500 {
+                try people.put(KeyEncoding.encode([.int(Int64(i))]), bytes("person \(i)"))
+                try index.put(KeyEncoding.encode([.string("name \(i)"), .int(Int64(i))]), [])
+            }
+            #expect(try people.nextSequence() == 1)
+            #expect(try people.nextSequence() == 2)
+        }
+        database.close()
+
+        let reopened = try Database(path: "/db", options: simulatedOptions(disk, pageSize: pageSize))
+        try reopened.read { (tx) throws in
+            #expect(try tx.trees().map(\.name) == ["people", "people.byName"])
+            #expect(try tx.trees().map(\.kind) == [.table, .index])
+            let people = try #require(try tx.tree(named: "people"))
+            #expect(try people.get(KeyEncoding.encode([.int(42)])) == bytes("person 42"))
+            #expect(try people.get(KeyEncoding.encode([.int(500)])) == nil)
+            #expect(people.descriptor.sequence == 2)
+            let stats = try people.statistics()
+            #expect(stats.entries == 500)
+            #expect(stats.depth >= 2)
+            #expect(stats.fillFactor > 0.5)
+        }
+        var report = try reopened.checkIntegrity()
+        #expect(report.isSound, "\(report.problems)")
+        let freeBefore = report.freePages
+        let treePages = report.trees["people.byName"]!.pages
+
+        try reopened.write { (tx) throws in #expect(try tx.dropTree(named: "people.byName")) }
+        report = try reopened.checkIntegrity()
+        #expect(report.isSound, "\(report.problems)")
+        #expect(report.freePages == freeBefore + treePages)
+        try reopened.read { (tx) throws in #expect(try tx.tree(named: "people.byName") == nil) }
+    }
+
+    @Test("a throwing write closure keeps nothing")
+    func throwingWriteRollsBack() throws {
+        struct Oops: Error {}
+        let disk = SimulatedDisk()
+        let database = try Database(path: "/db", options: simulatedOptions(disk))
+        try database.write { (tx) throws in try tx.createTree(named: "t").put([1], [1]) }
+        #expect(throws: Oops.self) {
+            try database.write { (tx) throws in
+                try tx.tree(named: "t")!.put([2], [2])
+                try tx.createTree(named: "u")
+                throw Oops()
+            }
+        }
+        try database.read { (tx) throws in
+            #expect(try tx.trees().map(\.name) == ["t"])
+            #expect(try tx.tree(named: "t")!.get([2]) == nil)
+        }
+    }
+
+    @Test("cursors seek, step both ways, and survive changes to their tree")
+    func cursors() throws {
+        let disk = SimulatedDisk()
+        let database = try Database(path: "/db", options: simulatedOptions(disk))
+        try database.write { (tx) throws in
+            let tree = try tx.createTree(named: "t")
+            for i in stride(from: 0, to: 1000, by: 2) { try tree.put(KeyEncoding.encode([.int(Int64(i))]), [UInt8(i % 256)]) }
+            let cursor = try tree.makeCursor()
+            #expect(try cursor.seek(KeyEncoding.encode([.int(501)])))
+            #expect(cursor.key == KeyEncoding.encode([.int(502)]))
+            #expect(try cursor.previous())
+            #expect(cursor.key == KeyEncoding.encode([.int(500)]))
+            // Delete the key under the cursor and the next one; the cursor carries on.
+            #expect(try tree.delete(KeyEncoding.encode([.int(500)])))
+            #expect(try tree.delete(KeyEncoding.encode([.int(502)])))
+            #expect(try cursor.next())
+            #expect(cursor.key == KeyEncoding.encode([.int(504)]))
+            try tree.put(KeyEncoding.encode([.int(503)]), [9])
+            #expect(try cursor.previous())
+            #expect(cursor.key == KeyEncoding.encode([.int(503)]))
+            #expect(try cursor.value() == [9])
+            #expect(try cursor.last())
+            #expect(cursor.key == KeyEncoding.encode([.int(998)]))
+            #expect(try !cursor.next())
+            #expect(!cursor.isValid)
+            #expect(try cursor.first())
+            #expect(cursor.key == KeyEncoding.encode([.int(0)]))
+            #expect(try !cursor.previous())
+        }
+    }
+
+    @Test("misuse: writing in a read transaction, using a tree after its transaction, bad names")
+    func misuse() throws {
+        let disk = SimulatedDisk()
+        let database = try Database(path: "/db", options: simulatedOptions(disk))
+        try database.write { (tx) throws in try tx.createTree(named: "t") }
+        var escaped: Tree?
+        try database.read { (tx) throws in
+            let tree = try #require(try tx.tree(named: "t"))
+            #expect(storeErrorCode { try tree.put([1], [1]) } == .misuse)
+            escaped = tree
+        }
+        #expect(storeErrorCode { try escaped!.get([1]) } == .misuse)
+        try database.write { (tx) throws in
+            #expect(storeErrorCode { try tx.createTree(named: "t") } == .invalidArgument)
+            #expect(storeErrorCode { try tx.createTree(named: "") } == .invalidArgument)
+            #expect(storeErrorCode { try tx.tree(named: "t")!.put(Array(repeating: 0, count: 5000), []) } == .invalidArgument)
+        }
+    }
+
+    @Test("concurrent readers on many threads while a writer commits")
+    func threads() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("arbor-db-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var options = DatabaseOptions()
+        options.busyTimeout = .seconds(20)
+        let database = try Database(path: directory + "/db", options: options)
+        try database.write { (tx) throws in try tx.createTree(named: "counter").put([0], withUnsafeBytes(of: UInt64(0)) { Array($0) }) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for _ in 0..<50 {
+                    try database.write { (tx) throws in
+                        let tree = try tx.tree(named: "counter")!
+                        let value = try tree.get([0])!.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) } + 1
+                        try tree.put([0], withUnsafeBytes(of: value) { Array($0) })
+                        try tree.put(withUnsafeBytes(of: value.bigEndian) { Array($0) }, [1])
+                    }
+                }
+            }
+            for _ in 0..<3 {
+                group.addTask {
+                    for _ in 0..<50 {
+                        try database.read { (tx) throws in
+                            let tree = try tx.tree(named: "counter")!
+                            let value = try tree.get([0])!.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+                            let cursor = try tree.makeCursor()
+                            var entries: UInt64 = 0
+                            var more = try cursor.first()
+                            while more { entries += 1; more = try cursor.next() }
+                            // The counter and the number of records always agree.
+                            #expect(entries == value + 1)
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let total = try database.read { (tx) throws in try tx.tree(named: "counter")!.get([0])!.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) } }
+        #expect(total == 50)
+    }
+}

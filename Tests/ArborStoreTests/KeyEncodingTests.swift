@@ -1,0 +1,109 @@
+import ArborStore
+import Foundation
+import PropertyBased
+import Testing
+
+/// The natural order the encoding must reproduce: component by component, by kind, then value.
+func naturalOrder(_ a: [KeyComponent], _ b: [KeyComponent]) -> Int {
+    for (x, y) in zip(a, b) {
+        let order = naturalOrder(x, y)
+        if order != 0 { return order }
+    }
+    return a.count - b.count
+}
+
+func rank(_ component: KeyComponent) -> Int {
+    switch component {
+    case .null: 0
+    case .bool: 1
+    case .int: 2
+    case .double: 3
+    case .date: 4
+    case .string: 5
+    case .data: 6
+    case .uuid: 7
+    }
+}
+
+func compareDoubles(_ x: Double, _ y: Double) -> Int {
+    if x.isNaN || y.isNaN { return x.isNaN && y.isNaN ? 0 : (x.isNaN ? 1 : -1) }
+    return x < y ? -1 : (x > y ? 1 : 0)
+}
+
+func compareBytes<C: Collection<UInt8>>(_ x: C, _ y: C) -> Int {
+    x.lexicographicallyPrecedes(y) ? -1 : (y.lexicographicallyPrecedes(x) ? 1 : 0)
+}
+
+func naturalOrder(_ x: KeyComponent, _ y: KeyComponent) -> Int {
+    if rank(x) != rank(y) { return rank(x) - rank(y) }
+    switch (x, y) {
+    case (.bool(let a), .bool(let b)): return a == b ? 0 : (a ? 1 : -1)
+    case (.int(let a), .int(let b)): return a < b ? -1 : (a > b ? 1 : 0)
+    case (.double(let a), .double(let b)): return compareDoubles(a, b)
+    case (.date(let a), .date(let b)): return compareDoubles(a.timeIntervalSinceReferenceDate, b.timeIntervalSinceReferenceDate)
+    case (.string(let a), .string(let b)): return compareBytes(Array(a.utf8), Array(b.utf8))
+    case (.data(let a), .data(let b)): return compareBytes(a, b)
+    case (.uuid(let a), .uuid(let b)):
+        return compareBytes(withUnsafeBytes(of: a.uuid) { Array($0) }, withUnsafeBytes(of: b.uuid) { Array($0) })
+    default: return 0
+    }
+}
+
+let specialDoubles: [Double] = [-0.0, 0.0, .nan, -.nan, .infinity, -.infinity, .leastNonzeroMagnitude,
+                                -.leastNonzeroMagnitude, .greatestFiniteMagnitude, -.greatestFiniteMagnitude, 1, -1]
+
+let componentGenerator = zip(Gen.int(in: 0...10), Gen.int64(in: -3...3), Gen.int64(), Gen.double(in: -1e6...1e6),
+                             Gen.int(in: 0...3).array(of: 0...4))
+    .map { kind, small, large, double, bytes -> KeyComponent in
+        switch kind {
+        case 0: return .null
+        case 1: return .bool(small > 0)
+        case 2: return .int(small)
+        case 3: return .int(large)
+        case 4: return .double(double)
+        case 5: return .double(specialDoubles[Int(UInt64(bitPattern: large) % UInt64(specialDoubles.count))])
+        case 6: return .date(Date(timeIntervalSinceReferenceDate: double))
+        case 7: return .string(String(decoding: bytes.map { [0, 0x41, 0xC3, 0xA9][$0] }.filter { $0 != 0xC3 } , as: UTF8.self) + (small > 0 ? "é\u{0}x" : ""))
+        case 8: return .data(bytes.map { UInt8($0 == 3 ? 0xFF : $0) })
+        default:
+            var uuid = UUID().uuid
+            uuid.0 = UInt8(truncatingIfNeeded: small)
+            return .uuid(UUID(uuid: uuid))
+        }
+    }
+
+@Suite("Key encoding")
+struct KeyEncodingTests {
+    @Test("memcmp of encodings orders tuples as their natural order")
+    func orderPreserved() async {
+        await propertyCheck(count: 3000, input: componentGenerator.array(of: 1...3), componentGenerator.array(of: 1...3)) { a, b in
+            let encodedOrder = compareBytes(KeyEncoding.encode(a), KeyEncoding.encode(b))
+            #expect(encodedOrder.signum() == naturalOrder(a, b).signum(), "\(a) vs \(b)")
+        }
+    }
+
+    @Test("decoding an encoding gives the tuple back")
+    func roundTrip() async throws {
+        await propertyCheck(count: 2000, input: componentGenerator.array(of: 0...4)) { tuple in
+            let decoded = try? KeyEncoding.decode(KeyEncoding.encode(tuple))
+            #expect(decoded.map { naturalOrder($0, tuple) } == 0, "\(tuple)")
+        }
+    }
+
+    @Test("−0 equals +0, every NaN is one value above +∞, and a shorter tuple sorts first")
+    func edgeCases() {
+        #expect(KeyEncoding.encode([.double(-0.0)]) == KeyEncoding.encode([.double(0.0)]))
+        #expect(KeyEncoding.encode([.double(.nan)]) == KeyEncoding.encode([.double(-.nan)]))
+        #expect(compareBytes(KeyEncoding.encode([.double(.infinity)]), KeyEncoding.encode([.double(.nan)])) < 0)
+        #expect(compareBytes(KeyEncoding.encode([.string("ab")]), KeyEncoding.encode([.string("ab"), .int(0)])) < 0)
+        #expect(compareBytes(KeyEncoding.encode([.string("ab")]), KeyEncoding.encode([.string("ab\u{0}")])) < 0)
+        #expect(compareBytes(KeyEncoding.encode([.null]), KeyEncoding.encode([.bool(false)])) < 0)
+    }
+
+    @Test("malformed encodings are typed errors")
+    func malformed() {
+        for bytes: [UInt8] in [[0x99], [0x20, 1, 2], [0x40, 0x61], [0x40, 0x00, 0x07], [0x40, 0xFF, 0xFE, 0, 0]] {
+            #expect(throws: StoreError.self) { try KeyEncoding.decode(bytes) }
+        }
+    }
+}

@@ -7,7 +7,7 @@ struct ArborCommand: ParsableCommand {
         commandName: "arbor",
         abstract: "Inspect and maintain Arbor database files.",
         version: "0.1.0",
-        subcommands: [Info.self, Stress.self]
+        subcommands: [Info.self, Check.self, Get.self, Put.self, Delete.self, Scan.self, Dump.self, Load.self, Stress.self]
     )
 }
 

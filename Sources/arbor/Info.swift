@@ -3,12 +3,13 @@ import ArborStore
 
 struct Info: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Print a database's header and page statistics.",
+        abstract: "Print a database's header, page statistics, freelist and trees.",
         discussion: """
-            Opens FILE read-only and prints its header fields, its size, the freelist, the state of \
-            its journal, and the result of the page-level check (every page's checksum, the \
-            freelist). Exits with status 1 when the file is not an Arbor database, is damaged, or \
-            has an interrupted transaction that must be recovered by opening it read-write.
+            Opens FILE read-only and prints its header fields, its size, the freelist, each tree \
+            (kind, entries, depth, pages, fill factor, compressed values), and the result of the \
+            page-level check (every page's checksum, the freelist). Exits with status 1 when the \
+            file is not an Arbor database, is damaged, or has an interrupted transaction that must \
+            be recovered by opening it read-write. For the full structural check, use `arbor check`.
             """
     )
 
@@ -17,21 +18,31 @@ struct Info: ParsableCommand {
 
     func run() throws {
         try reportingErrors {
-            var options = PagerOptions()
-            options.readOnly = true
-            options.busyTimeout = .seconds(2)
-            options.cacheSize = 1 << 20
-            let pager = try Pager(path: file, options: options)
-            defer { pager.close() }
-            let report = try pager.withReadTransaction { pager -> [(String, String)] in
-                let header = pager.currentHeader
-                var problems: [IntegrityProblem] = []
-                let freelist = try pager.freelist(problems: &problems)
+            let database = try openDatabase(file, readOnly: true)
+            defer { database.close() }
+            var problems: [String] = []
+            let (fields, trees) = try database.read { transaction -> ([(String, String)], [[String]]) in
+                let header = transaction.header
+                let (freelist, freelistProblems) = try transaction.freelist()
+                problems += freelistProblems.map(\.description)
                 let bytes = Int64(header.pageCount) * Int64(header.pageSize)
-                return [
+                let descriptors = try transaction.trees()
+                var rows: [[String]] = [["tree", "kind", "entries", "depth", "pages", "leaf/interior/overflow", "fill", "compressed"]]
+                for descriptor in descriptors {
+                    guard let tree = try transaction.tree(named: descriptor.name) else { continue }
+                    do {
+                        let stats = try tree.statistics()
+                        rows.append([descriptor.name, "\(descriptor.kind)", "\(stats.entries)", "\(stats.depth)", "\(stats.pages)",
+                                     "\(stats.leafPages)/\(stats.interiorPages)/\(stats.overflowPages)",
+                                     "\(Int((stats.fillFactor * 100).rounded()))%", "\(stats.compressedValues)"])
+                    } catch let error as StoreError {
+                        problems.append("tree \"\(descriptor.name)\": \(error.message)")
+                    }
+                }
+                let fields = [
                     ("file", file),
                     ("format", "ArborStore, read version \(header.readVersion), write version \(header.writeVersion)"),
-                    ("file id", hex(header.fileUUIDBytes)),
+                    ("file uuid", hexString(header.fileUUIDBytes)),
                     ("page size", "\(header.pageSize)"),
                     ("pages", "\(header.pageCount) (\(bytes) bytes)"),
                     ("free pages", "\(header.freelistCount) (\(freelist.trunks.count) trunk, \(freelist.leaves.count) leaf)"),
@@ -39,28 +50,28 @@ struct Info: ParsableCommand {
                     ("catalog root", header.catalogRoot == 0 ? "none" : "page \(header.catalogRoot)"),
                     ("change counter", "\(header.changeCounter)"),
                     ("user version", "\(header.userVersion)"),
+                    ("trees", "\(descriptors.count)"),
                 ]
+                return (fields, descriptors.isEmpty ? [] : rows)
             }
-            let problems = try pager.checkPages()
-            let width = report.map(\.0.count).max() ?? 0
-            for (name, value) in report {
-                print(pad(name, width) + "  " + value)
+            let pageProblems = try database.pageProblems()
+            problems += pageProblems.map(\.description)
+            let width = fields.map(\.0.count).max() ?? 0
+            for (name, value) in fields { print(pad(name, width) + "  " + value) }
+            if !trees.isEmpty {
+                let widths = (0..<trees[0].count).map { column in trees.map { $0[column].count }.max() ?? 0 }
+                for row in trees {
+                    let line = "  " + zip(row, widths).map { pad($0, $1) }.joined(separator: "  ")
+                    print(String(line.reversed().drop(while: { $0 == " " }).reversed()))
+                }
             }
-            print(pad("page check", width) + "  "
-                  + (problems.isEmpty ? "ok" : "\(problems.count) problem(s)"))
+            print(pad("page check", width) + "  " + (problems.isEmpty ? "ok" : "\(problems.count) problem(s)"))
             if !problems.isEmpty {
                 for problem in problems { printError("arbor: \(file): \(problem)") }
                 throw ExitCode(1)
             }
         }
     }
-}
-
-func hex(_ bytes: [UInt8]) -> String {
-    bytes.map { byte in
-        let digits = Array("0123456789abcdef")
-        return String([digits[Int(byte >> 4)], digits[Int(byte & 15)]])
-    }.joined()
 }
 
 func pad(_ text: String, _ width: Int) -> String {

@@ -65,7 +65,8 @@ struct InfoCommandTests {
 
     @Test("--help documents every command")
     func help() throws {
-        for command in [["--help"], ["info", "--help"]] {
+        for command in [["--help"], ["info", "--help"], ["check", "--help"], ["get", "--help"], ["put", "--help"],
+                        ["delete", "--help"], ["scan", "--help"], ["dump", "--help"], ["load", "--help"]] {
             let result = try runArbor(command)
             #expect(result.status == 0)
             #expect(result.stdout.contains("USAGE: arbor"))

@@ -161,6 +161,12 @@ public final class Database: Sendable {
         return result
     }
 
+    /// The page-level check alone: file length, freelist, and every page's checksum (no tree
+    /// walk). Runs in a read transaction.
+    public func pageProblems() throws -> [IntegrityProblem] {
+        try read { try $0.pager.checkPages() }
+    }
+
     /// Checks the whole file: every page used exactly once, checksums, key order, leaf depth,
     /// overflow chains, compressed values, the freelist. Runs in a read transaction.
     public func checkIntegrity() throws -> IntegrityReport {

@@ -35,6 +35,14 @@ public class ReadTransaction {
         return try catalog.all()
     }
 
+    /// The freelist's trunk and leaf pages, with any problem found walking it.
+    public func freelist() throws -> (layout: FreelistLayout, problems: [IntegrityProblem]) {
+        try checkOpen()
+        var problems: [IntegrityProblem] = []
+        let layout = try pager.freelist(problems: &problems)
+        return (layout, problems)
+    }
+
     /// The file's header as this transaction sees it.
     public var header: DatabaseHeader { pager.currentHeader }
 

@@ -40,6 +40,31 @@ struct FuzzCorpusTests {
         victim.close()
         disk.clearFaults()
         entries.append(("hot-journal", input(database: disk.contents(of: harness.path)!, journal: disk.contents(of: harness.path + "-journal")!)))
+        // Databases with trees: small values, overflow chains, compressed values, several levels.
+        for (name, pageSize) in [("trees-512", 512), ("trees-1024", 1024)] {
+            let treeDisk = SimulatedDisk()
+            var options = DatabaseOptions()
+            options.fileSystem = treeDisk
+            options.lockTable = LockTable()
+            options.pageSize = pageSize
+            options.compressionThreshold = 64
+            let database = try Database(path: "/t", options: options)
+            try database.write { (tx) throws in
+                let rows = try tx.createTree(named: "rows")
+                for i in 0..<60 {
+                    let value: [UInt8] = i % 10 == 0 ? Array(repeating: UInt8(i), count: 700) : Array(repeating: UInt8(i), count: i % 5)
+                    try rows.put(KeyEncoding.encode([.int(Int64(i))]), value)
+                }
+                let index = try tx.createTree(named: "rows.index", kind: .index)
+                for i in 0..<30 { try index.put(KeyEncoding.encode([.string("key \(i)"), .int(Int64(i))]), []) }
+                try rows.put([0x7F], (0..<900).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+            }
+            try database.write { (tx) throws in
+                for i in stride(from: 0, to: 60, by: 3) { try tx.tree(named: "rows")!.delete(KeyEncoding.encode([.int(Int64(i))])) }
+            }
+            database.close()
+            entries.append((name, input(database: treeDisk.contents(of: "/t")!, journal: [])))
+        }
         return entries
     }
 

@@ -1,0 +1,70 @@
+// swift-tools-version: 6.1
+//
+// Benchmarks for Arbor, a package of its own so library users never pull benchmark dependencies.
+//
+//   swift package --allow-writing-to-package-directory benchmark   # package-benchmark run
+//   swift run -c release CommitReport [commits]                     # the table in docs/performance.md
+//
+// Needs libsqlite3-dev (the Makefile's `bench` and `bench-report` targets install it).
+
+import PackageDescription
+
+/// Swift 6 language mode everywhere, as in the root package.
+let swiftSettings: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+]
+
+let package = Package(
+    name: "ArborBenchmarks",
+    platforms: [.macOS(.v13)],  // package-benchmark's own minimum
+    dependencies: [
+        .package(name: "Arbor", path: "../"),
+        // Trait `MallocInterposer`: package-benchmark counts allocations through its own malloc
+        // interposer (the `mallocCountTotal` metric). Naming the trait is required here (without
+        // it, resolution fails on these machines); it also replaces the package's default traits,
+        // so `RuntimeInterposer` (retain/release counting on Linux with Swift 6.3) stays off.
+        .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+    ],
+    targets: [
+        // The SQLite C API from the system (Debian: libsqlite3-dev), the peer we measure against.
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+        // A VFS that wraps SQLite's default (unix) VFS and counts syncs: journal, database and
+        // directory. See Sources/SQLiteSyncCounter/include/SQLiteSyncCounter.h for what is counted.
+        .target(
+            name: "SQLiteSyncCounter",
+            dependencies: ["CSQLite"]
+        ),
+        // The two durable-commit workloads, shared by the benchmark and the report.
+        .target(
+            name: "CommitWorkloads",
+            dependencies: [
+                "CSQLite",
+                "SQLiteSyncCounter",
+                .product(name: "ArborStore", package: "Arbor"),
+                .product(name: "ArborTestSupport", package: "Arbor"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // package-benchmark target (the layout it requires: Benchmarks/<Target>/<Target>.swift).
+        .executableTarget(
+            name: "Commits",
+            dependencies: [
+                "CommitWorkloads",
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/Commits",
+            swiftSettings: swiftSettings,
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        // A plain executable printing the markdown table recorded in docs/performance.md.
+        .executableTarget(
+            name: "CommitReport",
+            dependencies: ["CommitWorkloads"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

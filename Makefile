@@ -3,11 +3,13 @@
 #   make demo            build and run the demonstration (installs liblz4-dev first if missing)
 #   make test            the whole test suite, as CI runs it (installs liblz4-dev first if missing)
 #   make crash-campaign  a long crash campaign (many more transactions than `make test`)
+#   make model-campaign  a long model-based campaign (many more operations than `make test`)
 #   make bench           benchmarks against SQLite (Benchmarks/, its own package)
 #   make fuzz-smoke      a short libFuzzer run of every fuzz target (Fuzz/, its own package)
 
 SWIFT ?= swift
 CRASH_TRANSACTIONS ?= 400
+MODEL_OPERATIONS ?= 2000000
 SHELL := /bin/bash
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export SWIFT_BACKTRACE ?= enable=no
@@ -16,7 +18,7 @@ FUZZ_TARGETS := FuzzPager
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := cd Fuzz && $(SWIFT) build -c release --sanitize=fuzzer -Xswiftc -sanitize=fuzzer,address
 
-.PHONY: all deps build test demo crash-campaign bench bench-report fuzz-build fuzz-replay fuzz-smoke clean
+.PHONY: all deps build test demo crash-campaign model-campaign bench bench-report fuzz-build fuzz-replay fuzz-smoke clean
 
 all: build
 
@@ -43,7 +45,11 @@ demo: deps
 	@./Scripts/demo.sh "$$($(SWIFT) build -c release --show-bin-path)/arbor"
 
 crash-campaign: deps
-	ARBOR_CRASH_TRANSACTIONS=$(CRASH_TRANSACTIONS) $(SWIFT) test -c release --filter CrashTests
+	set -o pipefail; ARBOR_CRASH_TRANSACTIONS=$(CRASH_TRANSACTIONS) $(SWIFT) test -c release --filter "CrashTests|TreeCrashTests" 2>&1 | tee .build/crash-campaign.log
+	@grep -Eo '^crash images checked[^:]*: [0-9]+' .build/crash-campaign.log | grep -Eo '[0-9]+$$' | awk '{ s += $$1 } END { print "crash images checked in the campaign: " s }'
+
+model-campaign: deps
+	ARBOR_MODEL_OPERATIONS=$(MODEL_OPERATIONS) $(SWIFT) test -c release --filter DatabaseModelTests
 
 deps-bench: deps
 	@if [ ! -f /usr/include/sqlite3.h ]; then \

@@ -238,3 +238,174 @@ public struct DatabaseModelHarness {
         }
     }
 }
+
+extension DatabaseModelHarness {
+    /// Crash testing at the database level: for each of `transactions` random write transactions,
+    /// a power cut at every I/O operation it performs, with each of the four damage patterns; after
+    /// every recovery the full integrity check runs and the trees must equal the last
+    /// acknowledged commit (or the in-flight one, when the cut fell on the final sync).
+    public func crashEverywhere(seed: UInt64, transactions: Int) -> CrashHarness.Report {
+        var report = CrashHarness.Report()
+        var random = SplitMix64(seed: seed)
+        let disk = SimulatedDisk()
+        var model: Model = [:]
+        func open() throws -> Database { try Database(path: path, options: options(disk)) }
+        for t in 0..<transactions {
+            let txSeed = random.next()
+            let base = disk.snapshot()
+            report.transactions += 1
+            // Dry run: count the transaction's I/O operations and learn its result.
+            var next = model
+            let operations: Int
+            do {
+                let database = try open()
+                let before = disk.operationCount
+                var generator = SplitMix64(seed: txSeed)
+                var done = 0
+                try database.write { try randomTransaction($0, &next, &generator, &done) }
+                operations = disk.operationCount - before
+                database.close()
+            } catch {
+                report.failures.append("seed \(seed) tx \(t): dry run failed: \(error)")
+                return report
+            }
+            for point in 1...max(1, operations) {
+                for damage in CrashHarness.damages(seed: txSeed &+ UInt64(point)) {
+                    disk.restore(base)
+                    let context = "seed \(seed) tx \(t) txSeed \(txSeed) crash at op \(point)/\(operations) \(damage)"
+                    do {
+                        let database = try open()
+                        disk.inject(.powerCut(damage), atOperation: point)
+                        var scratch = model
+                        var generator = SplitMix64(seed: txSeed)
+                        var done = 0
+                        let survived = (try? database.write { try randomTransaction($0, &scratch, &generator, &done) }) != nil
+                        database.close()
+                        disk.clearFaults()
+                        if survived {
+                            report.failures.append("\(context): the transaction survived the power cut")
+                            continue
+                        }
+                        report.images += 1
+                        let recovered = try open()
+                        defer { recovered.close() }
+                        let integrity = try recovered.checkIntegrity()
+                        if !integrity.isSound {
+                            report.failures.append("\(context): integrity: \(integrity.problems.map(\.description).joined(separator: "; "))")
+                        } else if let mismatch = try compare(recovered, model) {
+                            let newState = point == operations ? try compare(recovered, next) : "not allowed"
+                            if newState != nil {
+                                report.failures.append("\(context): matches neither state: \(mismatch)")
+                            }
+                        }
+                    } catch {
+                        report.failures.append("\(context): \(error)")
+                    }
+                    if report.failures.count > 5 { return report }
+                }
+            }
+            disk.restore(base)
+            do {
+                let database = try open()
+                var generator = SplitMix64(seed: txSeed)
+                var done = 0
+                var replayed = model
+                try database.write { try randomTransaction($0, &replayed, &generator, &done) }
+                database.close()
+                model = replayed
+            } catch {
+                report.failures.append("seed \(seed) tx \(t): replay failed: \(error)")
+                return report
+            }
+        }
+        return report
+    }
+}
+
+extension DatabaseModelHarness {
+    /// I/O faults at the database level: for `transactions` random write transactions, EIO, ENOSPC
+    /// and a short write at every I/O operation, once and persistently; each time the error must be
+    /// a `StoreError`, and the file, reopened, must pass the integrity check and hold the old state
+    /// (or the new one when the commit reported success — or when a failed sync left the outcome
+    /// unknown).
+    public func faultEverywhere(seed: UInt64, transactions: Int) -> CrashHarness.Report {
+        var report = CrashHarness.Report()
+        var random = SplitMix64(seed: seed)
+        let disk = SimulatedDisk()
+        var model: Model = [:]
+        func open() throws -> Database { try Database(path: path, options: options(disk)) }
+        let faults: [SimulatedDisk.Fault] = [.ioError, .diskFull, .shortWrite]
+        for t in 0..<transactions {
+            let txSeed = random.next()
+            let base = disk.snapshot()
+            var next = model
+            let operations: Int
+            do {
+                let database = try open()
+                let before = disk.operationCount
+                var generator = SplitMix64(seed: txSeed)
+                var done = 0
+                try database.write { try randomTransaction($0, &next, &generator, &done) }
+                operations = disk.operationCount - before
+                database.close()
+            } catch {
+                report.failures.append("seed \(seed) tx \(t): dry run failed: \(error)")
+                return report
+            }
+            report.transactions += 1
+            for point in 1...max(1, operations) {
+                for fault in faults {
+                    for persistent in [false, true] {
+                        disk.restore(base)
+                        let context = "seed \(seed) tx \(t) \(fault) at op \(point)/\(operations) persistent \(persistent)"
+                        do {
+                            let database = try open()
+                            disk.inject(fault, atOperation: point, persistent: persistent)
+                            var scratch = model
+                            var generator = SplitMix64(seed: txSeed)
+                            var done = 0
+                            var committed = false
+                            do {
+                                try database.write { try randomTransaction($0, &scratch, &generator, &done) }
+                                committed = true
+                            } catch is StoreError {
+                            } catch {
+                                report.failures.append("\(context): untyped error \(error)")
+                            }
+                            database.close()
+                            disk.clearFaults()
+                            report.images += 1
+                            let reopened = try open()
+                            defer { reopened.close() }
+                            let integrity = try reopened.checkIntegrity()
+                            if !integrity.isSound {
+                                report.failures.append("\(context): integrity: \(integrity.problems.map(\.description).joined(separator: "; "))")
+                            } else if committed {
+                                if let mismatch = try compare(reopened, next) { report.failures.append("\(context): committed but \(mismatch)") }
+                            } else if let mismatch = try compare(reopened, model), try compare(reopened, next) != nil {
+                                report.failures.append("\(context): matches neither state: \(mismatch)")
+                            }
+                        } catch {
+                            report.failures.append("\(context): \(error)")
+                        }
+                        if report.failures.count > 5 { return report }
+                    }
+                }
+            }
+            disk.restore(base)
+            do {
+                let database = try open()
+                var generator = SplitMix64(seed: txSeed)
+                var done = 0
+                var replayed = model
+                try database.write { try randomTransaction($0, &replayed, &generator, &done) }
+                database.close()
+                model = replayed
+            } catch {
+                report.failures.append("seed \(seed) tx \(t): replay failed: \(error)")
+                return report
+            }
+        }
+        return report
+    }
+}

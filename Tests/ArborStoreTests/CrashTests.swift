@@ -41,3 +41,15 @@ struct CrashTests {
         }
     }
 }
+
+@Suite("Crash safety of trees")
+struct TreeCrashTests {
+    @Test("a power cut at every I/O operation of random tree transactions; the integrity check passes after every recovery",
+          arguments: [(512, UInt64(0xC0FF_0001)), (1024, 0xC0FF_0002)])
+    func powerCutEverywhere(pageSize: Int, seed: UInt64) {
+        let report = DatabaseModelHarness(pageSize: pageSize).crashEverywhere(seed: seed, transactions: crashTransactions * 4)
+        print("crash images checked (trees, page size \(pageSize), seed \(seed)): \(report)")
+        #expect(report.failures.isEmpty, "\(report.failures.joined(separator: "\n"))")
+        #expect(report.images > 200)
+    }
+}

@@ -72,3 +72,14 @@ struct FaultTests {
         #expect(checked == operations * 6)
     }
 }
+
+@Suite("I/O faults in trees")
+struct TreeFaultTests {
+    @Test("EIO, ENOSPC and short writes at every operation of tree transactions; integrity holds after each")
+    func faultEverywhere() {
+        let report = DatabaseModelHarness(pageSize: 512).faultEverywhere(seed: 0xFA17, transactions: 6)
+        print("I/O faults checked (trees): \(report)")
+        #expect(report.failures.isEmpty, "\(report.failures.joined(separator: "\n"))")
+        #expect(report.images > 300)
+    }
+}

@@ -19,6 +19,7 @@ public final class PosixFileSystem: FileSystem {
     /// Creates a POSIX file system. Instances are interchangeable; ``shared`` is enough.
     public init() {}
 
+    /// Opens `path` with `open(2)` (close-on-exec; created files get mode 0644).
     public func open(_ path: String, mode: FileOpenMode) throws -> any StoreFile {
         var flags: Int32 = O_CLOEXEC
         switch mode {
@@ -38,6 +39,7 @@ public final class PosixFileSystem: FileSystem {
         return PosixFile(fd: fd, path: path, identity: identity)
     }
 
+    /// Whether `stat(2)` finds `path`.
     public func exists(_ path: String) throws -> Bool {
         var info = stat()
         if stat(path, &info) == 0 { return true }
@@ -46,6 +48,7 @@ public final class PosixFileSystem: FileSystem {
         throw StoreError.system(error, "stat", path: path)
     }
 
+    /// Removes `path` with `unlink(2)`; a missing file is not an error.
     public func delete(_ path: String) throws {
         if unlink(path) == 0 { return }
         let error = Errno(rawValue: errnoValue())
@@ -53,6 +56,7 @@ public final class PosixFileSystem: FileSystem {
         throw StoreError.system(error, "unlink", path: path)
     }
 
+    /// Opens the directory containing `path` and `fsync`s it.
     public func syncDirectory(containing path: String) throws {
         let directory = Self.directory(of: path)
         let fd = try Syscall.retrying("open directory", path: directory) {

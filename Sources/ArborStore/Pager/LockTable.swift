@@ -8,7 +8,16 @@ import Synchronization
 /// - `pending`: the writer wants to write the file; no new reader may start, existing ones finish.
 /// - `exclusive`: the writer is writing the database file; nobody else holds any lock.
 public enum LockLevel: Int, Comparable, Sendable, CustomStringConvertible {
-    case none = 0, shared, reserved, pending, exclusive
+    /// No lock.
+    case none = 0
+    /// Reading.
+    case shared
+    /// Preparing a write transaction in the cache.
+    case reserved
+    /// Waiting for readers to leave before writing the file.
+    case pending
+    /// Writing the file.
+    case exclusive
 
     public static func < (lhs: LockLevel, rhs: LockLevel) -> Bool { lhs.rawValue < rhs.rawValue }
 

@@ -70,7 +70,12 @@ public struct PagerStatistics: Sendable, Equatable {
 public final class Pager {
     /// Where a connection is in its transaction life cycle.
     public enum TransactionState: Sendable {
-        case none, read, write
+        /// No transaction.
+        case none
+        /// A read transaction.
+        case read
+        /// A write transaction.
+        case write
     }
 
     /// The database file's path.

@@ -99,6 +99,8 @@ public final class Pager {
     var write = WriteState()
     var fileSize: Int64 = 0
     var closed = false
+    /// Reused for reading page 1 at the start of each transaction.
+    var headerScratch: [UInt8] = []
     /// Whether the directory must be synced before the next commit relies on the journal
     /// (it was just created, or the database file itself was).
     var needsDirectorySync = false
@@ -249,6 +251,18 @@ public final class Pager {
     /// Reads page 1 from the file (bypassing the cache), validates it, and drops cached pages when
     /// another connection has committed since they were read.
     func readHeader() throws {
+        // Fast path, at the start of most transactions: one read of page 1; when it is intact and
+        // unchanged since the cache was filled, nothing else needs checking.
+        if cacheChangeCounter != nil && headerScratch.count == header.pageSize {
+            let unchanged = try headerScratch.withUnsafeMutableBytes { raw -> Bool in
+                guard try file.readFully(into: raw, at: 0),
+                      PageLayout.verify(UnsafeRawBufferPointer(raw), pageNumber: 1),
+                      raw.loadLE(UInt64.self, at: 40) == cacheChangeCounter,
+                      let decoded = try? DatabaseHeader.decode(UnsafeRawBufferPointer(raw), path: path) else { return false }
+                return decoded == header
+            }
+            if unchanged { return }
+        }
         var prefix = [UInt8](repeating: 0, count: DatabaseHeader.size)
         let complete = try prefix.withUnsafeMutableBytes { try file.readFully(into: $0, at: 0) }
         guard complete else {
@@ -277,6 +291,7 @@ public final class Pager {
         }
         journal.setPageSize(decoded.pageSize)
         header = decoded
+        if headerScratch.count != decoded.pageSize { headerScratch = [UInt8](repeating: 0, count: decoded.pageSize) }
         if cacheChangeCounter != decoded.changeCounter {
             cache.dropAll()
             cacheChangeCounter = decoded.changeCounter

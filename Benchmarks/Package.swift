@@ -3,7 +3,8 @@
 // Benchmarks for Arbor, a package of its own so library users never pull benchmark dependencies.
 //
 //   swift package --allow-writing-to-package-directory benchmark   # package-benchmark run
-//   swift run -c release CommitReport [commits]                     # the table in docs/performance.md
+//   swift run -c release CommitReport [commits]                     # the commit table in docs/performance.md
+//   swift run -c release EngineReport [rows]                        # the engine table in docs/performance.md
 //
 // Needs libsqlite3-dev (the Makefile's `bench` and `bench-report` targets install it).
 
@@ -64,6 +65,36 @@ let package = Package(
         .executableTarget(
             name: "CommitReport",
             dependencies: ["CommitWorkloads"],
+            swiftSettings: swiftSettings
+        ),
+        // The engine workloads (bulk insert, point reads, scans, text keys, text-heavy values), Arbor
+        // and SQLite with the same page size and cache budget; shared by the benchmark and the report.
+        .target(
+            name: "EngineWorkloads",
+            dependencies: [
+                "CSQLite",
+                "CommitWorkloads",
+                .product(name: "ArborStore", package: "Arbor"),
+                .product(name: "ArborTestSupport", package: "Arbor"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // package-benchmark target for the engine workloads at a smaller scale.
+        .executableTarget(
+            name: "Engine",
+            dependencies: [
+                "EngineWorkloads",
+                "CommitWorkloads",
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/Engine",
+            swiftSettings: swiftSettings,
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        // Prints the engine table of docs/performance.md (one process, both engines).
+        .executableTarget(
+            name: "EngineReport",
+            dependencies: ["EngineWorkloads", "CommitWorkloads"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -5,9 +5,9 @@
 public class ReadTransaction {
     let pager: Pager
     let options: DatabaseOptions
-    var isOpen = true
+    @exclusivity(unchecked) var isOpen = true
     /// Bumped by every change in a write transaction: cursors re-seek when it moves.
-    var generation: UInt64 = 0
+    @exclusivity(unchecked) var generation: UInt64 = 0
 
     init(pager: Pager, options: DatabaseOptions) {
         self.pager = pager

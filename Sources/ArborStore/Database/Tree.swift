@@ -6,7 +6,7 @@
 public final class Tree {
     let transaction: ReadTransaction
     /// The tree's catalog entry as of when it was opened.
-    public private(set) var descriptor: TreeDescriptor
+    @exclusivity(unchecked) public private(set) var descriptor: TreeDescriptor
 
     init(transaction: ReadTransaction, descriptor: TreeDescriptor) {
         self.transaction = transaction
@@ -130,9 +130,9 @@ public struct TreeStatistics: Sendable, Equatable {
 /// was on (or, if that key was deleted, from where it would have been).
 public final class Cursor {
     let tree: Tree
-    private var core: BTreeCursor
-    private var generation: UInt64
-    private var currentKey: [UInt8]?
+    @exclusivity(unchecked) private var core: BTreeCursor
+    @exclusivity(unchecked) private var generation: UInt64
+    @exclusivity(unchecked) private var currentKey: [UInt8]?
 
     init(tree: Tree) {
         self.tree = tree

@@ -87,31 +87,31 @@ public final class Pager {
     let file: any StoreFile
     let inodeLock: InodeLock
     let journal: Journal
-    var cache: PageCache
-    var level = LockLevel.none
+    let cache: PageCache
+    @exclusivity(unchecked) var level = LockLevel.none
     /// The committed header as of the last time it was read or written.
-    var header: DatabaseHeader
+    @exclusivity(unchecked) var header: DatabaseHeader
     /// The change counter the cached pages belong to.
-    var cacheChangeCounter: UInt64?
+    @exclusivity(unchecked) var cacheChangeCounter: UInt64?
     /// The failure that made the handle unusable.
-    var poison: StoreError?
-    var state = TransactionState.none
-    var write = WriteState()
-    var fileSize: Int64 = 0
-    var closed = false
+    @exclusivity(unchecked) var poison: StoreError?
+    @exclusivity(unchecked) var state = TransactionState.none
+    @exclusivity(unchecked) var write = WriteState()
+    @exclusivity(unchecked) var fileSize: Int64 = 0
+    @exclusivity(unchecked) var closed = false
     /// Reused for reading page 1 at the start of each transaction.
-    var headerScratch: [UInt8] = []
+    @exclusivity(unchecked) var headerScratch: [UInt8] = []
     /// Whether the directory must be synced before the next commit relies on the journal
     /// (it was just created, or the database file itself was).
-    var needsDirectorySync = false
+    @exclusivity(unchecked) var needsDirectorySync = false
     /// I/O counters.
-    public internal(set) var statistics = PagerStatistics()
+    @exclusivity(unchecked) public internal(set) var statistics = PagerStatistics()
 
     /// Validates a page's structure when it is read from the file (after its checksum passed),
     /// before anyone indexes into it: returns a description of what is wrong, or nil. Installed
     /// by the layer that knows the page types (the B+tree); a failure is a `corrupt` error naming
     /// the page. Arguments: the page number, its body, and the file's page count.
-    public var pageValidator: (@Sendable (PageNumber, UnsafeRawBufferPointer, PageNumber) -> String?)?
+    @exclusivity(unchecked) public var pageValidator: (@Sendable (PageNumber, UnsafeRawBufferPointer, PageNumber) -> String?)?
 
     /// The bookkeeping of the open write transaction.
     struct WriteState {
@@ -236,7 +236,7 @@ public final class Pager {
         let low: UInt64 = (generator.next() & ~UInt64(0xC0)) | 0x80
         fresh.fileID = (high, low)
         header = fresh
-        cache = PageCache(pageSize: fresh.pageSize, budget: options.cacheSize)
+        if cache.pageSize != fresh.pageSize { cache.reset(pageSize: fresh.pageSize, budget: options.cacheSize) }
         journal.setPageSize(fresh.pageSize)
         needsDirectorySync = true
         startWrite()
@@ -286,7 +286,7 @@ public final class Pager {
             throw StoreError(.corrupt, "the file is truncated: the header counts \(decoded.pageCount) pages (\(needed) bytes) but the file holds \(fileSize) bytes", page: 1, path: path)
         }
         if decoded.pageSize != cache.pageSize {
-            cache = PageCache(pageSize: decoded.pageSize, budget: options.cacheSize)
+            cache.reset(pageSize: decoded.pageSize, budget: options.cacheSize)
             cacheChangeCounter = nil
         }
         journal.setPageSize(decoded.pageSize)

@@ -119,4 +119,36 @@ struct BTreeTests {
         try tree.put([2], noise)
         #expect(try tree.get([2]) == noise)
     }
+
+    @Test("the append fast path: increasing keys mixed with deletes, middle inserts and other trees", arguments: [512, 4096])
+    func appendFastPath(pageSize: Int) throws {
+        let (pager, tree) = try makeTree(pageSize: pageSize)
+        let other = BTree(pager: pager, root: try BTree.create(in: pager), compressionThreshold: 64)
+        var random = SplitMix64(seed: UInt64(pageSize))
+        var model: [[UInt8]: [UInt8]] = [:]
+        var next: UInt64 = 1000
+        for _ in 0..<6000 {
+            let roll = random.next() % 100
+            if roll < 75 {
+                next += 1 + random.next() % 3
+                let key = withUnsafeBytes(of: next.bigEndian) { Array($0) }
+                let value = randomValue(&random)
+                try tree.put(key, value)
+                model[key] = value
+            } else if roll < 85 {
+                let key = withUnsafeBytes(of: (random.next() % next).bigEndian) { Array($0) }
+                #expect(try tree.delete(key) == (model.removeValue(forKey: key) != nil))
+            } else if roll < 95 {
+                let key = withUnsafeBytes(of: (random.next() % next).bigEndian) { Array($0) } + [1]
+                let value = randomValue(&random)
+                try tree.put(key, value)
+                model[key] = value
+            } else {
+                try other.put(randomKey(&random), randomValue(&random))
+            }
+        }
+        try checkMatches(tree, model)
+        try pager.commit()
+        #expect(try pager.checkPages().isEmpty)
+    }
 }

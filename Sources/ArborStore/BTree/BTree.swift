@@ -40,6 +40,23 @@ struct BTree {
 
     // MARK: Lookup
 
+    /// One step of a descent: the position of `key` in `page`, and the child to follow.
+    @inline(__always)
+    private func step(_ page: PageNumber, _ key: UnsafeRawBufferPointer) throws -> (isLeaf: Bool, index: Int, found: Bool, child: PageNumber) {
+        try pager.withPage(page) { body in
+            let node = NodeView(body: body)
+            if node.isLeaf {
+                let (index, found) = node.lowerBound(key)
+                return (true, index, found, 0)
+            }
+            guard node.type == NodeLayout.interiorType else {
+                throw StoreError.corrupt(page: page, "expected a tree node, found page type \(node.type)", path: pager.path)
+            }
+            let index = node.childIndex(for: key)
+            return (false, index, false, node.child(index))
+        }
+    }
+
     /// Descends to the leaf that holds or would hold `key`, recording the path.
     func descend(_ key: UnsafeRawBufferPointer, path: inout [PathEntry]) throws -> (leaf: PageNumber, index: Int, found: Bool) {
         var page = root
@@ -48,23 +65,24 @@ struct BTree {
             guard path.count < Self.maximumDepth else {
                 throw StoreError.corrupt(page: page, "the tree is deeper than \(Self.maximumDepth) levels (a cycle?)", path: pager.path)
             }
-            let step = try pager.withPage(page) { body -> (isLeaf: Bool, index: Int, found: Bool, child: PageNumber) in
-                let node = NodeView(body: body)
-                guard node.type == NodeLayout.leafType || node.type == NodeLayout.interiorType else {
-                    throw StoreError.corrupt(page: page, "expected a tree node, found page type \(node.type)", path: pager.path)
-                }
-                if node.isLeaf {
-                    let (index, found) = node.lowerBound(key)
-                    return (true, index, found, 0)
-                }
-                let index = node.childIndex(for: key)
-                return (false, index, false, node.child(index))
-            }
+            let step = try step(page, key)
             path.append(PathEntry(page: page, index: step.index))
             if step.isLeaf { return (page, step.index, step.found) }
             try checkChild(step.child, of: page)
             page = step.child
         }
+    }
+
+    /// Descends to the leaf that holds or would hold `key`, without recording the path (lookups).
+    func locate(_ key: UnsafeRawBufferPointer) throws -> (leaf: PageNumber, index: Int, found: Bool) {
+        var page = root
+        for _ in 0..<Self.maximumDepth {
+            let step = try step(page, key)
+            if step.isLeaf { return (page, step.index, step.found) }
+            try checkChild(step.child, of: page)
+            page = step.child
+        }
+        throw StoreError.corrupt(page: page, "the tree is deeper than \(Self.maximumDepth) levels (a cycle?)", path: pager.path)
     }
 
     func checkChild(_ child: PageNumber, of page: PageNumber) throws {
@@ -75,8 +93,7 @@ struct BTree {
 
     /// The value stored under `key`, or nil.
     func get(_ key: [UInt8]) throws -> [UInt8]? {
-        var path: [PathEntry] = []
-        let (leaf, index, found) = try key.withUnsafeBytes { try descend($0, path: &path) }
+        let (leaf, index, found) = try key.withUnsafeBytes { try locate($0) }
         guard found else { return nil }
         return try value(page: leaf, index: index)
     }
@@ -103,8 +120,13 @@ struct BTree {
         guard key.count <= limit else {
             throw StoreError(.invalidArgument, "a key of \(key.count) bytes is longer than the \(limit) bytes allowed at page size \(pager.pageSize)", path: pager.path)
         }
+        if try appendUsingHint(key, value) { return }
         var path: [PathEntry] = []
         let (leaf, index, found) = try key.withUnsafeBytes { try descend($0, path: &path) }
+        if !found, try isRightmostEnd(path) {
+            // An append at the right-most edge: the next increasing key can skip the descent.
+            pager.appendHint = Pager.AppendHint(root: root, path: path)
+        }
         if found {
             let old = try pager.withPage(leaf) { LeafCell(NodeView(body: $0), index) }
             try old.freeOverflow(tree: self)
@@ -117,6 +139,39 @@ struct BTree {
         if !fitted {
             try split(path: path, inserting: cell, at: index)
         }
+    }
+
+    /// Whether every step of `path` took the last position of its node (the leaf's checked first:
+    /// for random inserts it is almost never at the end).
+    private func isRightmostEnd(_ path: [PathEntry]) throws -> Bool {
+        for entry in path.reversed() {
+            let count = try pager.withPage(entry.page) { NodeView(body: $0).count }
+            if entry.index != count { return false }
+        }
+        return true
+    }
+
+    /// Sequential inserts (keys increasing, as SQLite's rowid appends): when the last insert into
+    /// this tree went to the end of its right-most leaf and nothing has reshaped the tree since,
+    /// a key greater than that leaf's last key goes straight there. Returns whether it did.
+    private func appendUsingHint(_ key: [UInt8], _ value: [UInt8]) throws -> Bool {
+        guard let hint = pager.appendHint, hint.root == root, let leaf = hint.path.last?.page else { return false }
+        let (count, greater) = try pager.withPage(leaf) { body -> (Int, Bool) in
+            let node = NodeView(body: body)
+            guard node.isLeaf, node.count > 0 else { return (0, false) }
+            return (node.count, key.withUnsafeBytes { compareBytes(node.key(node.count - 1), $0) < 0 })
+        }
+        guard greater else { return false }
+        let cell = try makeLeafCell(key: key, value: value)
+        let fitted = try pager.withMutablePage(leaf) { body in
+            cell.withUnsafeBytes { NodeWriter(body: body).insert($0, at: count) }
+        }
+        if !fitted {
+            var path = hint.path
+            path[path.count - 1].index = count
+            try split(path: path, inserting: cell, at: count)
+        }
+        return true
     }
 
     /// Builds a leaf cell, moving the value to an overflow chain when the cell would be too big.
@@ -150,6 +205,7 @@ struct BTree {
     /// Splits the leaf at the end of `path`, which cannot take `cell` at `index`, and carries the
     /// split up the tree.
     private func split(path: [PathEntry], inserting cell: [UInt8], at index: Int) throws {
+        pager.appendHint = nil
         var path = path
         var node = try image(of: path.last!.page)
         node.cells.insert(cell, at: index)
@@ -231,6 +287,7 @@ struct BTree {
     /// Removes `key`; returns whether it was there.
     @discardableResult
     func delete(_ key: [UInt8]) throws -> Bool {
+        pager.appendHint = nil
         var path: [PathEntry] = []
         let (leaf, index, found) = try key.withUnsafeBytes { try descend($0, path: &path) }
         guard found else { return false }
@@ -310,6 +367,7 @@ struct BTree {
 
     /// Frees every page of the tree, its overflow chains and its root.
     func destroy() throws {
+        pager.appendHint = nil
         var stack: [(PageNumber, Int)] = [(root, 0)]
         while let (page, depth) = stack.popLast() {
             guard depth < Self.maximumDepth else {

@@ -6,6 +6,9 @@ struct BTreeCursor {
     let tree: BTree
     private(set) var path: [BTree.PathEntry] = []
     private(set) var isValid = false
+    /// The cell count of the current leaf, known while `isValid` (the tree does not change under a
+    /// `BTreeCursor`; `Cursor` makes a new one after a change): steps within a leaf touch no page.
+    private var leafCount = 0
 
     init(tree: BTree) {
         self.tree = tree
@@ -52,7 +55,11 @@ struct BTreeCursor {
     private mutating func settleForward() throws -> Bool {
         while let leaf = path.last {
             let (_, count) = try shape(leaf.page)
-            if leaf.index < count { isValid = true; return true }
+            if leaf.index < count {
+                isValid = true
+                leafCount = count
+                return true
+            }
             // Climb to the first ancestor with a child to the right.
             path.removeLast()
             while let top = path.last {
@@ -75,7 +82,11 @@ struct BTreeCursor {
         while let leaf = path.last {
             if leaf.index >= 0 {
                 let (_, count) = try shape(leaf.page)
-                if leaf.index < count { isValid = true; return true }
+                if leaf.index < count {
+                    isValid = true
+                    leafCount = count
+                    return true
+                }
             }
             path.removeLast()
             while let top = path.last {
@@ -116,6 +127,7 @@ struct BTreeCursor {
     mutating func next() throws -> Bool {
         guard isValid, !path.isEmpty else { return false }
         path[path.count - 1].index += 1
+        if path[path.count - 1].index < leafCount { return true }
         return try settleForward()
     }
 
@@ -123,6 +135,7 @@ struct BTreeCursor {
     mutating func previous() throws -> Bool {
         guard isValid, !path.isEmpty else { return false }
         path[path.count - 1].index -= 1
+        if path[path.count - 1].index >= 0 { return true }
         return try settleBackward()
     }
 

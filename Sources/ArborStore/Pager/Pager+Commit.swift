@@ -153,6 +153,7 @@ extension Pager {
     }
 
     func finishWrite() {
+        appendHint = nil
         write = WriteState()
         state = .none
         unlock(to: .none)

@@ -99,6 +99,16 @@ public final class Pager {
     @exclusivity(unchecked) var write = WriteState()
     @exclusivity(unchecked) var fileSize: Int64 = 0
     @exclusivity(unchecked) var closed = false
+    /// The B+tree's append fast path: the root-to-leaf path of the last insert that went to the
+    /// end of a tree's right-most leaf. The B+tree clears it whenever it reshapes a tree; the
+    /// pager clears it at every transaction boundary.
+    struct AppendHint {
+        var root: PageNumber
+        var path: [BTree.PathEntry]
+    }
+
+    @exclusivity(unchecked) var appendHint: AppendHint?
+
     /// Reused for reading page 1 at the start of each transaction.
     @exclusivity(unchecked) var headerScratch: [UInt8] = []
     /// Whether the directory must be synced before the next commit relies on the journal
@@ -360,6 +370,7 @@ public final class Pager {
     }
 
     func startWrite() {
+        appendHint = nil
         var generator = SystemRandomNumberGenerator()
         write = WriteState()
         write.originalPageCount = header.pageCount

@@ -170,3 +170,49 @@ struct DatabaseTests {
         #expect(total == 50)
     }
 }
+
+@Suite("Tree.forEach")
+struct ForEachTests {
+    @Test("visits every entry in order, in place, from a start key, and stops when asked", arguments: [512, 4096])
+    func visits(pageSize: Int) throws {
+        let database = try Database(path: "/db", options: simulatedOptions(SimulatedDisk(), pageSize: pageSize))
+        var expected: [([UInt8], [UInt8])] = []
+        try database.write { (tx) throws in
+            let tree = try tx.createTree(named: "t")
+            for i in 0..<3000 {
+                let key = KeyEncoding.encode([.int(Int64(i * 2))])
+                let value: [UInt8] = i % 50 == 0 ? Array(repeating: UInt8(i % 7), count: 3000)
+                    : i % 77 == 0 ? (0..<2000).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ i) } : Array(repeating: UInt8(i % 251), count: i % 30)
+                try tree.put(key, value)
+                expected.append((key, value))
+            }
+        }
+        try database.read { (tx) throws in
+            let tree = try #require(try tx.tree(named: "t"))
+            var seen: [([UInt8], [UInt8])] = []
+            try tree.forEach { key, value in
+                seen.append((Array(key), Array(value)))
+                return true
+            }
+            #expect(seen.count == expected.count)
+            #expect(zip(seen, expected).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 })
+            var fromMiddle: [[UInt8]] = []
+            try tree.forEach(from: KeyEncoding.encode([.int(2001)])) { key, _ in
+                fromMiddle.append(Array(key))
+                return fromMiddle.count < 5
+            }
+            #expect(fromMiddle == (1001...1005).map { KeyEncoding.encode([.int(Int64($0 * 2))]) })
+        }
+        try database.write { (tx) throws in
+            let tree = try tx.tree(named: "t")!
+            var refused = 0
+            try tree.forEach { key, _ in
+                if storeErrorCode({ try tree.delete(Array(key)) }) == .misuse { refused += 1 }
+                if storeErrorCode({ try tx.createTree(named: "u") }) == .misuse { refused += 1 }
+                return refused < 10
+            }
+            #expect(refused == 10)
+            #expect(try tree.delete(KeyEncoding.encode([.int(0)])))
+        }
+    }
+}

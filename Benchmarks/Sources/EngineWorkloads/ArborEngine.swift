@@ -110,18 +110,19 @@ public final class ArborEngine: EngineWorkload {
 
     public func scan() throws -> Int {
         try db.read { transaction in
-            let cursor = try Self.table(transaction, "t").makeCursor()
+            // Tree.forEach: Arbor's in-place scan (keys and values as buffers into the pages), the
+            // counterpart of stepping a SELECT and reading columns in place with sqlite3_column_blob.
             var rows = 0
-            var more = try cursor.first()
-            while more {
-                guard let key = cursor.key, let value = try cursor.value(),
-                      key.withUnsafeBytes({ MainRows.row(ofKey: $0) }) == rows,
-                      value.withUnsafeBytes({ MainRows.isValue($0, ofRow: rows) }) else {
-                    throw WorkloadError("Arbor: the scan of t went wrong at row \(rows)")
+            var wrong = false
+            try Self.table(transaction, "t").forEach { key, value in
+                guard MainRows.row(ofKey: key) == rows, MainRows.isValue(value, ofRow: rows) else {
+                    wrong = true
+                    return false
                 }
                 rows += 1
-                more = try cursor.next()
+                return true
             }
+            if wrong { throw WorkloadError("Arbor: the scan of t went wrong at row \(rows)") }
             return rows
         }
     }

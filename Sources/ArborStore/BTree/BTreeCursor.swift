@@ -152,4 +152,40 @@ struct BTreeCursor {
         let leaf = path.last!
         return try tree.value(page: leaf.page, index: leaf.index)
     }
+
+    /// Moves past the current leaf to the first cell of the next non-empty one.
+    mutating func nextLeaf() throws -> Bool {
+        guard isValid, !path.isEmpty else { return false }
+        path[path.count - 1].index = leafCount
+        return try settleForward()
+    }
+
+    /// Calls `body` with the key and value of each cell of the current leaf from the current
+    /// position on, reading them in place (values in overflow chains or compressed are assembled
+    /// in a scratch buffer). Stops early when `body` returns false; returns whether it did.
+    func forEachInLeaf(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws -> Bool {
+        guard isValid, let leaf = path.last else { return false }
+        return try pager.withPage(leaf.page) { page -> Bool in
+            let node = NodeView(body: page)
+            for index in leaf.index..<node.count {
+                var position = node.cellOffset(index)
+                let flags = page[position]
+                position += 1
+                let keyLength = Varint.read(page, &position)
+                let storedLength = Varint.read(page, &position)
+                if flags & NodeLayout.flagCompressed != 0 { _ = Varint.read(page, &position) }
+                let key = UnsafeRawBufferPointer(rebasing: page[position..<(position + keyLength)])
+                position += keyLength
+                let keepGoing: Bool
+                if flags & (NodeLayout.flagOverflow | NodeLayout.flagCompressed) == 0 {
+                    keepGoing = try body(key, UnsafeRawBufferPointer(rebasing: page[position..<(position + storedLength)]))
+                } else {
+                    let value = try LeafCell(node, index).value(tree: tree)
+                    keepGoing = try value.withUnsafeBytes { try body(key, $0) }
+                }
+                if !keepGoing { return true }
+            }
+            return false
+        }
+    }
 }

@@ -8,6 +8,8 @@ public class ReadTransaction {
     @exclusivity(unchecked) var isOpen = true
     /// Bumped by every change in a write transaction: cursors re-seek when it moves.
     @exclusivity(unchecked) var generation: UInt64 = 0
+    /// `Tree.forEach` calls running: changes are refused while one reads pages in place.
+    @exclusivity(unchecked) var activeScans = 0
 
     init(pager: Pager, options: DatabaseOptions) {
         self.pager = pager
@@ -17,6 +19,13 @@ public class ReadTransaction {
     func checkOpen() throws {
         guard isOpen else {
             throw StoreError(.misuse, "the transaction has ended; use trees and cursors only inside its closure")
+        }
+    }
+
+    /// Refuses changes while a `forEach` reads pages in place.
+    func checkNoScan() throws {
+        guard activeScans == 0 else {
+            throw StoreError(.misuse, "trees cannot change inside Tree.forEach; collect the keys first, or walk with a Cursor")
         }
     }
 
@@ -66,6 +75,7 @@ public final class WriteTransaction: ReadTransaction {
     @discardableResult
     public func createTree(named name: String, kind: TreeKind = .table) throws -> Tree {
         try checkOpen()
+        try checkNoScan()
         let descriptor = try catalog.create(name, kind: kind)
         generation &+= 1
         return Tree(transaction: self, descriptor: descriptor)
@@ -75,6 +85,7 @@ public final class WriteTransaction: ReadTransaction {
     @discardableResult
     public func dropTree(named name: String) throws -> Bool {
         try checkOpen()
+        try checkNoScan()
         guard let descriptor = try catalog.lookup(name) else { return false }
         try BTree(pager: pager, root: descriptor.root, compressionThreshold: options.compressionThreshold).destroy()
         try catalog.remove(name)

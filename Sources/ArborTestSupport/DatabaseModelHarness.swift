@@ -240,6 +240,22 @@ public struct DatabaseModelHarness {
 }
 
 extension DatabaseModelHarness {
+    /// Opens the file on `disk` as a new process would, calls `prepare` (to inject a fault), runs
+    /// the random write transaction chosen by `txSeed`, and returns the model after it and the I/O
+    /// operations the transaction made.
+    func runSeeded(_ disk: SimulatedDisk, _ model: Model, _ txSeed: UInt64,
+                   prepare: () -> Void = {}) throws -> (next: Model, operations: Int) {
+        let database = try Database(path: path, options: options(disk))
+        defer { database.close() }
+        prepare()
+        let before = disk.operationCount
+        var next = model
+        var generator = SplitMix64(seed: txSeed)
+        var done = 0
+        try database.write { try randomTransaction($0, &next, &generator, &done) }
+        return (next, disk.operationCount - before)
+    }
+
     /// Crash testing at the database level: for each of `transactions` random write transactions,
     /// a power cut at every I/O operation it performs, with each of the four damage patterns; after
     /// every recovery the full integrity check runs and the trees must equal the last
@@ -255,16 +271,10 @@ extension DatabaseModelHarness {
             let base = disk.snapshot()
             report.transactions += 1
             // Dry run: count the transaction's I/O operations and learn its result.
-            var next = model
+            let next: Model
             let operations: Int
             do {
-                let database = try open()
-                let before = disk.operationCount
-                var generator = SplitMix64(seed: txSeed)
-                var done = 0
-                try database.write { try randomTransaction($0, &next, &generator, &done) }
-                operations = disk.operationCount - before
-                database.close()
+                (next, operations) = try runSeeded(disk, model, txSeed)
             } catch {
                 report.failures.append("seed \(seed) tx \(t): dry run failed: \(error)")
                 return report
@@ -274,13 +284,9 @@ extension DatabaseModelHarness {
                     disk.restore(base)
                     let context = "seed \(seed) tx \(t) txSeed \(txSeed) crash at op \(point)/\(operations) \(damage)"
                     do {
-                        let database = try open()
-                        disk.inject(.powerCut(damage), atOperation: point)
-                        var scratch = model
-                        var generator = SplitMix64(seed: txSeed)
-                        var done = 0
-                        let survived = (try? database.write { try randomTransaction($0, &scratch, &generator, &done) }) != nil
-                        database.close()
+                        let survived = (try? runSeeded(disk, model, txSeed) {
+                            disk.inject(.powerCut(damage), atOperation: point)
+                        }) != nil
                         disk.clearFaults()
                         if survived {
                             report.failures.append("\(context): the transaction survived the power cut")
@@ -306,13 +312,7 @@ extension DatabaseModelHarness {
             }
             disk.restore(base)
             do {
-                let database = try open()
-                var generator = SplitMix64(seed: txSeed)
-                var done = 0
-                var replayed = model
-                try database.write { try randomTransaction($0, &replayed, &generator, &done) }
-                database.close()
-                model = replayed
+                model = try runSeeded(disk, model, txSeed).next
             } catch {
                 report.failures.append("seed \(seed) tx \(t): replay failed: \(error)")
                 return report
@@ -338,16 +338,10 @@ extension DatabaseModelHarness {
         for t in 0..<transactions {
             let txSeed = random.next()
             let base = disk.snapshot()
-            var next = model
+            let next: Model
             let operations: Int
             do {
-                let database = try open()
-                let before = disk.operationCount
-                var generator = SplitMix64(seed: txSeed)
-                var done = 0
-                try database.write { try randomTransaction($0, &next, &generator, &done) }
-                operations = disk.operationCount - before
-                database.close()
+                (next, operations) = try runSeeded(disk, model, txSeed)
             } catch {
                 report.failures.append("seed \(seed) tx \(t): dry run failed: \(error)")
                 return report
@@ -359,20 +353,16 @@ extension DatabaseModelHarness {
                         disk.restore(base)
                         let context = "seed \(seed) tx \(t) \(fault) at op \(point)/\(operations) persistent \(persistent)"
                         do {
-                            let database = try open()
-                            disk.inject(fault, atOperation: point, persistent: persistent)
-                            var scratch = model
-                            var generator = SplitMix64(seed: txSeed)
-                            var done = 0
                             var committed = false
                             do {
-                                try database.write { try randomTransaction($0, &scratch, &generator, &done) }
+                                _ = try runSeeded(disk, model, txSeed) {
+                                    disk.inject(fault, atOperation: point, persistent: persistent)
+                                }
                                 committed = true
                             } catch is StoreError {
                             } catch {
                                 report.failures.append("\(context): untyped error \(error)")
                             }
-                            database.close()
                             disk.clearFaults()
                             report.images += 1
                             let reopened = try open()
@@ -394,13 +384,7 @@ extension DatabaseModelHarness {
             }
             disk.restore(base)
             do {
-                let database = try open()
-                var generator = SplitMix64(seed: txSeed)
-                var done = 0
-                var replayed = model
-                try database.write { try randomTransaction($0, &replayed, &generator, &done) }
-                database.close()
-                model = replayed
+                model = try runSeeded(disk, model, txSeed).next
             } catch {
                 report.failures.append("seed \(seed) tx \(t): replay failed: \(error)")
                 return report

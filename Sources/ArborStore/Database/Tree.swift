@@ -107,7 +107,7 @@ public final class Tree {
         var problems: [IntegrityProblem] = []
         var statistics = TreeStatistics()
         var usage = PageUsage(pageCount: transaction.pager.pageCount)
-        try IntegrityChecker(pager: transaction.pager)
+        IntegrityChecker(pager: transaction.pager)
             .walk(btree, name: name, usage: &usage, statistics: &statistics, problems: &problems, verifyValues: false)
         if let problem = problems.first {
             throw StoreError(.corrupt, "tree \"\(name)\": \(problem)", page: problem.page, path: transaction.pager.path)
@@ -234,7 +234,7 @@ public final class Cursor {
     @discardableResult
     public func previous() throws -> Bool {
         try tree.transaction.checkOpen()
-        guard let currentKey else { return false }
+        guard currentKey != nil else { return false }
         if try refreshIfChanged() {
             // Seek landed on the first key ≥ the old one (or nowhere): the previous key is before it.
             if !core.isValid { return try settle(core.last()) }

@@ -61,24 +61,33 @@ final class PageCache {
 
     /// Creates a cache of at most `budget` bytes (and never fewer than 16 pages).
     init(pageSize: Int, budget: Int) {
+        let storage = Self.makeStorage(pageSize: pageSize, budget: budget)
         self.pageSize = pageSize
-        capacity = 0
-        images = .allocate(capacity: 1)
-        frames = .allocate(capacity: 1)
-        slots = .allocate(capacity: 1)
-        slotMask = 0
-        hashShift = 0
-        allocate(pageSize: pageSize, budget: budget)
+        capacity = storage.capacity
+        images = storage.images
+        frames = storage.frames
+        slots = storage.slots
+        slotMask = storage.slotMask
+        hashShift = storage.hashShift
+        statistics.capacity = capacity
     }
 
     deinit { release() }
 
-    private func allocate(pageSize: Int, budget: Int) {
-        self.pageSize = pageSize
-        capacity = max(16, budget / pageSize)
-        images = .allocate(capacity: capacity)
+    private struct Storage {
+        var capacity: Int
+        var images: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+        var frames: UnsafeMutablePointer<Frame>
+        var slots: UnsafeMutablePointer<Slot>
+        var slotMask: Int
+        var hashShift: UInt32
+    }
+
+    private static func makeStorage(pageSize: Int, budget: Int) -> Storage {
+        let capacity = max(16, budget / pageSize)
+        let images = UnsafeMutablePointer<UnsafeMutableRawPointer?>.allocate(capacity: capacity)
         images.initialize(repeating: nil, count: capacity)
-        frames = .allocate(capacity: capacity)
+        let frames = UnsafeMutablePointer<Frame>.allocate(capacity: capacity)
         frames.initialize(repeating: Frame(), count: capacity)
         var tableSize = 32
         var bits: UInt32 = 5
@@ -86,16 +95,10 @@ final class PageCache {
             tableSize <<= 1
             bits += 1
         }
-        slots = .allocate(capacity: tableSize)
+        let slots = UnsafeMutablePointer<Slot>.allocate(capacity: tableSize)
         slots.initialize(repeating: Slot(page: 0, frame: 0), count: tableSize)
-        slotMask = tableSize - 1
-        hashShift = 32 - bits
-        used = 0
-        hand = 0
-        dirtyCount = 0
-        count = 0
-        statistics = PageCacheStatistics()
-        statistics.capacity = capacity
+        return Storage(capacity: capacity, images: images, frames: frames, slots: slots,
+                       slotMask: tableSize - 1, hashShift: 32 - bits)
     }
 
     private func release() {
@@ -108,7 +111,20 @@ final class PageCache {
     /// Empties the cache and gives it a new page size and budget.
     func reset(pageSize: Int, budget: Int) {
         release()
-        allocate(pageSize: pageSize, budget: budget)
+        let storage = Self.makeStorage(pageSize: pageSize, budget: budget)
+        self.pageSize = pageSize
+        capacity = storage.capacity
+        images = storage.images
+        frames = storage.frames
+        slots = storage.slots
+        slotMask = storage.slotMask
+        hashShift = storage.hashShift
+        used = 0
+        hand = 0
+        dirtyCount = 0
+        count = 0
+        statistics = PageCacheStatistics()
+        statistics.capacity = capacity
     }
 
     // MARK: The index

@@ -150,6 +150,42 @@ struct LockTests {
         first.endRead()
     }
 
+    @Test("several 'processes' creating and writing one new file at the same moment neither deadlock nor lose commits")
+    func simultaneousCreation() throws {
+        let fixture = try Fixture(.posixOneProcess)
+        let workers = 6, commits = 20
+        // The race is at creation: repeat it on fresh files.
+        for round in 0..<5 {
+            let path = fixture.path + "-\(round)"
+            let failures = Mutex<[String]>([])
+            DispatchQueue.concurrentPerform(iterations: workers) { worker in
+                var options = PagerOptions()
+                options.pageSize = 512
+                options.busyTimeout = .seconds(20)
+                options.lockTable = LockTable()   // a separate "process": OFD locks conflict
+                do {
+                    let pager = try Pager(path: path, options: options)
+                    defer { pager.close() }
+                    for _ in 0..<commits {
+                        try pager.beginWrite()
+                        _ = try pager.allocatePage()
+                        try pager.commit()
+                    }
+                } catch {
+                    failures.withLock { $0.append("worker \(worker): \(error)") }
+                }
+            }
+            #expect(failures.withLock { $0 }.isEmpty, "round \(round): \(failures.withLock { $0 })")
+            var options = PagerOptions()
+            options.lockTable = LockTable()
+            let pager = try Pager(path: path, options: options)
+            try pager.beginRead()
+            #expect(pager.pageCount == PageNumber(1 + workers * commits))
+            pager.endRead()
+            #expect(try pager.checkPages().isEmpty)
+        }
+    }
+
     @Test("closing one handle does not drop another handle's locks (OFD locks, one lock table per inode)")
     func closeKeepsLocks() throws {
         let fixture = try Fixture(.posixOneProcess)

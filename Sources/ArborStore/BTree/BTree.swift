@@ -330,7 +330,7 @@ struct BTree {
                 left.cells = combined
                 left.rightChild = right.rightChild
                 try write(left, to: leftPage)
-                try freeNode(rightPage)
+                try pager.freePage(rightPage)
                 try pager.withMutablePage(parent.page) { body in
                     let writer = NodeWriter(body: body)
                     writer.setChild(separatorIndex + 1, leftPage)
@@ -405,10 +405,6 @@ struct BTree {
 
     func write(_ node: NodeImage, to page: PageNumber) throws {
         try pager.withMutablePage(page) { NodeWriter(body: $0).rebuild(leaf: node.leaf, cells: node.cells, rightChild: node.rightChild) }
-    }
-
-    private func freeNode(_ page: PageNumber) throws {
-        try pager.freePage(page)
     }
 
     static func interiorCell(child: PageNumber, key: [UInt8]) -> [UInt8] {

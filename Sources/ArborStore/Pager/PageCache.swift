@@ -301,9 +301,4 @@ final class PageCache {
         count = 0
         statistics.pages = 0
     }
-
-    /// Drops cached pages past `count` (the file was truncated by a rollback).
-    func dropPages(after last: PageNumber) {
-        for frame in 0..<used where frames[frame].page > last { drop(frames[frame].page) }
-    }
 }

@@ -215,30 +215,42 @@ public final class Pager {
     // MARK: Opening
 
     private func openDatabase() throws {
-        try acquireShared()
-        defer { if state == .none { unlock(to: .none) } }
-        fileSize = try file.size()
-        if fileSize == 0 {
+        let deadline = ContinuousClock.now + options.busyTimeout
+        var backoff = Backoff()
+        while true {
+            try acquireShared(deadline: deadline)
+            defer { if state == .none { unlock(to: .none) } }
+            fileSize = try file.size()
+            if fileSize != 0 {
+                try readHeader()
+                return
+            }
             guard !options.readOnly, options.create else {
                 throw StoreError(.notADatabase, "the file is empty: it is not an Arbor database", path: path)
             }
-            try initializeEmptyFile()
-            return
+            // An empty file: create the database — under the reserved lock, taken without waiting
+            // while holding shared (lock rule 3: whoever holds reserved may be waiting for our
+            // shared lock to go). Another connection may be creating it: let it finish.
+            if try tryLock(.reserved) {
+                fileSize = try file.size()
+                if fileSize == 0 {
+                    try initializeEmptyFile()
+                    return
+                }
+                unlock(to: .shared)
+                try readHeader()
+                return
+            }
+            unlock(to: .none)
+            guard ContinuousClock.now < deadline else { throw busyError("create the database") }
+            backoff.wait()
         }
-        try readHeader()
     }
 
     /// Writes page 1 of a new, empty file through an ordinary write transaction (journaled with an
     /// original page count of 0, so a crash leaves a hot journal that truncates the file to 0).
+    /// Called with the reserved lock held.
     private func initializeEmptyFile() throws {
-        try waitForLock(.reserved)
-        fileSize = try file.size()
-        if fileSize != 0 {
-            // Another connection created it while we waited.
-            unlock(to: .shared)
-            try readHeader()
-            return
-        }
         var fresh = DatabaseHeader(pageSize: options.pageSize, pageCount: 0)
         var generator = SystemRandomNumberGenerator()
         // A version-4 UUID: random, with the version and variant bits set.

@@ -262,25 +262,26 @@ enum Varint {
 }
 
 /// memcmp order of two byte strings: negative, zero or positive.
+///
+/// Compares eight bytes at a time as big-endian words, inline: keys are short, and a call to
+/// `memcmp` per binary-search probe cost more than the comparison itself.
 @inline(__always)
 func compareBytes(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
     let n = min(a.count, b.count)
+    var i = 0
     if n > 0 {
-        let order = memcmpBytes(a.baseAddress!, b.baseAddress!, n)
-        if order != 0 { return order }
+        let pa = a.baseAddress!, pb = b.baseAddress!
+        while i + 8 <= n {
+            let x = UInt64(bigEndian: pa.loadUnaligned(fromByteOffset: i, as: UInt64.self))
+            let y = UInt64(bigEndian: pb.loadUnaligned(fromByteOffset: i, as: UInt64.self))
+            if x != y { return x < y ? -1 : 1 }
+            i += 8
+        }
+        while i < n {
+            let x = pa.load(fromByteOffset: i, as: UInt8.self), y = pb.load(fromByteOffset: i, as: UInt8.self)
+            if x != y { return x < y ? -1 : 1 }
+            i += 1
+        }
     }
     return a.count - b.count
-}
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
-@inline(__always)
-func memcmpBytes(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, _ n: Int) -> Int {
-    Int(memcmp(a, b, n))
 }

@@ -1,5 +1,10 @@
 /// Structural validation of typed pages, run by the pager on every page it reads from the file
 /// (see ``Pager/pageValidator``), so that no number read from disk indexes anything unchecked.
+///
+/// It checks bounds, not meaning: every offset, length and page number must fall inside the page
+/// or the file. Key order, leaf depth and the like are the integrity check's business
+/// (`Database.checkIntegrity()`); keys out of order can make a search miss, never read outside a
+/// page.
 enum PageValidation {
     /// Validates a page body by its type byte; nil when it is sound (or of a type this layer does
     /// not own, such as a free page whose content means nothing).
@@ -52,12 +57,11 @@ enum PageValidation {
         let maxKey = NodeLayout.maxKeySize(usable: size)
         let maxCell = NodeLayout.maxLocalCell(usable: size)
         var total = 0
-        var previous: UnsafeRawBufferPointer?
         for index in 0..<count {
             let offset = Int(body.loadLE(UInt16.self, at: NodeLayout.headerSize + 2 * index))
             guard offset >= contentStart, offset < size else { return "cell \(index) starts at \(offset), outside the content area" }
             var position = offset
-            let keyStart: Int, keyLength: Int, end: Int
+            let end: Int
             if leaf {
                 let flags = body[position]
                 position += 1
@@ -68,8 +72,6 @@ enum PageValidation {
                     guard let original = varint(body, &position, limit: size), original > 0,
                           original <= stored * 255 + 16 else { return "cell \(index) has an impossible compressed length" }
                 }
-                keyStart = position
-                keyLength = length
                 if flags & NodeLayout.flagOverflow != 0 {
                     end = position + length + 4
                     guard end <= size else { return "cell \(index) runs past the page" }
@@ -85,14 +87,9 @@ enum PageValidation {
                 guard child >= 2, child <= pageCount else { return "cell \(index) points to child \(child), outside the file" }
                 position += 4
                 guard let length = varint(body, &position, limit: size), length <= maxKey else { return "cell \(index) has a malformed header" }
-                keyStart = position
-                keyLength = length
                 end = position + length
                 guard end <= size else { return "cell \(index) runs past the page" }
             }
-            let key = UnsafeRawBufferPointer(rebasing: body[keyStart..<(keyStart + keyLength)])
-            if let previous, compareBytes(previous, key) >= 0 { return "keys out of order at cell \(index)" }
-            previous = key
             total += end - offset
         }
         guard total + fragmented == size - contentStart else {

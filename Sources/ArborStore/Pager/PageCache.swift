@@ -196,7 +196,7 @@ final class PageCache {
     /// A frame for `page` (not yet cached): a fresh one while under capacity, else a clean,
     /// unpinned victim chosen by CLOCK. Nil when every frame is dirty or pinned.
     func frame(for page: PageNumber) -> Int? {
-        precondition(find(page) == nil)
+        assert(find(page) == nil, "page \(page) is already cached")
         let frame: Int
         if used < capacity {
             images[used] = UnsafeMutableRawPointer.allocate(byteCount: pageSize, alignment: 16)

@@ -207,9 +207,27 @@ struct BTree {
     private func split(path: [PathEntry], inserting cell: [UInt8], at index: Int) throws {
         pager.appendHint = nil
         var path = path
-        var node = try image(of: path.last!.page)
-        node.cells.insert(cell, at: index)
-        var appended = index == node.cells.count - 1
+        var node: NodeImage
+        var appended: Bool
+        let leaf = path.last!.page
+        if leaf != root, let (count, lastKey) = try appendTarget(leaf), index == count {
+            // An append to a full leaf: the leaf stays as it is (full, as sequential inserts should
+            // leave it) and the new cell starts the next leaf. No cell of the leaf is touched.
+            let rightPage = try pager.allocatePage()
+            try pager.withMutablePage(rightPage) { body in
+                let writer = NodeWriter(body: body)
+                writer.initialize(leaf: true)
+                _ = cell.withUnsafeBytes { writer.insert($0, at: 0) }
+            }
+            path.removeLast()
+            let separator = Self.shortestSeparator(lastKey, Self.leafKey(cell))
+            guard let pending = try insertSeparator(into: path.last!, left: leaf, separator: separator, right: rightPage) else { return }
+            (node, appended) = pending
+        } else {
+            node = try image(of: leaf)
+            node.cells.insert(cell, at: index)
+            appended = index == node.cells.count - 1
+        }
         // Carry splits up the path: each level gets the separator and new right page from below.
         while true {
             let entry = path.removeLast()
@@ -225,22 +243,35 @@ struct BTree {
             let rightPage = try pager.allocatePage()
             try write(left, to: page)
             try write(right, to: rightPage)
-            // Insert (page, separator) into the parent; the pointer that led to `page` now leads to
-            // the new right page.
-            let parent = path.last!
-            var parentCell: [UInt8] = [UInt8(page & 0xFF), UInt8(page >> 8 & 0xFF), UInt8(page >> 16 & 0xFF), UInt8(page >> 24)]
-            Varint.append(separator.count, to: &parentCell)
-            parentCell.append(contentsOf: separator)
-            let fitted = try pager.withMutablePage(parent.page) { body -> Bool in
-                let writer = NodeWriter(body: body)
-                writer.setChild(parent.index, rightPage)
-                return parentCell.withUnsafeBytes { writer.insert($0, at: parent.index) }
-            }
-            if fitted { return }
-            node = try image(of: parent.page)
-            node.cells.insert(parentCell, at: parent.index)
-            appended = parent.index == node.cells.count - 1
+            guard let pending = try insertSeparator(into: path.last!, left: page, separator: separator, right: rightPage) else { return }
+            (node, appended) = pending
         }
+    }
+
+    /// The cell count and last key of `page` when it is a non-empty leaf.
+    private func appendTarget(_ page: PageNumber) throws -> (Int, [UInt8])? {
+        try pager.withPage(page) { body in
+            let node = NodeView(body: body)
+            guard node.isLeaf, node.count > 0 else { return nil }
+            return (node.count, Array(node.key(node.count - 1)))
+        }
+    }
+
+    /// Inserts (`left`, `separator`) into the parent reached through `parent`; the pointer that led
+    /// to `left` now leads to `right`. Returns nil when it fitted, else the parent's image with the
+    /// new cell inserted (to be split in turn) and whether it went at the end.
+    private func insertSeparator(into parent: PathEntry, left: PageNumber, separator: [UInt8],
+                                 right: PageNumber) throws -> (NodeImage, Bool)? {
+        let parentCell = Self.interiorCell(child: left, key: separator)
+        let fitted = try pager.withMutablePage(parent.page) { body -> Bool in
+            let writer = NodeWriter(body: body)
+            writer.setChild(parent.index, right)
+            return parentCell.withUnsafeBytes { writer.insert($0, at: parent.index) }
+        }
+        if fitted { return nil }
+        var node = try image(of: parent.page)
+        node.cells.insert(parentCell, at: parent.index)
+        return (node, parent.index == node.cells.count - 1)
     }
 
     /// Chooses where to split an overfull node: by bytes, evenly — except when the new cell went

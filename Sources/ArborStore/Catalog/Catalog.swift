@@ -60,8 +60,20 @@ struct Catalog {
     }
 
     func lookup(_ name: String) throws -> TreeDescriptor? {
+        // Read transactions see a catalog that cannot change under them: remember what they
+        // looked up, for as long as the file's change counter stays the same.
+        let reading = pager.transactionState == .read
+        let counter = pager.currentHeader.changeCounter
+        if reading, pager.catalogCache.counter == counter, let cached = pager.catalogCache.entries[name] {
+            return cached
+        }
         guard let tree, let bytes = try tree.get(Array(name.utf8)) else { return nil }
-        return try decode(name: name, bytes)
+        let descriptor = try decode(name: name, bytes)
+        if reading {
+            if pager.catalogCache.counter != counter { pager.catalogCache = (counter, [:]) }
+            pager.catalogCache.entries[name] = descriptor
+        }
+        return descriptor
     }
 
     func all() throws -> [TreeDescriptor] {

@@ -109,6 +109,10 @@ public final class Pager {
 
     @exclusivity(unchecked) var appendHint: AppendHint?
 
+    /// Catalog entries looked up by read transactions, valid while the change counter is the one
+    /// recorded (the catalog layer fills and checks it).
+    @exclusivity(unchecked) var catalogCache: (counter: UInt64, entries: [String: TreeDescriptor]) = (0, [:])
+
     /// Reused for reading page 1 at the start of each transaction.
     @exclusivity(unchecked) var headerScratch: [UInt8] = []
     /// Whether the directory must be synced before the next commit relies on the journal

@@ -256,6 +256,25 @@ extension DatabaseModelHarness {
         return (next, disk.operationCount - before)
     }
 
+    /// Opens the file on `disk` as a new process would (recovering it), runs the integrity check,
+    /// and compares the trees with `old` and `new` (either may be nil: not acceptable). Returns
+    /// what is wrong, or nil.
+    func verifyReopened(_ disk: SimulatedDisk, old: Model?, new: Model?) throws -> String? {
+        let database = try Database(path: path, options: options(disk))
+        defer { database.close() }
+        let integrity = try database.checkIntegrity()
+        if !integrity.isSound {
+            return "integrity: \(integrity.problems.map(\.description).joined(separator: "; "))"
+        }
+        var mismatches: [String] = []
+        for (name, model) in [("old", old), ("new", new)] {
+            guard let model else { continue }
+            guard let mismatch = try compare(database, model) else { return nil }
+            mismatches.append("\(name) state: \(mismatch)")
+        }
+        return "matches no acceptable state (" + mismatches.joined(separator: "; ") + ")"
+    }
+
     /// Crash testing at the database level: for each of `transactions` random write transactions,
     /// a power cut at every I/O operation it performs, with each of the four damage patterns; after
     /// every recovery the full integrity check runs and the trees must equal the last
@@ -265,7 +284,6 @@ extension DatabaseModelHarness {
         var random = SplitMix64(seed: seed)
         let disk = SimulatedDisk()
         var model: Model = [:]
-        func open() throws -> Database { try Database(path: path, options: options(disk)) }
         for t in 0..<transactions {
             let txSeed = random.next()
             let base = disk.snapshot()
@@ -293,16 +311,9 @@ extension DatabaseModelHarness {
                             continue
                         }
                         report.images += 1
-                        let recovered = try open()
-                        defer { recovered.close() }
-                        let integrity = try recovered.checkIntegrity()
-                        if !integrity.isSound {
-                            report.failures.append("\(context): integrity: \(integrity.problems.map(\.description).joined(separator: "; "))")
-                        } else if let mismatch = try compare(recovered, model) {
-                            let newState = point == operations ? try compare(recovered, next) : "not allowed"
-                            if newState != nil {
-                                report.failures.append("\(context): matches neither state: \(mismatch)")
-                            }
+                        // Only a cut at the final sync (the commit point) may leave the new state.
+                        if let problem = try verifyReopened(disk, old: model, new: point == operations ? next : nil) {
+                            report.failures.append("\(context): \(problem)")
                         }
                     } catch {
                         report.failures.append("\(context): \(error)")
@@ -333,7 +344,6 @@ extension DatabaseModelHarness {
         var random = SplitMix64(seed: seed)
         let disk = SimulatedDisk()
         var model: Model = [:]
-        func open() throws -> Database { try Database(path: path, options: options(disk)) }
         let faults: [SimulatedDisk.Fault] = [.ioError, .diskFull, .shortWrite]
         for t in 0..<transactions {
             let txSeed = random.next()
@@ -365,15 +375,10 @@ extension DatabaseModelHarness {
                             }
                             disk.clearFaults()
                             report.images += 1
-                            let reopened = try open()
-                            defer { reopened.close() }
-                            let integrity = try reopened.checkIntegrity()
-                            if !integrity.isSound {
-                                report.failures.append("\(context): integrity: \(integrity.problems.map(\.description).joined(separator: "; "))")
-                            } else if committed {
-                                if let mismatch = try compare(reopened, next) { report.failures.append("\(context): committed but \(mismatch)") }
-                            } else if let mismatch = try compare(reopened, model), try compare(reopened, next) != nil {
-                                report.failures.append("\(context): matches neither state: \(mismatch)")
+                            // A commit that reported success must have happened; one that failed may have
+                            // (a failed sync leaves the outcome unknown), never half.
+                            if let problem = try verifyReopened(disk, old: committed ? nil : model, new: next) {
+                                report.failures.append("\(context): \(problem)")
                             }
                         } catch {
                             report.failures.append("\(context): \(error)")

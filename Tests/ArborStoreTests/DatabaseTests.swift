@@ -216,3 +216,39 @@ struct ForEachTests {
         }
     }
 }
+
+@Suite("Integrity check")
+struct IntegrityCheckTests {
+    @Test("keys out of order inside a leaf are reported (with valid checksums)")
+    func outOfOrderKeys() throws {
+        let disk = SimulatedDisk()
+        let database = try Database(path: "/db", options: simulatedOptions(disk, pageSize: 512))
+        try database.write { (tx) throws in
+            let tree = try tx.createTree(named: "t")
+            try tree.put(Array("aaaa".utf8), [1])
+            try tree.put(Array("bbbb".utf8), [2])
+        }
+        database.close()
+        // Swap the two keys' first bytes in place and re-seal the page: the checksum holds, the
+        // order does not.
+        var bytes = disk.contents(of: "/db")!
+        let pageCount = bytes.count / 512
+        var patched = false
+        for page in 2...pageCount {
+            let base = (page - 1) * 512
+            guard bytes[base] == 0x0A else { continue }
+            for offset in base..<(base + 504 - 4) where bytes[offset..<(offset + 4)].elementsEqual(Array("aaaa".utf8)) {
+                bytes[offset] = UInt8(ascii: "c")
+                patched = true
+            }
+            bytes.withUnsafeMutableBytes { raw in
+                PageLayout.seal(UnsafeMutableRawBufferPointer(rebasing: raw[base..<(base + 512)]), pageNumber: PageNumber(page))
+            }
+        }
+        #expect(patched)
+        disk.setContents(of: "/db", to: bytes)
+        let reopened = try Database(path: "/db", options: simulatedOptions(disk, pageSize: 512))
+        let report = try reopened.checkIntegrity()
+        #expect(report.problems.contains { $0.message.contains("out of order") }, "\(report.problems)")
+    }
+}

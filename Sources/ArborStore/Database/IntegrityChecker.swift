@@ -106,6 +106,10 @@ struct IntegrityChecker {
             statistics.usedBytes += NodeLayout.headerSize + image.cells.reduce(0) { $0 + $1.count + 2 }
             let keys = image.cells.map { image.leaf ? BTree.leafKey($0) : BTree.interiorKey($0) }
             for (index, key) in keys.enumerated() {
+                if index > 0, !keys[index - 1].lexicographicallyPrecedes(key) {
+                    problems.append(IntegrityProblem(page: page, "\(name): keys \(index - 1) and \(index) are out of order"))
+                    break
+                }
                 if let lower, key.lexicographicallyPrecedes(lower) {
                     problems.append(IntegrityProblem(page: page, "\(name): key \(index) sorts before its parent's separator"))
                     break

@@ -75,8 +75,7 @@ struct Get: ParsableCommand {
                 try requireTree(transaction, tree, file: file).get(key)
             }
             guard let value else {
-                printError("arbor: \(file): no key \(encoding.format(key)) in tree \"\(tree)\"")
-                throw ExitCode(1)
+                throw missingKey(key, tree: tree, file: file, encoding: encoding)
             }
             print(encoding.format(value))
         }
@@ -101,8 +100,7 @@ struct Delete: ParsableCommand {
                 try requireTree(transaction, tree, file: file).delete(key)
             }
             guard removed else {
-                printError("arbor: \(file): no key \(encoding.format(key)) in tree \"\(tree)\"")
-                throw ExitCode(1)
+                throw missingKey(key, tree: tree, file: file, encoding: encoding)
             }
         }
     }
@@ -143,4 +141,10 @@ struct Scan: ParsableCommand {
             }
         }
     }
+}
+
+/// Reports a key that is not in its tree: the message on standard error, exit status 1.
+func missingKey(_ key: [UInt8], tree: String, file: String, encoding: EncodingOptions) -> ExitCode {
+    printError("arbor: \(file): no key \(encoding.format(key)) in tree \"\(tree)\"")
+    return ExitCode(1)
 }

@@ -46,14 +46,16 @@ final class PageCache {
     }
 
     @exclusivity(unchecked) private(set) var pageSize: Int
-    @exclusivity(unchecked) private(set) var capacity: Int
-    @exclusivity(unchecked) private var images: UnsafeMutablePointer<UnsafeMutableRawPointer?>
-    @exclusivity(unchecked) private var frames: UnsafeMutablePointer<Frame>
+    /// The frame images, per-frame state and index, allocated together at capacity.
+    @exclusivity(unchecked) private var storage: Storage
+    var capacity: Int { storage.capacity }
+    private var images: UnsafeMutablePointer<UnsafeMutableRawPointer?> { storage.images }
+    private var frames: UnsafeMutablePointer<Frame> { storage.frames }
+    private var slots: UnsafeMutablePointer<Slot> { storage.slots }
+    private var slotMask: Int { storage.slotMask }
+    private var hashShift: UInt32 { storage.hashShift }
     /// Frames handed out so far (images allocated).
     @exclusivity(unchecked) private var used = 0
-    @exclusivity(unchecked) private var slots: UnsafeMutablePointer<Slot>
-    @exclusivity(unchecked) private var slotMask: Int
-    @exclusivity(unchecked) private var hashShift: UInt32
     @exclusivity(unchecked) private var hand = 0
     @exclusivity(unchecked) private(set) var dirtyCount = 0
     @exclusivity(unchecked) private var count = 0
@@ -61,15 +63,9 @@ final class PageCache {
 
     /// Creates a cache of at most `budget` bytes (and never fewer than 16 pages).
     init(pageSize: Int, budget: Int) {
-        let storage = Self.makeStorage(pageSize: pageSize, budget: budget)
         self.pageSize = pageSize
-        capacity = storage.capacity
-        images = storage.images
-        frames = storage.frames
-        slots = storage.slots
-        slotMask = storage.slotMask
-        hashShift = storage.hashShift
-        statistics.capacity = capacity
+        storage = Self.makeStorage(pageSize: pageSize, budget: budget)
+        statistics.capacity = storage.capacity
     }
 
     deinit { release() }
@@ -111,20 +107,14 @@ final class PageCache {
     /// Empties the cache and gives it a new page size and budget.
     func reset(pageSize: Int, budget: Int) {
         release()
-        let storage = Self.makeStorage(pageSize: pageSize, budget: budget)
         self.pageSize = pageSize
-        capacity = storage.capacity
-        images = storage.images
-        frames = storage.frames
-        slots = storage.slots
-        slotMask = storage.slotMask
-        hashShift = storage.hashShift
+        storage = Self.makeStorage(pageSize: pageSize, budget: budget)
         used = 0
         hand = 0
         dirtyCount = 0
         count = 0
         statistics = PageCacheStatistics()
-        statistics.capacity = capacity
+        statistics.capacity = storage.capacity
     }
 
     // MARK: The index

@@ -91,6 +91,12 @@ let package = Package(
             swiftSettings: swiftSettings,
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
+        // One Arbor workload repeated, for profilers (perf, callgrind); no SQLite, no report.
+        .executableTarget(
+            name: "EngineProfile",
+            dependencies: ["EngineWorkloads", "CommitWorkloads"],
+            swiftSettings: swiftSettings
+        ),
         // Prints the engine table of docs/performance.md (one process, both engines).
         .executableTarget(
             name: "EngineReport",

@@ -26,6 +26,11 @@ public struct DatabaseOptions: Sendable {
     public var fileSystem: any FileSystem = PosixFileSystem.shared
     /// The lock table (``LockTable/processWide`` unless simulating several processes).
     public var lockTable = LockTable.processWide
+    /// How long a connection keeps its shared lock after a read transaction, so that the next
+    /// read starts without a system call: at most this long after the process took the lock,
+    /// and never when a writer needs it (lock rules 9 and 10 in `docs/locking.md`). Writers in
+    /// other processes may wait this much longer for readers. Zero turns retention off.
+    public var readLockRetention: Duration = .milliseconds(1)
 
     /// Creates the default options.
     public init() {}
@@ -38,6 +43,7 @@ public struct DatabaseOptions: Sendable {
         options.readOnly = readOnly
         options.create = create
         options.lockTable = lockTable
+        options.readLockRetention = readLockRetention
         return options
     }
 }

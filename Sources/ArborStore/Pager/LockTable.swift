@@ -1,3 +1,4 @@
+import Dispatch
 import Synchronization
 
 /// The lock level a connection holds on a database file, in increasing strength.
@@ -99,7 +100,7 @@ public final class LockTable: Sendable {
             if let key = entries.first(where: { $0.value === entry })?.key {
                 entries[key] = nil
             }
-            entry.file.close()
+            entry.closeFile()
         }
     }
 }
@@ -108,11 +109,19 @@ public final class LockTable: Sendable {
 /// operating-system locks on it.
 final class InodeLock: Sendable {
     struct State {
-        /// Connections of this process holding at least `shared`.
+        /// Connections of this process holding at least `shared` (retained locks included).
         var sharedCount = 0
         /// The strongest level a connection of this process holds above `shared`, and which one.
         var writerLevel = LockLevel.none
         var writer: ObjectIdentifier?
+        /// Connections keeping a `shared` lock between transactions (lock rule 9).
+        var retained: Set<ObjectIdentifier> = []
+        /// When the process took its operating-system `shared` lock (nil while it holds none).
+        var sharedSince: ContinuousClock.Instant?
+        /// Whether the idle timer of lock rule 10 is scheduled.
+        var expiryScheduled = false
+        /// The descriptor was closed (the last connection detached).
+        var closed = false
     }
 
     let file: any StoreFile
@@ -144,6 +153,7 @@ final class InodeLock: Sendable {
                 _ = try file.lock(.unlock, offset: LockBytes.pending, length: 1)
                 guard granted else { return (false, false) }
                 state.sharedCount = 1
+                state.sharedSince = .now
                 return (true, true)
             case .reserved:
                 precondition(current == .shared, "reserved needs shared first")
@@ -158,6 +168,8 @@ final class InodeLock: Sendable {
                     guard try file.lock(.exclusive, offset: LockBytes.pending, length: 1) else { return (false, false) }
                     state.writerLevel = .pending
                 }
+                // Retained locks of this process give way to its writer (lock rule 10).
+                revokeRetained(&state)
                 if target == .pending { return (true, false) }
                 // Other connections of this process still reading: wait for them.
                 if state.sharedCount > 1 { return (false, false) }
@@ -185,11 +197,98 @@ final class InodeLock: Sendable {
                 state.writer = nil
             }
             if target == .none && current >= .shared {
-                state.sharedCount -= 1
-                if state.sharedCount == 0 {
-                    _ = try? file.lock(.unlock, offset: LockBytes.sharedFirst, length: LockBytes.sharedCount)
-                }
+                releaseShared(&state)
             }
         }
+    }
+
+    /// Drops one reader of the process, releasing the operating-system lock with the last.
+    private func releaseShared(_ state: inout State) {
+        state.sharedCount -= 1
+        if state.sharedCount == 0 {
+            state.sharedSince = nil
+            if !state.closed {
+                _ = try? file.lock(.unlock, offset: LockBytes.sharedFirst, length: LockBytes.sharedCount)
+            }
+        }
+    }
+
+    /// Revokes every retained lock of the process (lock rule 10).
+    private func revokeRetained(_ state: inout State) {
+        guard !state.retained.isEmpty else { return }
+        let count = state.retained.count
+        state.retained.removeAll(keepingCapacity: true)
+        for _ in 0..<count { releaseShared(&state) }
+    }
+
+    // MARK: Retained read locks (lock rules 9 and 10)
+
+    /// Keeps `owner`'s `shared` lock after its read transaction ended, for at most `retention`
+    /// after the process took its operating-system lock; schedules the idle timer.
+    func retain(owner: ObjectIdentifier, retention: Duration) {
+        state.withLock { state in
+            precondition(state.sharedCount > 0, "a retained lock must be held")
+            state.retained.insert(owner)
+            scheduleExpiry(&state, retention: retention)
+        }
+    }
+
+    /// Turns `owner`'s retained lock back into a held one for a new transaction. Returns false —
+    /// and `owner` holds nothing any more — when the lock was revoked, when a writer of this
+    /// process is at `pending` or above, or when the operating-system lock is older than
+    /// `retention`: the caller then takes the lock afresh. In the last two cases every retained
+    /// lock of the process is revoked, so that the operating-system lock is released unless a
+    /// reader is inside a transaction (otherwise connections taking turns could keep it forever).
+    func resume(owner: ObjectIdentifier, retention: Duration) -> Bool {
+        state.withLock { state in
+            guard state.retained.contains(owner) else { return false }
+            if state.writerLevel < .pending, let since = state.sharedSince, ContinuousClock.now - since < retention {
+                state.retained.remove(owner)
+                return true
+            }
+            revokeRetained(&state)
+            return false
+        }
+    }
+
+    /// Gives up `owner`'s retained lock, if it still has one (closing the connection).
+    func releaseRetained(owner: ObjectIdentifier) {
+        state.withLock { state in
+            if state.retained.remove(owner) != nil { releaseShared(&state) }
+        }
+    }
+
+    private func scheduleExpiry(_ state: inout State, retention: Duration) {
+        guard !state.expiryScheduled, let since = state.sharedSince else { return }
+        state.expiryScheduled = true
+        let remaining = max(Duration.zero, retention - (ContinuousClock.now - since))
+        let (seconds, attoseconds) = remaining.components
+        let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000) + 1
+        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [weak self] in
+            self?.expire(retention: retention)
+        }
+    }
+
+    /// The idle timer: revokes the retained locks once the operating-system lock is older than
+    /// `retention`, or waits again.
+    private func expire(retention: Duration) {
+        state.withLock { state in
+            state.expiryScheduled = false
+            guard !state.retained.isEmpty, !state.closed else { return }
+            if let since = state.sharedSince, ContinuousClock.now - since < retention {
+                scheduleExpiry(&state, retention: retention)
+                return
+            }
+            revokeRetained(&state)
+        }
+    }
+
+    /// Closes the lock descriptor (the last connection detached); a late timer then does nothing.
+    func closeFile() {
+        state.withLock { state in
+            state.closed = true
+            state.retained.removeAll()
+        }
+        file.close()
     }
 }

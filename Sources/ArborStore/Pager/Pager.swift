@@ -21,6 +21,10 @@ public struct PagerOptions: Sendable {
     /// The lock table arbitrating between this process's connections. Tests that simulate several
     /// processes give each its own; everything else uses ``LockTable/processWide``.
     public var lockTable = LockTable.processWide
+    /// How long a connection may keep its shared lock after a read transaction ends, so that
+    /// the next one starts without a system call (lock rules 9 and 10 in `docs/locking.md`).
+    /// Zero (the pager's default) releases it at once.
+    public var readLockRetention: Duration = .zero
 
     /// Creates the default options.
     public init() {}
@@ -89,6 +93,8 @@ public final class Pager {
     let journal: Journal
     let cache: PageCache
     @exclusivity(unchecked) var level = LockLevel.none
+    /// The shared lock is kept between transactions (lock rule 9); the inode lock may revoke it.
+    @exclusivity(unchecked) var retainsSharedLock = false
     /// The committed header as of the last time it was read or written.
     @exclusivity(unchecked) var header: DatabaseHeader
     /// The change counter the cached pages belong to.
@@ -333,21 +339,28 @@ public final class Pager {
         guard state == .none else {
             throw StoreError(.misuse, "a transaction is already open on this connection")
         }
-        try acquireShared()
-        do {
-            try readHeader()
-        } catch {
-            unlock(to: .none)
-            throw error
+        if try acquireShared() == .afresh {
+            do {
+                try readHeader()
+            } catch {
+                unlock(to: .none)
+                throw error
+            }
         }
         state = .read
     }
 
-    /// Ends a read transaction and releases the shared lock.
+    /// Ends a read transaction and releases the shared lock — or keeps it for the next
+    /// transaction, for at most ``PagerOptions/readLockRetention`` (lock rule 9).
     public func endRead() {
         guard state == .read else { return }
         state = .none
-        unlock(to: .none)
+        if options.readLockRetention > .zero && poison == nil {
+            inodeLock.retain(owner: ownerID, retention: options.readLockRetention)
+            retainsSharedLock = true
+        } else {
+            unlock(to: .none)
+        }
     }
 
     /// Starts a write transaction: takes the reserved lock (one writer at a time; readers go on).
@@ -368,12 +381,13 @@ public final class Pager {
         let deadline = ContinuousClock.now + options.busyTimeout
         var backoff = Backoff()
         while true {
-            try acquireShared(deadline: deadline)
-            do {
-                try readHeader()
-            } catch {
-                unlock(to: .none)
-                throw error
+            if try acquireShared(deadline: deadline) == .afresh {
+                do {
+                    try readHeader()
+                } catch {
+                    unlock(to: .none)
+                    throw error
+                }
             }
             // Never wait for the reserved lock while holding shared: the holder of reserved may be
             // waiting for our shared lock to go (deadlock). Drop it and start over instead.
@@ -404,17 +418,32 @@ public final class Pager {
 
     // MARK: Locks
 
-    /// Takes the shared lock, waiting up to the busy timeout, and rolls back a hot journal.
-    func acquireShared(deadline: ContinuousClock.Instant? = nil) throws {
+    /// How ``acquireShared(deadline:)`` got the shared lock.
+    enum SharedAcquisition {
+        /// Taken afresh: the header must be read (another connection may have committed).
+        case afresh
+        /// A retained lock resumed (lock rule 9): nothing can have changed since it was taken.
+        case resumed
+    }
+
+    /// Takes the shared lock, waiting up to the busy timeout, and rolls back a hot journal —
+    /// or resumes the lock this connection retained.
+    @discardableResult
+    func acquireShared(deadline: ContinuousClock.Instant? = nil) throws -> SharedAcquisition {
+        if retainsSharedLock {
+            retainsSharedLock = false
+            if inodeLock.resume(owner: ownerID, retention: options.readLockRetention) { return .resumed }
+            level = .none
+        }
         let deadline = deadline ?? ContinuousClock.now + options.busyTimeout
         var backoff = Backoff()
         while true {
             let (granted, firstReader) = try inodeLock.tryLock(.shared, owner: ownerID, current: level)
             if granted {
                 level = .shared
-                if !firstReader { return }
+                if !firstReader { return .afresh }
                 do {
-                    if try recoverIfHot(deadline: deadline) { return }
+                    if try recoverIfHot(deadline: deadline) { return .afresh }
                 } catch {
                     unlock(to: .none)
                     throw error
@@ -446,6 +475,11 @@ public final class Pager {
     }
 
     func unlock(to target: LockLevel) {
+        if retainsSharedLock {
+            retainsSharedLock = false
+            inodeLock.releaseRetained(owner: ownerID)
+            level = .none
+        }
         guard level > target else { return }
         inodeLock.unlock(to: target, owner: ownerID, current: level)
         level = target

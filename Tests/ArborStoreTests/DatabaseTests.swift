@@ -229,18 +229,19 @@ struct IntegrityCheckTests {
             try tree.put(Array("bbbb".utf8), [2])
         }
         database.close()
-        // Swap the two keys' first bytes in place and re-seal the page: the checksum holds, the
-        // order does not.
+        // Turn the first key's head ("aa", in its slot) into "cc" in place and re-seal the page:
+        // the checksum holds, the order ("ccaa" before "bbbb") does not.
         var bytes = disk.contents(of: "/db")!
         let pageCount = bytes.count / 512
         var patched = false
         for page in 2...pageCount {
             let base = (page - 1) * 512
-            guard bytes[base] == 0x0A else { continue }
-            for offset in base..<(base + 504 - 4) where bytes[offset..<(offset + 4)].elementsEqual(Array("aaaa".utf8)) {
-                bytes[offset] = UInt8(ascii: "c")
-                patched = true
-            }
+            guard bytes[base] == 0x0A, bytes[base + 2] == 2 else { continue }   // the leaf with two keys
+            let firstHead = base + NodeLayout.headerSize + Int(bytes[base + 1]) + 2
+            #expect(bytes[firstHead] == UInt8(ascii: "a") && bytes[firstHead + 1] == UInt8(ascii: "a"))
+            bytes[firstHead] = UInt8(ascii: "c")
+            bytes[firstHead + 1] = UInt8(ascii: "c")
+            patched = true
             bytes.withUnsafeMutableBytes { raw in
                 PageLayout.seal(UnsafeMutableRawBufferPointer(rebasing: raw[base..<(base + 512)]), pageNumber: PageNumber(page))
             }

@@ -21,13 +21,6 @@ struct BTree {
         var index: Int
     }
 
-    /// A node decoded for the slow paths (splits, merges).
-    struct NodeImage {
-        var leaf: Bool
-        var cells: [[UInt8]]
-        var rightChild: PageNumber
-    }
-
     var usable: Int { pager.usableSize }
     var maxLocalCell: Int { NodeLayout.maxLocalCell(usable: usable) }
 
@@ -107,7 +100,7 @@ struct BTree {
 
     /// The key of leaf or interior cell `index` on `page`.
     func key(page: PageNumber, index: Int) throws -> [UInt8] {
-        try pager.withPage(page) { Array(NodeView(body: $0).key(index)) }
+        try pager.withPage(page) { NodeView(body: $0).key(index) }
     }
 
     // MARK: Insert and update
@@ -123,22 +116,19 @@ struct BTree {
         if try appendUsingHint(key, value) { return }
         var path: [PathEntry] = []
         let (leaf, index, found) = try key.withUnsafeBytes { try descend($0, path: &path) }
+        var append = false
         if !found, try isRightmostEnd(path) {
             // An append at the right-most edge: the next increasing key can skip the descent.
             pager.appendHint = Pager.AppendHint(root: root, path: path)
+            append = true
         }
         if found {
             let old = try pager.withPage(leaf) { LeafCell(NodeView(body: $0), index) }
             try old.freeOverflow(tree: self)
             try pager.withMutablePage(leaf) { NodeWriter(body: $0).remove(at: index) }
         }
-        let cell = try makeLeafCell(key: key, value: value)
-        let fitted = try pager.withMutablePage(leaf) { body in
-            cell.withUnsafeBytes { NodeWriter(body: body).insert($0, at: index) }
-        }
-        if !fitted {
-            try split(path: path, inserting: cell, at: index)
-        }
+        let payload = try makeLeafPayload(key: key, value: value)
+        try insert(key: key, payload: payload, path: path, at: index, append: append)
     }
 
     /// Whether every step of `path` took the last position of its node (the leaf's checked first:
@@ -159,23 +149,86 @@ struct BTree {
         let (count, greater) = try pager.withPage(leaf) { body -> (Int, Bool) in
             let node = NodeView(body: body)
             guard node.isLeaf, node.count > 0 else { return (0, false) }
-            return (node.count, key.withUnsafeBytes { compareBytes(node.key(node.count - 1), $0) < 0 })
+            return (node.count, key.withUnsafeBytes { node.compare(node.count - 1, $0) < 0 })
         }
         guard greater else { return false }
-        let cell = try makeLeafCell(key: key, value: value)
-        let fitted = try pager.withMutablePage(leaf) { body in
-            cell.withUnsafeBytes { NodeWriter(body: body).insert($0, at: count) }
-        }
-        if !fitted {
-            var path = hint.path
-            path[path.count - 1].index = count
-            try split(path: path, inserting: cell, at: count)
-        }
+        let payload = try makeLeafPayload(key: key, value: value)
+        var path = hint.path
+        path[path.count - 1].index = count
+        try insert(key: key, payload: payload, path: path, at: count, append: true)
         return true
     }
 
-    /// Builds a leaf cell, moving the value to an overflow chain when the cell would be too big.
-    func makeLeafCell(key: [UInt8], value: [UInt8]) throws -> [UInt8] {
+    /// What happened to an insert tried in place.
+    private enum InPlace {
+        case inserted
+        /// The key does not start with the node's prefix.
+        case prefixMismatch
+        /// The node has no room.
+        case full
+    }
+
+    /// Inserts a leaf entry at `index` of the leaf at the end of `path`: in place when its key
+    /// starts with the leaf's prefix and it fits; else by rewriting the leaf with a shorter
+    /// prefix; else by an append split (`append`: the end of the right-most leaf), by sharing
+    /// with a sibling, or by a split.
+    private func insert(key: [UInt8], payload: [UInt8], path: [PathEntry], at index: Int, append: Bool) throws {
+        let leaf = path[path.count - 1].page
+        let outcome = try pager.withMutablePage(leaf) { body -> InPlace in
+            let writer = NodeWriter(body: body)
+            return key.withUnsafeBytes { key in
+                guard writer.view.relation(of: key) == .shares else { return .prefixMismatch }
+                return payload.withUnsafeBytes { writer.insertLeaf(key: key, payload: $0, at: index) } ? .inserted : .full
+            }
+        }
+        if outcome == .inserted { return }
+        if outcome == .full && append && leaf != root {
+            try appendSplit(path: path, key: key, payload: payload)
+            return
+        }
+        var node = try image(of: leaf)
+        node.insert(key: key, payload: payload, at: index)
+        if node.fits(usable: usable) {
+            try write(node, to: leaf)
+            return
+        }
+        pager.appendHint = nil
+        if leaf == root {
+            try splitUp(path: path, node: node, appended: append)
+        } else if append {
+            try appendSplit(path: path, key: key, payload: payload)
+        } else if try !shareWithSibling(path: path, node: node) {
+            try splitUp(path: path, node: node, appended: false)
+        }
+    }
+
+    /// An append to the full right-most leaf: the leaf stays as it is (full, as sequential inserts
+    /// should leave it) and the new entry starts the next leaf.
+    private func appendSplit(path: [PathEntry], key: [UInt8], payload: [UInt8]) throws {
+        pager.appendHint = nil
+        let leaf = path[path.count - 1].page
+        let lastKey = try pager.withPage(leaf) { body -> [UInt8] in
+            let node = NodeView(body: body)
+            return node.key(node.count - 1)
+        }
+        let rightPage = try pager.allocatePage()
+        try pager.withMutablePage(rightPage) { body in
+            let writer = NodeWriter(body: body)
+            key.withUnsafeBytes { key in
+                writer.initialize(leaf: true, prefix: UnsafeRawBufferPointer(rebasing: key[..<NodeLayout.prefixForFirstKey(key.count)]))
+                _ = payload.withUnsafeBytes { writer.insertLeaf(key: key, payload: $0, at: 0) }
+            }
+        }
+        var parentPath = path
+        parentPath.removeLast()
+        guard let (parent, appended) = try insertSeparator(into: parentPath.last!, left: leaf,
+                                                           separator: Self.shortestSeparator(lastKey, key), right: rightPage) else { return }
+        try splitUp(path: parentPath, node: parent, appended: appended)
+    }
+
+    /// Builds a leaf entry's payload, moving the value to an overflow chain when the cell would be
+    /// too big (measured with no prefix, the node's worst case).
+    func makeLeafPayload(key: [UInt8], value: [UInt8]) throws -> [UInt8] {
         var flags: UInt8 = 0
         var stored = value
         var original = 0
@@ -185,50 +238,135 @@ struct BTree {
             stored = compressed
             original = value.count
         }
-        var cell: [UInt8] = []
-        cell.reserveCapacity(16 + key.count + min(stored.count, maxLocalCell))
-        cell.append(flags)
-        Varint.append(key.count, to: &cell)
-        Varint.append(stored.count, to: &cell)
-        if original > 0 { Varint.append(original, to: &cell) }
-        cell.append(contentsOf: key)
-        if cell.count + stored.count <= maxLocalCell {
-            cell.append(contentsOf: stored)
+        var payload: [UInt8] = []
+        payload.reserveCapacity(11 + min(stored.count, maxLocalCell))
+        payload.append(flags)
+        Varint.append(stored.count, to: &payload)
+        if original > 0 { Varint.append(original, to: &payload) }
+        let keyPart = NodeLayout.suffixFieldSize(key.count) + max(0, key.count - 2)
+        if keyPart + payload.count - 1 + stored.count <= maxLocalCell {
+            payload.append(contentsOf: stored)
         } else {
-            cell[0] |= NodeLayout.flagOverflow
+            payload[0] |= NodeLayout.flagOverflow
             let first = try writeOverflow(stored)
-            cell.append(contentsOf: [UInt8(first & 0xFF), UInt8(first >> 8 & 0xFF), UInt8(first >> 16 & 0xFF), UInt8(first >> 24)])
+            payload.append(contentsOf: [UInt8(first & 0xFF), UInt8(first >> 8 & 0xFF), UInt8(first >> 16 & 0xFF), UInt8(first >> 24)])
         }
-        return cell
+        return payload
     }
 
-    /// Splits the leaf at the end of `path`, which cannot take `cell` at `index`, and carries the
-    /// split up the tree.
-    private func split(path: [PathEntry], inserting cell: [UInt8], at index: Int) throws {
+    /// A leaf that cannot take a new entry shares with a sibling (the left one, else the right
+    /// one): when the two leaves' entries fit in two pages they are spread evenly over them;
+    /// otherwise they become three pages, each about two-thirds full. `node` is the leaf's image
+    /// with the new entry. Returns false when it could not (the caller splits the leaf alone).
+    private func shareWithSibling(path: [PathEntry], node: NodeImage) throws -> Bool {
+        let leaf = path[path.count - 1].page
+        let parentEntry = path[path.count - 2]
+        let (parentCount, ours) = (try pager.withPage(parentEntry.page) { NodeView(body: $0).count }, parentEntry.index)
+        guard parentCount > 0 else { return false }
+        let leftIndex = ours > 0 ? ours - 1 : 0
+        let (leftPage, rightPage) = try pager.withPage(parentEntry.page) { body in
+            let parent = NodeView(body: body)
+            return (parent.child(leftIndex), parent.child(leftIndex + 1))
+        }
+        guard (leftIndex == ours ? leftPage : rightPage) == leaf else {
+            throw StoreError.corrupt(page: parentEntry.page, "the path to page \(leaf) does not match its parent", path: pager.path)
+        }
+        let siblingPage = leftIndex == ours ? rightPage : leftPage
+        try checkChild(siblingPage, of: parentEntry.page)
+        let sibling = try image(of: siblingPage)
+        guard sibling.leaf else {
+            throw StoreError.corrupt(page: siblingPage, "leaves are at different depths", path: pager.path)
+        }
+        var combined = NodeImage(leaf: true, capacity: 4 * usable)
+        if leftIndex == ours {
+            combined.append(node)
+            combined.append(sibling)
+        } else {
+            combined.append(sibling)
+            combined.append(node)
+        }
+        let prefix = combined.chosenPrefix(0..<combined.count)
+        let sizes = (0..<combined.count).map { combined.size($0, prefix: prefix) }
+        let base = NodeLayout.headerSize + prefix
+        func separator(_ cut: Int) -> [UInt8] { Self.shortestSeparator(combined.key(cut - 1), combined.key(cut)) }
+        if let cut = Self.cuts(sizes, parts: 2, base: base, usable: usable)?.first {
+            guard try replaceSeparator(in: parentEntry.page, at: leftIndex, with: separator(cut), child: leftPage) else { return false }
+            try write(combined, 0..<cut, to: leftPage)
+            try write(combined, cut..<combined.count, to: rightPage)
+            return true
+        }
+        guard let cuts = Self.cuts(sizes, parts: 3, base: base, usable: usable) else { return false }
+        let (first, second) = (cuts[0], cuts[1])
+        let middlePage = try pager.allocatePage()
+        try write(combined, 0..<first, to: leftPage)
+        try write(combined, first..<second, to: middlePage)
+        try write(combined, second..<combined.count, to: rightPage)
+        var parent = try image(of: parentEntry.page)
+        parent.replace(leftIndex, key: separator(first), child: leftPage)
+        parent.insert(key: separator(second), child: middlePage, at: leftIndex + 1)
+        if parent.fits(usable: usable) {
+            try write(parent, to: parentEntry.page)
+        } else {
+            try splitUp(path: Array(path.dropLast()), node: parent, appended: false)
+        }
+        return true
+    }
+
+    /// Replaces the key of interior entry `index` of `page` (keeping its child), in place when
+    /// it can, else by rewriting the node. Returns false, changing nothing, when it does not fit.
+    private func replaceSeparator(in page: PageNumber, at index: Int, with key: [UInt8], child: PageNumber) throws -> Bool {
+        let done = try pager.withMutablePage(page) { body -> Bool in
+            let writer = NodeWriter(body: body)
+            return key.withUnsafeBytes { key in
+                guard writer.view.relation(of: key) == .shares else { return false }
+                let old = writer.view.cellSize(at: writer.view.cellOffset(index))
+                let new = 4 + NodeLayout.suffixFieldSize(key.count - writer.view.prefixLength) + max(0, key.count - writer.view.prefixLength - 2)
+                guard new <= old || writer.view.gap + writer.view.fragmented >= new - old else { return false }
+                writer.remove(at: index)
+                let inserted = writer.insertInterior(key: key, child: child, at: index)
+                precondition(inserted, "a separator that was checked to fit did not")
+                return true
+            }
+        }
+        if done { return true }
+        var parent = try image(of: page)
+        parent.replace(index, key: key, child: child)
+        guard parent.fits(usable: usable) else { return false }
+        try write(parent, to: page)
+        return true
+    }
+
+    /// Where to cut entries of the given sizes (slot included) into `parts` runs of about equal
+    /// bytes, each fitting a page with `base` bytes of header and prefix; nil when they do not.
+    static func cuts(_ sizes: [Int], parts: Int, base: Int, usable: Int) -> [Int]? {
+        guard sizes.count >= parts else { return nil }
+        let total = sizes.reduce(0, +)
+        var cuts: [Int] = []
+        var running = 0, index = 0, start = 0
+        for part in 1..<parts {
+            let target = total * part / parts
+            // Take entries while the run stays at or below its share (at least one each).
+            while index < sizes.count - (parts - part) && (index == start || running + sizes[index] <= target) {
+                running += sizes[index]
+                index += 1
+            }
+            cuts.append(index)
+            start = index
+        }
+        var from = 0
+        for cut in cuts + [sizes.count] {
+            guard cut > from, base + sizes[from..<cut].reduce(0, +) <= usable else { return nil }
+            from = cut
+        }
+        return cuts
+    }
+
+    /// Splits the overfull node `node` at the end of `path` and carries the split up the tree.
+    private func splitUp(path: [PathEntry], node: NodeImage, appended: Bool) throws {
         pager.appendHint = nil
         var path = path
-        var node: NodeImage
-        var appended: Bool
-        let leaf = path.last!.page
-        if leaf != root, let (count, lastKey) = try appendTarget(leaf), index == count {
-            // An append to a full leaf: the leaf stays as it is (full, as sequential inserts should
-            // leave it) and the new cell starts the next leaf. No cell of the leaf is touched.
-            let rightPage = try pager.allocatePage()
-            try pager.withMutablePage(rightPage) { body in
-                let writer = NodeWriter(body: body)
-                writer.initialize(leaf: true)
-                _ = cell.withUnsafeBytes { writer.insert($0, at: 0) }
-            }
-            path.removeLast()
-            let separator = Self.shortestSeparator(lastKey, Self.leafKey(cell))
-            guard let pending = try insertSeparator(into: path.last!, left: leaf, separator: separator, right: rightPage) else { return }
-            (node, appended) = pending
-        } else {
-            node = try image(of: leaf)
-            node.cells.insert(cell, at: index)
-            appended = index == node.cells.count - 1
-        }
-        // Carry splits up the path: each level gets the separator and new right page from below.
+        var node = node
+        var appended = appended
         while true {
             let entry = path.removeLast()
             var page = entry.page
@@ -236,73 +374,75 @@ struct BTree {
                 // Keep the root where it is: move its content to a new child and grow a level.
                 let child = try pager.allocatePage()
                 path.append(PathEntry(page: root, index: 0))
-                try pager.withMutablePage(root) { NodeWriter(body: $0).rebuild(leaf: false, cells: [], rightChild: child) }
+                try pager.withMutablePage(root) { body in
+                    let writer = NodeWriter(body: body)
+                    writer.initialize(leaf: false)
+                    writer.setRightChild(child)
+                }
                 page = child
             }
-            let (left, separator, right) = splitPoint(node, appended: appended)
+            let (cut, separator) = splitPoint(node, appended: appended)
             let rightPage = try pager.allocatePage()
-            try write(left, to: page)
-            try write(right, to: rightPage)
+            if node.leaf {
+                try write(node, 0..<cut, to: page)
+                try write(node, cut..<node.count, to: rightPage)
+            } else {
+                // Interior: the entry at the cut moves up; its left child becomes the left node's
+                // right-most child.
+                try write(node, 0..<cut, rightChild: node.child(cut), to: page)
+                try write(node, (cut + 1)..<node.count, rightChild: node.rightChild, to: rightPage)
+            }
             guard let pending = try insertSeparator(into: path.last!, left: page, separator: separator, right: rightPage) else { return }
             (node, appended) = pending
         }
     }
 
-    /// The cell count and last key of `page` when it is a non-empty leaf.
-    private func appendTarget(_ page: PageNumber) throws -> (Int, [UInt8])? {
-        try pager.withPage(page) { body in
-            let node = NodeView(body: body)
-            guard node.isLeaf, node.count > 0 else { return nil }
-            return (node.count, Array(node.key(node.count - 1)))
-        }
-    }
-
     /// Inserts (`left`, `separator`) into the parent reached through `parent`; the pointer that led
     /// to `left` now leads to `right`. Returns nil when it fitted, else the parent's image with the
-    /// new cell inserted (to be split in turn) and whether it went at the end.
+    /// new entry inserted (to be split in turn) and whether it went at the end.
     private func insertSeparator(into parent: PathEntry, left: PageNumber, separator: [UInt8],
                                  right: PageNumber) throws -> (NodeImage, Bool)? {
-        let parentCell = Self.interiorCell(child: left, key: separator)
         let fitted = try pager.withMutablePage(parent.page) { body -> Bool in
             let writer = NodeWriter(body: body)
             writer.setChild(parent.index, right)
-            return parentCell.withUnsafeBytes { writer.insert($0, at: parent.index) }
+            return separator.withUnsafeBytes { key in
+                guard writer.view.relation(of: key) == .shares else { return false }
+                return writer.insertInterior(key: key, child: left, at: parent.index)
+            }
         }
         if fitted { return nil }
         var node = try image(of: parent.page)
-        node.cells.insert(parentCell, at: parent.index)
-        return (node, parent.index == node.cells.count - 1)
+        node.insert(key: separator, child: left, at: parent.index)
+        if node.fits(usable: usable) {
+            try write(node, to: parent.page)
+            return nil
+        }
+        return (node, parent.index == node.count - 1)
     }
 
-    /// Chooses where to split an overfull node: by bytes, evenly — except when the new cell went
-    /// to the end (sequential inserts), where the left node is kept full.
-    private func splitPoint(_ node: NodeImage, appended: Bool) -> (left: NodeImage, separator: [UInt8], right: NodeImage) {
-        let cells = node.cells
-        let sizes = cells.map { $0.count + 2 }
+    /// Chooses where to split an overfull node: by bytes, evenly — except when the new entry went
+    /// to the end (sequential inserts), where the left node is kept full. Returns the cut (the
+    /// first entry of the right node, or for an interior node the entry that moves up) and the
+    /// separator for the parent.
+    private func splitPoint(_ node: NodeImage, appended: Bool) -> (cut: Int, separator: [UInt8]) {
+        let count = node.count
+        let prefix = node.chosenPrefix(0..<count)
+        let sizes = (0..<count).map { node.size($0, prefix: prefix) }
         let total = sizes.reduce(0, +)
         var cut: Int
         if appended {
-            cut = node.leaf ? cells.count - 1 : cells.count - 2
+            cut = node.leaf ? count - 1 : count - 2
         } else {
             var running = 0
             cut = 0
-            while cut < cells.count - 1 && running + sizes[cut] <= total / 2 {
+            while cut < count - 1 && running + sizes[cut] <= total / 2 {
                 running += sizes[cut]
                 cut += 1
             }
         }
-        cut = max(1, min(cut, cells.count - (node.leaf ? 1 : 2)))
-        if node.leaf {
-            let left = NodeImage(leaf: true, cells: Array(cells[..<cut]), rightChild: 0)
-            let right = NodeImage(leaf: true, cells: Array(cells[cut...]), rightChild: 0)
-            let separator = Self.shortestSeparator(Self.leafKey(cells[cut - 1]), Self.leafKey(cells[cut]))
-            return (left, separator, right)
-        }
-        // Interior: the middle cell moves up; its left child becomes the left node's right-most.
-        let middle = cells[cut]
-        let left = NodeImage(leaf: false, cells: Array(cells[..<cut]), rightChild: Self.interiorChild(middle))
-        let right = NodeImage(leaf: false, cells: Array(cells[(cut + 1)...]), rightChild: node.rightChild)
-        return (left, Self.interiorKey(middle), right)
+        cut = max(1, min(cut, count - (node.leaf ? 1 : 2)))
+        if node.leaf { return (cut, Self.shortestSeparator(node.key(cut - 1), node.key(cut))) }
+        return (cut, node.key(cut))
     }
 
     /// The shortest key s with left < s ≤ right: a prefix of `right` one byte longer than its
@@ -347,20 +487,21 @@ struct BTree {
             let rightPage = try pager.withPage(parent.page) { NodeView(body: $0).child(separatorIndex + 1) }
             try checkChild(leftPage, of: parent.page)
             try checkChild(rightPage, of: parent.page)
-            var left = try image(of: leftPage)
+            let left = try image(of: leftPage)
             let right = try image(of: rightPage)
-            let separator = try key(page: parent.page, index: separatorIndex)
-            var combined = left.cells
-            if !left.leaf {
-                combined.append(Self.interiorCell(child: left.rightChild, key: separator))
+            guard left.leaf == right.leaf else {
+                throw StoreError.corrupt(page: parent.page, "the children of page \(parent.page) are at different depths", path: pager.path)
             }
-            combined.append(contentsOf: right.cells)
-            let bytes = NodeLayout.headerSize + combined.reduce(0) { $0 + $1.count + 2 }
-            if bytes <= usable {
+            var merged = NodeImage(leaf: left.leaf, rightChild: right.rightChild, capacity: 3 * usable)
+            merged.append(left)
+            if !left.leaf {
+                let separator = try key(page: parent.page, index: separatorIndex)
+                merged.insert(key: separator, child: left.rightChild, at: merged.count)
+            }
+            merged.append(right)
+            if merged.fits(usable: usable) {
                 // Merge right into left; drop the separator; the pointer to right now leads left.
-                left.cells = combined
-                left.rightChild = right.rightChild
-                try write(left, to: leftPage)
+                try write(merged, to: leftPage)
                 try pager.freePage(rightPage)
                 try pager.withMutablePage(parent.page) { body in
                     let writer = NodeWriter(body: body)
@@ -373,16 +514,16 @@ struct BTree {
                 }
                 continue
             }
-            // Redistribute: split the combined cells evenly, if the new separator fits the parent.
-            let (newLeft, newSeparator, newRight) = splitPoint(
-                NodeImage(leaf: left.leaf, cells: combined, rightChild: right.rightChild), appended: false)
-            var parentImage = try image(of: parent.page)
-            parentImage.cells[separatorIndex] = Self.interiorCell(child: leftPage, key: newSeparator)
-            let parentBytes = NodeLayout.headerSize + parentImage.cells.reduce(0) { $0 + $1.count + 2 }
-            guard parentBytes <= usable else { return }
-            try write(newLeft, to: leftPage)
-            try write(newRight, to: rightPage)
-            try write(parentImage, to: parent.page)
+            // Redistribute: split the combined entries evenly, if the new separator fits the parent.
+            let (cut, newSeparator) = splitPoint(merged, appended: false)
+            guard try replaceSeparator(in: parent.page, at: separatorIndex, with: newSeparator, child: leftPage) else { return }
+            if merged.leaf {
+                try write(merged, 0..<cut, to: leftPage)
+                try write(merged, cut..<merged.count, to: rightPage)
+            } else {
+                try write(merged, 0..<cut, rightChild: merged.child(cut), to: leftPage)
+                try write(merged, (cut + 1)..<merged.count, rightChild: merged.rightChild, to: rightPage)
+            }
             return
         }
     }
@@ -405,7 +546,7 @@ struct BTree {
                 throw StoreError.corrupt(page: page, "the tree is deeper than \(Self.maximumDepth) levels (a cycle?)", path: pager.path)
             }
             let node = try image(of: page)
-            let (leaf, count) = (node.leaf, node.cells.count)
+            let (leaf, count) = (node.leaf, node.count)
             if leaf {
                 for index in 0..<count {
                     let cell = try pager.withPage(page) { LeafCell(NodeView(body: $0), index) }
@@ -430,40 +571,15 @@ struct BTree {
             guard node.type == NodeLayout.leafType || node.type == NodeLayout.interiorType else {
                 throw StoreError.corrupt(page: page, "expected a tree node, found page type \(node.type)", path: pager.path)
             }
-            return NodeImage(leaf: node.isLeaf, cells: (0..<node.count).map { node.cell($0) }, rightChild: node.rightChild)
+            return node.image()
         }
     }
 
-    func write(_ node: NodeImage, to page: PageNumber) throws {
-        try pager.withMutablePage(page) { NodeWriter(body: $0).rebuild(leaf: node.leaf, cells: node.cells, rightChild: node.rightChild) }
-    }
-
-    static func interiorCell(child: PageNumber, key: [UInt8]) -> [UInt8] {
-        var cell: [UInt8] = [UInt8(child & 0xFF), UInt8(child >> 8 & 0xFF), UInt8(child >> 16 & 0xFF), UInt8(child >> 24)]
-        Varint.append(key.count, to: &cell)
-        cell.append(contentsOf: key)
-        return cell
-    }
-
-    static func interiorChild(_ cell: [UInt8]) -> PageNumber {
-        PageNumber(cell[0]) | PageNumber(cell[1]) << 8 | PageNumber(cell[2]) << 16 | PageNumber(cell[3]) << 24
-    }
-
-    static func interiorKey(_ cell: [UInt8]) -> [UInt8] {
-        cell.withUnsafeBytes { raw in
-            var position = 4
-            let length = Varint.read(raw, &position)
-            return Array(raw[position..<(position + length)])
-        }
-    }
-
-    static func leafKey(_ cell: [UInt8]) -> [UInt8] {
-        cell.withUnsafeBytes { raw in
-            var position = 1
-            let length = Varint.read(raw, &position)
-            _ = Varint.read(raw, &position)
-            if raw[0] & NodeLayout.flagCompressed != 0 { _ = Varint.read(raw, &position) }
-            return Array(raw[position..<(position + length)])
-        }
+    /// Writes entries `range` of `node` (all by default) to `page` as a whole node; interior
+    /// nodes take `rightChild` (the image's own by default).
+    func write(_ node: NodeImage, _ range: Range<Int>? = nil, rightChild: PageNumber? = nil, to page: PageNumber) throws {
+        var node = node
+        if let rightChild { node.rightChild = rightChild }
+        try pager.withMutablePage(page) { NodeWriter(body: $0).rebuild(node, range) }
     }
 }

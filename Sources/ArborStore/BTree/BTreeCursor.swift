@@ -161,27 +161,34 @@ struct BTreeCursor {
     }
 
     /// Calls `body` with the key and value of each cell of the current leaf from the current
-    /// position on, reading them in place (values in overflow chains or compressed are assembled
-    /// in a scratch buffer). Stops early when `body` returns false; returns whether it did.
-    func forEachInLeaf(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws -> Bool {
+    /// position on, reading values in place (values in overflow chains or compressed are
+    /// assembled in a scratch buffer; keys, split between the node's prefix, the slot and the
+    /// cell, are assembled in `keyBuffer`). Stops early when `body` returns false; returns whether
+    /// it did.
+    func forEachInLeaf(keyBuffer: inout [UInt8], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws -> Bool {
         guard isValid, let leaf = path.last else { return false }
         return try pager.withPage(leaf.page) { page -> Bool in
             let node = NodeView(body: page)
+            let prefixLength = node.prefixLength
+            keyBuffer.removeAll(keepingCapacity: true)
+            keyBuffer.append(contentsOf: node.prefix)
             for index in leaf.index..<node.count {
-                var position = node.cellOffset(index)
-                let flags = page[position]
-                position += 1
-                let keyLength = Varint.read(page, &position)
-                let storedLength = Varint.read(page, &position)
-                if flags & NodeLayout.flagCompressed != 0 { _ = Varint.read(page, &position) }
-                let key = UnsafeRawBufferPointer(rebasing: page[position..<(position + keyLength)])
-                position += keyLength
-                let keepGoing: Bool
-                if flags & (NodeLayout.flagOverflow | NodeLayout.flagCompressed) == 0 {
-                    keepGoing = try body(key, UnsafeRawBufferPointer(rebasing: page[position..<(position + storedLength)]))
-                } else {
+                keyBuffer.removeSubrange(prefixLength...)
+                let offset = node.cellOffset(index)
+                let (suffix, tail, end) = node.keyPart(at: offset)
+                let head = node.head(index)
+                if suffix > 0 { keyBuffer.append(UInt8(head >> 8)) }
+                if suffix > 1 { keyBuffer.append(UInt8(head & 0xFF)) }
+                if end > tail { keyBuffer.append(contentsOf: UnsafeRawBufferPointer(rebasing: page[tail..<end])) }
+                let flags = page[offset] & NodeLayout.flagMask
+                let keepGoing = try keyBuffer.withUnsafeBytes { key -> Bool in
+                    if flags == 0 {
+                        var position = end
+                        let storedLength = Varint.read(page, &position)
+                        return try body(key, UnsafeRawBufferPointer(rebasing: page[position..<(position + storedLength)]))
+                    }
                     let value = try LeafCell(node, index).value(tree: tree)
-                    keepGoing = try value.withUnsafeBytes { try body(key, $0) }
+                    return try value.withUnsafeBytes { try body(key, $0) }
                 }
                 if !keepGoing { return true }
             }

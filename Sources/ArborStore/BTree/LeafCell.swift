@@ -13,20 +13,36 @@ struct LeafCell {
     var isCompressed: Bool { flags & NodeLayout.flagCompressed != 0 }
 
     init(_ node: NodeView, _ index: Int) {
-        let body = node.body
-        var position = node.cellOffset(index)
-        flags = body[position]
-        position += 1
-        let keyLength = Varint.read(body, &position)
-        storedLength = Varint.read(body, &position)
-        originalLength = flags & NodeLayout.flagCompressed != 0 ? Varint.read(body, &position) : storedLength
-        position += keyLength
+        let (flags, stored, original, start) = node.value(index)
+        self.flags = flags
+        storedLength = stored
+        originalLength = original
         if flags & NodeLayout.flagOverflow != 0 {
-            overflow = body.loadLE(UInt32.self, at: position)
+            overflow = node.body.loadLE(UInt32.self, at: start)
             inline = []
         } else {
             overflow = 0
-            inline = Array(body[position..<(position + storedLength)])
+            inline = Array(node.body[start..<(start + stored)])
+        }
+    }
+
+    /// Parses a leaf entry's payload (flags byte, lengths, value or overflow page).
+    init(payload: [UInt8]) {
+        let flags = payload[0] & NodeLayout.flagMask
+        self.flags = flags
+        var position = 1
+        let parsed = payload.withUnsafeBytes { raw -> (Int, Int) in
+            let stored = Varint.read(raw, &position)
+            return (stored, flags & NodeLayout.flagCompressed != 0 ? Varint.read(raw, &position) : stored)
+        }
+        (storedLength, originalLength) = parsed
+        if flags & NodeLayout.flagOverflow != 0 {
+            overflow = PageNumber(payload[position]) | PageNumber(payload[position + 1]) << 8
+                | PageNumber(payload[position + 2]) << 16 | PageNumber(payload[position + 3]) << 24
+            inline = []
+        } else {
+            overflow = 0
+            inline = Array(payload[position...])
         }
     }
 

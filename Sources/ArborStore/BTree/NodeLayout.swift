@@ -1,39 +1,71 @@
-/// The layout of B+tree pages (leaves and interior nodes) and overflow pages.
+/// The layout of B+tree pages (leaves and interior nodes) and overflow pages — format version 2.
 ///
 /// Body of a node page (the page less its checksum trailer), little-endian:
 ///
 /// | offset | size | field |
 /// |---|---|---|
 /// | 0 | 1 | page type: ``leafType`` or ``interiorType`` |
-/// | 1 | 1 | reserved, 0 |
+/// | 1 | 1 | prefix length p: the first p bytes of every key in the node |
 /// | 2 | 2 | cell count |
 /// | 4 | 2 | start of the cell content area |
 /// | 6 | 2 | fragmented free bytes inside the content area |
 /// | 8 | 4 | interior: the right-most child; leaf: 0 |
-/// | 12 | 2·count | cell offsets, in key order |
+/// | 12 | p | the prefix |
+/// | 12 + p | 4·count | slots in key order: cell offset (2), key head (2: the key's two bytes after the prefix, zero-padded) |
 ///
-/// Cells grow down from the end of the body. Leaf cell: flags (1 byte: bit 0 value in an overflow
-/// chain, bit 1 value LZ4-compressed), key length (varint), stored value length (varint), original
-/// length (varint, compressed values only), the key, then the stored value — or, for overflow, the
-/// first overflow page (4 bytes). Interior cell: left child (4 bytes), key length (varint), key.
-/// A child left of key K holds keys < K; keys ≥ the last key go to the right-most child.
+/// A key is the prefix, its head and its tail (the bytes after the head, in the cell). Cells grow
+/// down from the end of the body. Cell header byte: bits 2–7 the suffix length `s = key length −
+/// p` (63: 63 plus a varint that follows), bits 0–1 leaf flags (bit 0 value in an overflow
+/// chain, bit 1 value LZ4-compressed).
+/// - Leaf cell: header, [varint], tail, stored value length (varint), original length (varint,
+///   compressed values only), the stored value — or, for overflow, the first overflow page (4).
+/// - Interior cell: left child (4), header, [varint], tail. A child left of key K holds keys < K;
+///   keys ≥ the last key go to the right-most child.
+///
+/// See docs/file-format.md ("Node pages") for why the prefix and the heads are chosen as they are.
 enum NodeLayout {
     static let leafType: UInt8 = 0x0A
     static let interiorType: UInt8 = 0x05
     static let overflowType: UInt8 = 0x0F
     static let headerSize = 12
+    static let slotSize = 4
     /// Overflow page body: type (1), reserved (3), next page (4), payload.
     static let overflowHeaderSize = 8
 
     static let flagOverflow: UInt8 = 1
     static let flagCompressed: UInt8 = 2
+    static let flagMask: UInt8 = 3
+    /// Suffix lengths from this value on are stored as this value plus a varint.
+    static let suffixEscape = 63
+    /// The longest prefix a node header can record.
+    static let maxPrefix = 255
 
-    /// The largest cell kept in a node: at least four fit in a page, so a split always leaves two
-    /// or more cells on each side.
-    static func maxLocalCell(usable: Int) -> Int { (usable - headerSize) / 4 - 2 }
+    /// The largest cell kept in a node (measured without a prefix): at least four fit in a page,
+    /// so a split always leaves two or more cells on each side.
+    static func maxLocalCell(usable: Int) -> Int { (usable - headerSize) / 4 - slotSize }
 
     /// The longest key accepted at this page size (room for the cell's other fields).
     static func maxKeySize(usable: Int) -> Int { maxLocalCell(usable: usable) - 20 }
+
+    /// The prefix a new node holding only `key` takes (a leaf started by an append).
+    static func prefixForFirstKey(_ count: Int) -> Int { max(0, min(count - 2, maxPrefix)) }
+
+    /// Bytes of the header byte and its varint for suffix length `s`.
+    @inline(__always)
+    static func suffixFieldSize(_ s: Int) -> Int {
+        s < suffixEscape ? 1 : 1 + Varint.size(s - suffixEscape)
+    }
+
+}
+
+/// How a key relates to a node's prefix.
+enum PrefixRelation {
+    /// The key sorts before every key that starts with the prefix.
+    case below
+    /// The key starts with the prefix.
+    case shares
+    /// The key sorts after every key that starts with the prefix.
+    case above
 }
 
 /// A read view of a node page's body.
@@ -42,38 +74,74 @@ struct NodeView {
 
     @inline(__always) var type: UInt8 { body[0] }
     @inline(__always) var isLeaf: Bool { body[0] == NodeLayout.leafType }
+    @inline(__always) var prefixLength: Int { Int(body[1]) }
     @inline(__always) var count: Int { Int(body.loadLE(UInt16.self, at: 2)) }
     @inline(__always) var contentStart: Int { Int(body.loadLE(UInt16.self, at: 4)) }
     @inline(__always) var fragmented: Int { Int(body.loadLE(UInt16.self, at: 6)) }
     @inline(__always) var rightChild: PageNumber { body.loadLE(UInt32.self, at: 8) }
+    @inline(__always) var slotBase: Int { NodeLayout.headerSize + prefixLength }
+
+    var prefix: UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(rebasing: body[NodeLayout.headerSize..<(NodeLayout.headerSize + prefixLength)])
+    }
 
     @inline(__always)
     func cellOffset(_ index: Int) -> Int {
-        Int(body.loadLE(UInt16.self, at: NodeLayout.headerSize + 2 * index))
+        Int(body.loadLE(UInt16.self, at: slotBase + NodeLayout.slotSize * index))
     }
 
-    /// Free bytes in the gap between the offset array and the content area.
-    var gap: Int { contentStart - (NodeLayout.headerSize + 2 * count) }
+    /// The head of slot `index`, as a big-endian 16-bit number (so that it orders like the bytes).
+    @inline(__always)
+    func head(_ index: Int) -> UInt16 {
+        let at = slotBase + NodeLayout.slotSize * index + 2
+        return UInt16(body[at]) << 8 | UInt16(body[at + 1])
+    }
 
-    /// Bytes in use: header, offsets and live cells.
+    /// Free bytes in the gap between the slot array and the content area.
+    var gap: Int { contentStart - (slotBase + NodeLayout.slotSize * count) }
+
+    /// Bytes in use: header, prefix, slots and live cells.
     var usedBytes: Int { body.count - gap - fragmented }
 
-    /// The key of cell `index` (as a buffer into the page).
+    /// Where cell `index`'s key part is: its suffix length, where its tail starts, and the first
+    /// byte after the tail.
     @inline(__always)
-    func key(_ index: Int) -> UnsafeRawBufferPointer {
-        let offset = cellOffset(index)
-        if isLeaf {
-            let compressed = body[offset] & NodeLayout.flagCompressed != 0
-            var position = offset + 1
-            let keyLength = Varint.read(body, &position)
-            _ = Varint.read(body, &position)
-            if compressed { _ = Varint.read(body, &position) }
-            return UnsafeRawBufferPointer(rebasing: body[position..<(position + keyLength)])
-        } else {
-            var position = offset + 4
-            let keyLength = Varint.read(body, &position)
-            return UnsafeRawBufferPointer(rebasing: body[position..<(position + keyLength)])
-        }
+    func keyPart(_ index: Int) -> (suffix: Int, tail: Int, end: Int) {
+        keyPart(at: cellOffset(index))
+    }
+
+    @inline(__always)
+    func keyPart(at offset: Int) -> (suffix: Int, tail: Int, end: Int) {
+        var position = isLeaf ? offset : offset + 4
+        var suffix = Int(body[position] >> 2)
+        position += 1
+        if suffix == NodeLayout.suffixEscape { suffix += Varint.read(body, &position) }
+        return (suffix, position, position + max(0, suffix - 2))
+    }
+
+    /// The flags of leaf cell `index`.
+    @inline(__always)
+    func flags(_ index: Int) -> UInt8 { body[cellOffset(index)] & NodeLayout.flagMask }
+
+    /// The length of key `index`.
+    func keyLength(_ index: Int) -> Int { prefixLength + keyPart(index).suffix }
+
+    /// Appends key `index` to `key`.
+    func appendKey(_ index: Int, to key: inout [UInt8]) {
+        key.append(contentsOf: prefix)
+        let (suffix, tail, end) = keyPart(index)
+        let at = slotBase + NodeLayout.slotSize * index + 2
+        if suffix > 0 { key.append(body[at]) }
+        if suffix > 1 { key.append(body[at + 1]) }
+        if end > tail { key.append(contentsOf: UnsafeRawBufferPointer(rebasing: body[tail..<end])) }
+    }
+
+    /// Key `index`, whole.
+    func key(_ index: Int) -> [UInt8] {
+        var key: [UInt8] = []
+        key.reserveCapacity(keyLength(index))
+        appendKey(index, to: &key)
+        return key
     }
 
     /// The left child of interior cell `index`.
@@ -82,38 +150,111 @@ struct NodeView {
         index == count ? rightChild : body.loadLE(UInt32.self, at: cellOffset(index))
     }
 
+    /// The value fields of leaf cell `index`: flags, stored and original lengths, and where the
+    /// stored value (or the overflow page number) starts.
+    @inline(__always)
+    func value(_ index: Int) -> (flags: UInt8, stored: Int, original: Int, start: Int) {
+        let offset = cellOffset(index)
+        let flags = body[offset] & NodeLayout.flagMask
+        var position = keyPart(at: offset).end
+        let stored = Varint.read(body, &position)
+        let original = flags & NodeLayout.flagCompressed != 0 ? Varint.read(body, &position) : stored
+        return (flags, stored, original, position)
+    }
+
     /// The size in bytes of the cell at `offset`.
     func cellSize(at offset: Int) -> Int {
-        var position = offset
+        var position = keyPart(at: offset).end
         if isLeaf {
-            let flags = body[position]
-            position += 1
-            let keyLength = Varint.read(body, &position)
+            let flags = body[offset] & NodeLayout.flagMask
             let stored = Varint.read(body, &position)
             if flags & NodeLayout.flagCompressed != 0 { _ = Varint.read(body, &position) }
-            position += keyLength
             position += flags & NodeLayout.flagOverflow != 0 ? 4 : stored
-        } else {
-            position += 4
-            let keyLength = Varint.read(body, &position)
-            position += keyLength
         }
         return position - offset
     }
 
-    /// The raw bytes of cell `index`.
-    func cell(_ index: Int) -> [UInt8] {
-        let offset = cellOffset(index)
-        return Array(body[offset..<(offset + cellSize(at: offset))])
+    /// The node decoded: every entry's whole key and payload (see ``NodeImage``).
+    func image() -> NodeImage {
+        var image = NodeImage(leaf: isLeaf, rightChild: isLeaf ? 0 : rightChild, capacity: 2 * body.count)
+        var key: [UInt8] = []
+        var payload: [UInt8] = []
+        for index in 0..<count {
+            key.removeAll(keepingCapacity: true)
+            appendKey(index, to: &key)
+            payload.removeAll(keepingCapacity: true)
+            let offset = cellOffset(index)
+            if isLeaf {
+                payload.append(body[offset] & NodeLayout.flagMask)
+                payload.append(contentsOf: UnsafeRawBufferPointer(rebasing: body[keyPart(at: offset).end..<(offset + cellSize(at: offset))]))
+            } else {
+                payload.append(contentsOf: UnsafeRawBufferPointer(rebasing: body[offset..<(offset + 4)]))
+            }
+            key.withUnsafeBytes { key in payload.withUnsafeBytes { image.append(key: key, payload: $0) } }
+        }
+        return image
+    }
+
+    // MARK: Search
+
+    /// How `key` relates to the prefix.
+    @inline(__always)
+    func relation(of key: UnsafeRawBufferPointer) -> PrefixRelation {
+        let p = prefixLength
+        if p == 0 { return .shares }
+        let n = min(p, key.count)
+        let order = compareBytes(UnsafeRawBufferPointer(rebasing: body[NodeLayout.headerSize..<(NodeLayout.headerSize + n)]),
+                                 UnsafeRawBufferPointer(rebasing: key[0..<n]))
+        if order > 0 { return .below }
+        if order < 0 { return .above }
+        return key.count < p ? .below : .shares
+    }
+
+    /// The head of `key` in a node with prefix length `p` (which `key` shares).
+    @inline(__always)
+    static func head(of key: UnsafeRawBufferPointer, prefix p: Int) -> UInt16 {
+        let high = p < key.count ? UInt16(key[p]) : 0
+        let low = p + 1 < key.count ? UInt16(key[p + 1]) : 0
+        return high << 8 | low
+    }
+
+    /// The order of entry `index` against `key`, which shares the prefix and has head `keyHead`:
+    /// negative, zero or positive as the entry sorts before, equal to or after the key.
+    @inline(__always)
+    func compare(_ index: Int, _ key: UnsafeRawBufferPointer, keyHead: UInt16) -> Int {
+        let entryHead = head(index)
+        if entryHead != keyHead { return entryHead < keyHead ? -1 : 1 }
+        let p = prefixLength
+        let keySuffix = key.count - p
+        let (suffix, tail, end) = keyPart(index)
+        // Equal heads: when either suffix is two bytes or less, the shorter is a prefix of the other.
+        if keySuffix <= 2 || suffix <= 2 { return suffix - keySuffix }
+        return compareBytes(UnsafeRawBufferPointer(rebasing: body[tail..<end]),
+                            UnsafeRawBufferPointer(rebasing: key[(p + 2)...]))
+    }
+
+    /// The order of entry `index` against any `key`.
+    func compare(_ index: Int, _ key: UnsafeRawBufferPointer) -> Int {
+        switch relation(of: key) {
+        case .below: return 1
+        case .above: return -1
+        case .shares: return compare(index, key, keyHead: Self.head(of: key, prefix: prefixLength))
+        }
     }
 
     /// Index of the first key ≥ `key` (leaves), and whether it is equal.
     @inline(__always)
     func lowerBound(_ key: UnsafeRawBufferPointer) -> (index: Int, found: Bool) {
+        switch relation(of: key) {
+        case .below: return (0, false)
+        case .above: return (count, false)
+        case .shares: break
+        }
+        let keyHead = Self.head(of: key, prefix: prefixLength)
         var low = 0, high = count
         while low < high {
             let mid = (low + high) >> 1
-            let order = compareBytes(self.key(mid), key)
+            let order = compare(mid, key, keyHead: keyHead)
             if order < 0 {
                 low = mid + 1
             } else if order == 0 {
@@ -129,10 +270,16 @@ struct NodeView {
     /// greater than `key`, or `count` for the right-most child.
     @inline(__always)
     func childIndex(for key: UnsafeRawBufferPointer) -> Int {
+        switch relation(of: key) {
+        case .below: return 0
+        case .above: return count
+        case .shares: break
+        }
+        let keyHead = Self.head(of: key, prefix: prefixLength)
         var low = 0, high = count
         while low < high {
             let mid = (low + high) >> 1
-            if compareBytes(self.key(mid), key) <= 0 {
+            if compare(mid, key, keyHead: keyHead) <= 0 {
                 low = mid + 1
             } else {
                 high = mid
@@ -148,10 +295,16 @@ struct NodeWriter {
 
     var view: NodeView { NodeView(body: UnsafeRawBufferPointer(body)) }
 
-    /// Formats an empty node.
-    func initialize(leaf: Bool) {
+    /// Formats an empty node with the given prefix.
+    func initialize(leaf: Bool, prefix: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0)) {
+        precondition(prefix.count <= NodeLayout.maxPrefix, "prefix too long")
         body.initializeMemory(as: UInt8.self, repeating: 0)
         body[0] = leaf ? NodeLayout.leafType : NodeLayout.interiorType
+        body[1] = UInt8(prefix.count)
+        if prefix.count > 0 {
+            UnsafeMutableRawBufferPointer(rebasing: body[NodeLayout.headerSize..<(NodeLayout.headerSize + prefix.count)])
+                .copyMemory(from: prefix)
+        }
         body.storeLE(UInt16(truncatingIfNeeded: body.count), at: 4)
     }
 
@@ -165,27 +318,85 @@ struct NodeWriter {
         }
     }
 
-    /// Inserts `cell` at `index` if it fits (defragmenting when the free space is scattered).
-    /// Returns false when the node is too full.
-    func insert(_ cell: UnsafeRawBufferPointer, at index: Int) -> Bool {
+    /// Makes room for a cell of `size` bytes and a slot at `index`; returns the cell's offset, or
+    /// nil when the node is too full. The slot's offset is set; its head and the cell are the
+    /// caller's to write.
+    private func reserve(_ size: Int, at index: Int) -> Int? {
         var node = view
-        let needed = cell.count + 2
+        let needed = size + NodeLayout.slotSize
         if node.gap < needed {
-            guard node.gap + node.fragmented >= needed else { return false }
+            guard node.gap + node.fragmented >= needed else { return nil }
             defragment()
             node = view
         }
         let count = node.count
-        let start = node.contentStart - cell.count
-        UnsafeMutableRawBufferPointer(rebasing: body[start..<(start + cell.count)]).copyMemory(from: cell)
-        let pointerBase = NodeLayout.headerSize
+        let start = node.contentStart - size
+        let base = node.slotBase
         if index < count {
-            let from = pointerBase + 2 * index
-            (body.baseAddress! + from + 2).copyMemory(from: body.baseAddress! + from, byteCount: 2 * (count - index))
+            let from = base + NodeLayout.slotSize * index
+            (body.baseAddress! + from + NodeLayout.slotSize)
+                .copyMemory(from: body.baseAddress! + from, byteCount: NodeLayout.slotSize * (count - index))
         }
-        body.storeLE(UInt16(start), at: pointerBase + 2 * index)
+        body.storeLE(UInt16(start), at: base + NodeLayout.slotSize * index)
         body.storeLE(UInt16(count + 1), at: 2)
         body.storeLE(UInt16(start), at: 4)
+        return start
+    }
+
+    /// Writes the header byte, its varint and the tail of `key` at `position`; returns the
+    /// position after them. Also stores the key's head in slot `index`.
+    private func writeKeyPart(_ key: UnsafeRawBufferPointer, flags: UInt8, at position: Int, slot index: Int) -> Int {
+        let node = view
+        let p = node.prefixLength
+        let suffix = key.count - p
+        var position = position
+        body[position] = flags | UInt8(min(suffix, NodeLayout.suffixEscape)) << 2
+        position += 1
+        if suffix >= NodeLayout.suffixEscape {
+            var rest = UInt64(suffix - NodeLayout.suffixEscape)
+            while rest >= 0x80 {
+                body[position] = UInt8(rest & 0x7F) | 0x80
+                position += 1
+                rest >>= 7
+            }
+            body[position] = UInt8(rest)
+            position += 1
+        }
+        if suffix > 2 {
+            let tail = suffix - 2
+            UnsafeMutableRawBufferPointer(rebasing: body[position..<(position + tail)])
+                .copyMemory(from: UnsafeRawBufferPointer(rebasing: key[(p + 2)...]))
+            position += tail
+        }
+        let head = NodeView.head(of: key, prefix: p)
+        let at = node.slotBase + NodeLayout.slotSize * index + 2
+        body[at] = UInt8(head >> 8)
+        body[at + 1] = UInt8(head & 0xFF)
+        return position
+    }
+
+    /// Inserts a leaf cell for `key` (which must share the node's prefix) at `index`. `payload` is
+    /// a leaf entry's payload (flags byte first). Returns false when the node is too full.
+    func insertLeaf(key: UnsafeRawBufferPointer, payload: UnsafeRawBufferPointer, at index: Int) -> Bool {
+        let p = view.prefixLength
+        let suffix = key.count - p
+        let size = NodeLayout.suffixFieldSize(suffix) + max(0, suffix - 2) + payload.count - 1
+        guard let start = reserve(size, at: index) else { return false }
+        let position = writeKeyPart(key, flags: payload[0] & NodeLayout.flagMask, at: start, slot: index)
+        UnsafeMutableRawBufferPointer(rebasing: body[position..<(position + payload.count - 1)])
+            .copyMemory(from: UnsafeRawBufferPointer(rebasing: payload[1...]))
+        return true
+    }
+
+    /// Inserts an interior cell (`key`, left `child`) at `index`; `key` must share the node's
+    /// prefix. Returns false when the node is too full.
+    func insertInterior(key: UnsafeRawBufferPointer, child: PageNumber, at index: Int) -> Bool {
+        let p = view.prefixLength
+        let suffix = key.count - p
+        let size = 4 + NodeLayout.suffixFieldSize(suffix) + max(0, suffix - 2)
+        guard let start = reserve(size, at: index) else { return false }
+        body.storeLE(child, at: start)
+        _ = writeKeyPart(key, flags: 0, at: start + 4, slot: index)
         return true
     }
 
@@ -195,10 +406,11 @@ struct NodeWriter {
         let count = node.count
         let offset = node.cellOffset(index)
         let size = node.cellSize(at: offset)
-        let pointerBase = NodeLayout.headerSize
-        let from = pointerBase + 2 * (index + 1)
+        let base = node.slotBase
+        let from = base + NodeLayout.slotSize * (index + 1)
         if index + 1 < count {
-            (body.baseAddress! + from - 2).copyMemory(from: body.baseAddress! + from, byteCount: 2 * (count - index - 1))
+            (body.baseAddress! + from - NodeLayout.slotSize)
+                .copyMemory(from: body.baseAddress! + from, byteCount: NodeLayout.slotSize * (count - index - 1))
         }
         body.storeLE(UInt16(count - 1), at: 2)
         if offset == node.contentStart {
@@ -208,21 +420,48 @@ struct NodeWriter {
         }
     }
 
-    /// Rewrites the node with the given cells, packed, in order.
-    func rebuild(leaf: Bool, cells: [[UInt8]], rightChild: PageNumber) {
-        initialize(leaf: leaf)
-        setRightChild(rightChild)
-        for (index, cell) in cells.enumerated() {
-            let fitted = cell.withUnsafeBytes { insert($0, at: index) }
+    /// Rewrites the node with entries `range` of `image` (all by default), packed, with the
+    /// prefix ``NodeImage/chosenPrefix(_:)`` picks. The caller has checked that they fit.
+    func rebuild(_ image: NodeImage, _ range: Range<Int>? = nil) {
+        let range = range ?? 0..<image.count
+        let p = image.chosenPrefix(range)
+        if range.isEmpty {
+            initialize(leaf: image.leaf)
+        } else {
+            image.withEntry(range.lowerBound) { key, _ in initialize(leaf: image.leaf, prefix: UnsafeRawBufferPointer(rebasing: key[..<p])) }
+        }
+        setRightChild(image.rightChild)
+        for (position, index) in range.enumerated() {
+            let fitted = image.withEntry(index) { key, payload in
+                image.leaf ? insertLeaf(key: key, payload: payload, at: position)
+                           : insertInterior(key: key, child: payload.loadLE(UInt32.self, at: 0), at: position)
+            }
             precondition(fitted, "rebuilt node overflows its page")
         }
     }
 
-    /// Packs the cells, turning fragmented space into gap.
+    /// Packs the cells, turning fragmented space into gap (keeping the prefix).
     func defragment() {
         let node = view
-        let cells = (0..<node.count).map { node.cell($0) }
-        rebuild(leaf: node.isLeaf, cells: cells, rightChild: node.rightChild)
+        let count = node.count
+        var cells: [(offset: Int, size: Int)] = []
+        cells.reserveCapacity(count)
+        for index in 0..<count {
+            let offset = node.cellOffset(index)
+            cells.append((offset, node.cellSize(at: offset)))
+        }
+        let copy = [UInt8](UnsafeRawBufferPointer(body))
+        var top = body.count
+        copy.withUnsafeBytes { old in
+            for (index, cell) in cells.enumerated() {
+                top -= cell.size
+                UnsafeMutableRawBufferPointer(rebasing: body[top..<(top + cell.size)])
+                    .copyMemory(from: UnsafeRawBufferPointer(rebasing: old[cell.offset..<(cell.offset + cell.size)]))
+                body.storeLE(UInt16(top), at: node.slotBase + NodeLayout.slotSize * index)
+            }
+        }
+        body.storeLE(UInt16(top), at: 4)
+        body.storeLE(UInt16(0), at: 6)
     }
 }
 

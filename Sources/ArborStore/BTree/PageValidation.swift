@@ -43,10 +43,14 @@ enum PageValidation {
     static func validateNode(_ body: UnsafeRawBufferPointer, pageCount: PageNumber) -> String? {
         let size = body.count
         let leaf = body[0] == NodeLayout.leafType
+        let prefix = Int(body[1])
         let count = Int(body.loadLE(UInt16.self, at: 2))
         let contentStart = Int(body.loadLE(UInt16.self, at: 4))
         let fragmented = Int(body.loadLE(UInt16.self, at: 6))
-        guard NodeLayout.headerSize + 2 * count <= contentStart, contentStart <= size else {
+        let maxKey = NodeLayout.maxKeySize(usable: size)
+        guard prefix <= maxKey else { return "node claims a \(prefix)-byte key prefix" }
+        let slotBase = NodeLayout.headerSize + prefix
+        guard slotBase + NodeLayout.slotSize * count <= contentStart, contentStart <= size else {
             return "node header claims \(count) cells with content from offset \(contentStart)"
         }
         guard fragmented <= size - contentStart else { return "node claims \(fragmented) fragmented bytes" }
@@ -54,41 +58,48 @@ enum PageValidation {
             let right = body.loadLE(UInt32.self, at: 8)
             guard right >= 2, right <= pageCount else { return "right-most child \(right) is outside the file" }
         }
-        let maxKey = NodeLayout.maxKeySize(usable: size)
         let maxCell = NodeLayout.maxLocalCell(usable: size)
         var total = 0
         for index in 0..<count {
-            let offset = Int(body.loadLE(UInt16.self, at: NodeLayout.headerSize + 2 * index))
+            let offset = Int(body.loadLE(UInt16.self, at: slotBase + NodeLayout.slotSize * index))
             guard offset >= contentStart, offset < size else { return "cell \(index) starts at \(offset), outside the content area" }
             var position = offset
+            if !leaf {
+                guard position + 5 <= size else { return "cell \(index) runs past the page" }
+                let child = body.loadLE(UInt32.self, at: position)
+                guard child >= 2, child <= pageCount else { return "cell \(index) points to child \(child), outside the file" }
+                position += 4
+            }
+            let header = body[position]
+            position += 1
+            let flags = header & NodeLayout.flagMask
+            guard leaf || flags == 0 else { return "interior cell \(index) has flags \(flags)" }
+            var suffix = Int(header >> 2)
+            if suffix == NodeLayout.suffixEscape {
+                guard let extra = varint(body, &position, limit: size) else { return "cell \(index) has a malformed header" }
+                suffix += extra
+            }
+            guard prefix + suffix <= maxKey else { return "cell \(index) claims a \(prefix + suffix)-byte key" }
+            position += max(0, suffix - 2)
+            guard position <= size else { return "cell \(index) runs past the page" }
             let end: Int
             if leaf {
-                let flags = body[position]
-                position += 1
-                guard flags & ~(NodeLayout.flagOverflow | NodeLayout.flagCompressed) == 0 else { return "cell \(index) has unknown flags \(flags)" }
-                guard let length = varint(body, &position, limit: size), length <= maxKey,
-                      let stored = varint(body, &position, limit: size) else { return "cell \(index) has a malformed header" }
+                guard let stored = varint(body, &position, limit: size) else { return "cell \(index) has a malformed header" }
                 if flags & NodeLayout.flagCompressed != 0 {
                     guard let original = varint(body, &position, limit: size), original > 0,
                           original <= stored * 255 + 16 else { return "cell \(index) has an impossible compressed length" }
                 }
                 if flags & NodeLayout.flagOverflow != 0 {
-                    end = position + length + 4
+                    end = position + 4
                     guard end <= size else { return "cell \(index) runs past the page" }
-                    let first = body.loadLE(UInt32.self, at: position + length)
+                    let first = body.loadLE(UInt32.self, at: position)
                     guard first >= 2, first <= pageCount else { return "cell \(index) points to overflow page \(first), outside the file" }
                 } else {
-                    end = position + length + stored
+                    end = position + stored
                     guard end <= size, end - offset <= maxCell else { return "cell \(index) runs past the page" }
                 }
             } else {
-                guard position + 4 <= size else { return "cell \(index) runs past the page" }
-                let child = body.loadLE(UInt32.self, at: position)
-                guard child >= 2, child <= pageCount else { return "cell \(index) points to child \(child), outside the file" }
-                position += 4
-                guard let length = varint(body, &position, limit: size), length <= maxKey else { return "cell \(index) has a malformed header" }
-                end = position + length
-                guard end <= size else { return "cell \(index) runs past the page" }
+                end = position
             }
             total += end - offset
         }

@@ -93,7 +93,7 @@ struct IntegrityChecker {
                 problems.append(IntegrityProblem(page: page, "\(name) is deeper than \(BTree.maximumDepth) levels"))
                 continue
             }
-            let image: BTree.NodeImage
+            let image: NodeImage
             do {
                 image = try tree.image(of: page)
             } catch let error as StoreError {
@@ -103,8 +103,8 @@ struct IntegrityChecker {
                 continue
             }
             statistics.capacityBytes += pager.usableSize
-            statistics.usedBytes += NodeLayout.headerSize + image.cells.reduce(0) { $0 + $1.count + 2 }
-            let keys = image.cells.map { image.leaf ? BTree.leafKey($0) : BTree.interiorKey($0) }
+            statistics.usedBytes += (try? pager.withPage(page) { NodeView(body: $0).usedBytes }) ?? 0
+            let keys = (0..<image.count).map(image.key)
             for (index, key) in keys.enumerated() {
                 if index > 0, !keys[index - 1].lexicographicallyPrecedes(key) {
                     problems.append(IntegrityProblem(page: page, "\(name): keys \(index - 1) and \(index) are out of order"))
@@ -121,19 +121,19 @@ struct IntegrityChecker {
             }
             if image.leaf {
                 statistics.leafPages += 1
-                statistics.entries += image.cells.count
+                statistics.entries += image.count
                 if let leafDepth, leafDepth != depth {
                     problems.append(IntegrityProblem(page: page, "\(name): leaf at depth \(depth), others at \(leafDepth)"))
                 }
                 leafDepth = leafDepth ?? depth
                 statistics.depth = max(statistics.depth, depth)
-                for (index, cell) in image.cells.enumerated() {
-                    checkValue(cell, index: index, page: page, tree: tree, name: name, usage: &usage,
+                for index in 0..<image.count {
+                    checkValue(image.payload(index), index: index, page: page, tree: tree, name: name, usage: &usage,
                                statistics: &statistics, problems: &problems, verifyValues: verifyValues)
                 }
             } else {
                 statistics.interiorPages += 1
-                let children = image.cells.map(BTree.interiorChild) + [image.rightChild]
+                let children = image.children
                 for (index, child) in children.enumerated() {
                     guard child >= 2, child <= pager.pageCount else {
                         problems.append(IntegrityProblem(page: page, "\(name): child \(child) is outside the file"))
@@ -147,20 +147,10 @@ struct IntegrityChecker {
         }
     }
 
-    private func checkValue(_ cell: [UInt8], index: Int, page: PageNumber, tree: BTree, name: String,
+    private func checkValue(_ payload: [UInt8], index: Int, page: PageNumber, tree: BTree, name: String,
                             usage: inout PageUsage, statistics: inout TreeStatistics,
                             problems: inout [IntegrityProblem], verifyValues: Bool) {
-        let parsed = cell.withUnsafeBytes { raw -> LeafCell in
-            // A one-cell node view over the cell's bytes.
-            var scratch = [UInt8](repeating: 0, count: NodeLayout.headerSize + 2 + raw.count)
-            scratch[0] = NodeLayout.leafType
-            scratch.withUnsafeMutableBytes { body in
-                body.storeLE(UInt16(1), at: 2)
-                body.storeLE(UInt16(NodeLayout.headerSize + 2), at: NodeLayout.headerSize)
-                UnsafeMutableRawBufferPointer(rebasing: body[(NodeLayout.headerSize + 2)...]).copyMemory(from: raw)
-            }
-            return scratch.withUnsafeBytes { LeafCell(NodeView(body: $0), 0) }
-        }
+        let parsed = LeafCell(payload: payload)
         if parsed.isCompressed { statistics.compressedValues += 1 }
         do {
             var stored: [UInt8] = parsed.inline

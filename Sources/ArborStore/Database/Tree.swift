@@ -79,8 +79,10 @@ public final class Tree {
         defer { transaction.activeScans -= 1 }
         var cursor = BTreeCursor(tree: btree)
         var valid = try start.map { try cursor.seek($0) } ?? cursor.first()
+        var keyBuffer: [UInt8] = []
+        keyBuffer.reserveCapacity(64)
         while valid {
-            if try cursor.forEachInLeaf(body) { return }
+            if try cursor.forEachInLeaf(keyBuffer: &keyBuffer, body) { return }
             valid = try cursor.nextLeaf()
         }
     }

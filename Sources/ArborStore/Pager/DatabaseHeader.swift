@@ -56,10 +56,12 @@ public enum PageLayout {
 public struct DatabaseHeader: Equatable, Sendable {
     /// The magic string identifying an Arbor database file.
     public static let magic: [UInt8] = Array("ArborStore file\0".utf8)
-    /// The format version this build writes.
-    public static let currentWriteVersion: UInt16 = 1
+    /// The format version this build writes (2: node pages with key prefixes and heads).
+    public static let currentWriteVersion: UInt16 = 2
     /// The newest format version this build can read.
-    public static let currentReadVersion: UInt16 = 1
+    public static let currentReadVersion: UInt16 = 2
+    /// The oldest format version this build can read (version 1 node pages are not understood).
+    public static let oldestReadVersion: UInt16 = 2
     /// The number of bytes the header fields occupy.
     public static let size = 96
 
@@ -139,6 +141,11 @@ public struct DatabaseHeader: Equatable, Sendable {
         guard readVersion <= currentReadVersion else {
             throw StoreError(.unsupportedVersion,
                              "the file needs format version \(readVersion) to read; this build reads up to \(currentReadVersion)",
+                             path: path)
+        }
+        guard readVersion >= oldestReadVersion else {
+            throw StoreError(.unsupportedVersion,
+                             "the file has format version \(readVersion), which this build no longer reads (it reads version \(oldestReadVersion)); dump it with the build that wrote it and load the dump",
                              path: path)
         }
         let pageSize = Int(page.loadLE(UInt32.self, at: 20))

@@ -173,6 +173,35 @@ struct DatabaseTests {
 
 @Suite("Tree.forEach")
 struct ForEachTests {
+    @Test("a scan of a tree larger than the cache goes through the scan ring and evicts none of the working set")
+    func scanKeepsWorkingSet() throws {
+        var options = simulatedOptions(SimulatedDisk(), pageSize: 512)
+        options.cacheSize = 64 * 512
+        let database = try Database(path: "/db", options: options)
+        let rows = 20_000
+        try database.write { (tx) throws in
+            let tree = try tx.createTree(named: "t")
+            for i in 0..<rows { try tree.put(KeyEncoding.encode([.int(Int64(i))]), Array(repeating: UInt8(i % 251), count: 8)) }
+        }
+        try database.read { (tx) throws in
+            let tree = try #require(try tx.tree(named: "t"))
+            let workingSet = stride(from: 0, to: rows, by: 2500).map { KeyEncoding.encode([.int(Int64($0))]) }
+            for key in workingSet { _ = try tree.get(key) }
+            var visited = 0
+            try tree.forEach { key, value in
+                guard key.elementsEqual(KeyEncoding.encode([.int(Int64(visited))])), value.count == 8 else { return false }
+                visited += 1
+                return true
+            }
+            #expect(visited == rows)
+            let statistics = tx.cacheStatistics
+            #expect(statistics.misses > 400, "the tree (\(statistics.misses) misses) is several times the 64-page cache")
+            // The working set is still cached: reading it again misses nothing.
+            for key in workingSet { _ = try tree.get(key) }
+            #expect(tx.cacheStatistics.misses == statistics.misses)
+        }
+    }
+
     @Test("visits every entry in order, in place, from a start key, and stops when asked", arguments: [512, 4096])
     func visits(pageSize: Int) throws {
         let database = try Database(path: "/db", options: simulatedOptions(SimulatedDisk(), pageSize: pageSize))

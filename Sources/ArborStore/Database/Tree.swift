@@ -77,6 +77,11 @@ public final class Tree {
         try transaction.checkOpen()
         transaction.activeScans += 1
         defer { transaction.activeScans -= 1 }
+        // Pages the scan loads go through the cache's scan ring (they do not evict the cache).
+        let cache = transaction.pager.cache
+        let wasScanning = cache.scanning
+        cache.scanning = true
+        defer { cache.scanning = wasScanning }
         var cursor = BTreeCursor(tree: btree)
         var valid = try start.map { try cursor.seek($0) } ?? cursor.first()
         var keyBuffer: [UInt8] = []

@@ -197,6 +197,7 @@ extension Pager {
 
     /// A frame for `page`, spilling dirty pages when the cache is full of them.
     private func freeFrame(for page: PageNumber) throws -> Int {
+        if cache.scanning, let frame = cache.frame(forScan: page) { return frame }
         if let frame = cache.frame(for: page) { return frame }
         if state == .write && cache.dirtyCount > 0 {
             try spill()

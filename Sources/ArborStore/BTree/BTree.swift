@@ -144,19 +144,40 @@ struct BTree {
     /// Sequential inserts (keys increasing, as SQLite's rowid appends): when the last insert into
     /// this tree went to the end of its right-most leaf and nothing has reshaped the tree since,
     /// a key greater than that leaf's last key goes straight there. Returns whether it did.
+    ///
+    /// The common case — a small value that stays inline and uncompressed, a key that starts
+    /// with the leaf's prefix, room in the leaf — writes the cell straight from `key` and `value`
+    /// without allocating anything.
     private func appendUsingHint(_ key: [UInt8], _ value: [UInt8]) throws -> Bool {
-        guard let hint = pager.appendHint, hint.root == root, let leaf = hint.path.last?.page else { return false }
-        let (count, greater) = try pager.withPage(leaf) { body -> (Int, Bool) in
-            let node = NodeView(body: body)
-            guard node.isLeaf, node.count > 0 else { return (0, false) }
-            return (node.count, key.withUnsafeBytes { node.compare(node.count - 1, $0) < 0 })
+        guard pager.appendHintRoot == root, pager.appendHintRoot != 0 else { return false }
+        let leaf = pager.appendHintLeaf
+        let inline = value.count < compressionThreshold
+            && NodeLayout.suffixFieldSize(key.count) + max(0, key.count - 2) + Varint.size(value.count) + value.count <= maxLocalCell
+        enum Outcome { case inserted, notAfterLast, slow(count: Int) }
+        let outcome = try pager.withMutablePage(leaf) { body -> Outcome in
+            let writer = NodeWriter(body: body)
+            let node = writer.view
+            guard node.isLeaf, node.count > 0 else { return .notAfterLast }
+            let count = node.count
+            return key.withUnsafeBytes { key in
+                guard node.compare(count - 1, key) < 0 else { return .notAfterLast }
+                guard inline, node.relation(of: key) == .shares else { return .slow(count: count) }
+                let fitted = value.withUnsafeBytes { writer.insertLeaf(key: key, flags: 0, storedLength: value.count, originalLength: nil, stored: $0, at: count) }
+                return fitted ? .inserted : .slow(count: count)
+            }
         }
-        guard greater else { return false }
-        let payload = try makeLeafPayload(key: key, value: value)
-        var path = hint.path
-        path[path.count - 1].index = count
-        try insert(key: key, payload: payload, path: path, at: count, append: true)
-        return true
+        switch outcome {
+        case .inserted:
+            return true
+        case .notAfterLast:
+            return false
+        case .slow(let count):
+            guard var path = pager.appendHint?.path else { return false }
+            path[path.count - 1].index = count
+            let payload = try makeLeafPayload(key: key, value: value)
+            try insert(key: key, payload: payload, path: path, at: count, append: true)
+            return true
+        }
     }
 
     /// What happened to an insert tried in place.

@@ -352,16 +352,7 @@ struct NodeWriter {
         var position = position
         body[position] = flags | UInt8(min(suffix, NodeLayout.suffixEscape)) << 2
         position += 1
-        if suffix >= NodeLayout.suffixEscape {
-            var rest = UInt64(suffix - NodeLayout.suffixEscape)
-            while rest >= 0x80 {
-                body[position] = UInt8(rest & 0x7F) | 0x80
-                position += 1
-                rest >>= 7
-            }
-            body[position] = UInt8(rest)
-            position += 1
-        }
+        if suffix >= NodeLayout.suffixEscape { position = writeVarint(suffix - NodeLayout.suffixEscape, at: position) }
         if suffix > 2 {
             let tail = suffix - 2
             UnsafeMutableRawBufferPointer(rebasing: body[position..<(position + tail)])
@@ -386,6 +377,39 @@ struct NodeWriter {
         UnsafeMutableRawBufferPointer(rebasing: body[position..<(position + payload.count - 1)])
             .copyMemory(from: UnsafeRawBufferPointer(rebasing: payload[1...]))
         return true
+    }
+
+    /// Inserts a leaf cell for `key` (which must share the node's prefix) at `index` from its
+    /// parts: flags, stored length, original length (compressed values), and the stored bytes (the
+    /// value, or the 4-byte first overflow page). Returns false when the node is too full.
+    @inline(__always)
+    func insertLeaf(key: UnsafeRawBufferPointer, flags: UInt8, storedLength: Int, originalLength: Int?,
+                    stored: UnsafeRawBufferPointer, at index: Int) -> Bool {
+        let p = view.prefixLength
+        let suffix = key.count - p
+        let size = NodeLayout.suffixFieldSize(suffix) + max(0, suffix - 2) + Varint.size(storedLength)
+            + (originalLength.map(Varint.size) ?? 0) + stored.count
+        guard let start = reserve(size, at: index) else { return false }
+        var position = writeKeyPart(key, flags: flags, at: start, slot: index)
+        position = writeVarint(storedLength, at: position)
+        if let originalLength { position = writeVarint(originalLength, at: position) }
+        if stored.count > 0 {
+            UnsafeMutableRawBufferPointer(rebasing: body[position..<(position + stored.count)]).copyMemory(from: stored)
+        }
+        return true
+    }
+
+    @inline(__always)
+    private func writeVarint(_ value: Int, at position: Int) -> Int {
+        var rest = UInt64(value)
+        var position = position
+        while rest >= 0x80 {
+            body[position] = UInt8(rest & 0x7F) | 0x80
+            position += 1
+            rest >>= 7
+        }
+        body[position] = UInt8(rest)
+        return position + 1
     }
 
     /// Inserts an interior cell (`key`, left `child`) at `index`; `key` must share the node's

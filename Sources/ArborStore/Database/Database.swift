@@ -148,7 +148,7 @@ public final class Database: Sendable {
         defer { checkin(connection) }
         let pager = connection.pager
         try pager.beginWrite()
-        let transaction = WriteTransaction(pager: pager, options: options)
+        let transaction = WriteTransaction(pager: pager, options: options, writable: true)
         defer { transaction.isOpen = false }
         let result: R
         do {

@@ -5,15 +5,21 @@
 public class ReadTransaction {
     let pager: Pager
     let options: DatabaseOptions
+    /// `options.compressionThreshold`, read once (trees read it on every put).
+    let compressionThreshold: Int
+    /// Whether this is a ``WriteTransaction`` (without a dynamic cast on every change).
+    let isWritable: Bool
     @exclusivity(unchecked) var isOpen = true
     /// Bumped by every change in a write transaction: cursors re-seek when it moves.
     @exclusivity(unchecked) var generation: UInt64 = 0
     /// `Tree.forEach` calls running: changes are refused while one reads pages in place.
     @exclusivity(unchecked) var activeScans = 0
 
-    init(pager: Pager, options: DatabaseOptions) {
+    init(pager: Pager, options: DatabaseOptions, writable: Bool = false) {
         self.pager = pager
         self.options = options
+        compressionThreshold = options.compressionThreshold
+        isWritable = writable
     }
 
     func checkOpen() throws {

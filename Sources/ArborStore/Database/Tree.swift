@@ -8,17 +8,17 @@ public final class Tree {
     /// The tree's catalog entry as of when it was opened.
     @exclusivity(unchecked) public private(set) var descriptor: TreeDescriptor
 
+    /// The B+tree (its root never moves, so it is made once).
+    let btree: BTree
+
     init(transaction: ReadTransaction, descriptor: TreeDescriptor) {
         self.transaction = transaction
         self.descriptor = descriptor
+        btree = BTree(pager: transaction.pager, root: descriptor.root, compressionThreshold: transaction.compressionThreshold)
     }
 
     /// The tree's name.
     public var name: String { descriptor.name }
-
-    var btree: BTree {
-        BTree(pager: transaction.pager, root: descriptor.root, compressionThreshold: transaction.options.compressionThreshold)
-    }
 
     /// The longest key accepted at this file's page size.
     public var maximumKeySize: Int { NodeLayout.maxKeySize(usable: transaction.pager.usableSize) }
@@ -26,7 +26,7 @@ public final class Tree {
     func checkWritable() throws {
         try transaction.checkOpen()
         try transaction.checkNoScan()
-        guard transaction is WriteTransaction else {
+        guard transaction.isWritable else {
             throw StoreError(.misuse, "tree \"\(name)\" was opened in a read transaction; change it inside `write`")
         }
     }

@@ -113,7 +113,16 @@ public final class Pager {
         var path: [BTree.PathEntry]
     }
 
-    @exclusivity(unchecked) var appendHint: AppendHint?
+    @exclusivity(unchecked) var appendHint: AppendHint? {
+        didSet {
+            appendHintRoot = appendHint?.root ?? 0
+            appendHintLeaf = appendHint?.path.last?.page ?? 0
+        }
+    }
+    /// The hint's root and leaf as plain numbers, so the append fast path reads them without
+    /// touching (retaining) the path array. 0 when there is no hint.
+    @exclusivity(unchecked) private(set) var appendHintRoot: PageNumber = 0
+    @exclusivity(unchecked) private(set) var appendHintLeaf: PageNumber = 0
 
     /// Catalog entries looked up by read transactions, valid while the change counter is the one
     /// recorded (the catalog layer fills and checks it).

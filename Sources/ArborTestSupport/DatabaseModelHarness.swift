@@ -41,6 +41,8 @@ public struct DatabaseModelHarness {
         options.pageSize = pageSize
         options.cacheSize = 24 * pageSize
         options.compressionThreshold = 64
+        // Small dictionaries, so that trees get them often (and values compressed both ways mix).
+        options.compressionDictionarySize = 700
         options.busyTimeout = .milliseconds(100)
         return options
     }

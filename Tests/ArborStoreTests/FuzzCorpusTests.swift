@@ -48,6 +48,7 @@ struct FuzzCorpusTests {
             options.lockTable = LockTable()
             options.pageSize = pageSize
             options.compressionThreshold = 64
+            options.compressionDictionarySize = 1000
             let database = try Database(path: "/t", options: options)
             try database.write { (tx) throws in
                 let rows = try tx.createTree(named: "rows")

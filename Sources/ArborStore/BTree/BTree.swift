@@ -11,6 +11,36 @@ struct BTree {
     let root: PageNumber
     /// Values this long or longer are tried with LZ4.
     let compressionThreshold: Int
+    /// The tree's compression dictionary as its catalog entry named it (0: none yet).
+    var dictionaryPage: PageNumber = 0
+    var dictionaryLength = 0
+
+    init(pager: Pager, root: PageNumber, compressionThreshold: Int, dictionaryPage: PageNumber = 0, dictionaryLength: Int = 0) {
+        self.pager = pager
+        self.root = root
+        self.compressionThreshold = compressionThreshold
+        self.dictionaryPage = dictionaryPage
+        self.dictionaryLength = dictionaryLength
+    }
+
+    /// The tree described by `descriptor`.
+    init(pager: Pager, descriptor: TreeDescriptor, compressionThreshold: Int) {
+        self.init(pager: pager, root: descriptor.root, compressionThreshold: compressionThreshold,
+                  dictionaryPage: descriptor.dictionaryPage, dictionaryLength: descriptor.dictionaryLength)
+    }
+
+    /// The tree's compression dictionary, loaded (and kept by the connection), or nil when it has
+    /// none — also one made earlier in this write transaction, after this handle was made.
+    func dictionary() throws -> LZ4Dictionary? {
+        var (page, length) = (dictionaryPage, dictionaryLength)
+        if page == 0, let made = pager.newDictionaries[root] { (page, length) = made }
+        guard page != 0 else { return nil }
+        if let loaded = pager.dictionaries[page] { return loaded }
+        let dictionary = LZ4Dictionary(page: page, bytes: try readOverflow(first: page, length: length))
+        if pager.dictionaries.count >= 16 { pager.dictionaries.removeAll() }
+        pager.dictionaries[page] = dictionary
+        return dictionary
+    }
 
     /// The deepest tree accepted: deeper means a cycle in a corrupt file.
     static let maximumDepth = 40
@@ -253,11 +283,14 @@ struct BTree {
         var flags: UInt8 = 0
         var stored = value
         var original = 0
-        if value.count >= compressionThreshold, let compressed = LZ4.compress(value),
-           compressed.count + compressed.count / 16 < value.count {
-            flags |= NodeLayout.flagCompressed
-            stored = compressed
-            original = value.count
+        if value.count >= compressionThreshold {
+            let dictionary = try dictionary()
+            if let compressed = dictionary.map({ $0.compress(value) }) ?? LZ4.compress(value),
+               compressed.count + compressed.count / 16 < value.count {
+                flags |= NodeLayout.flagCompressed | (dictionary == nil ? 0 : NodeLayout.flagDictionary)
+                stored = compressed
+                original = value.count
+            }
         }
         var payload: [UInt8] = []
         payload.reserveCapacity(11 + min(stored.count, maxLocalCell))

@@ -11,6 +11,7 @@ struct LeafCell {
 
     var isOverflow: Bool { flags & NodeLayout.flagOverflow != 0 }
     var isCompressed: Bool { flags & NodeLayout.flagCompressed != 0 }
+    var usesDictionary: Bool { flags & NodeLayout.flagDictionary != 0 }
 
     init(_ node: NodeView, _ index: Int) {
         let (flags, stored, original, start) = node.value(index)
@@ -49,8 +50,17 @@ struct LeafCell {
     /// The value, read from the overflow chain and decompressed as needed.
     func value(tree: BTree) throws -> [UInt8] {
         let stored = isOverflow ? try tree.readOverflow(first: overflow, length: storedLength) : inline
+        return try decode(stored, tree: tree)
+    }
+
+    /// The value from its stored bytes: decompressed as its flags say.
+    func decode(_ stored: [UInt8], tree: BTree) throws -> [UInt8] {
         guard isCompressed else { return stored }
-        return try LZ4.decompress(stored, originalLength: originalLength, path: tree.pager.path)
+        guard usesDictionary else { return try LZ4.decompress(stored, originalLength: originalLength, path: tree.pager.path) }
+        guard let dictionary = try tree.dictionary() else {
+            throw StoreError(.corrupt, "a value is compressed against a dictionary, but its tree has none", page: tree.root, path: tree.pager.path)
+        }
+        return try dictionary.decompress(stored, originalLength: originalLength, path: tree.pager.path)
     }
 
     /// Frees the overflow chain, if any.

@@ -14,9 +14,9 @@
 /// | 12 + p | 4·count | slots in key order: cell offset (2), key head (2: the key's two bytes after the prefix, zero-padded) |
 ///
 /// A key is the prefix, its head and its tail (the bytes after the head, in the cell). Cells grow
-/// down from the end of the body. Cell header byte: bits 2–7 the suffix length `s = key length −
-/// p` (63: 63 plus a varint that follows), bits 0–1 leaf flags (bit 0 value in an overflow
-/// chain, bit 1 value LZ4-compressed).
+/// down from the end of the body. Cell header byte: bits 3–7 the suffix length `s = key length −
+/// p` (31: 31 plus a varint that follows), bits 0–2 leaf flags (bit 0 value in an overflow
+/// chain, bit 1 value LZ4-compressed, bit 2 compressed against the tree's dictionary).
 /// - Leaf cell: header, [varint], tail, stored value length (varint), original length (varint,
 ///   compressed values only), the stored value — or, for overflow, the first overflow page (4).
 /// - Interior cell: left child (4), header, [varint], tail. A child left of key K holds keys < K;
@@ -34,9 +34,12 @@ enum NodeLayout {
 
     static let flagOverflow: UInt8 = 1
     static let flagCompressed: UInt8 = 2
-    static let flagMask: UInt8 = 3
+    static let flagDictionary: UInt8 = 4
+    static let flagMask: UInt8 = 7
+    /// The header byte's suffix length sits above the flags.
+    static let suffixShift: UInt8 = 3
     /// Suffix lengths from this value on are stored as this value plus a varint.
-    static let suffixEscape = 63
+    static let suffixEscape = 31
     /// The longest prefix a node header can record.
     static let maxPrefix = 255
 
@@ -113,7 +116,7 @@ struct NodeView {
     @inline(__always)
     func keyPart(at offset: Int) -> (suffix: Int, tail: Int, end: Int) {
         var position = isLeaf ? offset : offset + 4
-        var suffix = Int(body[position] >> 2)
+        var suffix = Int(body[position] >> NodeLayout.suffixShift)
         position += 1
         if suffix == NodeLayout.suffixEscape { suffix += Varint.read(body, &position) }
         return (suffix, position, position + max(0, suffix - 2))
@@ -350,7 +353,7 @@ struct NodeWriter {
         let p = node.prefixLength
         let suffix = key.count - p
         var position = position
-        body[position] = flags | UInt8(min(suffix, NodeLayout.suffixEscape)) << 2
+        body[position] = flags | UInt8(min(suffix, NodeLayout.suffixEscape)) << NodeLayout.suffixShift
         position += 1
         if suffix >= NodeLayout.suffixEscape { position = writeVarint(suffix - NodeLayout.suffixEscape, at: position) }
         if suffix > 2 {

@@ -74,7 +74,10 @@ enum PageValidation {
             position += 1
             let flags = header & NodeLayout.flagMask
             guard leaf || flags == 0 else { return "interior cell \(index) has flags \(flags)" }
-            var suffix = Int(header >> 2)
+            guard flags & NodeLayout.flagDictionary == 0 || flags & NodeLayout.flagCompressed != 0 else {
+                return "cell \(index) claims a dictionary without compression"
+            }
+            var suffix = Int(header >> NodeLayout.suffixShift)
             if suffix == NodeLayout.suffixEscape {
                 guard let extra = varint(body, &position, limit: size) else { return "cell \(index) has a malformed header" }
                 suffix += extra

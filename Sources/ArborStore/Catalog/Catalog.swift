@@ -18,15 +18,23 @@ public struct TreeDescriptor: Sendable, Equatable {
     public var root: PageNumber
     /// The last value handed out by the tree's sequence (0: none yet).
     public var sequence: UInt64
+    /// The first page of the tree's compression dictionary (0: none; see docs/file-format.md,
+    /// "Compression dictionaries").
+    public var dictionaryPage: PageNumber = 0
+    /// The dictionary's length in bytes (0: none).
+    public var dictionaryLength: Int = 0
 }
 
 /// The catalog: a B+tree (rooted at the header's catalog root) mapping tree names to their
-/// descriptors. Value layout: version (1 byte, 1), kind (1 byte), root page (4 bytes), sequence
-/// (8 bytes), little-endian.
+/// descriptors. Value layout: version (1 byte, 2), kind (1 byte), root page (4 bytes), sequence
+/// (8 bytes), dictionary page (4 bytes), dictionary length (4 bytes), little-endian.
 struct Catalog {
     let pager: Pager
 
-    static let version: UInt8 = 1
+    static let version: UInt8 = 2
+    static let entrySize = 22
+    /// The longest dictionary a catalog entry may name.
+    static let maximumDictionaryLength = 1 << 16
     static let maximumNameLength = 200
 
     var tree: BTree? {
@@ -38,19 +46,28 @@ struct Catalog {
         var bytes: [UInt8] = [version, descriptor.kind.rawValue]
         withUnsafeBytes(of: descriptor.root.littleEndian) { bytes.append(contentsOf: $0) }
         withUnsafeBytes(of: descriptor.sequence.littleEndian) { bytes.append(contentsOf: $0) }
+        withUnsafeBytes(of: descriptor.dictionaryPage.littleEndian) { bytes.append(contentsOf: $0) }
+        withUnsafeBytes(of: UInt32(descriptor.dictionaryLength).littleEndian) { bytes.append(contentsOf: $0) }
         return bytes
     }
 
     func decode(name: String, _ bytes: [UInt8]) throws -> TreeDescriptor {
-        guard bytes.count == 14, bytes[0] == Self.version, let kind = TreeKind(rawValue: bytes[1]) else {
+        guard bytes.count == Self.entrySize, bytes[0] == Self.version, let kind = TreeKind(rawValue: bytes[1]) else {
             throw StoreError(.corrupt, "the catalog entry of tree \"\(name)\" is malformed", page: pager.catalogRoot, path: pager.path)
         }
         let root = bytes.withUnsafeBytes { $0.loadLE(UInt32.self, at: 2) }
         let sequence = bytes.withUnsafeBytes { $0.loadLE(UInt64.self, at: 6) }
+        let dictionaryPage = bytes.withUnsafeBytes { $0.loadLE(UInt32.self, at: 14) }
+        let dictionaryLength = Int(bytes.withUnsafeBytes { $0.loadLE(UInt32.self, at: 18) })
         guard root >= 2, root <= pager.pageCount else {
             throw StoreError(.corrupt, "the catalog says tree \"\(name)\" starts at page \(root), outside the file", page: pager.catalogRoot, path: pager.path)
         }
-        return TreeDescriptor(name: name, kind: kind, root: root, sequence: sequence)
+        guard (dictionaryPage == 0) == (dictionaryLength == 0), dictionaryLength <= Self.maximumDictionaryLength,
+              dictionaryPage == 0 || (dictionaryPage >= 2 && dictionaryPage <= pager.pageCount) else {
+            throw StoreError(.corrupt, "the catalog entry of tree \"\(name)\" names an impossible dictionary (page \(dictionaryPage), \(dictionaryLength) bytes)", page: pager.catalogRoot, path: pager.path)
+        }
+        return TreeDescriptor(name: name, kind: kind, root: root, sequence: sequence,
+                              dictionaryPage: dictionaryPage, dictionaryLength: dictionaryLength)
     }
 
     func validate(name: String) throws {

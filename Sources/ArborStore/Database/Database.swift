@@ -16,6 +16,10 @@ public struct DatabaseOptions: Sendable {
     /// Values of at least this many bytes are stored LZ4-compressed when that saves space.
     /// `Int.max` turns compression off.
     public var compressionThreshold = 256
+    /// The size of each tree's LZ4 compression dictionary, made from the first values of at
+    /// least ``compressionThreshold`` bytes that one write transaction stores in the tree (see
+    /// docs/file-format.md, "Compression dictionaries"); at most 65 536. 0 turns dictionaries off.
+    public var compressionDictionarySize = 1 << 16
     /// How long to wait for another connection's lock before failing with `busy`.
     public var busyTimeout: Duration = .seconds(5)
     /// Open for reading only.

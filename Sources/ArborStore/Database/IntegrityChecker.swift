@@ -62,8 +62,21 @@ struct IntegrityChecker {
             do {
                 for descriptor in try catalog.all() {
                     var statistics = TreeStatistics()
-                    let tree = BTree(pager: pager, root: descriptor.root, compressionThreshold: .max)
-                    walk(tree, name: "tree \"\(descriptor.name)\"", usage: &usage, statistics: &statistics,
+                    let tree = BTree(pager: pager, descriptor: descriptor, compressionThreshold: .max)
+                    let name = "tree \"\(descriptor.name)\""
+                    if descriptor.dictionaryPage != 0 {
+                        do {
+                            try tree.walkOverflow(first: descriptor.dictionaryPage, length: descriptor.dictionaryLength) { page, _, _ in
+                                if let other = usage.mark(page, name) {
+                                    report.problems.append(IntegrityProblem(page: page, "dictionary page of \(name) is also used by \(other)"))
+                                }
+                                statistics.dictionaryPages += 1
+                            }
+                        } catch let error as StoreError {
+                            report.problems.append(IntegrityProblem(page: error.page, "\(name): dictionary: \(error.message)"))
+                        }
+                    }
+                    walk(tree, name: name, usage: &usage, statistics: &statistics,
                          problems: &report.problems, verifyValues: true)
                     report.trees[descriptor.name] = statistics
                 }
@@ -169,7 +182,7 @@ struct IntegrityChecker {
                 }
             }
             if verifyValues && parsed.isCompressed {
-                _ = try LZ4.decompress(stored, originalLength: parsed.originalLength, path: pager.path)
+                _ = try parsed.decode(stored, tree: tree)
             }
         } catch let error as StoreError {
             problems.append(IntegrityProblem(page: page, "\(name): value of cell \(index): \(error.message)"))

@@ -7,6 +7,8 @@ public class ReadTransaction {
     let options: DatabaseOptions
     /// `options.compressionThreshold`, read once (trees read it on every put).
     let compressionThreshold: Int
+    /// `options.compressionDictionarySize`, likewise.
+    let dictionarySize: Int
     /// Whether this is a ``WriteTransaction`` (without a dynamic cast on every change).
     let isWritable: Bool
     @exclusivity(unchecked) var isOpen = true
@@ -19,6 +21,7 @@ public class ReadTransaction {
         self.pager = pager
         self.options = options
         compressionThreshold = options.compressionThreshold
+        dictionarySize = min(max(options.compressionDictionarySize, 0), Catalog.maximumDictionaryLength)
         isWritable = writable
     }
 
@@ -93,7 +96,14 @@ public final class WriteTransaction: ReadTransaction {
         try checkOpen()
         try checkNoScan()
         guard let descriptor = try catalog.lookup(name) else { return false }
-        try BTree(pager: pager, root: descriptor.root, compressionThreshold: options.compressionThreshold).destroy()
+        let tree = BTree(pager: pager, descriptor: descriptor, compressionThreshold: options.compressionThreshold)
+        try tree.destroy()
+        if descriptor.dictionaryPage != 0 {
+            try tree.freeOverflow(first: descriptor.dictionaryPage, length: descriptor.dictionaryLength)
+            pager.dictionaries[descriptor.dictionaryPage] = nil
+        }
+        pager.newDictionaries[descriptor.root] = nil
+        pager.dictionarySamples[descriptor.root] = nil
         try catalog.remove(name)
         generation &+= 1
         return true

@@ -8,13 +8,14 @@ public final class Tree {
     /// The tree's catalog entry as of when it was opened.
     @exclusivity(unchecked) public private(set) var descriptor: TreeDescriptor
 
-    /// The B+tree (its root never moves, so it is made once).
-    let btree: BTree
+    /// The B+tree (its root never moves, so it is made once — again only when the tree gets
+    /// its compression dictionary).
+    @exclusivity(unchecked) private(set) var btree: BTree
 
     init(transaction: ReadTransaction, descriptor: TreeDescriptor) {
         self.transaction = transaction
         self.descriptor = descriptor
-        btree = BTree(pager: transaction.pager, root: descriptor.root, compressionThreshold: transaction.compressionThreshold)
+        btree = BTree(pager: transaction.pager, descriptor: descriptor, compressionThreshold: transaction.compressionThreshold)
     }
 
     /// The tree's name.
@@ -45,8 +46,38 @@ public final class Tree {
     ///   transaction.
     public func put(_ key: [UInt8], _ value: [UInt8]) throws {
         try checkWritable()
+        if value.count >= transaction.compressionThreshold && btree.dictionaryPage == 0 && transaction.dictionarySize > 0 {
+            try sampleForDictionary(value)
+        }
         try btree.put(key, value)
         transaction.generation &+= 1
+    }
+
+    /// Collects `value` towards the tree's compression dictionary, and makes the dictionary once
+    /// the transaction has collected enough (docs/file-format.md, "Compression dictionaries").
+    private func sampleForDictionary(_ value: [UInt8]) throws {
+        let pager = transaction.pager
+        let root = descriptor.root
+        if let made = pager.newDictionaries[root] {
+            // Another handle of this transaction made it.
+            btree = BTree(pager: pager, root: root, compressionThreshold: transaction.compressionThreshold,
+                          dictionaryPage: made.page, dictionaryLength: made.length)
+            return
+        }
+        let size = transaction.dictionarySize
+        pager.dictionarySamples[root, default: []].append(contentsOf: value.prefix(size - (pager.dictionarySamples[root]?.count ?? 0)))
+        guard let samples = pager.dictionarySamples[root], samples.count >= size else { return }
+        pager.dictionarySamples[root] = nil
+        let page = try btree.writeOverflow(samples)
+        guard var current = try transaction.catalog.lookup(name) else {
+            throw StoreError(.misuse, "tree \"\(name)\" was dropped")
+        }
+        current.dictionaryPage = page
+        current.dictionaryLength = samples.count
+        try transaction.catalog.update(current)
+        descriptor = current
+        pager.newDictionaries[root] = (page, samples.count)
+        btree = BTree(pager: pager, descriptor: current, compressionThreshold: transaction.compressionThreshold)
     }
 
     /// Removes `key`; returns whether it was there.
@@ -119,6 +150,9 @@ public final class Tree {
         if let problem = problems.first {
             throw StoreError(.corrupt, "tree \"\(name)\": \(problem)", page: problem.page, path: transaction.pager.path)
         }
+        if btree.dictionaryLength > 0 {
+            statistics.dictionaryPages = (btree.dictionaryLength + btree.overflowPayload - 1) / btree.overflowPayload
+        }
         return statistics
     }
 }
@@ -137,6 +171,8 @@ public struct TreeStatistics: Sendable, Equatable {
     public var overflowPages = 0
     /// Values stored LZ4-compressed.
     public var compressedValues = 0
+    /// Pages holding the tree's compression dictionary.
+    public var dictionaryPages = 0
     /// Bytes in use in the tree's leaf and interior pages (headers, offsets, cells).
     public var usedBytes = 0
     /// Bytes available in the tree's leaf and interior pages.
@@ -146,7 +182,7 @@ public struct TreeStatistics: Sendable, Equatable {
     public init() {}
 
     /// All pages of the tree.
-    public var pages: Int { leafPages + interiorPages + overflowPages }
+    public var pages: Int { leafPages + interiorPages + overflowPages + dictionaryPages }
 
     /// How full the tree's nodes are, 0…1.
     public var fillFactor: Double { capacityBytes == 0 ? 0 : Double(usedBytes) / Double(capacityBytes) }

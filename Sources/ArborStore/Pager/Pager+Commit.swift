@@ -133,6 +133,7 @@ extension Pager {
         } else {
             cache.dropDirty()
         }
+        dictionaries.removeAll()
         finishWrite()
     }
 
@@ -154,6 +155,8 @@ extension Pager {
 
     func finishWrite() {
         appendHint = nil
+        newDictionaries.removeAll()
+        dictionarySamples.removeAll()
         write = WriteState()
         state = .none
         unlock(to: .none)
@@ -165,6 +168,7 @@ extension Pager {
     func abortAfterFailure() {
         guard state == .write else { return }
         cache.dropAll()
+        dictionaries.removeAll()
         cacheChangeCounter = nil
         finishWrite()
     }
@@ -204,6 +208,7 @@ extension Pager {
             throw error
         }
         cache.dropAll()
+        dictionaries.removeAll()
         cacheChangeCounter = nil
         unlock(to: .shared)
         return true

@@ -128,6 +128,15 @@ public final class Pager {
     /// recorded (the catalog layer fills and checks it).
     @exclusivity(unchecked) var catalogCache: (counter: UInt64, entries: [String: TreeDescriptor]) = (0, [:])
 
+    /// Compression dictionaries loaded by this connection, by first page. Dropped with the cached
+    /// pages (another connection committed, or a transaction rolled back).
+    @exclusivity(unchecked) var dictionaries: [PageNumber: LZ4Dictionary] = [:]
+    /// Dictionaries made by the open write transaction, by tree root, so that tree handles opened
+    /// before one was made still find it.
+    @exclusivity(unchecked) var newDictionaries: [PageNumber: (page: PageNumber, length: Int)] = [:]
+    /// Values collected per tree root to make a dictionary from, in the open write transaction.
+    @exclusivity(unchecked) var dictionarySamples: [PageNumber: [UInt8]] = [:]
+
     /// Reused for reading page 1 at the start of each transaction.
     @exclusivity(unchecked) var headerScratch: [UInt8] = []
     /// Whether the directory must be synced before the next commit relies on the journal
@@ -335,6 +344,7 @@ public final class Pager {
         if headerScratch.count != decoded.pageSize { headerScratch = [UInt8](repeating: 0, count: decoded.pageSize) }
         if cacheChangeCounter != decoded.changeCounter {
             cache.dropAll()
+            dictionaries.removeAll()
             cacheChangeCounter = decoded.changeCounter
         }
     }
@@ -410,6 +420,8 @@ public final class Pager {
 
     func startWrite() {
         appendHint = nil
+        newDictionaries.removeAll()
+        dictionarySamples.removeAll()
         var generator = SystemRandomNumberGenerator()
         write = WriteState()
         write.originalPageCount = header.pageCount

@@ -42,3 +42,77 @@ enum LZ4 {
         return output
     }
 }
+
+/// A tree's LZ4 dictionary, loaded for use: its bytes in memory that does not move (LZ4's stream
+/// state points into it), a stream state with the dictionary loaded, and a working state each
+/// compression starts from a copy of (cheaper than loading the dictionary again: a 16 KiB copy
+/// against hashing 64 KiB).
+///
+/// Not thread-safe: it belongs to one connection (``Pager``).
+final class LZ4Dictionary {
+    /// The dictionary's first overflow page and length (what identifies it in the file).
+    let page: PageNumber
+    private let bytes: UnsafeMutableRawBufferPointer
+    private let loaded: UnsafeMutablePointer<LZ4_stream_t>
+    private let working: UnsafeMutablePointer<LZ4_stream_t>
+
+    /// The dictionary's length in bytes.
+    var count: Int { bytes.count }
+
+    init(page: PageNumber, bytes source: [UInt8]) {
+        self.page = page
+        let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: max(source.count, 1), alignment: 16)
+        source.withUnsafeBytes { bytes.copyMemory(from: $0) }
+        self.bytes = UnsafeMutableRawBufferPointer(rebasing: bytes[..<source.count])
+        loaded = LZ4_createStream()
+        working = LZ4_createStream()
+        LZ4_loadDict(loaded, bytes.baseAddress!.assumingMemoryBound(to: CChar.self), Int32(source.count))
+    }
+
+    deinit {
+        LZ4_freeStream(loaded)
+        LZ4_freeStream(working)
+        bytes.deallocate()
+    }
+
+    /// Compresses `source` against the dictionary; nil when liblz4 fails.
+    func compress(_ source: [UInt8]) -> [UInt8]? {
+        guard !source.isEmpty, source.count <= Int(LZ4_MAX_INPUT_SIZE) else { return nil }
+        working.update(from: loaded, count: 1)
+        let bound = Int(LZ4_compressBound(Int32(source.count)))
+        var output = [UInt8](repeating: 0, count: bound)
+        let written = source.withUnsafeBytes { input in
+            output.withUnsafeMutableBytes { target in
+                LZ4_compress_fast_continue(working, input.baseAddress!.assumingMemoryBound(to: CChar.self),
+                                           target.baseAddress!.assumingMemoryBound(to: CChar.self),
+                                           Int32(source.count), Int32(bound), 1)
+            }
+        }
+        guard written > 0 else { return nil }
+        output.removeSubrange(Int(written)...)
+        return output
+    }
+
+    /// Decompresses `source`, compressed against this dictionary, to exactly `originalLength`
+    /// bytes.
+    ///
+    /// - Throws: `corrupt` when it does not decode, or the length is impossible for LZ4.
+    func decompress(_ source: [UInt8], originalLength: Int, path: String?) throws -> [UInt8] {
+        guard !source.isEmpty, originalLength > 0, originalLength <= source.count * 255 + 16, originalLength <= Int(Int32.max) else {
+            throw StoreError(.corrupt, "compressed value claims \(originalLength) bytes from \(source.count)", path: path)
+        }
+        var output = [UInt8](repeating: 0, count: originalLength)
+        let decoded = source.withUnsafeBytes { input in
+            output.withUnsafeMutableBytes { target in
+                LZ4_decompress_safe_usingDict(input.baseAddress!.assumingMemoryBound(to: CChar.self),
+                                              target.baseAddress!.assumingMemoryBound(to: CChar.self),
+                                              Int32(source.count), Int32(originalLength),
+                                              bytes.baseAddress!.assumingMemoryBound(to: CChar.self), Int32(bytes.count))
+            }
+        }
+        guard decoded == Int32(originalLength) else {
+            throw StoreError(.corrupt, "a value compressed against the tree's dictionary does not decode (LZ4 returned \(decoded), expected \(originalLength) bytes)", path: path)
+        }
+        return output
+    }
+}

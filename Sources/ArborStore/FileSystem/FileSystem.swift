@@ -80,6 +80,11 @@ public protocol StoreFile: AnyObject, Sendable {
     /// Writes all of `bytes` at `offset`, extending the file if needed.
     func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws
 
+    /// Writes `buffers` one after the other from `offset` (a gathering write: one system call
+    /// for many pages where the platform has one). Implementations without one write each buffer
+    /// in turn, as the default does.
+    func write(gathering buffers: [UnsafeRawBufferPointer], at offset: Int64) throws
+
     /// Makes everything written so far durable (fdatasync on Linux, F_FULLFSYNC on Apple systems).
     func sync() throws
 
@@ -99,6 +104,14 @@ public protocol StoreFile: AnyObject, Sendable {
 }
 
 extension StoreFile {
+    public func write(gathering buffers: [UnsafeRawBufferPointer], at offset: Int64) throws {
+        var position = offset
+        for buffer in buffers {
+            try write(buffer, at: position)
+            position += Int64(buffer.count)
+        }
+    }
+
     /// Reads exactly `buffer.count` bytes at `offset`, or returns `false` when the file ends first.
     func readFully(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws -> Bool {
         var done = 0

@@ -106,6 +106,34 @@ final class PosixFile: StoreFile {
         }
     }
 
+    /// `pwritev` in batches of at most 1024 buffers (`IOV_MAX`), finishing short writes.
+    func write(gathering buffers: [UnsafeRawBufferPointer], at offset: Int64) throws {
+        var vectors = buffers.map { iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count) }
+        var first = 0
+        var position = offset
+        while first < vectors.count {
+            let count = min(vectors.count - first, 1024)
+            let written = try vectors.withUnsafeMutableBufferPointer { all in
+                try Syscall.retrying("write", path: path) { pwritev(fd, all.baseAddress! + first, Int32(count), off_t(position)) }
+            }
+            if written == 0 { throw StoreError(.ioError, "write made no progress", path: path) }
+            position += Int64(written)
+            // Skip the buffers written whole; trim a partly written one and go on from it.
+            var remaining = written
+            while remaining > 0 {
+                let length = vectors[first].iov_len
+                if remaining >= length {
+                    remaining -= length
+                    first += 1
+                } else {
+                    vectors[first].iov_base = vectors[first].iov_base! + remaining
+                    vectors[first].iov_len = length - remaining
+                    remaining = 0
+                }
+            }
+        }
+    }
+
     func sync() throws {
         #if canImport(Darwin)
         if fcntl(fd, F_FULLFSYNC) == 0 { return }

@@ -34,17 +34,28 @@ extension Pager {
         write.syncedRecords = write.records
     }
 
-    /// Writes every dirty page to the database file (after the journal covering them is durable).
+    /// Writes every dirty page to the database file (after the journal covering them is durable),
+    /// in page order, each run of consecutive pages with one gathering write.
     private func writeDirtyPages() throws {
-        for frame in cache.dirtyFrames() {
-            let page = cache.page(ofFrame: frame)
-            let buffer = cache.buffer(frame)
-            PageLayout.seal(buffer, pageNumber: page)
-            let offset = Int64(page - 1) * Int64(pageSize)
-            try file.write(UnsafeRawBufferPointer(buffer), at: offset)
-            fileSize = max(fileSize, offset + Int64(pageSize))
-            statistics.pagesWritten += 1
-            cache.markClean(frame)
+        let frames = cache.dirtyFrames()
+        var start = 0
+        while start < frames.count {
+            var end = start + 1
+            let first = cache.page(ofFrame: frames[start])
+            while end < frames.count && cache.page(ofFrame: frames[end]) == first + PageNumber(end - start) { end += 1 }
+            var buffers: [UnsafeRawBufferPointer] = []
+            buffers.reserveCapacity(end - start)
+            for frame in frames[start..<end] {
+                let buffer = cache.buffer(frame)
+                PageLayout.seal(buffer, pageNumber: cache.page(ofFrame: frame))
+                buffers.append(UnsafeRawBufferPointer(buffer))
+            }
+            let offset = Int64(first - 1) * Int64(pageSize)
+            try file.write(gathering: buffers, at: offset)
+            fileSize = max(fileSize, offset + Int64(buffers.count * pageSize))
+            statistics.pagesWritten += UInt64(buffers.count)
+            for frame in frames[start..<end] { cache.markClean(frame) }
+            start = end
         }
     }
 

@@ -278,6 +278,16 @@ func run() throws {
         try $0.pointReads(count: n, rows: n, seed: 0x9E4D)
     }
     rows.append(row("Point reads, \(grouped(n)) random keys in one read transaction (reads/s)", reads, goal: 3))
+    if let arbor = engines.first as? ArborEngine, let sqliteRate = reads.count > 1 ? reads[1].bestRate : nil {
+        // What the cache misses alone cost: the floor under any point-read rate with this cache.
+        let cache = arbor.lastPointReadCache
+        try arbor.open()
+        let missCost = try arbor.missPathCost(samples: 200_000)
+        arbor.close()
+        let missesPerRead = Double(cache.misses) / Double(n)
+        let floor = missesPerRead * missCost.seconds
+        notes.append("Point reads, Arbor: \(fixed(missesPerRead, 3)) page-cache misses per read (\(grouped(Int(cache.misses))) misses, \(grouped(Int(cache.hits))) hits); the miss path alone (pread of a 4 KiB page, checksum, validation, cache bookkeeping; measured over 200,000 random pages with a 16-page cache) costs \(fixed(missCost.seconds * 1e9, 0)) ns a page, so the misses alone cost \(fixed(floor * 1e9, 0)) ns a read: even with lookups free, at most \(grouped(Int(1 / floor))) reads/s, \(fixed(1 / floor / sqliteRate, 2))× SQLite's rate measured here.")
+    }
     let oneReads = try measure("one-read transactions", engines, operations: transactionReads) {
         try $0.pointReadTransactions(count: transactionReads, rows: n, seed: 0x0E4D)
     }

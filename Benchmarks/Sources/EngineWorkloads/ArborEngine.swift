@@ -78,10 +78,14 @@ public final class ArborEngine: EngineWorkload {
         }
     }
 
+    /// The page-cache counters of the last ``pointReads(count:rows:seed:)`` transaction.
+    public private(set) var lastPointReadCache = PageCacheStatistics()
+
     public func pointReads(count: Int, rows: Int, seed: UInt64) throws {
         var key = [UInt8](repeating: 0, count: 8)
         var random = RandomRows(rows: rows, seed: seed)
-        try db.read { transaction in
+        lastPointReadCache = try db.read { transaction in
+            let before = transaction.cacheStatistics
             let tree = try Self.table(transaction, "t")
             for _ in 0..<count {
                 let row = random.next()
@@ -91,7 +95,35 @@ public final class ArborEngine: EngineWorkload {
                     throw WorkloadError("Arbor: row \(row) of t is missing or wrong")
                 }
             }
+            var after = transaction.cacheStatistics
+            after.hits -= before.hits
+            after.misses -= before.misses
+            return after
         }
+    }
+
+    /// The cost of the pager's miss path alone: the time per page of reading `samples` random
+    /// pages of the file through a pager whose cache holds 16 pages, so that nearly every read
+    /// is a miss (a `pread` of the page, its checksum, its structural validation, the cache's
+    /// bookkeeping). Nothing is searched.
+    public func missPathCost(samples: Int) throws -> Duration {
+        var options = PagerOptions()
+        options.cacheSize = 16 * settings.pageSize
+        options.readOnly = true
+        let pager = try Pager(path: path, options: options)
+        defer { pager.close() }
+        pager.pageValidator = Database.pageValidator
+        try pager.beginRead()
+        defer { pager.endRead() }
+        var random = RandomRows(rows: Int(pager.pageCount) - 1, seed: 0x3155)
+        var sink = 0
+        let began = ContinuousClock.now
+        for _ in 0..<samples {
+            sink &+= try pager.withPage(PageNumber(random.next() + 2)) { Int($0[0]) }
+        }
+        let elapsed = ContinuousClock.now - began
+        if sink == -1 { print(sink) }
+        return elapsed / samples
     }
 
     public func pointReadTransactions(count: Int, rows: Int, seed: UInt64) throws {

@@ -105,9 +105,14 @@ public final class Database: Sendable {
 
     deinit { close() }
 
+    /// The structural validation of B+tree, overflow and freelist pages that every connection of a
+    /// `Database` installs as its ``Pager/pageValidator`` (for tools that open a ``Pager`` on a
+    /// database file directly).
+    public static let pageValidator: @Sendable (PageNumber, UnsafeRawBufferPointer, PageNumber) -> String? = PageValidation.validate
+
     private func openConnection() throws -> PagerBox {
         let pager = try Pager(path: path, fileSystem: options.fileSystem, options: options.pagerOptions)
-        pager.pageValidator = PageValidation.validate
+        pager.pageValidator = Self.pageValidator
         return PagerBox(pager)
     }
 

@@ -437,15 +437,7 @@ struct BTree {
             }
             let (cut, separator) = splitPoint(node, appended: appended)
             let rightPage = try pager.allocatePage()
-            if node.leaf {
-                try write(node, 0..<cut, to: page)
-                try write(node, cut..<node.count, to: rightPage)
-            } else {
-                // Interior: the entry at the cut moves up; its left child becomes the left node's
-                // right-most child.
-                try write(node, 0..<cut, rightChild: node.child(cut), to: page)
-                try write(node, (cut + 1)..<node.count, rightChild: node.rightChild, to: rightPage)
-            }
+            try write(node, splitAt: cut, left: page, right: rightPage)
             guard let pending = try insertSeparator(into: path.last!, left: page, separator: separator, right: rightPage) else { return }
             (node, appended) = pending
         }
@@ -571,13 +563,7 @@ struct BTree {
             // Redistribute: split the combined entries evenly, if the new separator fits the parent.
             let (cut, newSeparator) = splitPoint(merged, appended: false)
             guard try replaceSeparator(in: parent.page, at: separatorIndex, with: newSeparator, child: leftPage) else { return }
-            if merged.leaf {
-                try write(merged, 0..<cut, to: leftPage)
-                try write(merged, cut..<merged.count, to: rightPage)
-            } else {
-                try write(merged, 0..<cut, rightChild: merged.child(cut), to: leftPage)
-                try write(merged, (cut + 1)..<merged.count, rightChild: merged.rightChild, to: rightPage)
-            }
+            try write(merged, splitAt: cut, left: leftPage, right: rightPage)
             return
         }
     }
@@ -626,6 +612,19 @@ struct BTree {
                 throw StoreError.corrupt(page: page, "expected a tree node, found page type \(node.type)", path: pager.path)
             }
             return node.image()
+        }
+    }
+
+    /// Writes `node` split at `cut` to two pages. A leaf's entries from `cut` on go right; an
+    /// interior node's entry at `cut` moves up to the parent (the caller's separator), and its
+    /// left child becomes the left node's right-most child.
+    func write(_ node: NodeImage, splitAt cut: Int, left: PageNumber, right: PageNumber) throws {
+        if node.leaf {
+            try write(node, 0..<cut, to: left)
+            try write(node, cut..<node.count, to: right)
+        } else {
+            try write(node, 0..<cut, rightChild: node.child(cut), to: left)
+            try write(node, (cut + 1)..<node.count, rightChild: node.rightChild, to: right)
         }
     }
 

@@ -19,11 +19,13 @@ enum LZ4 {
         return output
     }
 
-    /// Decompresses `bytes`, which must decode to exactly `originalLength` bytes.
+    /// Decompresses `bytes`, which must decode to exactly `originalLength` bytes; with
+    /// `dictionary`, against it (the bytes it was compressed with).
     ///
     /// - Throws: `corrupt` when the data does not decode, or the length is impossible for LZ4
     ///   (checked before anything is allocated).
-    static func decompress(_ bytes: [UInt8], originalLength: Int, path: String?) throws -> [UInt8] {
+    static func decompress(_ bytes: [UInt8], originalLength: Int, dictionary: UnsafeRawBufferPointer? = nil,
+                           path: String?) throws -> [UInt8] {
         // LZ4 expands at most ~255:1; a larger claim is corruption, not a reason to allocate.
         guard !bytes.isEmpty, originalLength > 0, originalLength <= bytes.count * 255 + 16, originalLength <= Int(Int32.max) else {
             throw StoreError(.corrupt, "compressed value claims \(originalLength) bytes from \(bytes.count)", path: path)
@@ -31,13 +33,17 @@ enum LZ4 {
         var output = [UInt8](repeating: 0, count: originalLength)
         let decoded = bytes.withUnsafeBytes { source in
             output.withUnsafeMutableBytes { target in
-                LZ4_decompress_safe(source.baseAddress!.assumingMemoryBound(to: CChar.self),
-                                    target.baseAddress!.assumingMemoryBound(to: CChar.self),
-                                    Int32(bytes.count), Int32(originalLength))
+                let input = source.baseAddress!.assumingMemoryBound(to: CChar.self)
+                let out = target.baseAddress!.assumingMemoryBound(to: CChar.self)
+                guard let dictionary, let start = dictionary.baseAddress else {
+                    return LZ4_decompress_safe(input, out, Int32(bytes.count), Int32(originalLength))
+                }
+                return LZ4_decompress_safe_usingDict(input, out, Int32(bytes.count), Int32(originalLength),
+                                                     start.assumingMemoryBound(to: CChar.self), Int32(dictionary.count))
             }
         }
         guard decoded == Int32(originalLength) else {
-            throw StoreError(.corrupt, "compressed value does not decode (LZ4 returned \(decoded), expected \(originalLength) bytes)", path: path)
+            throw StoreError(.corrupt, "compressed value does not decode\(dictionary == nil ? "" : " against its tree's dictionary") (LZ4 returned \(decoded), expected \(originalLength) bytes)", path: path)
         }
         return output
     }
@@ -98,21 +104,6 @@ final class LZ4Dictionary {
     ///
     /// - Throws: `corrupt` when it does not decode, or the length is impossible for LZ4.
     func decompress(_ source: [UInt8], originalLength: Int, path: String?) throws -> [UInt8] {
-        guard !source.isEmpty, originalLength > 0, originalLength <= source.count * 255 + 16, originalLength <= Int(Int32.max) else {
-            throw StoreError(.corrupt, "compressed value claims \(originalLength) bytes from \(source.count)", path: path)
-        }
-        var output = [UInt8](repeating: 0, count: originalLength)
-        let decoded = source.withUnsafeBytes { input in
-            output.withUnsafeMutableBytes { target in
-                LZ4_decompress_safe_usingDict(input.baseAddress!.assumingMemoryBound(to: CChar.self),
-                                              target.baseAddress!.assumingMemoryBound(to: CChar.self),
-                                              Int32(source.count), Int32(originalLength),
-                                              bytes.baseAddress!.assumingMemoryBound(to: CChar.self), Int32(bytes.count))
-            }
-        }
-        guard decoded == Int32(originalLength) else {
-            throw StoreError(.corrupt, "a value compressed against the tree's dictionary does not decode (LZ4 returned \(decoded), expected \(originalLength) bytes)", path: path)
-        }
-        return output
+        try LZ4.decompress(source, originalLength: originalLength, dictionary: UnsafeRawBufferPointer(bytes), path: path)
     }
 }

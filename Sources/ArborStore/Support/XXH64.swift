@@ -5,7 +5,7 @@
 /// well under 1 GB/s, while XXH64 in plain Swift processes 8 bytes per multiply and runs at
 /// several GB/s (see `docs/file-format.md`, "Checksums", for the measurement). Its 64 bits also
 /// make an accidental match on a torn page vanishingly unlikely.
-enum XXH64 {
+package enum XXH64 {
     static let prime1: UInt64 = 0x9E37_79B1_85EB_CA87
     static let prime2: UInt64 = 0xC2B2_AE3D_27D4_EB4F
     static let prime3: UInt64 = 0x1656_67B1_9E37_79F9
@@ -29,7 +29,7 @@ enum XXH64 {
     static func rotl(_ x: UInt64, _ r: UInt64) -> UInt64 { (x << r) | (x >> (64 - r)) }
 
     /// The XXH64 hash of `bytes` with `seed`.
-    static func hash(_ bytes: UnsafeRawBufferPointer, seed: UInt64 = 0) -> UInt64 {
+    package static func hash(_ bytes: UnsafeRawBufferPointer, seed: UInt64 = 0) -> UInt64 {
         let count = bytes.count
         var offset = 0
         var h: UInt64
@@ -80,7 +80,7 @@ enum XXH64 {
     }
 
     /// The XXH64 hash of an array of bytes.
-    static func hash(_ bytes: [UInt8], seed: UInt64 = 0) -> UInt64 {
+    package static func hash(_ bytes: [UInt8], seed: UInt64 = 0) -> UInt64 {
         bytes.withUnsafeBytes { hash($0, seed: seed) }
     }
 }

@@ -1,0 +1,265 @@
+import Foundation
+
+/// The type of an attribute: what values it holds and how they are stored.
+///
+/// The Swift value of each type is in docs/model.md ("Attribute types"). A transformable attribute
+/// holds any `Codable & Sendable` type, stored as its JSON encoding.
+public struct AttributeType: Sendable, Equatable, CustomStringConvertible {
+    /// The kinds of attribute Core Data has.
+    public enum Kind: String, Sendable, Codable, CaseIterable {
+        case integer16, integer32, integer64, decimal, double, float, string, boolean, date
+        case binaryData, uuid, uri, transformable
+    }
+
+    /// The kind.
+    public let kind: Kind
+    /// For transformable attributes, how values are encoded and decoded.
+    let transformer: Transformer?
+
+    init(_ kind: Kind, transformer: Transformer? = nil) {
+        self.kind = kind
+        self.transformer = transformer
+    }
+
+    /// 16-bit integers (`Int16`).
+    public static let integer16 = AttributeType(.integer16)
+    /// 32-bit integers (`Int32`).
+    public static let integer32 = AttributeType(.integer32)
+    /// 64-bit integers (`Int64`).
+    public static let integer64 = AttributeType(.integer64)
+    /// Decimal numbers (`Decimal`).
+    public static let decimal = AttributeType(.decimal)
+    /// Double-precision floating point (`Double`).
+    public static let double = AttributeType(.double)
+    /// Single-precision floating point (`Float`).
+    public static let float = AttributeType(.float)
+    /// Text (`String`).
+    public static let string = AttributeType(.string)
+    /// `Bool`.
+    public static let boolean = AttributeType(.boolean)
+    /// Points in time (`Date`).
+    public static let date = AttributeType(.date)
+    /// Bytes (`Data`).
+    public static let binaryData = AttributeType(.binaryData)
+    /// `UUID`.
+    public static let uuid = AttributeType(.uuid)
+    /// `URL`.
+    public static let uri = AttributeType(.uri)
+
+    /// Values of a `Codable` type, stored as their JSON encoding (keys sorted, so equal values
+    /// encode equally).
+    public static func transformable<T: Codable & Sendable & Equatable>(_ type: T.Type) -> AttributeType {
+        AttributeType(.transformable, transformer: Transformer(type))
+    }
+
+    /// The name of the Swift type values have.
+    public var valueTypeName: String {
+        switch kind {
+        case .integer16: "Int16"
+        case .integer32: "Int32"
+        case .integer64: "Int64"
+        case .decimal: "Decimal"
+        case .double: "Double"
+        case .float: "Float"
+        case .string: "String"
+        case .boolean: "Bool"
+        case .date: "Date"
+        case .binaryData: "Data"
+        case .uuid: "UUID"
+        case .uri: "URL"
+        case .transformable: transformer?.typeName ?? "?"
+        }
+    }
+
+    public var description: String {
+        kind == .transformable ? "transformable(\(valueTypeName))" : kind.rawValue
+    }
+
+    public static func == (a: AttributeType, b: AttributeType) -> Bool {
+        a.kind == b.kind && a.transformer?.typeName == b.transformer?.typeName
+    }
+
+    /// Whether values of this type have an order (for minimum and maximum).
+    var isOrdered: Bool {
+        switch kind {
+        case .integer16, .integer32, .integer64, .decimal, .double, .float, .date: true
+        default: false
+        }
+    }
+
+    /// Whether values of this type have a length (for minimum and maximum length).
+    var hasLength: Bool { kind == .string || kind == .binaryData }
+
+    // MARK: Values
+
+    /// Converts a Swift value to this type's stored value, or throws `wrongValueType` (and, for
+    /// integers that do not fit, `validationNumberTooLarge`/`TooSmall`).
+    func storedValue(from value: Any, entity: String, key: String) throws -> AttributeValue {
+        func wrong() -> ArborError {
+            ArborError(.wrongValueType,
+                       "\(entity).\(key) holds \(valueTypeName) values; \(type(of: value)) given (\(value))",
+                       entity: entity, key: key, value: "\(value)")
+        }
+        func integer(_ bounds: ClosedRange<Int64>) throws -> AttributeValue {
+            guard let number = value as? any BinaryInteger else { throw wrong() }
+            guard let exact = Int64(exactly: number), bounds.contains(exact) else {
+                let tooLarge = !isNegative(number)
+                throw ArborError(tooLarge ? .validationNumberTooLarge : .validationNumberTooSmall,
+                                 "\(entity).\(key) is a \(valueTypeName); \(number) does not fit", entity: entity, key: key, value: "\(number)")
+            }
+            return .integer(exact)
+        }
+        switch kind {
+        case .integer16: return try integer(Int64(Int16.min)...Int64(Int16.max))
+        case .integer32: return try integer(Int64(Int32.min)...Int64(Int32.max))
+        case .integer64: return try integer(Int64.min...Int64.max)
+        case .decimal:
+            if let decimal = value as? Decimal { return .decimal(decimal) }
+            if let number = value as? any BinaryInteger, let exact = Int64(exactly: number) { return .decimal(Decimal(exact)) }
+            throw wrong()
+        case .double:
+            if let number = value as? any BinaryFloatingPoint { return .double(Double(number)) }
+            if let number = value as? any BinaryInteger { return .double(Double(number)) }
+            throw wrong()
+        case .float:
+            if let number = value as? any BinaryFloatingPoint { return .float(Float(number)) }
+            if let number = value as? any BinaryInteger { return .float(Float(number)) }
+            throw wrong()
+        case .string:
+            if let string = value as? String { return .string(string) }
+            if let string = value as? Substring { return .string(String(string)) }
+            throw wrong()
+        case .boolean:
+            guard let bool = value as? Bool else { throw wrong() }
+            return .boolean(bool)
+        case .date:
+            guard let date = value as? Date else { throw wrong() }
+            return .date(date)
+        case .binaryData:
+            if let data = value as? Data { return .data(data) }
+            if let bytes = value as? [UInt8] { return .data(Data(bytes)) }
+            throw wrong()
+        case .uuid:
+            guard let uuid = value as? UUID else { throw wrong() }
+            return .uuid(uuid)
+        case .uri:
+            guard let url = value as? URL else { throw wrong() }
+            return .uri(url)
+        case .transformable:
+            guard let transformer, let encoded = try transformer.encode(value) else { throw wrong() }
+            return .transformable(encoded)
+        }
+    }
+
+    /// The Swift value of a stored value of this type.
+    func swiftValue(of value: AttributeValue) -> Any {
+        switch (kind, value) {
+        case (.integer16, .integer(let n)): return Int16(truncatingIfNeeded: n)
+        case (.integer32, .integer(let n)): return Int32(truncatingIfNeeded: n)
+        case (.integer64, .integer(let n)): return n
+        case (.transformable, .transformable(let data)): return (try? transformer?.decode(data)) ?? data
+        default: return value.anyValue
+        }
+    }
+}
+
+/// Whether an integer of any type is below zero (opens the existential).
+private func isNegative<T: BinaryInteger>(_ number: T) -> Bool { number < 0 }
+
+/// A stored attribute value, typed.
+public enum AttributeValue: Hashable, Sendable, CustomStringConvertible {
+    /// Any integer type.
+    case integer(Int64)
+    case decimal(Decimal)
+    case double(Double)
+    case float(Float)
+    case string(String)
+    case boolean(Bool)
+    case date(Date)
+    case data(Data)
+    case uuid(UUID)
+    case uri(URL)
+    /// A transformable value's encoding.
+    case transformable(Data)
+
+    /// The value as the plain Swift value it wraps.
+    public var anyValue: Any {
+        switch self {
+        case .integer(let v): v
+        case .decimal(let v): v
+        case .double(let v): v
+        case .float(let v): v
+        case .string(let v): v
+        case .boolean(let v): v
+        case .date(let v): v
+        case .data(let v): v
+        case .uuid(let v): v
+        case .uri(let v): v
+        case .transformable(let v): v
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .string(let v): "\"\(v)\""
+        case .data(let v): "<\(v.count) bytes>"
+        case .transformable(let v): "<encoded, \(v.count) bytes>"
+        default: "\(anyValue)"
+        }
+    }
+
+    /// The order of two values of the same ordered type (nil when they cannot be compared).
+    func compare(_ other: AttributeValue) -> Int? {
+        switch (self, other) {
+        case (.integer(let a), .integer(let b)): a < b ? -1 : (a == b ? 0 : 1)
+        case (.decimal(let a), .decimal(let b)): a < b ? -1 : (a == b ? 0 : 1)
+        case (.double(let a), .double(let b)): a < b ? -1 : (a == b ? 0 : 1)
+        case (.float(let a), .float(let b)): a < b ? -1 : (a == b ? 0 : 1)
+        case (.date(let a), .date(let b)): a < b ? -1 : (a == b ? 0 : 1)
+        default: nil
+        }
+    }
+
+    /// The length of a string (characters) or binary data (bytes).
+    var length: Int? {
+        switch self {
+        case .string(let s): s.count
+        case .data(let d): d.count
+        default: nil
+        }
+    }
+}
+
+/// Encodes and decodes the values of a transformable attribute.
+final class Transformer: Sendable {
+    let typeName: String
+    private let encodeValue: @Sendable (Any) throws -> Data?
+    private let decodeValue: @Sendable (Data) throws -> Any
+
+    init<T: Codable & Sendable & Equatable>(_ type: T.Type) {
+        typeName = String(reflecting: type)
+        encodeValue = { value in
+            guard let typed = value as? T else { return nil }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            return try encoder.encode(typed)
+        }
+        decodeValue = { data in try JSONDecoder().decode(T.self, from: data) }
+    }
+
+    func encode(_ value: Any) throws -> Data? {
+        do {
+            return try encodeValue(value)
+        } catch {
+            throw ArborError(.wrongValueType, "a \(typeName) value could not be encoded: \(error)")
+        }
+    }
+
+    func decode(_ data: Data) throws -> Any {
+        do {
+            return try decodeValue(data)
+        } catch {
+            throw ArborError(.wrongValueType, "a stored \(typeName) value could not be decoded: \(error)")
+        }
+    }
+}

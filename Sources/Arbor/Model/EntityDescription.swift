@@ -1,0 +1,176 @@
+import Foundation
+
+/// An entity of a model: a kind of managed object, with its attributes, relationships,
+/// uniqueness constraints and indexes — its own and those it inherits.
+///
+/// Made by ``ManagedObjectModel`` and immutable once the model exists (the references to other
+/// entities are set while the model is made).
+public final class EntityDescription: @unchecked Sendable, CustomStringConvertible, Hashable {
+    /// The entity's name.
+    public let name: String
+    /// Whether only its sub-entities have instances.
+    public let isAbstract: Bool
+    /// The parent entity's name, for a sub-entity.
+    public let superentityName: String?
+
+    /// The parent entity.
+    public private(set) weak var superentity: EntityDescription?
+    /// The direct sub-entities, by name.
+    public private(set) var subentities: [EntityDescription] = []
+
+    /// The attributes declared by this entity itself.
+    public let ownAttributes: [AttributeDescription]
+    /// The relationships declared by this entity itself.
+    public let ownRelationships: [RelationshipDescription]
+    let ownUniqueness: [[String]]
+    let ownIndexes: [IndexDescription]
+
+    /// Every attribute, inherited ones first.
+    public private(set) var attributes: [AttributeDescription] = []
+    /// Every relationship, inherited ones first.
+    public private(set) var relationships: [RelationshipDescription] = []
+    /// Attributes by name.
+    public private(set) var attributesByName: [String: AttributeDescription] = [:]
+    /// Relationships by name.
+    public private(set) var relationshipsByName: [String: RelationshipDescription] = [:]
+    /// Uniqueness constraints, inherited ones first: each a set of property names whose values
+    /// together must be unique among the entity's objects (its sub-entities' included).
+    public private(set) var uniquenessConstraints: [[String]] = []
+    /// Indexes, inherited ones first.
+    public private(set) var indexes: [IndexDescription] = []
+    /// The entity's version hash (see docs/model.md, "Version hashes and compatibility").
+    public private(set) var versionHash = Data()
+
+    init(_ spec: Entity, problems: inout [String]) {
+        name = spec.name
+        isAbstract = spec.isAbstract
+        superentityName = spec.parent
+        var attributes: [AttributeDescription] = []
+        var relationships: [RelationshipDescription] = []
+        var uniqueness: [[String]] = []
+        var indexes: [IndexDescription] = []
+        for member in spec.members {
+            switch member {
+            case let attribute as Attribute:
+                attributes.append(AttributeDescription(attribute, entity: spec.name, problems: &problems))
+                if attribute.isIndexed { indexes.append(IndexDescription(keys: [attribute.name], caseAndDiacriticInsensitive: false)) }
+            case let relationship as Relationship:
+                relationships.append(RelationshipDescription(relationship))
+            case let unique as Unique:
+                uniqueness.append(unique.keys)
+            case let index as Indexed:
+                indexes.append(IndexDescription(keys: index.keys, caseAndDiacriticInsensitive: index.caseInsensitive))
+            default:
+                problems.append("\(spec.name): \(type(of: member)) is not an entity member Arbor knows")
+            }
+        }
+        ownAttributes = attributes
+        ownRelationships = relationships
+        ownUniqueness = uniqueness
+        ownIndexes = indexes
+    }
+
+    /// The root of the entity's hierarchy (itself when it has no parent): its objects are stored
+    /// in the root's tree.
+    public var rootEntity: EntityDescription {
+        var entity = self
+        while let parent = entity.superentity { entity = parent }
+        return entity
+    }
+
+    /// Whether this entity is `other` or one of its descendants.
+    public func isKind(of other: EntityDescription) -> Bool {
+        var entity: EntityDescription? = self
+        while let current = entity {
+            if current === other { return true }
+            entity = current.superentity
+        }
+        return false
+    }
+
+    /// This entity and all its descendants, parents before children.
+    public var selfAndDescendants: [EntityDescription] {
+        [self] + subentities.flatMap(\.selfAndDescendants)
+    }
+
+    /// The version hash as 32 hexadecimal digits.
+    public var versionHashString: String { versionHash.map { String(format: "%02x", $0) }.joined() }
+
+    public var description: String { name }
+
+    public static func == (a: EntityDescription, b: EntityDescription) -> Bool { a === b }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+
+    // MARK: Made by the model
+
+    func sortSubentities() { subentities.sort { $0.name < $1.name } }
+
+    func link(parent: EntityDescription) {
+        superentity = parent
+        parent.subentities.append(self)
+    }
+
+    /// Collects the inherited and own members (parents first) and checks names; called parents
+    /// before children.
+    func flatten(problems: inout [String]) {
+        attributes = (superentity?.attributes ?? []) + ownAttributes
+        relationships = (superentity?.relationships ?? []) + ownRelationships
+        uniquenessConstraints = (superentity?.uniquenessConstraints ?? []) + ownUniqueness
+        indexes = (superentity?.indexes ?? []) + ownIndexes
+        var seen = Set<String>()
+        for name in attributes.map(\.name) + relationships.map(\.name) where !seen.insert(name).inserted {
+            problems.append("\(self.name): the property name \"\(name)\" is used twice (inherited properties included)")
+        }
+        attributesByName = Dictionary(attributes.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        relationshipsByName = Dictionary(relationships.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        for constraint in ownUniqueness {
+            if constraint.isEmpty { problems.append("\(self.name): a uniqueness constraint names no property") }
+            for key in constraint where attributesByName[key] == nil && relationshipsByName[key].map({ !$0.isToMany }) != true {
+                problems.append("\(self.name): the uniqueness constraint on \(constraint.joined(separator: ", ")) names \"\(key)\", which is not an attribute or to-one relationship")
+            }
+            for key in constraint where attributesByName[key]?.isTransient == true {
+                problems.append("\(self.name): the uniqueness constraint names the transient attribute \"\(key)\"")
+            }
+        }
+        for index in ownIndexes {
+            if index.keys.isEmpty { problems.append("\(self.name): an index names no property") }
+            for key in index.keys where attributesByName[key] == nil && relationshipsByName[key].map({ !$0.isToMany }) != true {
+                problems.append("\(self.name): the index on \(index.keys.joined(separator: ", ")) names \"\(key)\", which is not an attribute or to-one relationship")
+            }
+            for key in index.keys where attributesByName[key]?.isTransient == true {
+                problems.append("\(self.name): the index names the transient attribute \"\(key)\"")
+            }
+        }
+    }
+
+    /// The canonical text the version hash is computed from.
+    var canonicalDescription: String {
+        var lines = ["entity \(name)", "abstract \(isAbstract)", "parent \(superentityName ?? "-")"]
+        for attribute in attributes.sorted(by: { $0.name < $1.name }) {
+            lines.append("attribute \(attribute.name) \(attribute.type) optional \(attribute.isOptional) transient \(attribute.isTransient)")
+        }
+        for relationship in relationships.sorted(by: { $0.name < $1.name }) {
+            lines.append("relationship \(relationship.name) to \(relationship.destinationEntityName) inverse \(relationship.inverseName) many \(relationship.isToMany) ordered \(relationship.isOrdered) optional \(relationship.isOptional)")
+        }
+        for constraint in uniquenessConstraints { lines.append("unique \(constraint.joined(separator: ","))") }
+        for index in indexes { lines.append("index \(index.keys.joined(separator: ",")) folded \(index.caseAndDiacriticInsensitive)") }
+        return lines.joined(separator: "\n")
+    }
+
+    func computeVersionHash() {
+        versionHash = VersionHash.of(canonicalDescription)
+    }
+}
+
+/// The 16-byte version hashes of entities and models: XXH64 of a canonical text with two seeds.
+/// Not cryptographic: it detects changes, it does not resist forgery.
+enum VersionHash {
+    static func of(_ text: String) -> Data {
+        let bytes = Array(text.utf8)
+        var data = Data()
+        for seed: UInt64 in [0x4172_626F_7231, 0x4D6F_6465_6C32] {
+            withUnsafeBytes(of: XXH64.hash(bytes, seed: seed).bigEndian) { data.append(contentsOf: $0) }
+        }
+        return data
+    }
+}

@@ -1,0 +1,166 @@
+import Foundation
+
+/// A model: the entities of an object graph, checked whole and immutable once made.
+///
+/// ```swift
+/// let model = try ManagedObjectModel {
+///     Entity("Department") {
+///         Attribute("name", .string).required()
+///         Relationship("employees", to: "Employee", inverse: "department").toMany().deleteRule(.cascade)
+///     }
+///     Entity("Employee") {
+///         Attribute("name", .string).required()
+///         Relationship("department", to: "Department", inverse: "employees")
+///     }
+/// }
+/// ```
+///
+/// See docs/model.md for the attribute types, inheritance, constraints and version hashes.
+public final class ManagedObjectModel: Sendable, CustomStringConvertible {
+    /// The entities, by name order.
+    public let entities: [EntityDescription]
+    /// The entities by name.
+    public let entitiesByName: [String: EntityDescription]
+    /// The model's version hash: of its entities' hashes, in name order.
+    public let versionHash: Data
+
+    /// Makes a model of the entities the closure declares.
+    ///
+    /// - Throws: ``ArborError/Code/invalidModel`` listing every problem found.
+    public convenience init(@ModelBuilder _ entities: () -> [Entity]) throws {
+        try self.init(entities: entities())
+    }
+
+    /// Makes a model of `entities`.
+    ///
+    /// - Throws: ``ArborError/Code/invalidModel`` listing every problem found.
+    public init(entities specs: [Entity]) throws {
+        var problems: [String] = []
+        var byName: [String: EntityDescription] = [:]
+        var entities: [EntityDescription] = []
+        for spec in specs {
+            guard !spec.name.isEmpty else {
+                problems.append("an entity has no name")
+                continue
+            }
+            guard byName[spec.name] == nil else {
+                problems.append("the entity name \"\(spec.name)\" is used twice")
+                continue
+            }
+            let entity = EntityDescription(spec, problems: &problems)
+            byName[spec.name] = entity
+            entities.append(entity)
+        }
+        // Inheritance: link parents, refuse unknown parents and cycles, then flatten parents first.
+        for entity in entities {
+            guard let parentName = entity.superentityName else { continue }
+            guard let parent = byName[parentName] else {
+                problems.append("\(entity.name): the parent entity \"\(parentName)\" does not exist")
+                continue
+            }
+            var ancestor: String? = parentName
+            var steps = 0
+            while let current = ancestor, steps <= entities.count {
+                if current == entity.name { break }
+                ancestor = byName[current]?.superentityName
+                steps += 1
+            }
+            if ancestor == entity.name {
+                problems.append("\(entity.name): its parents lead back to itself")
+                continue
+            }
+            entity.link(parent: parent)
+        }
+        var flattened = Set<ObjectIdentifier>()
+        func flatten(_ entity: EntityDescription) {
+            guard flattened.insert(ObjectIdentifier(entity)).inserted else { return }
+            if let parent = entity.superentity { flatten(parent) }
+            entity.flatten(problems: &problems)
+        }
+        entities.forEach(flatten)
+        // Relationships: destinations and inverses must exist and name each other.
+        for entity in entities {
+            for relationship in entity.ownRelationships {
+                let label = "\(entity.name).\(relationship.name)"
+                if relationship.isOrdered && !relationship.isToMany {
+                    problems.append("\(label): only to-many relationships can be ordered")
+                }
+                if !relationship.isToMany && (relationship.minimumCount != 0 || relationship.maximumCount != 0) {
+                    problems.append("\(label): only to-many relationships have counts")
+                }
+                if relationship.maximumCount != 0 && relationship.maximumCount < relationship.minimumCount {
+                    problems.append("\(label): the maximum count is below the minimum")
+                }
+                guard let destination = byName[relationship.destinationEntityName] else {
+                    problems.append("\(label): the destination entity \"\(relationship.destinationEntityName)\" does not exist")
+                    continue
+                }
+                guard let inverse = destination.relationshipsByName[relationship.inverseName] else {
+                    problems.append("\(label): the inverse \"\(relationship.inverseName)\" is not a relationship of \(destination.name)")
+                    continue
+                }
+                guard inverse.inverseName == relationship.name, entity.isKind(of: byName[inverse.destinationEntityName] ?? destination) else {
+                    problems.append("\(label): its inverse \(destination.name).\(inverse.name) does not name it back (it names \(inverse.destinationEntityName).\(inverse.inverseName))")
+                    continue
+                }
+                relationship.resolve(entity: entity, destination: destination, inverse: inverse)
+            }
+        }
+        guard problems.isEmpty else {
+            throw ArborError(.invalidModel, "the model is not valid: " + problems.joined(separator: "; "))
+        }
+        entities.sort { $0.name < $1.name }
+        for entity in entities {
+            entity.sortSubentities()
+            entity.computeVersionHash()
+        }
+        self.entities = entities
+        entitiesByName = byName
+        versionHash = VersionHash.of(entities.map { "\($0.name) \($0.versionHashString)" }.joined(separator: "\n"))
+    }
+
+    /// The entity named `name`.
+    public func entity(named name: String) -> EntityDescription? { entitiesByName[name] }
+
+    /// Each entity's version hash, by name: what a store records to recognise its model.
+    public var entityVersionHashes: [String: Data] {
+        Dictionary(uniqueKeysWithValues: entities.map { ($0.name, $0.versionHash) })
+    }
+
+    /// The model's version hash as 32 hexadecimal digits.
+    public var versionHashString: String { versionHash.map { String(format: "%02x", $0) }.joined() }
+
+    /// How a store's recorded entity hashes differ from this model's: entities only the model
+    /// has, only the store has, and those whose hashes differ. All empty when they match.
+    public func differences(fromStoreHashes stored: [String: Data]) -> (added: [String], removed: [String], changed: [String]) {
+        let mine = entityVersionHashes
+        let added = mine.keys.filter { stored[$0] == nil }.sorted()
+        let removed = stored.keys.filter { mine[$0] == nil }.sorted()
+        let changed = mine.keys.filter { stored[$0] != nil && stored[$0] != mine[$0] }.sorted()
+        return (added, removed, changed)
+    }
+
+    /// Checks that a store's recorded entity hashes are this model's.
+    ///
+    /// - Throws: ``ArborError/Code/incompatibleModel`` naming the entities added, removed and
+    ///   changed.
+    public func checkCompatible(withStoreHashes stored: [String: Data], storeName: String) throws {
+        let (added, removed, changed) = differences(fromStoreHashes: stored)
+        guard !(added.isEmpty && removed.isEmpty && changed.isEmpty) else { return }
+        var parts: [String] = []
+        if !added.isEmpty { parts.append("entities not in the store: \(added.joined(separator: ", "))") }
+        if !removed.isEmpty { parts.append("entities only in the store: \(removed.joined(separator: ", "))") }
+        if !changed.isEmpty { parts.append("entities changed since the store was made: \(changed.joined(separator: ", "))") }
+        throw ArborError(.incompatibleModel,
+                         "\(storeName) was made with another model (\(parts.joined(separator: "; "))); migration is not supported yet")
+    }
+
+    public var description: String {
+        entities.map { entity in
+            var lines = ["\(entity.name)\(entity.isAbstract ? " (abstract)" : "")\(entity.superentityName.map { " : \($0)" } ?? "")"]
+            lines += entity.attributes.map { "  \($0)" }
+            lines += entity.relationships.map { "  \($0)" }
+            return lines.joined(separator: "\n")
+        }.joined(separator: "\n")
+    }
+}

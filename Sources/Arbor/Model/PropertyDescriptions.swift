@@ -1,0 +1,149 @@
+import Foundation
+
+/// What deleting an object does to the objects a relationship points at (Core Data's delete
+/// rules).
+public enum DeleteRule: String, Sendable, Codable, CaseIterable {
+    /// The destinations stay; their inverse relationship stops pointing at the deleted object.
+    case nullify
+    /// The destinations are deleted too.
+    case cascade
+    /// The delete fails validation while the relationship points at anything.
+    case deny
+    /// Nothing is done: the destinations keep pointing at the deleted object (the application
+    /// must fix them up).
+    case noAction
+}
+
+/// An attribute of an entity: a typed value stored with each object (or, when transient, kept in
+/// memory only).
+public final class AttributeDescription: Sendable, CustomStringConvertible {
+    /// The attribute's name (its key).
+    public let name: String
+    /// The type of its values.
+    public let type: AttributeType
+    /// Whether it may be nil (the default for attributes, as in Core Data).
+    public let isOptional: Bool
+    /// Whether it lives in memory only (never stored).
+    public let isTransient: Bool
+    /// The value new objects start with, if any.
+    public let defaultValue: AttributeValue?
+    /// The smallest value accepted (numbers and dates).
+    public let minimum: AttributeValue?
+    /// The largest value accepted (numbers and dates).
+    public let maximum: AttributeValue?
+    /// The shortest string (characters) or data (bytes) accepted.
+    public let minimumLength: Int?
+    /// The longest string (characters) or data (bytes) accepted.
+    public let maximumLength: Int?
+    /// A regular expression every string value must match whole.
+    public let pattern: String?
+
+    init(_ spec: Attribute, entity: String, problems: inout [String]) {
+        name = spec.name
+        type = spec.type
+        isOptional = spec.isOptional
+        isTransient = spec.isTransient
+        func convert(_ value: (any Sendable)?, _ what: String) -> AttributeValue? {
+            guard let value else { return nil }
+            do {
+                return try spec.type.storedValue(from: value, entity: entity, key: spec.name)
+            } catch let error as ArborError {
+                problems.append("\(entity).\(spec.name): the \(what) is not valid: \(error.message)")
+            } catch {
+                problems.append("\(entity).\(spec.name): the \(what) is not valid: \(error)")
+            }
+            return nil
+        }
+        defaultValue = convert(spec.defaultValue, "default value")
+        minimum = convert(spec.minimum, "minimum")
+        maximum = convert(spec.maximum, "maximum")
+        minimumLength = spec.minimumLength
+        maximumLength = spec.maximumLength
+        pattern = spec.pattern
+        if (spec.minimum != nil || spec.maximum != nil) && !spec.type.isOrdered {
+            problems.append("\(entity).\(spec.name): a \(spec.type) attribute has no minimum or maximum")
+        }
+        if (spec.minimumLength != nil || spec.maximumLength != nil) && !spec.type.hasLength {
+            problems.append("\(entity).\(spec.name): a \(spec.type) attribute has no length")
+        }
+        if let pattern = spec.pattern {
+            if spec.type.kind != .string {
+                problems.append("\(entity).\(spec.name): only string attributes have a pattern")
+            } else if (try? Regex(pattern)) == nil {
+                problems.append("\(entity).\(spec.name): the pattern \"\(pattern)\" is not a regular expression")
+            }
+        }
+    }
+
+    public var description: String {
+        "\(name): \(type)\(isOptional ? "?" : "")\(isTransient ? " (transient)" : "")"
+    }
+}
+
+/// A relationship of an entity: a reference to one object (to-one) or to several (to-many, as a
+/// set or an ordered set) of the destination entity, kept consistent with its inverse.
+///
+/// The references to other descriptions (``entity``, ``destinationEntity``,
+/// ``inverseRelationship``) are set when the model is made and never change after.
+public final class RelationshipDescription: @unchecked Sendable, CustomStringConvertible {
+    /// The relationship's name (its key).
+    public let name: String
+    /// The name of the entity it points at.
+    public let destinationEntityName: String
+    /// The name of the inverse relationship (on the destination entity).
+    public let inverseName: String
+    /// Whether it holds several objects.
+    public let isToMany: Bool
+    /// Whether a to-many relationship keeps its objects in order.
+    public let isOrdered: Bool
+    /// Whether a to-one relationship may be nil (the default), or a to-many one empty.
+    public let isOptional: Bool
+    /// The fewest objects a to-many relationship may hold (0: no minimum).
+    public let minimumCount: Int
+    /// The most objects a to-many relationship may hold (0: no maximum).
+    public let maximumCount: Int
+    /// What deleting the source object does to the destinations.
+    public let deleteRule: DeleteRule
+
+    /// The entity that declares it.
+    public private(set) weak var entity: EntityDescription?
+    /// The entity it points at.
+    public private(set) weak var destinationEntity: EntityDescription?
+    /// The inverse relationship.
+    public private(set) weak var inverseRelationship: RelationshipDescription?
+
+    init(_ spec: Relationship) {
+        name = spec.name
+        destinationEntityName = spec.destination
+        inverseName = spec.inverse
+        isToMany = spec.isToMany
+        isOrdered = spec.isOrdered
+        isOptional = spec.isOptional
+        minimumCount = spec.minimumCount
+        maximumCount = spec.maximumCount
+        deleteRule = spec.deleteRule
+    }
+
+    /// Sets the references, while the model is being made.
+    func resolve(entity: EntityDescription, destination: EntityDescription, inverse: RelationshipDescription) {
+        self.entity = entity
+        destinationEntity = destination
+        inverseRelationship = inverse
+    }
+
+    public var description: String {
+        "\(name) → \(isToMany ? (isOrdered ? "ordered " : "") + "to-many " : "")\(destinationEntityName) (inverse \(inverseName), \(deleteRule))"
+    }
+}
+
+/// An index a store keeps on an entity's attributes, for fetches.
+public struct IndexDescription: Sendable, Hashable, CustomStringConvertible {
+    /// The indexed properties, in order (attributes, or to-one relationships).
+    public let keys: [String]
+    /// Whether string keys are indexed case- and diacritic-insensitively (for `[cd]` comparisons).
+    public let caseAndDiacriticInsensitive: Bool
+
+    public var description: String {
+        "index(\(keys.joined(separator: ", "))\(caseAndDiacriticInsensitive ? ", [cd]" : ""))"
+    }
+}

@@ -25,6 +25,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
+        // OrderedSet for to-many relationships (ordered and unordered) in the object graph.
+        .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
         // Tests only: property-based testing with shrinking (Swift Testing).
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
     ],
@@ -47,7 +49,10 @@ let package = Package(
         // The object graph (Core Data's programming model) on the engine.
         .target(
             name: "Arbor",
-            dependencies: ["ArborStore"],
+            dependencies: [
+                "ArborStore",
+                .product(name: "OrderedCollections", package: "swift-collections"),
+            ],
             swiftSettings: swiftSettings
         ),
         // Shared by the tests, Fuzz/ and Benchmarks/: the simulated disk, seeded generators, oracles.

@@ -1,0 +1,231 @@
+import Foundation
+import OrderedCollections
+
+/// A scratch pad of managed objects: it registers the objects you insert and fetch (one instance
+/// per object ID: uniquing), tracks their changes, applies delete rules, validates, and — once
+/// the persistent store coordinator arrives (the next milestone of this issue) — saves them and
+/// fires faults.
+///
+/// Not thread-safe: use a context, and its objects, from one thread at a time.
+public final class ManagedObjectContext {
+    /// A registered object: held strongly while it has changes or the context retains all its
+    /// objects, weakly otherwise (an unchanged object the application no longer uses goes away,
+    /// and reading its ID again makes a new fault).
+    struct Registration {
+        weak var weakObject: ManagedObject?
+        var strongObject: ManagedObject?
+        var object: ManagedObject? { strongObject ?? weakObject }
+    }
+
+    var registry: [ManagedObjectID: Registration] = [:]
+    var inserted: OrderedSet<ManagedObjectID> = []
+    var updated: OrderedSet<ManagedObjectID> = []
+    var deleted: OrderedSet<ManagedObjectID> = []
+    /// Deleted objects whose delete rules have not been applied yet.
+    var pendingDeletes: [ManagedObject] = []
+
+    /// Whether the context keeps every registered object alive (false by default: unchanged
+    /// objects are held weakly).
+    public var retainsRegisteredObjects = false {
+        didSet {
+            for (id, registration) in registry {
+                guard let object = registration.object else { continue }
+                registry[id] = registrationFor(object)
+            }
+        }
+    }
+
+    /// Whether delete rules are applied at the end of each event — at ``processPendingChanges()``
+    /// — (true, the default) or only when saving (false).
+    public var propagatesDeletesAtEndOfEvent = true
+
+    /// Whether a fault whose row is gone is treated as deleted (true, as in Core Data) instead of
+    /// failing with ``ArborError/Code/objectNotFound`` when it fires.
+    public var shouldDeleteInaccessibleFaults = true
+
+    /// How old cached row data may be when a fault fires or an object is refreshed: negative (the
+    /// default, -1) means any age, 0 means always read the store.
+    public var stalenessInterval: TimeInterval = -1
+
+    /// Makes an empty context.
+    public init() {}
+
+    // MARK: Objects
+
+    /// The objects inserted and not yet saved (never those inserted and deleted again).
+    public var insertedObjects: Set<ManagedObject> { objects(inserted) }
+    /// The registered objects with unsaved changes (neither new nor deleted).
+    public var updatedObjects: Set<ManagedObject> { objects(updated) }
+    /// The objects deleted and not yet saved (never those inserted and deleted again).
+    public var deletedObjects: Set<ManagedObject> { objects(deleted) }
+    /// Every object registered in the context: faults, fetched, inserted and deleted ones.
+    public var registeredObjects: Set<ManagedObject> { Set(registry.values.compactMap(\.object)) }
+    /// Whether the context has unsaved changes.
+    public var hasChanges: Bool { !inserted.isEmpty || !updated.isEmpty || !deleted.isEmpty || !pendingDeletes.isEmpty }
+
+    private func objects(_ ids: OrderedSet<ManagedObjectID>) -> Set<ManagedObject> {
+        Set(ids.compactMap { registry[$0]?.object })
+    }
+
+    /// The object registered for `objectID`, or nil; never fetches and never makes a fault.
+    public func registeredObject(for objectID: ManagedObjectID) -> ManagedObject? {
+        registry[objectID]?.object
+    }
+
+    /// The object for `objectID`: the registered instance when there is one. (With a store, an
+    /// unregistered ID gives a fault; that arrives with the coordinator.)
+    public func object(with objectID: ManagedObjectID) -> ManagedObject? {
+        registry[objectID]?.object
+    }
+
+    /// Inserts a new object: it is registered with its temporary ID, its default values are set,
+    /// and ``ManagedObject/awakeFromInsert()`` runs. It is saved by the next save.
+    public func insert(_ object: ManagedObject) {
+        if object.managedObjectContext === self && registry[object.objectID] != nil {
+            if object.deletedFlag && object.insertedFlag {
+                // Inserted, deleted, inserted again before the deletion was processed.
+                object.deletedFlag = false
+                pendingDeletes.removeAll { $0 === object }
+                inserted.append(object.objectID)
+            }
+            return
+        }
+        precondition(object.managedObjectContext == nil, "\(object) already belongs to another context")
+        object.managedObjectContext = self
+        object.insertedFlag = true
+        registry[object.objectID] = Registration(weakObject: object, strongObject: object)
+        inserted.append(object.objectID)
+        object.awakeFromInsert()
+    }
+
+    /// Deletes an object: it is in ``deletedObjects`` until the next save (a new object is simply
+    /// dropped: it never appears there). Its delete rules are applied at the end of the event
+    /// (``processPendingChanges()``), or at save when ``propagatesDeletesAtEndOfEvent`` is false.
+    public func delete(_ object: ManagedObject) {
+        precondition(object.managedObjectContext === self, "\(object) does not belong to this context")
+        guard !object.deletedFlag else { return }
+        object.deletedFlag = true
+        if object.insertedFlag {
+            inserted.remove(object.objectID)
+        } else {
+            updated.remove(object.objectID)
+            deleted.append(object.objectID)
+        }
+        registry[object.objectID] = Registration(weakObject: object, strongObject: object)
+        pendingDeletes.append(object)
+    }
+
+    /// Ends the current event: applies the delete rules of the objects deleted since (when
+    /// ``propagatesDeletesAtEndOfEvent``), and forgets new objects that were deleted again.
+    public func processPendingChanges() {
+        if propagatesDeletesAtEndOfEvent { propagateDeletes() }
+    }
+
+    /// Applies the delete rules of every pending deletion: nullify unlinks the destinations,
+    /// cascade deletes them (their own rules follow; cycles end because each object is deleted
+    /// once), deny and no action do nothing here (deny fails the save's validation).
+    func propagateDeletes() {
+        while !pendingDeletes.isEmpty {
+            let object = pendingDeletes.removeFirst()
+            object.prepareForDeletion()
+            for relationship in object.entity.relationships {
+                try? object.loadRelationship(relationship.name)
+                let ids = object.values[relationship.name]?.objectIDs ?? []
+                let destinations = ids.compactMap { registry[$0]?.object }
+                switch relationship.deleteRule {
+                case .nullify:
+                    for destination in destinations where !destination.deletedFlag {
+                        if relationship.isToMany {
+                            try? object.remove(destination, from: relationship)
+                        } else {
+                            try? object.setToOne(nil, relationship: relationship)
+                        }
+                    }
+                case .cascade:
+                    for destination in destinations where !destination.deletedFlag { delete(destination) }
+                case .deny, .noAction:
+                    break
+                }
+            }
+            if object.insertedFlag {
+                // A new object deleted again: it leaves the context altogether.
+                registry[object.objectID] = nil
+                object.managedObjectContext = nil
+            }
+        }
+    }
+
+    /// Discards every unsaved change: new objects leave the context, deleted ones come back, and
+    /// changed ones return to their last committed values (from the context's own copies: the
+    /// store is not read again).
+    public func rollback() {
+        pendingDeletes.removeAll()
+        for id in inserted {
+            guard let object = registry[id]?.object else { continue }
+            registry[id] = nil
+            object.managedObjectContext = nil
+        }
+        for (id, registration) in registry {
+            guard let object = registration.object else { continue }
+            if object.insertedFlag {
+                // Inserted, then deleted, not yet processed.
+                registry[id] = nil
+                object.managedObjectContext = nil
+                continue
+            }
+            if object.deletedFlag || !object.changedKeys.isEmpty, let committed = object.committed {
+                for (key, value) in committed { object.values[key] = value }
+            }
+            object.deletedFlag = false
+            object.changedKeys.removeAll()
+            registry[id] = registrationFor(object)
+        }
+        inserted.removeAll()
+        updated.removeAll()
+        deleted.removeAll()
+    }
+
+    /// Forgets every object: the context is as new, and the objects it had must not be used
+    /// again (they no longer belong to it).
+    public func reset() {
+        for registration in registry.values {
+            registration.object?.managedObjectContext = nil
+        }
+        registry.removeAll()
+        inserted.removeAll()
+        updated.removeAll()
+        deleted.removeAll()
+        pendingDeletes.removeAll()
+    }
+
+    // MARK: Called by objects
+
+    /// Records that `object` changed (or changed back).
+    func objectDidChange(_ object: ManagedObject) {
+        guard !object.insertedFlag, !object.deletedFlag else { return }
+        if object.changedKeys.isEmpty {
+            updated.remove(object.objectID)
+        } else {
+            updated.append(object.objectID)
+        }
+        registry[object.objectID] = registrationFor(object)
+    }
+
+    /// How `object` should be held: strongly while it has changes or the context retains all.
+    func registrationFor(_ object: ManagedObject) -> Registration {
+        let strong = retainsRegisteredObjects || object.hasChanges
+        return Registration(weakObject: object, strongObject: strong ? object : nil)
+    }
+
+    /// Loads a fault's values (from the coordinator's row cache or the store).
+    func fulfillFault(_ object: ManagedObject) throws {
+        throw ArborError(.misuse, "\(object) is a fault and this context has no persistent store coordinator to load it from",
+                         objectID: object.objectID)
+    }
+
+    /// Loads a to-many relationship's destinations (from the store's inverse index).
+    func loadRelationship(_ key: String, of object: ManagedObject) throws {
+        throw ArborError(.misuse, "\(object).\(key) is not loaded and this context has no persistent store coordinator to load it from",
+                         objectID: object.objectID)
+    }
+}

@@ -1,0 +1,150 @@
+import Foundation
+
+/// Evaluates key paths on managed objects, with Core Data's collection operators.
+enum KeyPathEvaluator {
+    static let operators: Set<String> = ["@count", "@sum", "@avg", "@min", "@max", "@distinctUnionOfObjects"]
+
+    /// The value of `path` on `root` (an object, a collection of values, or nil).
+    static func evaluate(_ path: ArraySlice<String>, on root: Any?) throws -> Any? {
+        guard let key = path.first else { return root }
+        let rest = path.dropFirst()
+        if key.hasPrefix("@") {
+            guard operators.contains(key) else {
+                throw ArborError(.unknownKey, "\"\(key)\" is not a collection operator (\(operators.sorted().joined(separator: ", ")))", key: key)
+            }
+            let elements = collection(root)
+            if key == "@count" { return elements.count }
+            let values = try elements.map { try evaluate(rest, on: $0) }.compactMap { $0 }
+            return try aggregate(key, values)
+        }
+        guard !key.isEmpty else {
+            throw ArborError(.unknownKey, "a key path has an empty key", key: key)
+        }
+        if let object = root as? ManagedObject {
+            return try evaluate(rest, on: try object.value(forKey: key))
+        }
+        guard root != nil else { return nil }
+        // Through a collection: the path continues on every element; the results are flattened.
+        let results = try collection(root).map { try evaluate(path, on: $0) }
+        var flat: [Any] = []
+        for result in results {
+            guard let result else { continue }
+            if isCollection(result) { flat.append(contentsOf: collection(result)) } else { flat.append(result) }
+        }
+        if root is [Any] || root is [ManagedObject] { return flat }
+        return flat.map(AnyHashableBox.init)
+            .reduce(into: [AnyHashableBox]()) { if !$0.contains($1) { $0.append($1) } }
+            .map(\.value)
+    }
+
+    static func isCollection(_ value: Any) -> Bool {
+        value is Set<ManagedObject> || value is [ManagedObject] || value is [Any] || value is Set<AnyHashable>
+    }
+
+    static func collection(_ value: Any?) -> [Any] {
+        switch value {
+        case let set as Set<ManagedObject>: return Array(set)
+        case let array as [ManagedObject]: return array
+        case let set as Set<AnyHashable>: return Array(set)
+        case let array as [Any]: return array
+        case .none: return []
+        case .some(let single): return [single]
+        }
+    }
+
+    /// `@sum`, `@avg`, `@min`, `@max` or `@distinctUnionOfObjects` over `values`.
+    static func aggregate(_ operation: String, _ values: [Any]) throws -> Any? {
+        if operation == "@distinctUnionOfObjects" {
+            var seen: [AnyHashableBox] = []
+            for value in values.map(AnyHashableBox.init) where !seen.contains(value) { seen.append(value) }
+            return seen.map(\.value)
+        }
+        if operation == "@min" || operation == "@max" {
+            let wantMax = operation == "@max"
+            var best: Any?
+            for value in values {
+                guard let current = best else {
+                    best = value
+                    continue
+                }
+                guard let order = compare(value, current) else {
+                    throw ArborError(.wrongValueType, "\(operation) cannot compare \(type(of: value)) with \(type(of: current))")
+                }
+                if wantMax ? order > 0 : order < 0 { best = value }
+            }
+            return best
+        }
+        // @sum and @avg: integers sum as Int64, decimals as Decimal, anything else as Double.
+        if values.allSatisfy({ $0 is any BinaryInteger }) {
+            let total = values.reduce(Int64(0)) { $0 + int64($1) }
+            return operation == "@sum" ? total : (values.isEmpty ? nil : Double(total) / Double(values.count))
+        }
+        if values.allSatisfy({ $0 is Decimal || $0 is any BinaryInteger }) {
+            let total = values.reduce(Decimal(0)) { sum, value in
+                sum + ((value as? Decimal) ?? Decimal(int64(value)))
+            }
+            return operation == "@sum" ? total : (values.isEmpty ? nil : total / Decimal(values.count))
+        }
+        var total = 0.0
+        for value in values {
+            switch value {
+            case let number as any BinaryFloatingPoint: total += Double(number)
+            case let number as any BinaryInteger: total += Double(number)
+            case let number as Decimal: total += NSDecimalNumber(decimal: number).doubleValue
+            default: throw ArborError(.wrongValueType, "\(operation) needs numbers; \(type(of: value)) found")
+            }
+        }
+        return operation == "@sum" ? total : (values.isEmpty ? nil : total / Double(values.count))
+    }
+
+    /// The order of two values of comparable kinds, or nil.
+    static func compare(_ a: Any, _ b: Any) -> Int? {
+        func order<T: Comparable>(_ x: T, _ y: T) -> Int { x < y ? -1 : (x == y ? 0 : 1) }
+        switch (a, b) {
+        case (let x as String, let y as String): return order(x, y)
+        case (let x as Date, let y as Date): return order(x, y)
+        case (let x as Decimal, let y as Decimal): return order(x, y)
+        case (let x as any BinaryInteger, let y as any BinaryInteger):
+            return order(int64(x), int64(y))
+        default:
+            guard let x = double(a), let y = double(b) else { return nil }
+            return order(x, y)
+        }
+    }
+
+    /// An integer of any type as Int64 (0 for anything else).
+    static func int64(_ value: Any) -> Int64 {
+        func convert<T: BinaryInteger>(_ number: T) -> Int64 { Int64(truncatingIfNeeded: number) }
+        guard let number = value as? any BinaryInteger else { return 0 }
+        return convert(number)
+    }
+
+    static func double(_ value: Any) -> Double? {
+        switch value {
+        case let number as any BinaryFloatingPoint: Double(number)
+        case let number as any BinaryInteger: Double(number)
+        case let number as Decimal: NSDecimalNumber(decimal: number).doubleValue
+        default: nil
+        }
+    }
+}
+
+/// Equality for `Any` values that are hashable (managed objects by identity), for distinct unions.
+struct AnyHashableBox: Equatable {
+    let value: Any
+    let key: AnyHashable?
+
+    init(_ value: Any) {
+        self.value = value
+        if let object = value as? ManagedObject {
+            key = AnyHashable(ObjectIdentifier(object))
+        } else {
+            key = value as? AnyHashable
+        }
+    }
+
+    static func == (a: AnyHashableBox, b: AnyHashableBox) -> Bool {
+        guard let x = a.key, let y = b.key else { return false }
+        return x == y
+    }
+}

@@ -1,0 +1,218 @@
+import Foundation
+import OrderedCollections
+
+/// Key-value coding: properties by name, key paths with collection operators, and to-many
+/// relationships mutated through proxies. Setting either end of a relationship updates the other.
+extension ManagedObject {
+    // MARK: Reading
+
+    /// The value of the property `key`: an attribute's Swift value, a to-one relationship's
+    /// object, a to-many relationship's objects (a `Set`, or an `Array` when ordered); nil when
+    /// unset. Reading a persistent property of a fault fires it.
+    ///
+    /// - Throws: ``ArborError/Code/unknownKey`` when the entity has no such property;
+    ///   ``ArborError/Code/objectNotFound`` when a fault fires for a row that is gone.
+    public func value(forKey key: String) throws -> Any? {
+        if let attribute = entity.attributesByName[key] {
+            if !attribute.isTransient { try fireFault() }
+            return presentable(values[key] ?? .none, key: key)
+        }
+        guard entity.relationshipsByName[key] != nil else { throw unknownKey(key) }
+        try fireFault()
+        try loadRelationship(key)
+        return presentable(values[key] ?? .none, key: key)
+    }
+
+    /// The value at the end of `keyPath` (keys separated by dots), following relationships:
+    /// through a to-many relationship the path continues on every object and gives the set (or,
+    /// ordered, the array) of their values. The collection operators `@count`, `@sum`, `@avg`,
+    /// `@min`, `@max` and `@distinctUnionOfObjects` apply to the collection on their left and to
+    /// the key path on their right (`employees.@sum.salary`, `employees.@count`).
+    ///
+    /// - Throws: as ``value(forKey:)``; ``ArborError/Code/unknownKey`` for an unknown operator.
+    public func value(forKeyPath keyPath: String) throws -> Any? {
+        try KeyPathEvaluator.evaluate(Substring(keyPath).split(separator: ".", omittingEmptySubsequences: false).map(String.init)[...],
+                                      on: self)
+    }
+
+    // MARK: Writing
+
+    /// Sets the property `key`: an attribute to a value of its type (or nil), a to-one
+    /// relationship to an object of its destination entity (or nil), a to-many relationship to a
+    /// collection of such objects. The inverse relationships of every object involved are kept in
+    /// step, and the changes are recorded in the context.
+    ///
+    /// - Throws: ``ArborError/Code/unknownKey``; ``ArborError/Code/wrongValueType`` for a value of
+    ///   the wrong type or entity (nothing changes); ``ArborError/Code/misuse`` for an object of
+    ///   another context.
+    public func setValue(_ value: Any?, forKey key: String) throws {
+        if let attribute = entity.attributesByName[key] {
+            let stored: PropertyValue
+            if let value, !(value is NSNull) {
+                stored = .attribute(try attribute.type.storedValue(from: value, entity: entity.name, key: key))
+            } else {
+                stored = .none
+            }
+            if !attribute.isTransient { try fireFault() }
+            setPrimitive(stored, forKey: key, persistent: !attribute.isTransient)
+            return
+        }
+        guard let relationship = entity.relationshipsByName[key] else { throw unknownKey(key) }
+        try fireFault()
+        if relationship.isToMany {
+            let objects = try destinations(value, for: relationship)
+            try loadRelationship(key)
+            let current = values[key]?.objectIDs ?? []
+            let wanted = OrderedSet(objects.map(\.objectID))
+            for object in objects where !current.contains(object.objectID) {
+                try add(object, to: relationship)
+            }
+            for id in current where !wanted.contains(id) {
+                if let object = managedObjectContext?.object(with: id) { try remove(object, from: relationship) }
+            }
+            if relationship.isOrdered && values[key]?.objectIDs != wanted {
+                setPrimitive(.objects(wanted), forKey: key, persistent: true)
+            }
+        } else {
+            let object = try destinations(value, for: relationship).first
+            try setToOne(object, relationship: relationship)
+        }
+    }
+
+    /// A proxy for mutating the to-many relationship `key`: insertions and removals through it
+    /// update the inverse and are recorded as changes (Core Data's `mutableSetValue(forKey:)`).
+    public func mutableSetValue(forKey key: String) throws -> RelationshipSet {
+        guard let relationship = entity.relationshipsByName[key], relationship.isToMany else { throw unknownKey(key, toMany: true) }
+        return RelationshipSet(owner: self, relationship: relationship)
+    }
+
+    /// A proxy for mutating the ordered to-many relationship `key`, keeping the order.
+    public func mutableOrderedSetValue(forKey key: String) throws -> OrderedRelationshipSet {
+        guard let relationship = entity.relationshipsByName[key], relationship.isToMany, relationship.isOrdered else {
+            throw unknownKey(key, toMany: true, ordered: true)
+        }
+        return OrderedRelationshipSet(owner: self, relationship: relationship)
+    }
+
+    // MARK: Validation
+
+    /// Checks `value` against the constraints of the property `key` without setting it: type,
+    /// required, minimum and maximum, length, pattern; for relationships, destination entity,
+    /// required and counts.
+    ///
+    /// - Throws: the ``ArborError`` of the first rule broken.
+    public func validateValue(_ value: Any?, forKey key: String) throws {
+        if let attribute = entity.attributesByName[key] {
+            let stored: AttributeValue?
+            if let value, !(value is NSNull) {
+                stored = try attribute.type.storedValue(from: value, entity: entity.name, key: key)
+            } else {
+                stored = nil
+            }
+            try Validation.check(stored, attribute: attribute, object: self)
+            return
+        }
+        guard let relationship = entity.relationshipsByName[key] else { throw unknownKey(key) }
+        let objects = try destinations(value, for: relationship)
+        try Validation.check(count: objects.count, relationship: relationship, object: self)
+    }
+
+    /// Validates the object for insertion at save: every property. Override to add checks; call
+    /// `super`. Several failures come back as one ``ArborError/Code/validationMultipleErrors``.
+    open func validateForInsert() throws {
+        if let error = ArborError.gathering(Validation.propertyErrors(of: self)) { throw error }
+    }
+
+    /// Validates the object for update at save: every property. Override to add checks; call
+    /// `super`.
+    open func validateForUpdate() throws {
+        if let error = ArborError.gathering(Validation.propertyErrors(of: self)) { throw error }
+    }
+
+    /// Validates the object for deletion at save: no relationship with the deny rule may still
+    /// point at an object. Override to add checks; call `super`.
+    open func validateForDelete() throws {
+        if let error = ArborError.gathering(Validation.denyErrors(of: self)) { throw error }
+    }
+
+    // MARK: Primitives
+
+    /// The elements of any sequence (opens the existential).
+    static func elements(of sequence: any Sequence) -> [Any] {
+        func collect<S: Sequence>(_ sequence: S) -> [Any] { sequence.map { $0 as Any } }
+        return collect(sequence)
+    }
+
+    func unknownKey(_ key: String, toMany: Bool = false, ordered: Bool = false) -> ArborError {
+        let kind = ordered ? "ordered to-many relationship" : toMany ? "to-many relationship" : "property"
+        return ArborError(.unknownKey, "\(entity.name) has no \(kind) \"\(key)\"", entity: entity.name, key: key, objectID: objectID)
+    }
+
+    /// Loads the persistent values when the object is a fault.
+    func fireFault() throws {
+        guard faulted else { return }
+        guard let context = managedObjectContext else {
+            throw ArborError(.misuse, "\(self) is not in a context any more: its values cannot be loaded", objectID: objectID)
+        }
+        try context.fulfillFault(self)
+    }
+
+    /// Loads a to-many relationship's destinations when they have not been read yet.
+    func loadRelationship(_ key: String) throws {
+        guard unloadedRelationships.contains(key) else { return }
+        guard let context = managedObjectContext else {
+            throw ArborError(.misuse, "\(self) is not in a context any more: its relationships cannot be loaded", objectID: objectID)
+        }
+        try context.loadRelationship(key, of: self)
+    }
+
+    /// Sets a value, recording the change (for persistent properties) in the object and its
+    /// context.
+    func setPrimitive(_ value: PropertyValue, forKey key: String, persistent: Bool) {
+        guard values[key] != value else { return }
+        values[key] = value
+        guard persistent else { return }
+        if committed?[key] == value {
+            changedKeys.remove(key)
+        } else {
+            changedKeys.insert(key)
+        }
+        managedObjectContext?.objectDidChange(self)
+    }
+
+    /// The objects `value` holds for `relationship`, checked: managed objects of the
+    /// destination entity, in this object's context.
+    func destinations(_ value: Any?, for relationship: RelationshipDescription) throws -> [ManagedObject] {
+        guard let value, !(value is NSNull) else { return [] }
+        var objects: [ManagedObject]
+        if let object = value as? ManagedObject {
+            objects = [object]
+        } else if let many = value as? any Sequence, !relationship.isToMany {
+            throw ArborError(.wrongValueType, "\(entity.name).\(relationship.name) is to-one; a collection (\(type(of: many))) was given",
+                             entity: entity.name, key: relationship.name, objectID: objectID)
+        } else if let many = value as? any Sequence {
+            objects = []
+            for element in Self.elements(of: many) {
+                guard let object = element as? ManagedObject else {
+                    throw ArborError(.wrongValueType, "\(entity.name).\(relationship.name) holds \(relationship.destinationEntityName) objects; \(type(of: element)) given",
+                                     entity: entity.name, key: relationship.name, objectID: objectID)
+                }
+                objects.append(object)
+            }
+        } else {
+            throw ArborError(.wrongValueType, "\(entity.name).\(relationship.name) holds \(relationship.destinationEntityName) objects; \(type(of: value)) given",
+                             entity: entity.name, key: relationship.name, objectID: objectID)
+        }
+        for object in objects {
+            guard let destination = relationship.destinationEntity, object.entity.isKind(of: destination) else {
+                throw ArborError(.wrongValueType, "\(entity.name).\(relationship.name) holds \(relationship.destinationEntityName) objects; a \(object.entity.name) was given",
+                                 entity: entity.name, key: relationship.name, objectID: objectID)
+            }
+            guard object.managedObjectContext === managedObjectContext else {
+                throw ArborError(.misuse, "\(object) belongs to another context than \(self): relate objects of one context only",
+                                 entity: entity.name, key: relationship.name, objectID: objectID)
+            }
+        }
+        return objects
+    }
+}

@@ -1,0 +1,194 @@
+import Foundation
+import OrderedCollections
+
+/// Relationship maintenance: every change to one end of a relationship is mirrored on the other
+/// (Core Data's inverse management). The primitives below are the only places relationship values
+/// change.
+extension ManagedObject {
+    /// The inverse of `relationship` (the model guarantees there is one).
+    private func inverse(of relationship: RelationshipDescription) -> RelationshipDescription {
+        guard let inverse = relationship.inverseRelationship else {
+            preconditionFailure("\(entity.name).\(relationship.name) has no resolved inverse")
+        }
+        return inverse
+    }
+
+    /// Sets a to-one relationship to `object` (or nil), updating the inverses of the old and the
+    /// new destination.
+    func setToOne(_ object: ManagedObject?, relationship: RelationshipDescription) throws {
+        let key = relationship.name
+        let old = values[key].flatMap { value -> ManagedObjectID? in
+            if case .object(let id) = value { return id }
+            return nil
+        }
+        guard old != object?.objectID else { return }
+        let inverse = inverse(of: relationship)
+        if let old, let previous = managedObjectContext?.object(with: old) {
+            try previous.detach(self, from: inverse)
+        }
+        setPrimitive(object.map { .object($0.objectID) } ?? .none, forKey: key, persistent: true)
+        guard let object else { return }
+        try object.attach(self, to: inverse)
+    }
+
+    /// Adds `object` to the to-many relationship, updating its inverse.
+    func add(_ object: ManagedObject, to relationship: RelationshipDescription, at index: Int? = nil) throws {
+        try loadRelationship(relationship.name)
+        var ids = values[relationship.name]?.objectIDs ?? []
+        guard !ids.contains(object.objectID) else { return }
+        if let index { ids.insert(object.objectID, at: min(index, ids.count)) } else { ids.append(object.objectID) }
+        setPrimitive(.objects(ids), forKey: relationship.name, persistent: true)
+        try object.attach(self, to: inverse(of: relationship))
+    }
+
+    /// Removes `object` from the to-many relationship, updating its inverse.
+    func remove(_ object: ManagedObject, from relationship: RelationshipDescription) throws {
+        try loadRelationship(relationship.name)
+        var ids = values[relationship.name]?.objectIDs ?? []
+        guard ids.remove(object.objectID) != nil else { return }
+        setPrimitive(.objects(ids), forKey: relationship.name, persistent: true)
+        try object.detach(self, from: inverse(of: relationship))
+    }
+
+    /// The other end's half of a link: `source` now points at this object through the inverse of
+    /// `relationship` (this object's side). For a to-one side, the object's previous partner
+    /// loses it.
+    private func attach(_ source: ManagedObject, to relationship: RelationshipDescription) throws {
+        try fireFault()
+        let key = relationship.name
+        if relationship.isToMany {
+            try loadRelationship(key)
+            var ids = values[key]?.objectIDs ?? []
+            guard !ids.contains(source.objectID) else { return }
+            ids.append(source.objectID)
+            setPrimitive(.objects(ids), forKey: key, persistent: true)
+            return
+        }
+        if case .object(let previousID) = values[key] ?? .none, previousID != source.objectID,
+           let previous = managedObjectContext?.object(with: previousID) {
+            // This object leaves its previous partner, whose side is `source`'s relationship.
+            try previous.detach(self, from: inverse(of: relationship))
+        }
+        setPrimitive(.object(source.objectID), forKey: key, persistent: true)
+    }
+
+    /// The other end's half of an unlink: `source` no longer points at this object.
+    private func detach(_ source: ManagedObject, from relationship: RelationshipDescription) throws {
+        try fireFault()
+        let key = relationship.name
+        if relationship.isToMany {
+            try loadRelationship(key)
+            var ids = values[key]?.objectIDs ?? []
+            guard ids.remove(source.objectID) != nil else { return }
+            setPrimitive(.objects(ids), forKey: key, persistent: true)
+        } else if case .object(let id) = values[key] ?? .none, id == source.objectID {
+            setPrimitive(.none, forKey: key, persistent: true)
+        }
+    }
+
+    /// Replaces `old` by `new` in every relationship value (a temporary ID saved as permanent).
+    func replaceObjectID(_ old: ManagedObjectID, with new: ManagedObjectID) {
+        func replaced(_ value: PropertyValue) -> PropertyValue {
+            switch value {
+            case .object(let id) where id == old: return .object(new)
+            case .objects(var ids):
+                if let index = ids.firstIndex(of: old) {
+                    ids.remove(at: index)
+                    ids.insert(new, at: index)
+                }
+                return .objects(ids)
+            default: return value
+            }
+        }
+        for (key, value) in values { values[key] = replaced(value) }
+        if let committed { self.committed = committed.mapValues(replaced) }
+    }
+}
+
+/// A live view of a to-many relationship that mutates it (Core Data's `mutableSetValue(forKey:)`
+/// proxy): every insertion and removal keeps the inverse in step and is recorded as a change.
+///
+/// Valid while its object is in its context; it reads the relationship afresh on every call.
+public final class RelationshipSet: Sequence {
+    let owner: ManagedObject
+    let relationship: RelationshipDescription
+
+    init(owner: ManagedObject, relationship: RelationshipDescription) {
+        self.owner = owner
+        self.relationship = relationship
+    }
+
+    /// The objects now in the relationship.
+    public var objects: [ManagedObject] {
+        get throws {
+            try owner.loadRelationship(relationship.name)
+            return (owner.values[relationship.name]?.objectIDs ?? []).compactMap { owner.managedObjectContext?.object(with: $0) }
+        }
+    }
+
+    /// How many objects the relationship holds.
+    public var count: Int { (try? objects.count) ?? 0 }
+
+    /// Whether `object` is in the relationship.
+    public func contains(_ object: ManagedObject) -> Bool {
+        (try? owner.loadRelationship(relationship.name)) != nil && (owner.values[relationship.name]?.objectIDs.contains(object.objectID) ?? false)
+    }
+
+    /// Adds `object` (and sets its inverse).
+    public func insert(_ object: ManagedObject) throws {
+        _ = try owner.destinations(object, for: relationship)
+        try owner.fireFault()
+        try owner.add(object, to: relationship)
+    }
+
+    /// Removes `object` (and clears its inverse).
+    public func remove(_ object: ManagedObject) throws {
+        try owner.fireFault()
+        try owner.remove(object, from: relationship)
+    }
+
+    /// Removes every object.
+    public func removeAll() throws {
+        for object in try objects { try remove(object) }
+    }
+
+    public func makeIterator() -> IndexingIterator<[ManagedObject]> { ((try? objects) ?? []).makeIterator() }
+}
+
+/// A live view of an ordered to-many relationship that mutates it, keeping the order (Core
+/// Data's `mutableOrderedSetValue(forKey:)` proxy).
+public final class OrderedRelationshipSet: Sequence {
+    let base: RelationshipSet
+
+    init(owner: ManagedObject, relationship: RelationshipDescription) {
+        base = RelationshipSet(owner: owner, relationship: relationship)
+    }
+
+    /// The objects in order.
+    public var objects: [ManagedObject] {
+        get throws { try base.objects }
+    }
+    /// How many objects the relationship holds.
+    public var count: Int { base.count }
+    /// Whether `object` is in the relationship.
+    public func contains(_ object: ManagedObject) -> Bool { base.contains(object) }
+    /// Appends `object` (when not already in).
+    public func append(_ object: ManagedObject) throws { try base.insert(object) }
+    /// Inserts `object` at `index` (when not already in).
+    public func insert(_ object: ManagedObject, at index: Int) throws {
+        _ = try base.owner.destinations(object, for: base.relationship)
+        try base.owner.fireFault()
+        try base.owner.add(object, to: base.relationship, at: index)
+    }
+    /// Removes `object`.
+    public func remove(_ object: ManagedObject) throws { try base.remove(object) }
+    /// Removes the object at `index`.
+    public func remove(at index: Int) throws {
+        let objects = try objects
+        guard objects.indices.contains(index) else {
+            throw ArborError(.misuse, "index \(index) is outside the \(objects.count) objects of \(base.relationship.name)")
+        }
+        try base.remove(objects[index])
+    }
+    public func makeIterator() -> IndexingIterator<[ManagedObject]> { ((try? objects) ?? []).makeIterator() }
+}

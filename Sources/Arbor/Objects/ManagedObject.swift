@@ -1,0 +1,163 @@
+import Foundation
+import OrderedCollections
+
+/// A property's value inside a managed object.
+///
+/// Relationships hold object IDs, not objects: objects never keep each other alive, the context
+/// resolves IDs to its own (uniqued) instances when a relationship is read, and a temporary ID is
+/// replaced by the permanent one everywhere when its object is saved.
+enum PropertyValue: Equatable {
+    /// nil.
+    case none
+    /// An attribute's value.
+    case attribute(AttributeValue)
+    /// A to-one relationship's destination.
+    case object(ManagedObjectID)
+    /// A to-many relationship's destinations (in order, for an ordered relationship).
+    case objects(OrderedSet<ManagedObjectID>)
+
+    var objectIDs: OrderedSet<ManagedObjectID> {
+        switch self {
+        case .object(let id): [id]
+        case .objects(let ids): ids
+        default: []
+        }
+    }
+}
+
+/// An object of the graph: an instance of an entity, living in one context.
+///
+/// Read and write its properties by key (`value(forKey:)`, `setValue(_:forKey:)`,
+/// `value(forKeyPath:)`), or through a typed subclass. A managed object belongs to the context it
+/// was inserted into or fetched by, and to the thread of that context: it is not `Sendable` —
+/// pass its ``objectID`` between contexts and threads instead.
+///
+/// Subclasses override the lifecycle hooks (``awakeFromInsert()``, ``awakeFromFetch()``,
+/// ``willSave()``, ``didSave()``, ``prepareForDeletion()``, ``willTurnIntoFault()``,
+/// ``didTurnIntoFault()``) and validation (``validateForInsert()``, ``validateForUpdate()``,
+/// ``validateForDelete()``), calling `super`.
+open class ManagedObject: Hashable, CustomStringConvertible {
+    /// The object's entity.
+    public let entity: EntityDescription
+    /// The object's identity; temporary until it is saved or given a permanent ID.
+    public internal(set) var objectID: ManagedObjectID
+    /// The context the object lives in (nil once it has been removed from it: after a rollback
+    /// of its insertion, a reset, or its context's end).
+    public internal(set) weak var managedObjectContext: ManagedObjectContext?
+
+    /// The values in memory: persistent and transient, as the application sees them.
+    var values: [String: PropertyValue] = [:]
+    /// The persistent values as last read from or saved to the store (nil: never saved).
+    var committed: [String: PropertyValue]?
+    /// The persistent keys changed since the object was last saved or fetched.
+    var changedKeys: Set<String> = []
+    /// Whether the persistent values have not been loaded.
+    var faulted = false
+    /// To-many relationships whose destinations have not been loaded yet.
+    var unloadedRelationships: Set<String> = []
+    var insertedFlag = false
+    var deletedFlag = false
+
+    /// Makes an object of `entity` and inserts it into `context` (when given), as Core Data's
+    /// `init(entity:insertInto:)` does: attributes take their default values and
+    /// ``awakeFromInsert()`` runs.
+    ///
+    /// - Precondition: `entity` is not abstract.
+    public required init(entity: EntityDescription, insertInto context: ManagedObjectContext?) {
+        precondition(!entity.isAbstract, "\(entity.name) is abstract: only its sub-entities have instances")
+        self.entity = entity
+        objectID = ManagedObjectID(temporaryFor: entity.name)
+        for attribute in entity.attributes {
+            values[attribute.name] = attribute.defaultValue.map(PropertyValue.attribute) ?? PropertyValue.none
+        }
+        for relationship in entity.relationships {
+            values[relationship.name] = relationship.isToMany ? .objects([]) : PropertyValue.none
+        }
+        context?.insert(self)
+    }
+
+    /// Makes an object standing for an existing row, a fault until its values are loaded (the
+    /// context calls it; subclasses that define initialisers must keep it).
+    public required init(fault objectID: ManagedObjectID, entity: EntityDescription, context: ManagedObjectContext) {
+        self.entity = entity
+        self.objectID = objectID
+        managedObjectContext = context
+        faulted = true
+    }
+
+    // MARK: State
+
+    /// Whether the object was inserted into its context and not yet saved.
+    public var isInserted: Bool { insertedFlag && !deletedFlag }
+    /// Whether the object was deleted in its context and not yet saved.
+    public var isDeleted: Bool { deletedFlag }
+    /// Whether the object has unsaved changes to persistent properties (and is not new or deleted).
+    public var isUpdated: Bool { !insertedFlag && !deletedFlag && !changedKeys.isEmpty }
+    /// Whether the object's persistent values have not been loaded yet.
+    public var isFault: Bool { faulted }
+    /// Whether the object is inserted, updated or deleted.
+    public var hasChanges: Bool { insertedFlag || deletedFlag || !changedKeys.isEmpty }
+
+    /// The persistent properties changed since the last save or fetch, with their new values
+    /// (nil for a property set to nil): relationships as objects.
+    public func changedValues() -> [String: Any?] {
+        var result: [String: Any?] = [:]
+        for key in changedKeys { result[key] = presentable(values[key] ?? .none, key: key) }
+        return result
+    }
+
+    /// The last committed values of `keys` (all persistent properties when nil): what the store
+    /// held when the object was last fetched or saved. Empty for an object never saved.
+    public func committedValues(forKeys keys: [String]?) -> [String: Any?] {
+        guard let committed else { return [:] }
+        var result: [String: Any?] = [:]
+        for key in keys ?? Array(committed.keys) {
+            guard let value = committed[key] else { continue }
+            result[key] = presentable(value, key: key)
+        }
+        return result
+    }
+
+    /// A stored value as the application sees it.
+    func presentable(_ value: PropertyValue, key: String) -> Any? {
+        switch value {
+        case .none:
+            return nil
+        case .attribute(let stored):
+            return entity.attributesByName[key]?.type.swiftValue(of: stored) ?? stored.anyValue
+        case .object(let id):
+            return managedObjectContext?.object(with: id)
+        case .objects(let ids):
+            let objects = ids.compactMap { managedObjectContext?.object(with: $0) }
+            if entity.relationshipsByName[key]?.isOrdered == true { return objects }
+            return Set(objects)
+        }
+    }
+
+    // MARK: Lifecycle hooks
+
+    /// Called once, when the object is first inserted into a context. Set initial values here.
+    open func awakeFromInsert() {}
+    /// Called when the object's values are loaded from the store (a fault fired, or a fetch).
+    open func awakeFromFetch() {}
+    /// Called at the start of a save, for each object being inserted, updated or deleted.
+    open func willSave() {}
+    /// Called after a successful save, for each object that was saved.
+    open func didSave() {}
+    /// Called when the object is deleted, before its delete rules are applied.
+    open func prepareForDeletion() {}
+    /// Called before the object turns into a fault (refresh without merging, reset).
+    open func willTurnIntoFault() {}
+    /// Called after the object turned into a fault.
+    open func didTurnIntoFault() {}
+
+    // MARK: Identity
+
+    public static func == (a: ManagedObject, b: ManagedObject) -> Bool { a === b }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+
+    open var description: String {
+        let state = faulted ? "fault" : (isInserted ? "inserted" : isDeleted ? "deleted" : isUpdated ? "updated" : "saved")
+        return "<\(entity.name) \(objectID.isTemporaryID ? "(temporary)" : objectID.description) \(state)>"
+    }
+}

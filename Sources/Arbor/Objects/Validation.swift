@@ -1,0 +1,90 @@
+import Foundation
+
+/// The model's validation rules, applied to values and objects. Each failure is an
+/// ``ArborError`` with Core Data's code, naming the object, the key and the rule.
+enum Validation {
+    /// Checks an attribute value (nil: none) against its attribute's rules.
+    static func check(_ value: AttributeValue?, attribute: AttributeDescription, object: ManagedObject) throws {
+        let label = "\(object.entity.name).\(attribute.name)"
+        func failure(_ code: ArborError.Code, _ rule: String) -> ArborError {
+            ArborError(code, "\(label) \(rule)", entity: object.entity.name, key: attribute.name,
+                       value: value.map(\.description), objectID: object.objectID)
+        }
+        guard let value else {
+            if !attribute.isOptional { throw failure(.validationMissingMandatoryProperty, "is required but has no value") }
+            return
+        }
+        let isDate = attribute.type.kind == .date
+        if let minimum = attribute.minimum, let order = value.compare(minimum), order < 0 {
+            throw failure(isDate ? .validationDateTooSoon : .validationNumberTooSmall, "is \(value), below the minimum \(minimum)")
+        }
+        if let maximum = attribute.maximum, let order = value.compare(maximum), order > 0 {
+            throw failure(isDate ? .validationDateTooLate : .validationNumberTooLarge, "is \(value), above the maximum \(maximum)")
+        }
+        if let length = value.length {
+            if let minimum = attribute.minimumLength, length < minimum {
+                throw failure(.validationStringTooShort, "is \(length) long, shorter than the minimum \(minimum)")
+            }
+            if let maximum = attribute.maximumLength, length > maximum {
+                throw failure(.validationStringTooLong, "is \(length) long, longer than the maximum \(maximum)")
+            }
+        }
+        if let pattern = attribute.pattern, case .string(let string) = value,
+           let regex = try? Regex(pattern), (try? regex.wholeMatch(in: string)) == nil {
+            throw failure(.validationStringPatternMatching, "is \(value), which does not match the pattern \(pattern)")
+        }
+    }
+
+    /// Checks a relationship's size (to-one: 0 or 1) against its rules.
+    static func check(count: Int, relationship: RelationshipDescription, object: ManagedObject) throws {
+        let label = "\(object.entity.name).\(relationship.name)"
+        func failure(_ code: ArborError.Code, _ rule: String) -> ArborError {
+            ArborError(code, "\(label) \(rule)", entity: object.entity.name, key: relationship.name, value: "\(count) objects",
+                       objectID: object.objectID)
+        }
+        if !relationship.isOptional && count == 0 {
+            throw failure(.validationMissingMandatoryProperty, "is required but \(relationship.isToMany ? "is empty" : "has no object")")
+        }
+        if relationship.isToMany {
+            if relationship.minimumCount > 0 && count < relationship.minimumCount && !(relationship.isOptional && count == 0) {
+                throw failure(.validationRelationshipLacksMinimumCount, "holds \(count) objects, fewer than the minimum \(relationship.minimumCount)")
+            }
+            if relationship.maximumCount > 0 && count > relationship.maximumCount {
+                throw failure(.validationRelationshipExceedsMaximumCount, "holds \(count) objects, more than the maximum \(relationship.maximumCount)")
+            }
+        }
+    }
+
+    /// Every property rule `object` breaks (its persistent and transient attributes, its
+    /// relationships).
+    static func propertyErrors(of object: ManagedObject) -> [ArborError] {
+        var errors: [ArborError] = []
+        for attribute in object.entity.attributes {
+            let value: AttributeValue?
+            if case .attribute(let stored) = object.values[attribute.name] ?? .none { value = stored } else { value = nil }
+            do { try check(value, attribute: attribute, object: object) } catch let error as ArborError { errors.append(error) } catch {}
+        }
+        for relationship in object.entity.relationships {
+            let count = object.unloadedRelationships.contains(relationship.name) ? -1 : (object.values[relationship.name]?.objectIDs.count ?? 0)
+            guard count >= 0 else { continue }  // not loaded: unchanged since it was saved valid
+            do { try check(count: count, relationship: relationship, object: object) } catch let error as ArborError { errors.append(error) } catch {}
+        }
+        return errors
+    }
+
+    /// The deny rules a deleted `object` breaks: relationships with the deny rule that still
+    /// point at objects not being deleted themselves.
+    static func denyErrors(of object: ManagedObject) -> [ArborError] {
+        var errors: [ArborError] = []
+        for relationship in object.entity.relationships where relationship.deleteRule == .deny {
+            let ids = object.values[relationship.name]?.objectIDs ?? []
+            let denying = ids.filter { id in object.managedObjectContext?.registeredObject(for: id)?.isDeleted != true }
+            guard !denying.isEmpty else { continue }
+            errors.append(ArborError(.validationRelationshipDeniedDelete,
+                                     "\(object.entity.name).\(relationship.name) denies the deletion of \(object.objectID) while it holds \(denying.map(\.description).joined(separator: ", "))",
+                                     entity: object.entity.name, key: relationship.name, value: denying.map(\.description).joined(separator: ", "),
+                                     objectID: object.objectID))
+        }
+        return errors
+    }
+}

@@ -1,0 +1,275 @@
+import Foundation
+import Testing
+@testable import Arbor
+
+/// A subclass that records its lifecycle calls.
+final class TracedEmployee: ManagedObject {
+    var calls: [String] = []
+    override func awakeFromInsert() {
+        super.awakeFromInsert()
+        calls.append("awakeFromInsert")
+        try? setValue("Unnamed", forKey: "firstName")
+    }
+    override func prepareForDeletion() {
+        super.prepareForDeletion()
+        calls.append("prepareForDeletion")
+    }
+}
+
+/// Objects of the employee model in a context without a store (what can be checked before the
+/// coordinator exists: insertion, values, relationships, deletion rules, validation, rollback).
+struct Graph {
+    let model: ManagedObjectModel
+    let context = ManagedObjectContext()
+
+    init(departmentDeleteRule: DeleteRule = .cascade) throws {
+        model = try employeeModel(departmentDeleteRule: departmentDeleteRule)
+    }
+
+    func department(_ name: String) throws -> ManagedObject {
+        let object = ManagedObject(entity: model.entity(named: "Department")!, insertInto: context)
+        try object.setValue(name, forKey: "name")
+        return object
+    }
+
+    func employee(_ first: String, _ last: String, salary: Decimal = 1000, in department: ManagedObject? = nil) throws -> ManagedObject {
+        let object = ManagedObject(entity: model.entity(named: "Employee")!, insertInto: context)
+        try object.setValue(first, forKey: "firstName")
+        try object.setValue(last, forKey: "lastName")
+        try object.setValue(salary, forKey: "salary")
+        if let department { try object.setValue(department, forKey: "department") }
+        return object
+    }
+}
+
+func set(_ value: Any?) -> Set<ManagedObject> { value as? Set<ManagedObject> ?? [] }
+
+@Suite("Managed objects and the context")
+struct ObjectGraphTests {
+    @Test("S000-32/S002-11: an inserted object is registered at once with a temporary ID, takes its defaults and awakes from insert")
+    func insertion() throws {
+        let graph = try Graph()
+        let employee = TracedEmployee(entity: graph.model.entity(named: "Employee")!, insertInto: graph.context)
+        #expect(employee.objectID.isTemporaryID)
+        #expect(graph.context.registeredObject(for: employee.objectID) === employee)
+        #expect(graph.context.insertedObjects == [employee] && graph.context.hasChanges)
+        #expect(employee.isInserted && !employee.isUpdated && !employee.isDeleted && !employee.isFault && employee.hasChanges)
+        #expect(employee.calls == ["awakeFromInsert"])
+        #expect(try employee.value(forKey: "firstName") as? String == "Unnamed", "awakeFromInsert may set initial values")
+        #expect(try employee.value(forKey: "salary") as? Decimal == 0, "the default value")
+        #expect(try employee.value(forKey: "startDate") == nil)
+        #expect(employee.committedValues(forKeys: nil).isEmpty, "a new object has no committed values")
+    }
+
+    @Test("S002-02/S002-03: key-value coding reads and writes typed values; a wrong type or key is a typed error and changes nothing")
+    func keyValueCoding() throws {
+        let graph = try Graph()
+        let employee = try graph.employee("Ada", "Lovelace")
+        var name = "Grace"
+        try employee.setValue(name, forKey: "firstName")
+        name += " Hopper"
+        #expect(try employee.value(forKey: "firstName") as? String == "Grace", "a value set is a copy")
+        do {
+            try employee.setValue(12, forKey: "firstName")
+            Issue.record("an Int was accepted for a String attribute")
+        } catch let error as ArborError {
+            #expect(error.code == .wrongValueType && error.key == "firstName" && error.entityName == "Employee")
+        }
+        #expect(try employee.value(forKey: "firstName") as? String == "Grace")
+        #expect(throws: ArborError.self) { try employee.setValue(1, forKey: "nickname") }
+        #expect(throws: ArborError.self) { _ = try employee.value(forKey: "nickname") }
+        try employee.setValue(NSNull(), forKey: "startDate")
+        #expect(try employee.value(forKey: "startDate") == nil)
+        try employee.setValue("Ada Lovelace", forKey: "fullName")
+        #expect(try employee.value(forKey: "fullName") as? String == "Ada Lovelace", "transient attributes hold values too")
+        #expect(Set(employee.changedValues().keys) == ["firstName", "lastName", "salary"], "transient changes are not persistent changes")
+    }
+
+    @Test("S002-01: setting either end of a relationship updates the other; moving an employee leaves the old department")
+    func inverses() throws {
+        let graph = try Graph()
+        let sales = try graph.department("Sales"), research = try graph.department("Research")
+        let ada = try graph.employee("Ada", "Lovelace", in: sales)
+        #expect(set(try sales.value(forKey: "employees")) == [ada])
+        try ada.setValue(research, forKey: "department")
+        #expect(set(try sales.value(forKey: "employees")).isEmpty)
+        #expect(set(try research.value(forKey: "employees")) == [ada])
+        // S002-06: replacing a whole to-many relationship sets every inverse.
+        let grace = try graph.employee("Grace", "Hopper")
+        try sales.setValue(Set([ada, grace]), forKey: "employees")
+        #expect(try ada.value(forKey: "department") as? ManagedObject === sales)
+        #expect(try grace.value(forKey: "department") as? ManagedObject === sales)
+        #expect(set(try research.value(forKey: "employees")).isEmpty)
+        try sales.setValue(Set([grace]), forKey: "employees")
+        #expect(try ada.value(forKey: "department") == nil)
+    }
+
+    @Test("S002-07: a mutable set proxy inserts and removes with inverses kept; an ordered one keeps its order")
+    func proxies() throws {
+        let graph = try Graph()
+        let boss = try graph.employee("Boss", "Person"), a = try graph.employee("Amy", "Aa"), b = try graph.employee("Bob", "Bb")
+        let reports = try boss.mutableOrderedSetValue(forKey: "reports")
+        try reports.append(b)
+        try reports.insert(a, at: 0)
+        #expect(try reports.objects == [a, b])
+        #expect(try boss.value(forKey: "reports") as? [ManagedObject] == [a, b])
+        #expect(try a.value(forKey: "manager") as? ManagedObject === boss)
+        try reports.remove(at: 0)
+        #expect(try a.value(forKey: "manager") == nil && reports.count == 1)
+        let department = try graph.department("Ops")
+        let members = try department.mutableSetValue(forKey: "employees")
+        try members.insert(a)
+        #expect(members.contains(a))
+        #expect(try a.value(forKey: "department") as? ManagedObject === department)
+        try members.remove(a)
+        #expect(try a.value(forKey: "department") == nil)
+        #expect(throws: ArborError.self) { try members.insert(department) }
+        #expect(throws: ArborError.self) { _ = try a.mutableSetValue(forKey: "department") }
+    }
+
+    @Test("relating objects of another entity or another context is a typed error")
+    func relationshipChecks() throws {
+        let graph = try Graph()
+        let other = try Graph()
+        let employee = try graph.employee("Ada", "Lovelace")
+        #expect(throws: ArborError.self) { try employee.setValue(try graph.employee("X", "Yy"), forKey: "department") }
+        #expect(throws: ArborError.self) { try employee.setValue(try other.department("Elsewhere"), forKey: "department") }
+        #expect(throws: ArborError.self) { try employee.setValue([employee], forKey: "department") }
+        #expect(try employee.value(forKey: "department") == nil)
+    }
+
+    @Test("S002-30: key paths follow relationships; collection operators aggregate")
+    func keyPaths() throws {
+        let graph = try Graph()
+        let sales = try graph.department("Sales")
+        let ada = try graph.employee("Ada", "Lovelace", salary: 3000, in: sales)
+        _ = try graph.employee("Grace", "Hopper", salary: 5000, in: sales)
+        _ = try graph.employee("Alan", "Lovelace", salary: 4000, in: sales)
+        #expect(try ada.value(forKeyPath: "department.name") as? String == "Sales")
+        #expect(try sales.value(forKeyPath: "employees.@count") as? Int == 3)
+        #expect(try sales.value(forKeyPath: "employees.@sum.salary") as? Decimal == 12000)
+        #expect(try sales.value(forKeyPath: "employees.@avg.salary") as? Decimal == 4000)
+        #expect(try sales.value(forKeyPath: "employees.@max.salary") as? Decimal == 5000)
+        #expect(try sales.value(forKeyPath: "employees.@min.firstName") as? String == "Ada")
+        let lastNames = try sales.value(forKeyPath: "employees.@distinctUnionOfObjects.lastName") as? [Any]
+        #expect(Set((lastNames ?? []).compactMap { $0 as? String }) == ["Lovelace", "Hopper"])
+        #expect(try ada.value(forKeyPath: "department.employees.@count") as? Int == 3)
+        #expect(throws: ArborError.self) { _ = try sales.value(forKeyPath: "employees.@median.salary") }
+    }
+
+    @Test("S000-10: an object inserted and deleted before a save is in neither insertedObjects nor deletedObjects")
+    func insertedThenDeleted() throws {
+        let graph = try Graph()
+        let employee = try graph.employee("Ada", "Lovelace")
+        graph.context.delete(employee)
+        #expect(!graph.context.insertedObjects.contains(employee) && !graph.context.deletedObjects.contains(employee))
+        #expect(employee.isDeleted)
+        graph.context.processPendingChanges()
+        #expect(graph.context.registeredObject(for: employee.objectID) == nil && employee.managedObjectContext == nil)
+        #expect(!graph.context.hasChanges)
+    }
+
+    @Test("delete rules: cascade across levels and cycles, nullify updates the other side, prepareForDeletion runs")
+    func deletePropagation() throws {
+        let graph = try Graph()
+        let sales = try graph.department("Sales")
+        let boss = TracedEmployee(entity: graph.model.entity(named: "Employee")!, insertInto: graph.context)
+        try boss.setValue("Bossy", forKey: "lastName")
+        try boss.setValue(sales, forKey: "department")
+        let worker = try graph.employee("Ada", "Lovelace", in: sales)
+        try worker.setValue(boss, forKey: "manager")
+        // A cycle: the boss manages the worker and the worker manages the boss.
+        try boss.setValue(worker, forKey: "manager")
+        let outsider = try graph.employee("Out", "Sider")
+        try outsider.setValue(boss, forKey: "manager")
+        graph.context.delete(sales)
+        #expect(!worker.isDeleted, "rules are applied at the end of the event, not at once")
+        graph.context.processPendingChanges()
+        #expect(sales.managedObjectContext == nil && boss.managedObjectContext == nil && worker.managedObjectContext == nil,
+                "cascaded through the department's employees (new objects, so they leave the context)")
+        #expect(boss.calls.contains("prepareForDeletion"))
+        #expect(try outsider.value(forKey: "manager") == nil, "nullify: the manager's reports lost the deleted boss")
+        #expect(graph.context.insertedObjects == [outsider])
+    }
+
+    @Test("S000-51/S000-52: with propagatesDeletesAtEndOfEvent off, rules wait for the save")
+    func deferredPropagation() throws {
+        let graph = try Graph()
+        #expect(graph.context.propagatesDeletesAtEndOfEvent, "the default is true")
+        graph.context.propagatesDeletesAtEndOfEvent = false
+        let sales = try graph.department("Sales")
+        let worker = try graph.employee("Ada", "Lovelace", in: sales)
+        graph.context.delete(sales)
+        graph.context.processPendingChanges()
+        #expect(!worker.isDeleted && worker.managedObjectContext != nil)
+        graph.context.propagateDeletes()
+        #expect(worker.isDeleted)
+    }
+
+    @Test("deny: deleting an object whose deny relationship still holds objects fails validation, naming them")
+    func deny() throws {
+        let graph = try Graph(departmentDeleteRule: .deny)
+        let sales = try graph.department("Sales")
+        let worker = try graph.employee("Ada", "Lovelace", in: sales)
+        graph.context.delete(sales)
+        #expect(!worker.isDeleted)
+        do {
+            try sales.validateForDelete()
+            Issue.record("the deny rule let the delete through")
+        } catch let error as ArborError {
+            #expect(error.code == .validationRelationshipDeniedDelete && error.key == "employees")
+            #expect(error.value?.contains(worker.objectID.description) == true)
+        }
+        graph.context.delete(worker)
+        #expect(throws: Never.self) { try sales.validateForDelete() }
+    }
+
+    @Test("validation: each rule of the model, and several failures gathered into one error")
+    func validation() throws {
+        let graph = try Graph()
+        let employee = ManagedObject(entity: graph.model.entity(named: "Employee")!, insertInto: graph.context)
+        func code(_ value: Any?, _ key: String, on object: ManagedObject? = nil) -> ArborError.Code? {
+            do {
+                try (object ?? employee).validateValue(value, forKey: key)
+                return nil
+            } catch let error as ArborError {
+                return error.code
+            } catch {
+                return nil
+            }
+        }
+        #expect(code(nil, "firstName") == .validationMissingMandatoryProperty)
+        #expect(code(Decimal(-1), "salary") == .validationNumberTooSmall)
+        #expect(code("lovelace", "lastName") == .validationStringPatternMatching)
+        #expect(code("Lovelace", "lastName") == nil)
+        let department = try graph.department("Sales")
+        #expect(code("", "name", on: department) == .validationStringTooShort)
+        #expect(code(String(repeating: "x", count: 81), "name", on: department) == .validationStringTooLong)
+        #expect(code(-5, "budget", on: department) == .validationNumberTooSmall)
+        #expect(code(12, "name", on: department) == .wrongValueType)
+        let many = (0..<51).map { _ in ManagedObject(entity: graph.model.entity(named: "Employee")!, insertInto: graph.context) }
+        #expect(code(many, "reports") == .validationRelationshipExceedsMaximumCount)
+        do {
+            try employee.validateForInsert()
+            Issue.record("an employee without names validated")
+        } catch let error as ArborError {
+            #expect(error.code == .validationMultipleErrors)
+            #expect(Set(error.detailedErrors.compactMap(\.key)) == ["firstName", "lastName"])
+            #expect(error.detailedErrors.allSatisfy { $0.objectID == employee.objectID })
+        }
+    }
+
+    @Test("S000-64: rollback discards insertions; S000-62: reset forgets every object")
+    func rollbackAndReset() throws {
+        let graph = try Graph()
+        let sales = try graph.department("Sales")
+        _ = try graph.employee("Ada", "Lovelace", in: sales)
+        graph.context.rollback()
+        #expect(!graph.context.hasChanges && graph.context.registeredObjects.isEmpty)
+        #expect(sales.managedObjectContext == nil)
+        let research = try graph.department("Research")
+        graph.context.reset()
+        #expect(graph.context.registeredObjects.isEmpty && !graph.context.hasChanges)
+        #expect(research.managedObjectContext == nil)
+    }
+}

@@ -47,8 +47,14 @@ public final class ManagedObjectContext {
     /// default, -1) means any age, 0 means always read the store.
     public var stalenessInterval: TimeInterval = -1
 
-    /// Makes an empty context.
-    public init() {}
+    /// The coordinator the context saves to and loads from (nil: a scratch context that can
+    /// insert, relate, validate and roll back, but not save or fire faults).
+    public let persistentStoreCoordinator: PersistentStoreCoordinator?
+
+    /// Makes an empty context on `coordinator`.
+    public init(persistentStoreCoordinator coordinator: PersistentStoreCoordinator? = nil) {
+        persistentStoreCoordinator = coordinator
+    }
 
     // MARK: Objects
 
@@ -72,10 +78,27 @@ public final class ManagedObjectContext {
         registry[objectID]?.object
     }
 
-    /// The object for `objectID`: the registered instance when there is one. (With a store, an
-    /// unregistered ID gives a fault; that arrives with the coordinator.)
-    public func object(with objectID: ManagedObjectID) -> ManagedObject? {
-        registry[objectID]?.object
+    /// The object for `objectID`: the registered instance when there is one, else a new fault
+    /// (registered). Never nil, and never reads the store: the row is assumed to exist, and
+    /// firing the fault fails (or marks the object deleted) if it does not (S000-41, S000-42).
+    ///
+    /// - Precondition: the context has a coordinator whose model has the ID's entity.
+    public func object(with objectID: ManagedObjectID) -> ManagedObject {
+        if let object = registry[objectID]?.object { return object }
+        guard let entity = persistentStoreCoordinator?.managedObjectModel.entity(named: objectID.entityName) else {
+            preconditionFailure("\(objectID) is not registered, and the context has no coordinator whose model has \(objectID.entityName)")
+        }
+        let object = ManagedObject(fault: objectID, entity: entity, context: self)
+        registry[objectID] = registrationFor(object)
+        return object
+    }
+
+    /// The object for `objectID` when one can be had: registered, or a fault when the context has
+    /// a coordinator (nil in a scratch context for an ID it does not know).
+    func resolve(_ objectID: ManagedObjectID) -> ManagedObject? {
+        if let object = registry[objectID]?.object { return object }
+        guard persistentStoreCoordinator?.managedObjectModel.entity(named: objectID.entityName) != nil else { return nil }
+        return object(with: objectID)
     }
 
     /// Inserts a new object: it is registered with its temporary ID, its default values are set,
@@ -127,11 +150,14 @@ public final class ManagedObjectContext {
     func propagateDeletes() {
         while !pendingDeletes.isEmpty {
             let object = pendingDeletes.removeFirst()
+            // A deleted fault is loaded: its version is checked at save, and its relationships
+            // carry the rules on.
+            try? object.fireFault()
             object.prepareForDeletion()
             for relationship in object.entity.relationships {
                 try? object.loadRelationship(relationship.name)
                 let ids = object.values[relationship.name]?.objectIDs ?? []
-                let destinations = ids.compactMap { registry[$0]?.object }
+                let destinations = ids.compactMap { resolve($0) }
                 switch relationship.deleteRule {
                 case .nullify:
                     for destination in destinations where !destination.deletedFlag {
@@ -217,15 +243,4 @@ public final class ManagedObjectContext {
         return Registration(weakObject: object, strongObject: strong ? object : nil)
     }
 
-    /// Loads a fault's values (from the coordinator's row cache or the store).
-    func fulfillFault(_ object: ManagedObject) throws {
-        throw ArborError(.misuse, "\(object) is a fault and this context has no persistent store coordinator to load it from",
-                         objectID: object.objectID)
-    }
-
-    /// Loads a to-many relationship's destinations (from the store's inverse index).
-    func loadRelationship(_ key: String, of object: ManagedObject) throws {
-        throw ArborError(.misuse, "\(object).\(key) is not loaded and this context has no persistent store coordinator to load it from",
-                         objectID: object.objectID)
-    }
 }

@@ -68,7 +68,7 @@ extension ManagedObject {
                 try add(object, to: relationship)
             }
             for id in current where !wanted.contains(id) {
-                if let object = managedObjectContext?.object(with: id) { try remove(object, from: relationship) }
+                if let object = managedObjectContext?.resolve( id) { try remove(object, from: relationship) }
             }
             if relationship.isOrdered && values[key]?.objectIDs != wanted {
                 setPrimitive(.objects(wanted), forKey: key, persistent: true)

@@ -23,7 +23,7 @@ extension ManagedObject {
         }
         guard old != object?.objectID else { return }
         let inverse = inverse(of: relationship)
-        if let old, let previous = managedObjectContext?.object(with: old) {
+        if let old, let previous = managedObjectContext?.resolve( old) {
             try previous.detach(self, from: inverse)
         }
         setPrimitive(object.map { .object($0.objectID) } ?? .none, forKey: key, persistent: true)
@@ -65,7 +65,7 @@ extension ManagedObject {
             return
         }
         if case .object(let previousID) = values[key] ?? .none, previousID != source.objectID,
-           let previous = managedObjectContext?.object(with: previousID) {
+           let previous = managedObjectContext?.resolve( previousID) {
             // This object leaves its previous partner, whose side is `source`'s relationship.
             try previous.detach(self, from: inverse(of: relationship))
         }
@@ -86,22 +86,21 @@ extension ManagedObject {
         }
     }
 
-    /// Replaces `old` by `new` in every relationship value (a temporary ID saved as permanent).
-    func replaceObjectID(_ old: ManagedObjectID, with new: ManagedObjectID) {
+    /// Replaces IDs (old → new) in every relationship value (temporary IDs saved as permanent).
+    func replaceObjectIDs(_ mapping: [ManagedObjectID: ManagedObjectID]) {
         func replaced(_ value: PropertyValue) -> PropertyValue {
             switch value {
-            case .object(let id) where id == old: return .object(new)
-            case .objects(var ids):
-                if let index = ids.firstIndex(of: old) {
-                    ids.remove(at: index)
-                    ids.insert(new, at: index)
-                }
-                return .objects(ids)
+            case .object(let id): return .object(mapping[id] ?? id)
+            case .objects(let ids):
+                guard ids.contains(where: { mapping[$0] != nil }) else { return value }
+                return .objects(OrderedSet(ids.map { mapping[$0] ?? $0 }))
             default: return value
             }
         }
-        for (key, value) in values { values[key] = replaced(value) }
-        if let committed { self.committed = committed.mapValues(replaced) }
+        for relationship in entity.relationships {
+            if let value = values[relationship.name] { values[relationship.name] = replaced(value) }
+            if let value = committed?[relationship.name] { committed?[relationship.name] = replaced(value) }
+        }
     }
 }
 
@@ -122,7 +121,7 @@ public final class RelationshipSet: Sequence {
     public var objects: [ManagedObject] {
         get throws {
             try owner.loadRelationship(relationship.name)
-            return (owner.values[relationship.name]?.objectIDs ?? []).compactMap { owner.managedObjectContext?.object(with: $0) }
+            return (owner.values[relationship.name]?.objectIDs ?? []).compactMap { owner.managedObjectContext?.resolve( $0) }
         }
     }
 

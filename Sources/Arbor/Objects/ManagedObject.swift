@@ -57,6 +57,15 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var unloadedRelationships: Set<String> = []
     var insertedFlag = false
     var deletedFlag = false
+    /// The version of the row the committed values came from (0: never saved).
+    var committedVersion: Int64 = 0
+    /// The coordinator whose row-cache snapshot this object holds a reference to (released when
+    /// the object goes away or turns into a fault).
+    var snapshotHolder: PersistentStoreCoordinator?
+
+    deinit {
+        snapshotHolder?.releaseSnapshot(objectID)
+    }
 
     /// Makes an object of `entity` and inserts it into `context` (when given), as Core Data's
     /// `init(entity:insertInto:)` does: attributes take their default values and
@@ -126,9 +135,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         case .attribute(let stored):
             return entity.attributesByName[key]?.type.swiftValue(of: stored) ?? stored.anyValue
         case .object(let id):
-            return managedObjectContext?.object(with: id)
+            return managedObjectContext?.resolve( id)
         case .objects(let ids):
-            let objects = ids.compactMap { managedObjectContext?.object(with: $0) }
+            let objects = ids.compactMap { managedObjectContext?.resolve( $0) }
             if entity.relationshipsByName[key]?.isOrdered == true { return objects }
             return Set(objects)
         }

@@ -1,0 +1,270 @@
+import Foundation
+import OrderedCollections
+
+/// What the context does with its coordinator: fire faults, load relationships, resolve IDs,
+/// obtain permanent IDs, and save.
+extension ManagedObjectContext {
+    func requireCoordinator(_ what: String) throws -> PersistentStoreCoordinator {
+        guard let persistentStoreCoordinator else {
+            throw ArborError(.misuse, "this context has no persistent store coordinator to \(what)")
+        }
+        return persistentStoreCoordinator
+    }
+
+    /// Loads a fault's values: from the coordinator's row cache when the snapshot is young enough
+    /// for ``stalenessInterval``, else from the store. A missing row marks the object deleted when
+    /// ``shouldDeleteInaccessibleFaults`` is set, else is ``ArborError/Code/objectNotFound``.
+    func fulfillFault(_ object: ManagedObject) throws {
+        let coordinator = try requireCoordinator("load \(object.objectID)")
+        guard let row = try coordinator.fetchSnapshot(for: object.objectID, staleness: stalenessInterval) else {
+            if shouldDeleteInaccessibleFaults {
+                object.faulted = false
+                object.deletedFlag = true
+                object.unloadedRelationships.removeAll()
+                return
+            }
+            throw ArborError(.objectNotFound, "\(object.objectID) has no row in its store: the object was deleted, or never saved",
+                             entity: object.entity.name, objectID: object.objectID)
+        }
+        object.snapshotHolder?.releaseSnapshot(object.objectID)
+        object.snapshotHolder = coordinator
+        populate(object, from: row)
+        object.awakeFromFetch()
+    }
+
+    /// Sets a fault's persistent values (and committed values) from a row.
+    func populate(_ object: ManagedObject, from row: StoreRow) {
+        var committed: [String: PropertyValue] = [:]
+        for attribute in object.entity.attributes where !attribute.isTransient {
+            committed[attribute.name] = row.attributes[attribute.name].map(PropertyValue.attribute) ?? PropertyValue.none
+        }
+        object.unloadedRelationships.removeAll()
+        for relationship in object.entity.relationships {
+            if relationship.isToMany {
+                object.unloadedRelationships.insert(relationship.name)
+            } else {
+                committed[relationship.name] = row.toOne[relationship.name].map(PropertyValue.object) ?? PropertyValue.none
+            }
+        }
+        for (key, value) in committed { object.values[key] = value }
+        for attribute in object.entity.attributes where attribute.isTransient && object.values[attribute.name] == nil {
+            object.values[attribute.name] = attribute.defaultValue.map(PropertyValue.attribute) ?? PropertyValue.none
+        }
+        object.committed = committed
+        object.committedVersion = row.version
+        object.changedKeys.removeAll()
+        object.faulted = false
+    }
+
+    /// Loads a to-many relationship's destinations from the store.
+    func loadRelationship(_ key: String, of object: ManagedObject) throws {
+        guard let relationship = object.entity.relationshipsByName[key] else { return }
+        let coordinator = try requireCoordinator("load \(object.objectID).\(key)")
+        let ids = OrderedSet(try coordinator.relatedObjectIDs(of: object.objectID, relationship: relationship))
+        object.unloadedRelationships.remove(key)
+        object.values[key] = .objects(ids)
+        object.committed?[key] = .objects(ids)
+    }
+
+    /// The object for `objectID`, with its values loaded: the registered instance (a fault is
+    /// fired first), else the row is read and the object registered. Never a fault (S000-27,
+    /// S000-28).
+    ///
+    /// - Throws: ``ArborError/Code/objectNotFound`` when there is no such row (S000-26).
+    public func existingObject(with objectID: ManagedObjectID) throws -> ManagedObject {
+        if let object = registry[objectID]?.object {
+            if object.faulted {
+                let tolerant = shouldDeleteInaccessibleFaults
+                shouldDeleteInaccessibleFaults = false
+                defer { shouldDeleteInaccessibleFaults = tolerant }
+                try object.fireFault()
+            }
+            return object
+        }
+        guard persistentStoreCoordinator?.managedObjectModel.entity(named: objectID.entityName) != nil, !objectID.isTemporaryID else {
+            throw ArborError(.objectNotFound, "\(objectID) is not registered in this context and names no saved object", objectID: objectID)
+        }
+        let object = self.object(with: objectID)
+        let tolerant = shouldDeleteInaccessibleFaults
+        shouldDeleteInaccessibleFaults = false
+        defer { shouldDeleteInaccessibleFaults = tolerant }
+        do {
+            try object.fireFault()
+        } catch {
+            registry[objectID] = nil
+            object.managedObjectContext = nil
+            throw error
+        }
+        return object
+    }
+
+    /// Gives permanent IDs to the objects among `objects` that have temporary ones; they stay
+    /// inserted until saved (S000-44…S000-47).
+    ///
+    /// - Throws: when the store cannot allocate keys (no object changes then).
+    public func obtainPermanentIDs(for objects: [ManagedObject]) throws {
+        let coordinator = try requireCoordinator("obtain permanent IDs")
+        let temporary = objects.filter { $0.objectID.isTemporaryID && $0.managedObjectContext === self }
+        var byEntity: [ObjectIdentifier: [ManagedObject]] = [:]
+        for object in temporary { byEntity[ObjectIdentifier(object.entity), default: []].append(object) }
+        var mapping: [(ManagedObject, ManagedObjectID)] = []
+        for group in byEntity.values {
+            let ids = try coordinator.allocateObjectIDs(for: group[0].entity, count: group.count)
+            mapping += zip(group, ids).map { ($0, $1) }
+        }
+        changeIDs(Dictionary(uniqueKeysWithValues: mapping.map { ($0.0.objectID, $0.1) }))
+    }
+
+    /// Gives objects new IDs (old → new) everywhere the context knows them: the registry, the
+    /// change sets, the objects, and every relationship value that mentions them.
+    func changeIDs(_ mapping: [ManagedObjectID: ManagedObjectID]) {
+        guard !mapping.isEmpty else { return }
+        for (oldID, newID) in mapping {
+            guard let registration = registry.removeValue(forKey: oldID) else { continue }
+            registry[newID] = registration
+            registration.object?.objectID = newID
+        }
+        for set in [\ManagedObjectContext.inserted, \.updated, \.deleted] {
+            self[keyPath: set] = OrderedSet(self[keyPath: set].map { mapping[$0] ?? $0 })
+        }
+        for registration in registry.values {
+            registration.object?.replaceObjectIDs(mapping)
+        }
+    }
+
+    // MARK: Save
+
+    /// Commits the unsaved changes to the stores: delete rules are applied, `willSave` runs,
+    /// every inserted, updated and deleted object is validated (all failures gathered into one
+    /// error), new objects get permanent IDs, and each store writes its part in one transaction.
+    /// On failure nothing is written and the context keeps its changes (S000-66, S002-08).
+    ///
+    /// - Throws: validation errors (``ArborError/Code/validationMultipleErrors`` for several),
+    ///   ``ArborError/Code/mergeConflict`` when another context changed or deleted a row since it
+    ///   was read, ``ArborError/Code/constraintConflict`` for a uniqueness violation, store errors.
+    public func save() throws {
+        propagateDeletes()
+        guard hasChanges else { return }
+        let coordinator = try requireCoordinator("save to")
+        let insertedObjects = inserted.compactMap { registry[$0]?.object }
+        let updatedObjects = updated.compactMap { registry[$0]?.object }
+        let deletedObjects = deleted.compactMap { registry[$0]?.object }
+        for object in insertedObjects + updatedObjects + deletedObjects { object.willSave() }
+        propagateDeletes()
+        // Deny rules need the relationships they guard loaded.
+        for object in deletedObjects {
+            for relationship in object.entity.relationships where relationship.deleteRule == .deny {
+                try object.loadRelationship(relationship.name)
+            }
+        }
+        var failures: [ArborError] = []
+        func collect(_ body: () throws -> Void) {
+            do {
+                try body()
+            } catch let error as ArborError {
+                failures += error.code == .validationMultipleErrors ? error.detailedErrors : [error]
+            } catch {
+                failures.append(ArborError(.managedObjectValidation, "\(error)"))
+            }
+        }
+        for object in insertedObjects { collect { try object.validateForInsert() } }
+        for object in updatedObjects { collect { try object.validateForUpdate() } }
+        for object in deletedObjects { collect { try object.validateForDelete() } }
+        if let error = ArborError.gathering(failures) { throw error }
+
+        // Permanent IDs for new objects, applied to the context only once the save succeeded.
+        var permanent: [ManagedObjectID: ManagedObjectID] = [:]
+        var byEntity: [ObjectIdentifier: [ManagedObject]] = [:]
+        for object in insertedObjects where object.objectID.isTemporaryID {
+            byEntity[ObjectIdentifier(object.entity), default: []].append(object)
+        }
+        for group in byEntity.values {
+            let ids = try coordinator.allocateObjectIDs(for: group[0].entity, count: group.count)
+            for (object, id) in zip(group, ids) { permanent[object.objectID] = id }
+        }
+        func mapped(_ id: ManagedObjectID) -> ManagedObjectID { permanent[id] ?? id }
+        func row(of object: ManagedObject, version: Int64) -> StoreRow {
+            var row = StoreRow(entityName: object.entity.name, version: version, attributes: [:], toOne: [:])
+            for attribute in object.entity.attributes where !attribute.isTransient {
+                if case .attribute(let value) = object.values[attribute.name] ?? .none { row.attributes[attribute.name] = value }
+            }
+            for relationship in object.entity.relationships {
+                let value = object.values[relationship.name] ?? .none
+                if !relationship.isToMany, case .object(let id) = value { row.toOne[relationship.name] = mapped(id) }
+                if relationship.isToMany && relationship.isOrdered, !object.unloadedRelationships.contains(relationship.name) {
+                    row.ordered[relationship.name] = value.objectIDs.map(mapped)
+                }
+            }
+            return row
+        }
+        var changes: [UUID: StoreChanges] = [:]
+        func storeID(_ id: ManagedObjectID) throws -> UUID {
+            guard let store = id.storeIdentifier else {
+                throw ArborError(.misuse, "\(id) has no store", objectID: id)
+            }
+            return store
+        }
+        var savedRows: [(ManagedObject, StoreRow)] = []
+        for object in insertedObjects {
+            let id = mapped(object.objectID)
+            let newRow = row(of: object, version: 1)
+            changes[try storeID(id), default: StoreChanges()].inserted.append((id, newRow))
+            savedRows.append((object, newRow))
+        }
+        for object in updatedObjects {
+            let newRow = row(of: object, version: object.committedVersion + 1)
+            changes[try storeID(object.objectID), default: StoreChanges()].updated.append((object.objectID, newRow, object.committedVersion))
+            savedRows.append((object, newRow))
+        }
+        for object in deletedObjects where !object.objectID.isTemporaryID {
+            changes[try storeID(object.objectID), default: StoreChanges()].deleted.append((object.objectID, object.committedVersion))
+        }
+        // Many-to-many links: the difference between committed and current destinations.
+        for object in insertedObjects + updatedObjects {
+            for relationship in object.entity.relationships where NativeStore.isJoined(relationship) && !object.unloadedRelationships.contains(relationship.name) {
+                let now = object.values[relationship.name]?.objectIDs ?? []
+                let before = object.committed?[relationship.name]?.objectIDs ?? []
+                let id = mapped(object.objectID)
+                var part = changes[try storeID(id), default: StoreChanges()]
+                for other in now where !before.contains(other) { part.linked.append((id, relationship.name, mapped(other))) }
+                for other in before where !now.contains(other) { part.unlinked.append((id, relationship.name, mapped(other))) }
+                changes[try storeID(id)] = part
+            }
+        }
+        try coordinator.save(changes)
+
+        // The save happened: bring the objects and the context up to date.
+        changeIDs(permanent)
+        for (object, savedRow) in savedRows {
+            var committed: [String: PropertyValue] = [:]
+            for attribute in object.entity.attributes where !attribute.isTransient { committed[attribute.name] = object.values[attribute.name] ?? .none }
+            for relationship in object.entity.relationships where !object.unloadedRelationships.contains(relationship.name) {
+                committed[relationship.name] = object.values[relationship.name] ?? .none
+            }
+            object.committed = committed
+            object.committedVersion = savedRow.version
+            object.changedKeys.removeAll()
+            object.insertedFlag = false
+            if object.snapshotHolder == nil {
+                object.snapshotHolder = coordinator
+                var cached = savedRow
+                cached.toOne = cached.toOne.mapValues(mapped)
+                coordinator.retainSnapshot(object.objectID, row: cached)
+            }
+        }
+        for object in deletedObjects {
+            registry[object.objectID] = nil
+            object.snapshotHolder?.releaseSnapshot(object.objectID)
+            object.snapshotHolder = nil
+            object.managedObjectContext = nil
+        }
+        inserted.removeAll()
+        updated.removeAll()
+        deleted.removeAll()
+        for (object, _) in savedRows {
+            registry[object.objectID] = registrationFor(object)
+            object.didSave()
+        }
+        for object in deletedObjects { object.didSave() }
+    }
+}

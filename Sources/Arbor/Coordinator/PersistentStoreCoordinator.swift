@@ -1,0 +1,196 @@
+import Foundation
+
+/// Counters of a coordinator's row cache.
+public struct RowCacheStatistics: Sendable, Equatable {
+    /// Snapshots held now (rows some managed object uses).
+    public var snapshots = 0
+    /// Fault fires answered from the cache.
+    public var hits = 0
+    /// Fault fires that read the store (no snapshot).
+    public var misses = 0
+    /// Fault fires that read the store because the snapshot was older than the context's
+    /// staleness interval.
+    public var staleReads = 0
+
+    /// Creates zeroed counters.
+    public init() {}
+}
+
+/// The coordinator: the model, the stores, and the row cache every context of the coordinator
+/// shares. It serialises store access (contexts on different threads may use it at once).
+///
+/// The row cache keeps one snapshot per row — its values, version number and the time it was
+/// read — reference-counted by the managed objects (in every context) that hold data from it, and
+/// dropped when the count reaches zero. A fault fire takes the cached snapshot when the context's
+/// staleness interval allows (negative: any age), else reads the store.
+public final class PersistentStoreCoordinator: @unchecked Sendable {
+    /// The model.
+    public let managedObjectModel: ManagedObjectModel
+    private let lock = NSRecursiveLock()
+    private var stores: [any PersistentStore] = []
+
+    struct Snapshot {
+        var row: StoreRow
+        var readAt: ContinuousClock.Instant
+        var references: Int
+    }
+
+    private var cache: [ManagedObjectID: Snapshot] = [:]
+    private var statistics = RowCacheStatistics()
+
+    /// A coordinator for `model`, with no store yet.
+    public init(managedObjectModel: ManagedObjectModel) {
+        self.managedObjectModel = managedObjectModel
+    }
+
+    func locked<R>(_ body: () throws -> R) rethrows -> R {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body()
+    }
+
+    // MARK: Stores
+
+    /// The stores, in the order they were added.
+    public var persistentStores: [any PersistentStore] { locked { stores } }
+
+    /// Adds a store (objects of entities it accepts are saved to the first such store).
+    public func addPersistentStore(_ store: any PersistentStore) {
+        locked { stores.append(store) }
+    }
+
+    /// Opens (creating when missing) a native store at `path` and adds it.
+    ///
+    /// - Throws: ``ArborError/Code/incompatibleModel``, ``ArborError/Code/storeOpen``.
+    @discardableResult
+    public func addNativeStore(at path: String, configuration: String? = nil, options: DatabaseOptions = DatabaseOptions()) throws -> NativeStore {
+        let store = try NativeStore(path: path, model: managedObjectModel, configuration: configuration, options: options)
+        addPersistentStore(store)
+        return store
+    }
+
+    /// Adds an in-memory store (the engine over memory).
+    @discardableResult
+    public func addInMemoryStore(configuration: String? = nil) throws -> NativeStore {
+        let store = try NativeStore.inMemory(model: managedObjectModel, configuration: configuration)
+        addPersistentStore(store)
+        return store
+    }
+
+    /// The store holding `objectID`'s row (nil for a temporary ID or an unknown store).
+    public func persistentStore(for objectID: ManagedObjectID) -> (any PersistentStore)? {
+        guard let identifier = objectID.storeIdentifier else { return nil }
+        return locked { stores.first { $0.identifier == identifier } }
+    }
+
+    /// The store new objects of `entity` are saved to: the first store (configurations come
+    /// with a later part of this milestone).
+    func store(for entity: EntityDescription) throws -> any PersistentStore {
+        guard let store = locked({ stores.first }) else {
+            throw ArborError(.misuse, "the coordinator has no persistent store to save \(entity.name) objects to", entity: entity.name)
+        }
+        return store
+    }
+
+    /// The object ID a URI names (made by ``ManagedObjectID/uriRepresentation()``), when it names
+    /// an entity of the model in one of the coordinator's stores (or is a temporary ID).
+    public func managedObjectID(forURIRepresentation uri: URL) -> ManagedObjectID? {
+        guard let id = ManagedObjectID(uri: uri), managedObjectModel.entity(named: id.entityName) != nil else { return nil }
+        if id.isTemporaryID { return id }
+        return persistentStore(for: id) == nil ? nil : id
+    }
+
+    // MARK: Row cache
+
+    /// The cache's counters.
+    public var rowCacheStatistics: RowCacheStatistics {
+        locked {
+            var result = statistics
+            result.snapshots = cache.count
+            return result
+        }
+    }
+
+    /// The row of `objectID` for a fault fire, from the cache when its age is within `staleness`
+    /// (negative: any age), else from the store; the caller now holds a reference to the snapshot.
+    /// Nil when there is no such row.
+    func fetchSnapshot(for objectID: ManagedObjectID, staleness: TimeInterval) throws -> StoreRow? {
+        try locked {
+            if var snapshot = cache[objectID] {
+                let age = ContinuousClock.now - snapshot.readAt
+                if staleness < 0 || age <= .milliseconds(Int64(staleness * 1000)) {
+                    statistics.hits += 1
+                    snapshot.references += 1
+                    cache[objectID] = snapshot
+                    return snapshot.row
+                }
+                statistics.staleReads += 1
+            } else {
+                statistics.misses += 1
+            }
+            guard let store = persistentStore(for: objectID) else {
+                throw ArborError(.invalidObjectID, "\(objectID) belongs to no store of this coordinator", objectID: objectID)
+            }
+            guard let row = try store.row(for: objectID) else {
+                cache[objectID] = nil
+                return nil
+            }
+            let references = (cache[objectID]?.references ?? 0) + 1
+            cache[objectID] = Snapshot(row: row, readAt: .now, references: references)
+            return row
+        }
+    }
+
+    /// One more managed object holds data from `objectID`'s snapshot (after a save).
+    func retainSnapshot(_ objectID: ManagedObjectID, row: StoreRow) {
+        locked {
+            let references = (cache[objectID]?.references ?? 0) + 1
+            cache[objectID] = Snapshot(row: row, readAt: .now, references: references)
+        }
+    }
+
+    /// A managed object no longer holds data from `objectID`'s snapshot; the last one drops it.
+    func releaseSnapshot(_ objectID: ManagedObjectID) {
+        locked {
+            guard var snapshot = cache[objectID] else { return }
+            snapshot.references -= 1
+            cache[objectID] = snapshot.references > 0 ? snapshot : nil
+        }
+    }
+
+    /// The destinations of a to-many relationship of a saved object.
+    func relatedObjectIDs(of objectID: ManagedObjectID, relationship: RelationshipDescription) throws -> [ManagedObjectID] {
+        try locked {
+            guard let store = persistentStore(for: objectID) else { return [] }
+            return try store.relatedObjectIDs(of: objectID, relationship: relationship)
+        }
+    }
+
+    /// New permanent IDs for objects of `entity` (in the store they will be saved to).
+    func allocateObjectIDs(for entity: EntityDescription, count: Int) throws -> [ManagedObjectID] {
+        try locked {
+            let store = try store(for: entity)
+            return try store.allocatePrimaryKeys(for: entity, count: count).map {
+                ManagedObjectID(entityName: entity.name, store: store.identifier, key: $0)
+            }
+        }
+    }
+
+    /// Saves `changes` (grouped by store) and brings the row cache up to date. One store at a
+    /// time; each store's part is atomic.
+    func save(_ changes: [UUID: StoreChanges]) throws {
+        try locked {
+            for (identifier, part) in changes {
+                guard let store = stores.first(where: { $0.identifier == identifier }) else {
+                    throw ArborError(.misuse, "a save names a store the coordinator does not have")
+                }
+                try store.save(part)
+                for (id, row, _) in part.updated where cache[id] != nil {
+                    cache[id]!.row = row
+                    cache[id]!.readAt = .now
+                }
+                for (id, _) in part.deleted { cache[id] = nil }
+            }
+        }
+    }
+}

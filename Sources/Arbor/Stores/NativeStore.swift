@@ -1,0 +1,328 @@
+import Foundation
+import OrderedCollections
+
+/// Arbor's store: rows in an ArborStore database (DESIGN §3 "Store mapping"; layout in
+/// docs/object-graph.md, "The native store").
+///
+/// - one tree per entity hierarchy, `rows.<Root>`, keyed by the 64-bit primary key; a row holds
+///   the entity, the version number, the persistent attributes, the to-one foreign keys and the
+///   order of ordered to-many relationships; primary keys come from the tree's sequence;
+/// - `fk.<Entity>.<relationship>`: for each to-one relationship whose inverse is an unordered
+///   to-many, the pairs (foreign key, primary key), so the to-many side is a range scan;
+/// - `join.<Entity>.<relationship>`: for each unordered many-to-many relationship, its pairs;
+/// - `unique.<Root>.<keys>`: each uniqueness constraint's values → the primary key holding them;
+/// - `arbor.metadata`: the store's identifier and the model's entity version hashes.
+///
+/// Every save is one engine write transaction. The in-memory store is this class over a
+/// ``MemoryFileSystem``.
+public final class NativeStore: PersistentStore, @unchecked Sendable {
+    public let identifier: UUID
+    public let type: String
+    public let path: String?
+    public let configurationName: String?
+    let database: Database
+    let model: ManagedObjectModel
+
+    /// Opens (creating when missing) the store at `path` for `model`.
+    ///
+    /// - Throws: ``ArborError/Code/incompatibleModel`` when the store was made with another model;
+    ///   ``ArborError/Code/storeOpen`` when the engine cannot open the file.
+    public convenience init(path: String, model: ManagedObjectModel, configuration: String? = nil,
+                            options: DatabaseOptions = DatabaseOptions()) throws {
+        try self.init(path: path, type: "native", model: model, configuration: configuration, options: options)
+    }
+
+    /// An in-memory store: the same engine over memory; nothing survives the process.
+    public static func inMemory(model: ManagedObjectModel, configuration: String? = nil) throws -> NativeStore {
+        var options = DatabaseOptions()
+        options.fileSystem = MemoryFileSystem()
+        options.lockTable = LockTable()
+        return try NativeStore(path: "/memory.arbor", type: "memory", model: model, configuration: configuration, options: options)
+    }
+
+    init(path: String, type: String, model: ManagedObjectModel, configuration: String?, options: DatabaseOptions) throws {
+        self.type = type
+        self.path = type == "memory" ? nil : path
+        configurationName = configuration
+        self.model = model
+        let database: Database
+        do {
+            database = try Database(path: path, options: options)
+        } catch let error as StoreError {
+            throw ArborError(.storeOpen, "the store at \(path) could not be opened: \(error.message)", storeError: error)
+        }
+        self.database = database
+        identifier = try Self.storeError("open the store at \(path)") {
+            try database.write { transaction -> UUID in
+                let metadata = try transaction.tree(named: "arbor.metadata", create: true)!
+                let hashes = Dictionary(uniqueKeysWithValues: model.entityVersionHashes.map { ($0.key, $0.value.map { String(format: "%02x", $0) }.joined()) })
+                if let stored = try metadata.get(Array("uuid".utf8)), stored.count == 16,
+                   let hashBytes = try metadata.get(Array("hashes".utf8)),
+                   let recorded = try? JSONDecoder().decode([String: String].self, from: Data(hashBytes)) {
+                    let storedHashes = recorded.compactMapValues { Self.bytes(fromHex: $0) }
+                    try model.checkCompatible(withStoreHashes: storedHashes, storeName: path)
+                    return UUID(uuid: stored.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) })
+                }
+                let uuid = UUID()
+                try metadata.put(Array("uuid".utf8), withUnsafeBytes(of: uuid.uuid) { Array($0) })
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.sortedKeys]
+                try metadata.put(Array("hashes".utf8), Array(try encoder.encode(hashes)))
+                try metadata.put(Array("model".utf8), Array(model.description.utf8))
+                for root in model.entities where root.superentity == nil {
+                    _ = try transaction.tree(named: Self.rowsTree(root), create: true)
+                }
+                return uuid
+            }
+        }
+    }
+
+    static func bytes(fromHex hex: String) -> Data? {
+        var data = Data()
+        var index = hex.startIndex
+        while index < hex.endIndex {
+            let next = hex.index(index, offsetBy: 2, limitedBy: hex.endIndex) ?? hex.endIndex
+            guard let byte = UInt8(hex[index..<next], radix: 16) else { return nil }
+            data.append(byte)
+            index = next
+        }
+        return data
+    }
+
+    /// Runs `body`, turning engine errors into ``ArborError``s.
+    static func storeError<R>(_ what: String, code: ArborError.Code = .store, _ body: () throws -> R) throws -> R {
+        do {
+            return try body()
+        } catch let error as StoreError {
+            throw ArborError(code, "could not \(what): \(error.message)", storeError: error)
+        }
+    }
+
+    // MARK: Names and keys
+
+    static func rowsTree(_ entity: EntityDescription) -> String { "rows.\(entity.rootEntity.name)" }
+    static func foreignKeyTree(_ relationship: RelationshipDescription) -> String {
+        "fk.\(relationship.entity?.name ?? "?").\(relationship.name)"
+    }
+    static func joinTree(_ relationship: RelationshipDescription) -> String {
+        "join.\(relationship.entity?.name ?? "?").\(relationship.name)"
+    }
+    static func uniqueTree(_ entity: EntityDescription, _ keys: [String]) -> String {
+        "unique.\(entity.rootEntity.name).\(keys.joined(separator: "+"))"
+    }
+
+    static func key(_ primaryKey: Int64) -> [UInt8] { KeyEncoding.encode([.int(primaryKey)]) }
+    static func pair(_ a: Int64, _ b: Int64) -> [UInt8] { KeyEncoding.encode([.int(a), .int(b)]) }
+
+    /// Whether a to-one relationship keeps a foreign-key index (its inverse is an unordered
+    /// to-many).
+    static func isIndexedForeignKey(_ relationship: RelationshipDescription) -> Bool {
+        guard !relationship.isToMany, let inverse = relationship.inverseRelationship else { return false }
+        return inverse.isToMany && !inverse.isOrdered
+    }
+
+    /// Whether a to-many relationship is kept in a join tree (an unordered many-to-many).
+    static func isJoined(_ relationship: RelationshipDescription) -> Bool {
+        relationship.isToMany && !relationship.isOrdered && relationship.inverseRelationship?.isToMany == true
+    }
+
+    func objectID(_ entityName: String, _ primaryKey: Int64) -> ManagedObjectID {
+        ManagedObjectID(entityName: entityName, store: identifier, key: primaryKey)
+    }
+
+    func primaryKey(of id: ManagedObjectID) throws -> Int64 {
+        guard let key = id.primaryKey, id.storeIdentifier == identifier else {
+            throw ArborError(.invalidObjectID, "\(id) does not belong to the store \(identifier)", objectID: id)
+        }
+        return key
+    }
+
+    func entity(_ name: String) throws -> EntityDescription {
+        guard let entity = model.entity(named: name) else {
+            throw ArborError(.invalidObjectID, "the model has no entity \(name)", entity: name)
+        }
+        return entity
+    }
+
+    // MARK: Row encoding
+
+    /// A row's bytes: the entity name, the version, each persistent attribute (in the entity's
+    /// order), each to-one foreign key, each ordered to-many relationship's keys.
+    func encode(_ row: StoreRow, entity: EntityDescription) throws -> [UInt8] {
+        var bytes = KeyEncoding.encode([.string(row.entityName), .int(row.version)])
+        for attribute in entity.attributes where !attribute.isTransient {
+            KeyEncoding.append(Self.component(row.attributes[attribute.name]), to: &bytes)
+        }
+        for relationship in entity.relationships where !relationship.isToMany {
+            // A destination with sub-entities also records which entity the object is.
+            let exact = relationship.destinationEntity.map { !$0.subentities.isEmpty } ?? false
+            if let id = row.toOne[relationship.name] {
+                if exact { KeyEncoding.append(.string(id.entityName), to: &bytes) }
+                KeyEncoding.append(.int(try primaryKey(of: id)), to: &bytes)
+            } else {
+                if exact { KeyEncoding.append(.null, to: &bytes) }
+                KeyEncoding.append(.null, to: &bytes)
+            }
+        }
+        return bytes
+    }
+
+    func decode(_ bytes: [UInt8], objectID: ManagedObjectID) throws -> StoreRow {
+        let components = try KeyEncoding.decode(bytes)
+        func corrupt(_ why: String) -> ArborError {
+            ArborError(.store, "the row of \(objectID) is malformed: \(why)", objectID: objectID)
+        }
+        guard components.count >= 2, case .string(let entityName) = components[0], case .int(let version) = components[1] else {
+            throw corrupt("no entity and version")
+        }
+        let entity = try entity(entityName)
+        var row = StoreRow(entityName: entityName, version: version, attributes: [:], toOne: [:])
+        var index = 2
+        for attribute in entity.attributes where !attribute.isTransient {
+            guard index < components.count else { throw corrupt("too few values") }
+            if let value = Self.attributeValue(components[index], type: attribute.type) { row.attributes[attribute.name] = value }
+            index += 1
+        }
+        for relationship in entity.relationships where !relationship.isToMany {
+            var destinationName = relationship.destinationEntityName
+            if relationship.destinationEntity.map({ !$0.subentities.isEmpty }) ?? false {
+                guard index < components.count else { throw corrupt("too few values") }
+                if case .string(let name) = components[index] { destinationName = name }
+                index += 1
+            }
+            guard index < components.count else { throw corrupt("too few values") }
+            if case .int(let key) = components[index] {
+                row.toOne[relationship.name] = self.objectID(destinationName, key)
+            }
+            index += 1
+        }
+        return row
+    }
+
+    static func component(_ value: AttributeValue?) -> KeyComponent {
+        switch value {
+        case .none: .null
+        case .integer(let v): .int(v)
+        case .decimal(let v): .string(v.description)
+        case .double(let v): .double(v)
+        case .float(let v): .double(Double(v))
+        case .string(let v): .string(v)
+        case .boolean(let v): .bool(v)
+        case .date(let v): .date(v)
+        case .data(let v): .data(Array(v))
+        case .uuid(let v): .uuid(v)
+        case .uri(let v): .string(v.absoluteString)
+        case .transformable(let v): .data(Array(v))
+        }
+    }
+
+    static func attributeValue(_ component: KeyComponent, type: AttributeType) -> AttributeValue? {
+        switch (type.kind, component) {
+        case (_, .null): nil
+        case (.integer16, .int(let v)), (.integer32, .int(let v)), (.integer64, .int(let v)): .integer(v)
+        case (.decimal, .string(let v)): Decimal(string: v).map(AttributeValue.decimal)
+        case (.double, .double(let v)): .double(v)
+        case (.float, .double(let v)): .float(Float(v))
+        case (.string, .string(let v)): .string(v)
+        case (.boolean, .bool(let v)): .boolean(v)
+        case (.date, .date(let v)): .date(v)
+        case (.binaryData, .data(let v)): .data(Data(v))
+        case (.uuid, .uuid(let v)): .uuid(v)
+        case (.uri, .string(let v)): URL(string: v).map(AttributeValue.uri)
+        case (.transformable, .data(let v)): .transformable(Data(v))
+        default: nil
+        }
+    }
+
+    /// The key of a row's values for a uniqueness constraint (nil when any value is nil: nils
+    /// never collide, as in SQL).
+    func uniqueKey(_ row: StoreRow, _ keys: [String]) throws -> [UInt8]? {
+        var components: [KeyComponent] = []
+        for key in keys {
+            if let value = row.attributes[key] {
+                components.append(Self.component(value))
+            } else if let id = row.toOne[key] {
+                components.append(.int(try primaryKey(of: id)))
+            } else {
+                return nil
+            }
+        }
+        return KeyEncoding.encode(components)
+    }
+
+    // MARK: PersistentStore
+
+    public func row(for objectID: ManagedObjectID) throws -> StoreRow? {
+        let key = try primaryKey(of: objectID)
+        let entity = try entity(objectID.entityName)
+        return try Self.storeError("read \(objectID)") {
+            try database.read { transaction in
+                guard let bytes = try transaction.tree(named: Self.rowsTree(entity))?.get(Self.key(key)) else { return nil }
+                let row = try decode(bytes, objectID: objectID)
+                // A row of another entity of the hierarchy is not this object.
+                guard let rowEntity = model.entity(named: row.entityName), rowEntity.isKind(of: entity) else { return nil }
+                return row
+            }
+        }
+    }
+
+    public func relatedObjectIDs(of objectID: ManagedObjectID, relationship: RelationshipDescription) throws -> [ManagedObjectID] {
+        let key = try primaryKey(of: objectID)
+        guard let inverse = relationship.inverseRelationship, let destination = relationship.destinationEntity else { return [] }
+        return try Self.storeError("read \(objectID).\(relationship.name)") {
+            try database.read { transaction in
+                var ids: [ManagedObjectID] = []
+                let treeName: String
+                if Self.isJoined(relationship) {
+                    treeName = Self.joinTree(relationship)
+                } else if Self.isIndexedForeignKey(inverse) {
+                    treeName = Self.foreignKeyTree(inverse)
+                } else {
+                    // Ordered: the order is kept in the owner's order tree.
+                    treeName = Self.orderTree(relationship)
+                }
+                guard let tree = try transaction.tree(named: treeName) else { return [] }
+                let prefix = Self.key(key)
+                let rows = try transaction.tree(named: Self.rowsTree(destination))
+                try tree.forEach(from: prefix) { entryKey, _ in
+                    guard entryKey.starts(with: prefix) else { return false }
+                    let components = (try? KeyEncoding.decode(Array(entryKey))) ?? []
+                    guard case .int(let other) = components.last else { return true }
+                    ids.append(self.objectID(destination.name, other))
+                    return true
+                }
+                // Sub-entity rows: name each destination with its own entity.
+                guard !destination.subentities.isEmpty else { return ids }
+                return try ids.map { id in
+                    guard let rows, let bytes = try rows.get(Self.key(id.primaryKey!)),
+                          let row = try? decode(bytes, objectID: id) else { return id }
+                    return self.objectID(row.entityName, id.primaryKey!)
+                }
+            }
+        }
+    }
+
+    static func orderTree(_ relationship: RelationshipDescription) -> String {
+        "order.\(relationship.entity?.name ?? "?").\(relationship.name)"
+    }
+
+    public func allocatePrimaryKeys(for entity: EntityDescription, count: Int) throws -> [Int64] {
+        try Self.storeError("allocate primary keys for \(entity.name)") {
+            try database.write { transaction in
+                guard let tree = try transaction.tree(named: Self.rowsTree(entity), create: true) else { return [] }
+                return try (0..<count).map { _ in Int64(try tree.nextSequence()) }
+            }
+        }
+    }
+
+    public func save(_ changes: StoreChanges) throws {
+        guard !changes.isEmpty else { return }
+        // An ArborError (a conflict, a constraint) thrown inside the transaction rolls it back.
+        try Self.storeError("save to \(path ?? "memory")", code: .storeSave) {
+            try database.write { transaction in
+                var writer = RowWriter(store: self, transaction: transaction)
+                try writer.apply(changes)
+            }
+        }
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+import OrderedCollections
+
+/// A row as a store holds it: an object's entity, its version number (incremented by every save
+/// that changes it: optimistic locking compares it), and its persistent values — attributes and
+/// to-one relationships (the destination's ID). To-many relationships are not in rows: they come
+/// from the inverse's foreign key (``PersistentStore/relatedObjectIDs(of:relationship:)``).
+public struct StoreRow: Sendable, Equatable {
+    /// The entity of the row's object (a sub-entity of the tree's root, or the root).
+    public var entityName: String
+    /// The row's version number: 1 when first saved.
+    public var version: Int64
+    /// Persistent attribute values (absent: nil) by key.
+    public var attributes: [String: AttributeValue]
+    /// To-one destinations (absent: nil) by key.
+    public var toOne: [String: ManagedObjectID]
+    /// Ordered to-many relationships' destinations, in order, by key (the order is the owner's
+    /// to keep; unordered to-many relationships come from the inverse).
+    public var ordered: [String: [ManagedObjectID]]
+
+    /// Creates a row.
+    public init(entityName: String, version: Int64, attributes: [String: AttributeValue], toOne: [String: ManagedObjectID],
+                ordered: [String: [ManagedObjectID]] = [:]) {
+        self.entityName = entityName
+        self.version = version
+        self.attributes = attributes
+        self.toOne = toOne
+        self.ordered = ordered
+    }
+}
+
+/// What one save changes in one store, handed to ``PersistentStore/save(_:)`` as one unit: the
+/// store applies all of it in one transaction, or none of it.
+public struct StoreChanges: Sendable {
+    /// New rows, with their permanent IDs.
+    public var inserted: [(ManagedObjectID, StoreRow)] = []
+    /// Changed rows: the new row (its version already incremented) and the version the saving
+    /// context's copy was read at (the store refuses the save if the row has moved on since).
+    public var updated: [(ManagedObjectID, StoreRow, expectedVersion: Int64)] = []
+    /// Deleted rows, with the version the saving context's copy was read at.
+    public var deleted: [(ManagedObjectID, expectedVersion: Int64)] = []
+    /// Many-to-many links added and removed: (object, relationship name, destination).
+    public var linked: [(ManagedObjectID, String, ManagedObjectID)] = []
+    public var unlinked: [(ManagedObjectID, String, ManagedObjectID)] = []
+
+    /// Creates an empty set of changes.
+    public init() {}
+
+    /// Whether there is nothing to write.
+    public var isEmpty: Bool {
+        inserted.isEmpty && updated.isEmpty && deleted.isEmpty && linked.isEmpty && unlinked.isEmpty
+    }
+}
+
+/// A store of rows: what a ``PersistentStoreCoordinator`` reads objects from and saves them to.
+///
+/// Arbor's stores are ``NativeStore`` (a file) and the in-memory store (the same engine over
+/// memory); other kinds of store implement this protocol. All calls come from the coordinator,
+/// which serialises them.
+public protocol PersistentStore: AnyObject, Sendable {
+    /// The store's identifier: the host part of its objects' URIs. Kept in the store itself.
+    var identifier: UUID { get }
+    /// The kind of store (`"native"`, `"memory"`, …).
+    var type: String { get }
+    /// The store's file, if it has one.
+    var path: String? { get }
+    /// The model configuration whose entities it holds (nil: every entity).
+    var configurationName: String? { get }
+
+    /// The row of `objectID`, or nil when there is none.
+    func row(for objectID: ManagedObjectID) throws -> StoreRow?
+    /// The IDs of the objects a to-many relationship of `objectID` holds (in their saved order
+    /// for an ordered relationship).
+    func relatedObjectIDs(of objectID: ManagedObjectID, relationship: RelationshipDescription) throws -> [ManagedObjectID]
+    /// `count` new primary keys for objects of `entity` (never handed out again).
+    func allocatePrimaryKeys(for entity: EntityDescription, count: Int) throws -> [Int64]
+    /// Applies `changes` in one transaction: all of it, or — throwing — none of it.
+    ///
+    /// - Throws: ``ArborError/Code/mergeConflict`` when a row's version is not the expected one
+    ///   (or the row is gone); ``ArborError/Code/constraintConflict`` for a uniqueness violation;
+    ///   ``ArborError/Code/storeSave`` for an engine failure.
+    func save(_ changes: StoreChanges) throws
+}

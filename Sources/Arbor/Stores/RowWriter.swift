@@ -1,0 +1,145 @@
+import Foundation
+
+/// Applies one save's changes to a ``NativeStore`` inside one engine write transaction: rows,
+/// foreign-key indexes, join trees, order trees and uniqueness constraints, with the version
+/// checks of optimistic locking.
+struct RowWriter {
+    let store: NativeStore
+    let transaction: WriteTransaction
+
+    func tree(_ name: String) throws -> Tree {
+        try transaction.tree(named: name, create: true)!
+    }
+
+    mutating func apply(_ changes: StoreChanges) throws {
+        // Deletions first (their unique values and links go), then updates, then insertions.
+        for (id, expected) in changes.deleted {
+            let old = try current(id, expected: expected)
+            try removeIndexes(of: id, row: old)
+            try tree(NativeStore.rowsTree(try store.entity(id.entityName))).delete(NativeStore.key(try store.primaryKey(of: id)))
+            try removeLinks(of: id)
+        }
+        for (id, row, expected) in changes.updated {
+            let old = try current(id, expected: expected)
+            try removeIndexes(of: id, row: old)
+            try write(id, row)
+        }
+        for (id, row) in changes.inserted { try write(id, row) }
+        for (id, key, other) in changes.unlinked { try link(id, key, other, add: false) }
+        for (id, key, other) in changes.linked { try link(id, key, other, add: true) }
+    }
+
+    /// The stored row of `id`, which must be at version `expected`.
+    func current(_ id: ManagedObjectID, expected: Int64) throws -> StoreRow {
+        guard let row = try readRow(id) else {
+            throw ArborError(.mergeConflict, "\(id) was deleted by another context since it was read", objectID: id)
+        }
+        guard row.version == expected else {
+            throw ArborError(.mergeConflict, "\(id) changed in the store since it was read (version \(row.version), expected \(expected))",
+                             objectID: id)
+        }
+        return row
+    }
+
+    func readRow(_ id: ManagedObjectID) throws -> StoreRow? {
+        let entity = try store.entity(id.entityName)
+        guard let bytes = try tree(NativeStore.rowsTree(entity)).get(NativeStore.key(try store.primaryKey(of: id))) else { return nil }
+        return try store.decode(bytes, objectID: id)
+    }
+
+    func write(_ id: ManagedObjectID, _ row: StoreRow) throws {
+        let entity = try store.entity(row.entityName)
+        let key = try store.primaryKey(of: id)
+        try tree(NativeStore.rowsTree(entity)).put(NativeStore.key(key), try store.encode(row, entity: entity))
+        for constraint in entity.uniquenessConstraints {
+            guard let value = try store.uniqueKey(row, constraint) else { continue }
+            let unique = try tree(NativeStore.uniqueTree(entity, constraint))
+            if let holder = try unique.get(value), holder != NativeStore.key(key) {
+                let other = (try? KeyEncoding.decode(holder)).flatMap { components -> Int64? in
+                    if case .int(let other) = components.first { return other }
+                    return nil
+                }
+                let values = constraint.map { "\($0) = \(row.attributes[$0]?.description ?? row.toOne[$0]?.description ?? "nil")" }
+                throw ArborError(.constraintConflict,
+                                 "\(id) would break the uniqueness of \(entity.rootEntity.name)(\(constraint.joined(separator: ", "))): \(values.joined(separator: ", ")) is already held by \(other.map { store.objectID(entity.rootEntity.name, $0).description } ?? "another object")",
+                                 entity: entity.name, key: constraint.joined(separator: ","), value: values.joined(separator: ", "), objectID: id)
+            }
+            try unique.put(value, NativeStore.key(key))
+        }
+        for relationship in entity.relationships where NativeStore.isIndexedForeignKey(relationship) {
+            guard let destination = row.toOne[relationship.name] else { continue }
+            try tree(NativeStore.foreignKeyTree(relationship)).put(NativeStore.pair(try store.primaryKey(of: destination), key), [])
+        }
+        for relationship in entity.relationships where relationship.isToMany && relationship.isOrdered {
+            let order = try tree(NativeStore.orderTree(relationship))
+            try clear(order, prefix: NativeStore.key(key))
+            for (position, destination) in (row.ordered[relationship.name] ?? []).enumerated() {
+                try order.put(KeyEncoding.encode([.int(key), .int(Int64(position)), .int(try store.primaryKey(of: destination))]), [])
+            }
+        }
+    }
+
+    /// Removes what `row` (the stored row of `id`) put in the uniqueness, foreign-key and order trees.
+    func removeIndexes(of id: ManagedObjectID, row: StoreRow) throws {
+        let entity = try store.entity(row.entityName)
+        let key = try store.primaryKey(of: id)
+        for constraint in entity.uniquenessConstraints {
+            guard let value = try store.uniqueKey(row, constraint) else { continue }
+            let unique = try tree(NativeStore.uniqueTree(entity, constraint))
+            if try unique.get(value) == NativeStore.key(key) { try unique.delete(value) }
+        }
+        for relationship in entity.relationships where NativeStore.isIndexedForeignKey(relationship) {
+            guard let destination = row.toOne[relationship.name] else { continue }
+            try tree(NativeStore.foreignKeyTree(relationship)).delete(NativeStore.pair(try store.primaryKey(of: destination), key))
+        }
+        for relationship in entity.relationships where relationship.isToMany && relationship.isOrdered {
+            try clear(try tree(NativeStore.orderTree(relationship)), prefix: NativeStore.key(key))
+        }
+    }
+
+    /// Removes a deleted object's many-to-many links, in both directions.
+    func removeLinks(of id: ManagedObjectID) throws {
+        let entity = try store.entity(id.entityName)
+        let key = try store.primaryKey(of: id)
+        for relationship in entity.relationships where NativeStore.isJoined(relationship) {
+            let forward = try tree(NativeStore.joinTree(relationship))
+            var others: [Int64] = []
+            try forward.forEach(from: NativeStore.key(key)) { entryKey, _ in
+                guard entryKey.starts(with: NativeStore.key(key)) else { return false }
+                if case .int(let other)? = (try? KeyEncoding.decode(Array(entryKey)))?.last { others.append(other) }
+                return true
+            }
+            guard let inverse = relationship.inverseRelationship else { continue }
+            let backward = try tree(NativeStore.joinTree(inverse))
+            for other in others {
+                try forward.delete(NativeStore.pair(key, other))
+                try backward.delete(NativeStore.pair(other, key))
+            }
+        }
+    }
+
+    func link(_ id: ManagedObjectID, _ key: String, _ other: ManagedObjectID, add: Bool) throws {
+        let entity = try store.entity(id.entityName)
+        guard let relationship = entity.relationshipsByName[key], let inverse = relationship.inverseRelationship else { return }
+        let a = try store.primaryKey(of: id), b = try store.primaryKey(of: other)
+        let forward = try tree(NativeStore.joinTree(relationship)), backward = try tree(NativeStore.joinTree(inverse))
+        if add {
+            try forward.put(NativeStore.pair(a, b), [])
+            try backward.put(NativeStore.pair(b, a), [])
+        } else {
+            try forward.delete(NativeStore.pair(a, b))
+            try backward.delete(NativeStore.pair(b, a))
+        }
+    }
+
+    /// Deletes every entry of `tree` whose key starts with `prefix`.
+    func clear(_ tree: Tree, prefix: [UInt8]) throws {
+        var keys: [[UInt8]] = []
+        try tree.forEach(from: prefix) { key, _ in
+            guard key.starts(with: prefix) else { return false }
+            keys.append(Array(key))
+            return true
+        }
+        for key in keys { try tree.delete(key) }
+    }
+}

@@ -1,0 +1,176 @@
+import Synchronization
+
+/// A file system in memory: files are byte arrays that live as long as the file system, syncs do
+/// nothing, locks behave as open-file-description locks between handles.
+///
+/// The in-memory store of the object graph is the engine over one of these: the same pager,
+/// B+tree and journal code as a file on disk, without the disk. Nothing survives the process.
+public final class MemoryFileSystem: FileSystem, Sendable {
+    struct Lock {
+        var owner: UInt64
+        var exclusive: Bool
+        var start: Int64
+        var end: Int64
+    }
+
+    struct Node {
+        var bytes: [UInt8] = []
+        var locks: [Lock] = []
+    }
+
+    struct State {
+        var nodes: [UInt64: Node] = [:]
+        var paths: [String: UInt64] = [:]
+        var nextNode: UInt64 = 1
+        var nextHandle: UInt64 = 1
+    }
+
+    private let state = Mutex(State())
+    private let device: UInt64
+
+    private static let devices = Atomic<UInt64>(1)
+
+    /// Creates an empty file system.
+    public init() {
+        device = Self.devices.add(1, ordering: .relaxed).newValue | (1 << 63)
+    }
+
+    public func open(_ path: String, mode: FileOpenMode) throws -> any StoreFile {
+        try state.withLock { state in
+            let node: UInt64
+            if let existing = state.paths[path] {
+                node = existing
+            } else {
+                guard mode == .readWriteCreate else {
+                    throw StoreError(.notFound, "no such file", path: path)
+                }
+                node = state.nextNode
+                state.nextNode += 1
+                state.nodes[node] = Node()
+                state.paths[path] = node
+            }
+            let handle = state.nextHandle
+            state.nextHandle += 1
+            return MemoryFile(fileSystem: self, path: path, node: node, handle: handle, readOnly: mode == .readOnly,
+                              identity: FileIdentity(device: device, inode: node))
+        }
+    }
+
+    public func exists(_ path: String) throws -> Bool {
+        state.withLock { $0.paths[path] != nil }
+    }
+
+    public func delete(_ path: String) throws {
+        state.withLock { state in
+            if let node = state.paths.removeValue(forKey: path) { state.nodes[node] = nil }
+        }
+    }
+
+    public func syncDirectory(containing path: String) throws {}
+
+    // MARK: Handle operations
+
+    func withNode<R>(_ node: UInt64, _ path: String, _ body: (inout Node) throws -> R) throws -> R {
+        try state.withLock { state in
+            guard state.nodes[node] != nil else {
+                throw StoreError(.notFound, "the file was deleted", path: path)
+            }
+            return try body(&state.nodes[node]!)
+        }
+    }
+
+    func lock(_ file: MemoryFile, _ request: FileLockRequest, offset: Int64, length: Int64) throws -> Bool {
+        try withNode(file.node, file.path) { node in
+            let end = offset + length
+            if request != .unlock {
+                for lock in node.locks where lock.owner != file.handle && lock.start < end && offset < lock.end {
+                    if request == .exclusive || lock.exclusive { return false }
+                }
+            }
+            var kept: [Lock] = []
+            for lock in node.locks {
+                guard lock.owner == file.handle, lock.start < end, offset < lock.end else {
+                    kept.append(lock)
+                    continue
+                }
+                if lock.start < offset { kept.append(Lock(owner: lock.owner, exclusive: lock.exclusive, start: lock.start, end: offset)) }
+                if end < lock.end { kept.append(Lock(owner: lock.owner, exclusive: lock.exclusive, start: end, end: lock.end)) }
+            }
+            if request != .unlock {
+                kept.append(Lock(owner: file.handle, exclusive: request == .exclusive, start: offset, end: end))
+            }
+            node.locks = kept
+            return true
+        }
+    }
+
+    func releaseLocks(_ file: MemoryFile) {
+        _ = try? withNode(file.node, file.path) { node in node.locks.removeAll { $0.owner == file.handle } }
+    }
+}
+
+/// A handle on a file of a ``MemoryFileSystem``.
+final class MemoryFile: StoreFile {
+    let fileSystem: MemoryFileSystem
+    let path: String
+    let node: UInt64
+    let handle: UInt64
+    let readOnly: Bool
+    let identity: FileIdentity
+
+    init(fileSystem: MemoryFileSystem, path: String, node: UInt64, handle: UInt64, readOnly: Bool, identity: FileIdentity) {
+        self.fileSystem = fileSystem
+        self.path = path
+        self.node = node
+        self.handle = handle
+        self.readOnly = readOnly
+        self.identity = identity
+    }
+
+    func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws -> Int {
+        try fileSystem.withNode(node, path) { node in
+            guard offset < Int64(node.bytes.count) else { return 0 }
+            let count = min(buffer.count, node.bytes.count - Int(offset))
+            node.bytes.withUnsafeBytes { source in
+                buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: source[Int(offset)..<(Int(offset) + count)]))
+            }
+            return count
+        }
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws {
+        guard !readOnly else { throw StoreError(.readOnly, "the file was opened read-only", path: path) }
+        try fileSystem.withNode(node, path) { node in
+            let end = Int(offset) + bytes.count
+            if node.bytes.count < end { node.bytes.append(contentsOf: repeatElement(0, count: end - node.bytes.count)) }
+            node.bytes.withUnsafeMutableBytes { target in
+                UnsafeMutableRawBufferPointer(rebasing: target[Int(offset)..<end]).copyMemory(from: bytes)
+            }
+        }
+    }
+
+    func sync() throws {}
+
+    func truncate(to size: Int64) throws {
+        try fileSystem.withNode(node, path) { node in
+            let size = Int(size)
+            if node.bytes.count > size {
+                node.bytes.removeSubrange(size...)
+            } else {
+                node.bytes.append(contentsOf: repeatElement(0, count: size - node.bytes.count))
+            }
+        }
+    }
+
+    func size() throws -> Int64 {
+        try fileSystem.withNode(node, path) { Int64($0.bytes.count) }
+    }
+
+    func lock(_ request: FileLockRequest, offset: Int64, length: Int64) throws -> Bool {
+        try fileSystem.lock(self, request, offset: offset, length: length)
+    }
+
+    func close() {
+        fileSystem.releaseLocks(self)
+    }
+}

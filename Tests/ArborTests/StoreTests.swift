@@ -1,0 +1,326 @@
+import ArborTestSupport
+import Foundation
+import Testing
+@testable import Arbor
+
+/// A coordinator on an in-memory store (or a native store on a file) for the employee model.
+struct Stack {
+    let model: ManagedObjectModel
+    let coordinator: PersistentStoreCoordinator
+
+    init(model: ManagedObjectModel? = nil, path: String? = nil) throws {
+        self.model = try model ?? employeeModel()
+        coordinator = PersistentStoreCoordinator(managedObjectModel: self.model)
+        if let path {
+            try coordinator.addNativeStore(at: path)
+        } else {
+            try coordinator.addInMemoryStore()
+        }
+    }
+
+    func context() -> ManagedObjectContext { ManagedObjectContext(persistentStoreCoordinator: coordinator) }
+
+    func insert(_ entity: String, in context: ManagedObjectContext, _ values: [String: Any]) throws -> ManagedObject {
+        let object = ManagedObject(entity: model.entity(named: entity)!, insertInto: context)
+        for (key, value) in values { try object.setValue(value, forKey: key) }
+        return object
+    }
+}
+
+func temporaryDirectory() throws -> String {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("arbor-store-\(UUID().uuidString)").path
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    return directory
+}
+
+@Suite("Saving and faulting")
+struct StoreTests {
+    @Test("S002-11/S000-32: a save gives permanent IDs; another context gets faults that fire lazily, uniqued (S000-01, S000-41, S002-28)")
+    func saveAndFault() throws {
+        let stack = try Stack()
+        let context = stack.context()
+        let sales = try stack.insert("Department", in: context, ["name": "Sales", "budget": 1000])
+        let ada = try stack.insert("Employee", in: context, ["firstName": "Ada", "lastName": "Lovelace", "department": sales])
+        let temporary = ada.objectID
+        try context.save()
+        #expect(!ada.objectID.isTemporaryID && ada.objectID != temporary)
+        #expect(!context.hasChanges && context.insertedObjects.isEmpty && !ada.isInserted)
+        #expect(try ada.value(forKey: "department") as? ManagedObject === sales, "relationships follow the new IDs")
+
+        let other = stack.context()
+        let fault = other.object(with: ada.objectID)
+        #expect(fault.isFault && fault !== ada)
+        #expect(other.object(with: ada.objectID) === fault, "one instance per ID per context")
+        #expect(other.registeredObject(for: ada.objectID) === fault)
+        #expect(try fault.value(forKey: "firstName") as? String == "Ada")
+        #expect(!fault.isFault)
+        let department = try #require(try fault.value(forKey: "department") as? ManagedObject)
+        #expect(department.objectID == sales.objectID && department.isFault, "S002-29: related objects start as faults")
+        #expect(set(try department.value(forKey: "employees")) == [fault], "to-many relationships load from the inverse")
+        #expect(try department.value(forKeyPath: "employees.@count") as? Int == 1)
+    }
+
+    @Test("S000-27/S000-28: existingObject never returns a fault; S000-26: a missing row is an error")
+    func existingObject() throws {
+        let stack = try Stack()
+        let context = stack.context()
+        let sales = try stack.insert("Department", in: context, ["name": "Sales"])
+        try context.save()
+        let other = stack.context()
+        let object = try other.existingObject(with: sales.objectID)
+        #expect(!object.isFault)
+        #expect(try object.value(forKey: "name") as? String == "Sales")
+        #expect(try other.existingObject(with: sales.objectID) === object)
+        context.delete(sales)
+        try context.save()
+        let third = stack.context()
+        #expect(throws: ArborError.self) { _ = try third.existingObject(with: sales.objectID) }
+        #expect(third.registeredObject(for: sales.objectID) == nil)
+    }
+
+    @Test("S000-42: a fault for a missing row fails only when it fires — or is marked deleted with shouldDeleteInaccessibleFaults")
+    func inaccessibleFaults() throws {
+        let stack = try Stack()
+        let context = stack.context()
+        let sales = try stack.insert("Department", in: context, ["name": "Sales"])
+        try context.save()
+        let id = sales.objectID
+        context.delete(sales)
+        try context.save()
+        let tolerant = stack.context()
+        #expect(tolerant.shouldDeleteInaccessibleFaults)
+        let gone = tolerant.object(with: id)
+        #expect(try gone.value(forKey: "name") == nil)
+        #expect(gone.isDeleted)
+        let strict = stack.context()
+        strict.shouldDeleteInaccessibleFaults = false
+        let missing = strict.object(with: id)
+        do {
+            _ = try missing.value(forKey: "name")
+            Issue.record("a fault for a deleted row fired")
+        } catch let error as ArborError {
+            #expect(error.code == .objectNotFound && error.objectID == id)
+        }
+    }
+
+    @Test("updates reach other contexts through the store; optimistic locking refuses a save over a newer row")
+    func updatesAndConflicts() throws {
+        let stack = try Stack()
+        let setup = stack.context()
+        let sales = try stack.insert("Department", in: setup, ["name": "Sales", "budget": 10])
+        try setup.save()
+        let a = stack.context(), b = stack.context()
+        let inA = try a.existingObject(with: sales.objectID), inB = try b.existingObject(with: sales.objectID)
+        try inA.setValue(20, forKey: "budget")
+        #expect(a.updatedObjects == [inA] && inA.isUpdated)
+        #expect(inA.changedValues()["budget"] as? Int32 == 20)
+        #expect(inA.committedValues(forKeys: ["budget"])["budget"] as? Int32 == 10)
+        try a.save()
+        #expect(!inA.isUpdated && a.updatedObjects.isEmpty)
+        try inB.setValue(30, forKey: "budget")
+        do {
+            try b.save()
+            Issue.record("a save over a newer row went through")
+        } catch let error as ArborError {
+            #expect(error.code == .mergeConflict && error.objectID == sales.objectID)
+        }
+        #expect(b.hasChanges && inB.isUpdated, "a failed save keeps the context's changes")
+        let fresh = stack.context()
+        #expect(try fresh.existingObject(with: sales.objectID).value(forKey: "budget") as? Int32 == 20)
+    }
+
+    @Test("S002-08: a save that fails validation writes nothing and keeps every change; uniqueness violations name the values")
+    func failedSaves() throws {
+        let stack = try Stack()
+        let context = stack.context()
+        let sales = try stack.insert("Department", in: context, ["name": "Sales"])
+        try context.save()
+        let invalid = try stack.insert("Employee", in: context, ["firstName": "ada"])
+        try sales.setValue("Sales & Marketing", forKey: "name")
+        do {
+            try context.save()
+            Issue.record("an invalid object was saved")
+        } catch let error as ArborError {
+            #expect(error.code.isValidation)
+            #expect(error.detailedErrors.isEmpty || error.detailedErrors.allSatisfy { $0.objectID == invalid.objectID })
+        }
+        #expect(context.insertedObjects == [invalid] && context.updatedObjects == [sales])
+        let reader = stack.context()
+        #expect(try reader.existingObject(with: sales.objectID).value(forKey: "name") as? String == "Sales")
+        context.delete(invalid)
+        try context.save()
+
+        _ = try stack.insert("Department", in: context, ["name": "Sales & Marketing"])
+        do {
+            try context.save()
+            Issue.record("a duplicate department name was saved")
+        } catch let error as ArborError {
+            #expect(error.code == .constraintConflict && error.value?.contains("Sales & Marketing") == true)
+        }
+        #expect(context.insertedObjects.count == 1)
+    }
+
+    @Test("S000-64/S000-65: rollback restores saved objects' committed values and undeletes, without reading the store")
+    func rollbackSaved() throws {
+        let stack = try Stack()
+        let context = stack.context()
+        let sales = try stack.insert("Department", in: context, ["name": "Sales", "budget": 5])
+        let ada = try stack.insert("Employee", in: context, ["firstName": "Ada", "lastName": "Lovelace", "department": sales])
+        try context.save()
+        try sales.setValue(7, forKey: "budget")
+        try ada.setValue(nil, forKey: "department")
+        context.delete(ada)
+        context.rollback()
+        #expect(!context.hasChanges && !ada.isDeleted && !sales.isUpdated)
+        #expect(try sales.value(forKey: "budget") as? Int32 == 5)
+        #expect(try ada.value(forKey: "department") as? ManagedObject === sales)
+    }
+
+    @Test("deletes are saved with their cascade; the rows are gone for every context")
+    func cascadeSaved() throws {
+        let stack = try Stack()
+        let context = stack.context()
+        let sales = try stack.insert("Department", in: context, ["name": "Sales"])
+        let ada = try stack.insert("Employee", in: context, ["firstName": "Ada", "lastName": "Lovelace", "department": sales])
+        let grace = try stack.insert("Employee", in: context, ["firstName": "Grace", "lastName": "Hopper", "department": sales])
+        try context.save()
+        let ids = [sales.objectID, ada.objectID, grace.objectID]
+        let other = stack.context()
+        let department = try other.existingObject(with: sales.objectID)
+        other.delete(department)
+        try other.save()
+        #expect(other.deletedObjects.isEmpty && department.managedObjectContext == nil)
+        let fresh = stack.context()
+        for id in ids { #expect(throws: ArborError.self) { _ = try fresh.existingObject(with: id) } }
+    }
+
+    @Test("S000-44…S000-46: obtainPermanentIDs gives permanent IDs to new objects, which stay inserted; saved ones are ignored")
+    func permanentIDs() throws {
+        let stack = try Stack()
+        let context = stack.context()
+        let sales = try stack.insert("Department", in: context, ["name": "Sales"])
+        let ada = try stack.insert("Employee", in: context, ["firstName": "Ada", "lastName": "Lovelace", "department": sales])
+        try context.obtainPermanentIDs(for: [sales, ada])
+        #expect(!sales.objectID.isTemporaryID && sales.isInserted && context.insertedObjects.contains(sales))
+        let id = sales.objectID
+        try context.obtainPermanentIDs(for: [sales])
+        #expect(sales.objectID == id)
+        try context.save()
+        #expect(sales.objectID == id, "the save keeps the permanent ID")
+        let reader = stack.context()
+        #expect(try reader.existingObject(with: ada.objectID).value(forKeyPath: "department.name") as? String == "Sales")
+    }
+
+    @Test("item 3: URIs of saved objects round-trip through the coordinator; temporary ones are distinguishable")
+    func uriRoundTrip() throws {
+        let stack = try Stack()
+        let context = stack.context()
+        let sales = try stack.insert("Department", in: context, ["name": "Sales"])
+        let temporaryURI = sales.objectID.uriRepresentation()
+        try context.save()
+        let uri = sales.objectID.uriRepresentation()
+        #expect(uri.absoluteString.hasPrefix("x-arbor://\(stack.coordinator.persistentStores[0].identifier.uuidString)/Department/p"))
+        #expect(stack.coordinator.managedObjectID(forURIRepresentation: uri) == sales.objectID)
+        #expect(stack.coordinator.managedObjectID(forURIRepresentation: temporaryURI)?.isTemporaryID == true)
+        let foreign = URL(string: "x-arbor://\(UUID().uuidString)/Department/p1")!
+        #expect(stack.coordinator.managedObjectID(forURIRepresentation: foreign) == nil)
+    }
+
+    @Test("ordered and many-to-many relationships are saved and read back in order")
+    func orderedAndManyToMany() throws {
+        let model = try ManagedObjectModel {
+            Entity("Person") {
+                Attribute("name", .string).required()
+                Relationship("projects", to: "Project", inverse: "members").toMany()
+                Relationship("tasks", to: "Task", inverse: "owner").toMany(ordered: true)
+            }
+            Entity("Project") {
+                Attribute("title", .string)
+                Relationship("members", to: "Person", inverse: "projects").toMany()
+            }
+            Entity("Task") {
+                Attribute("title", .string)
+                Relationship("owner", to: "Person", inverse: "tasks")
+            }
+        }
+        let stack = try Stack(model: model)
+        let context = stack.context()
+        let ada = try stack.insert("Person", in: context, ["name": "Ada"])
+        let alan = try stack.insert("Person", in: context, ["name": "Alan"])
+        let engine = try stack.insert("Project", in: context, ["title": "Engine"])
+        let graph = try stack.insert("Project", in: context, ["title": "Graph"])
+        try ada.setValue(Set([engine, graph]), forKey: "projects")
+        try alan.setValue(Set([engine]), forKey: "projects")
+        let tasks = try (0..<4).map { try stack.insert("Task", in: context, ["title": "t\($0)"]) }
+        try ada.setValue(tasks.reversed() as [ManagedObject], forKey: "tasks")
+        try context.save()
+
+        let other = stack.context()
+        let adaAgain = try other.existingObject(with: ada.objectID)
+        let titles = try (adaAgain.value(forKey: "tasks") as? [ManagedObject] ?? []).map { try $0.value(forKey: "title") as? String }
+        #expect(titles == ["t3", "t2", "t1", "t0"])
+        #expect(Set(try (adaAgain.value(forKeyPath: "projects.title") as? [Any] ?? []).compactMap { $0 as? String }) == ["Engine", "Graph"])
+        let engineAgain = try other.existingObject(with: engine.objectID)
+        #expect(Set(try (engineAgain.value(forKeyPath: "members.name") as? [Any] ?? []).compactMap { $0 as? String }) == ["Ada", "Alan"])
+        // Unlink, reorder, save; a third context sees it.
+        try (try engineAgain.mutableSetValue(forKey: "members")).remove(adaAgain)
+        let ordered = try adaAgain.mutableOrderedSetValue(forKey: "tasks")
+        try ordered.remove(at: 0)
+        try other.save()
+        let third = stack.context()
+        let adaThird = try third.existingObject(with: ada.objectID)
+        #expect(try (adaThird.value(forKeyPath: "projects.title") as? [Any] ?? []).compactMap { $0 as? String } == ["Graph"])
+        #expect(try (adaThird.value(forKey: "tasks") as? [ManagedObject] ?? []).count == 3)
+    }
+
+    @Test("item 6: one snapshot per row shared by every context, counted, released at zero; staleness 0 always reads the store")
+    func rowCache() throws {
+        let stack = try Stack()
+        let setup = stack.context()
+        let sales = try stack.insert("Department", in: setup, ["name": "Sales"])
+        try setup.save()
+        let id = sales.objectID
+        setup.reset()
+        #expect(stack.coordinator.rowCacheStatistics.snapshots == 1, "the reset context's objects are alive until released")
+        _ = sales
+        let before = stack.coordinator.rowCacheStatistics
+        do {
+            let a = stack.context(), b = stack.context()
+            _ = try a.existingObject(with: id)
+            _ = try b.existingObject(with: id)
+            let during = stack.coordinator.rowCacheStatistics
+            #expect(during.snapshots == 1 && during.hits >= before.hits + 1)
+            let fresh = stack.context()
+            fresh.stalenessInterval = 0
+            _ = try fresh.existingObject(with: id)
+            #expect(stack.coordinator.rowCacheStatistics.staleReads == during.staleReads + 1)
+        }
+    }
+
+    @Test("a native store on a file keeps its objects across coordinators; another model is refused")
+    func nativeFile() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/employees.arbor"
+        var id: ManagedObjectID?
+        do {
+            let stack = try Stack(path: path)
+            let context = stack.context()
+            let sales = try stack.insert("Department", in: context, ["name": "Sales"])
+            _ = try stack.insert("Employee", in: context, ["firstName": "Ada", "lastName": "Lovelace", "department": sales])
+            try context.save()
+            id = sales.objectID
+        }
+        let reopened = try Stack(path: path)
+        let reader = reopened.context()
+        let department = try reader.existingObject(with: try #require(id))
+        #expect(try department.value(forKeyPath: "employees.@count") as? Int == 1)
+        #expect(try Database(path: path).checkIntegrity().isSound)
+        do {
+            _ = try Stack(model: try employeeModel(salaryType: .double, salaryDefault: 0.0), path: path)
+            Issue.record("a store made with another model opened")
+        } catch let error as ArborError {
+            #expect(error.code == .incompatibleModel && error.message.contains("Employee"))
+        }
+    }
+}

@@ -276,25 +276,42 @@ struct StoreTests {
     @Test("item 6: one snapshot per row shared by every context, counted, released at zero; staleness 0 always reads the store")
     func rowCache() throws {
         let stack = try Stack()
-        let setup = stack.context()
-        let sales = try stack.insert("Department", in: setup, ["name": "Sales"])
-        try setup.save()
-        let id = sales.objectID
-        setup.reset()
-        #expect(stack.coordinator.rowCacheStatistics.snapshots == 1, "the reset context's objects are alive until released")
-        _ = sales
-        let before = stack.coordinator.rowCacheStatistics
+        var id: ManagedObjectID?
+        do {
+            let setup = stack.context()
+            let sales = try stack.insert("Department", in: setup, ["name": "Sales"])
+            try setup.save()
+            id = sales.objectID
+            #expect(stack.coordinator.rowCacheStatistics.snapshots == 1, "the saved object holds its row's snapshot")
+        }
+        #expect(stack.coordinator.rowCacheStatistics.snapshots == 0, "released when the last object holding it went away")
+        let objectID = try #require(id)
         do {
             let a = stack.context(), b = stack.context()
-            _ = try a.existingObject(with: id)
-            _ = try b.existingObject(with: id)
-            let during = stack.coordinator.rowCacheStatistics
-            #expect(during.snapshots == 1 && during.hits >= before.hits + 1)
-            let fresh = stack.context()
-            fresh.stalenessInterval = 0
-            _ = try fresh.existingObject(with: id)
-            #expect(stack.coordinator.rowCacheStatistics.staleReads == during.staleReads + 1)
+            let inA = try a.existingObject(with: objectID)
+            let afterFirst = stack.coordinator.rowCacheStatistics
+            #expect(afterFirst.snapshots == 1 && afterFirst.misses == 1)
+            let inB = try b.existingObject(with: objectID)
+            let shared = stack.coordinator.rowCacheStatistics
+            #expect(shared.snapshots == 1 && shared.hits == afterFirst.hits + 1, "a second context fires from the cache")
+            // S000-71: staleness 0 means no cached data is acceptable.
+            let strict = stack.context()
+            strict.stalenessInterval = 0
+            _ = try strict.existingObject(with: objectID)
+            #expect(stack.coordinator.rowCacheStatistics.staleReads == shared.staleReads + 1)
+            // S000-73: the interval never changes realized objects.
+            #expect(try inB.value(forKey: "name") as? String == "Sales")
+            #expect(try inA.value(forKey: "name") as? String == "Sales")
         }
+        #expect(stack.coordinator.rowCacheStatistics.snapshots == 0)
+        // retainsRegisteredObjects keeps unchanged objects (and their snapshots) alive.
+        let keeping = stack.context()
+        keeping.retainsRegisteredObjects = true
+        _ = try keeping.existingObject(with: objectID)
+        #expect(stack.coordinator.rowCacheStatistics.snapshots == 1 && keeping.registeredObjects.count == 1)
+        let dropping = stack.context()
+        _ = try dropping.existingObject(with: objectID)
+        #expect(dropping.registeredObjects.isEmpty, "unchanged objects are held weakly by default")
     }
 
     @Test("a native store on a file keeps its objects across coordinators; another model is refused")

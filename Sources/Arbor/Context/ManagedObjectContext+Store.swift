@@ -268,3 +268,73 @@ extension ManagedObjectContext {
         for object in deletedObjects { object.didSave() }
     }
 }
+
+/// Refreshing objects from the store (S000-54…S000-60, S002-32…S002-36).
+extension ManagedObjectContext {
+    /// Brings `object`'s persistent values up to date with the row cache or the store (the
+    /// cached snapshot is reused while ``stalenessInterval`` allows, S000-58).
+    ///
+    /// - With `mergeChanges` false the object turns into a fault: its pending changes are lost
+    ///   (it leaves ``updatedObjects``; a pending deletion is undone), its transient values are
+    ///   released, and it holds no related objects; its values load again when next used (S000-55,
+    ///   S000-59, S000-60).
+    /// - With `mergeChanges` true its values are reloaded, then the changes made in this context
+    ///   are applied again over them, property by property; transient values are kept (set back
+    ///   after ``ManagedObject/awakeFromFetch()`` runs). This never fails and never involves a
+    ///   merge policy (S000-56, S000-57, S002-34).
+    ///
+    /// `willTurnIntoFault()` and `didTurnIntoFault()` run either way (S002-36). New objects are
+    /// not affected.
+    public func refresh(_ object: ManagedObject, mergeChanges: Bool) {
+        guard object.managedObjectContext === self, !object.insertedFlag, !object.faulted else { return }
+        let pendingKeys = object.changedKeys
+        let pending = Dictionary(uniqueKeysWithValues: pendingKeys.map { ($0, object.values[$0] ?? PropertyValue.none) })
+        var transient: [String: PropertyValue] = [:]
+        for attribute in object.entity.attributes where attribute.isTransient {
+            transient[attribute.name] = object.values[attribute.name] ?? PropertyValue.none
+        }
+        object.willTurnIntoFault()
+        object.values.removeAll()
+        object.changedKeys.removeAll()
+        object.unloadedRelationships.removeAll()
+        object.faulted = true
+        object.snapshotHolder?.releaseSnapshot(object.objectID)
+        object.snapshotHolder = nil
+        object.didTurnIntoFault()
+        let wasDeleted = object.deletedFlag
+        if wasDeleted && !mergeChanges {
+            object.deletedFlag = false
+            deleted.remove(object.objectID)
+            pendingDeletes.removeAll { $0 === object }
+        }
+        updated.remove(object.objectID)
+        guard mergeChanges else {
+            registry[object.objectID] = registrationFor(object)
+            return
+        }
+        // Reload now, then put this context's changes back over the new values.
+        object.deletedFlag = false
+        defer { object.deletedFlag = wasDeleted }
+        do {
+            try fulfillFault(object)
+        } catch {
+            // The row is gone or unreadable: the object stays a fault and reports that when used.
+            registry[object.objectID] = registrationFor(object)
+            return
+        }
+        for (key, value) in pending {
+            object.values[key] = value
+            if object.committed?[key] != value { object.changedKeys.insert(key) }
+            if object.entity.relationshipsByName[key]?.isToMany == true { object.unloadedRelationships.remove(key) }
+        }
+        for (key, value) in transient { object.values[key] = value }
+        objectDidChange(object)
+        registry[object.objectID] = registrationFor(object)
+    }
+
+    /// Refreshes every registered object, keeping this context's pending changes (as
+    /// ``refresh(_:mergeChanges:)`` with `mergeChanges` true; S001-22).
+    public func refreshAllObjects() {
+        for object in registeredObjects { refresh(object, mergeChanges: true) }
+    }
+}

@@ -88,7 +88,7 @@ public final class ManagedObjectContext {
         guard let entity = persistentStoreCoordinator?.managedObjectModel.entity(named: objectID.entityName) else {
             preconditionFailure("\(objectID) is not registered, and the context has no coordinator whose model has \(objectID.entityName)")
         }
-        let object = ManagedObject(fault: objectID, entity: entity, context: self)
+        let object = entity.managedObjectClass.init(fault: objectID, entity: entity, context: self)
         registry[objectID] = registrationFor(object)
         return object
     }

@@ -12,6 +12,8 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     public let isAbstract: Bool
     /// The parent entity's name, for a sub-entity.
     public let superentityName: String?
+    /// The class of the entity's objects: ``ManagedObject`` or a typed subclass.
+    public let managedObjectClass: ManagedObject.Type
 
     /// The parent entity.
     public private(set) weak var superentity: EntityDescription?
@@ -45,6 +47,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         name = spec.name
         isAbstract = spec.isAbstract
         superentityName = spec.parent
+        managedObjectClass = spec.objectClass
         var attributes: [AttributeDescription] = []
         var relationships: [RelationshipDescription] = []
         var uniqueness: [[String]] = []

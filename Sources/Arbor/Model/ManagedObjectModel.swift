@@ -122,6 +122,12 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
     /// The entity named `name`.
     public func entity(named name: String) -> EntityDescription? { entitiesByName[name] }
 
+    /// The entity whose objects are instances of `objectClass` (the first, by name, when several
+    /// share a class).
+    public func entity(for objectClass: ManagedObject.Type) -> EntityDescription? {
+        entities.first { $0.managedObjectClass == objectClass }
+    }
+
     /// Each entity's version hash, by name: what a store records to recognise its model.
     public var entityVersionHashes: [String: Data] {
         Dictionary(uniqueKeysWithValues: entities.map { ($0.name, $0.versionHash) })

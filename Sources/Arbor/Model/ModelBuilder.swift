@@ -171,18 +171,24 @@ public struct Entity: Sendable {
     public var parent: String?
     /// Its members.
     public var members: [any EntityMember]
+    /// The class of its objects (``ManagedObject`` or a typed subclass).
+    public var objectClass: ManagedObject.Type
 
-    /// An entity with the given members.
-    public init(_ name: String, abstract: Bool = false, parent: String? = nil, members: [any EntityMember]) {
+    /// An entity with the given members, whose objects are instances of `objectClass`.
+    public init(_ name: String, abstract: Bool = false, parent: String? = nil, class objectClass: ManagedObject.Type = ManagedObject.self,
+                members: [any EntityMember]) {
         self.name = name
         self.isAbstract = abstract
         self.parent = parent
         self.members = members
+        self.objectClass = objectClass
     }
 
-    /// An entity with the members the closure declares.
-    public init(_ name: String, abstract: Bool = false, parent: String? = nil, @EntityMemberBuilder _ members: () -> [any EntityMember]) {
-        self.init(name, abstract: abstract, parent: parent, members: members())
+    /// An entity with the members the closure declares, whose objects are instances of
+    /// `objectClass`.
+    public init(_ name: String, abstract: Bool = false, parent: String? = nil, class objectClass: ManagedObject.Type = ManagedObject.self,
+                @EntityMemberBuilder _ members: () -> [any EntityMember]) {
+        self.init(name, abstract: abstract, parent: parent, class: objectClass, members: members())
     }
 }
 

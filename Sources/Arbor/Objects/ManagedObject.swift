@@ -85,6 +85,17 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         context?.insert(self)
     }
 
+    /// Makes an object of the entity whose class is this class (``EntityDescription/managedObjectClass``)
+    /// and inserts it into `context`, as Core Data's `init(context:)`.
+    ///
+    /// - Precondition: the context's coordinator's model has an entity of this class.
+    public convenience init(context: ManagedObjectContext) {
+        guard let entity = context.persistentStoreCoordinator?.managedObjectModel.entity(for: Self.self) else {
+            preconditionFailure("no entity of the context's model has the class \(Self.self): declare it with Entity(…, class: \(Self.self).self)")
+        }
+        self.init(entity: entity, insertInto: context)
+    }
+
     /// Makes an object standing for an existing row, a fault until its values are loaded (the
     /// context calls it; subclasses that define initialisers must keep it).
     public required init(fault objectID: ManagedObjectID, entity: EntityDescription, context: ManagedObjectContext) {

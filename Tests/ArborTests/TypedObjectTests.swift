@@ -1,0 +1,75 @@
+import Foundation
+import Testing
+@testable import Arbor
+
+final class Department: ManagedObject {
+    @Managed("name") var name: String?
+    @Managed("budget") var budget: Int32?
+    @ManagedSet("employees") var employees: Set<Employee>
+}
+
+final class Employee: ManagedObject {
+    @Managed("firstName") var firstName: String?
+    @Managed("lastName") var lastName: String?
+    @Managed("salary") var salary: Decimal?
+    @Managed("department") var department: Department?
+    @Managed("manager") var manager: Employee?
+    @ManagedList("reports") var reports: [Employee]
+}
+
+func typedModel() throws -> ManagedObjectModel {
+    try ManagedObjectModel {
+        Entity("Department", class: Department.self) {
+            Attribute("name", .string).required()
+            Attribute("budget", .integer32)
+            Relationship("employees", to: "Employee", inverse: "department").toMany().deleteRule(.cascade)
+        }
+        Entity("Employee", class: Employee.self) {
+            Attribute("firstName", .string).required()
+            Attribute("lastName", .string).required()
+            Attribute("salary", .decimal).defaultValue(Decimal(100))
+            Relationship("department", to: "Department", inverse: "employees")
+            Relationship("manager", to: "Employee", inverse: "reports")
+            Relationship("reports", to: "Employee", inverse: "manager").toMany(ordered: true)
+        }
+    }
+}
+
+@Suite("Typed subclasses")
+struct TypedObjectTests {
+    @Test("property wrappers read and write through key-value coding, with inverses; faults are instances of the entity's class")
+    func typedAccess() throws {
+        let stack = try Stack(model: try typedModel())
+        let context = stack.context()
+        let sales = Department(context: context)
+        sales.name = "Sales"
+        sales.budget = 12
+        let ada = Employee(context: context)
+        ada.firstName = "Ada"
+        ada.lastName = "Lovelace"
+        #expect(ada.salary == 100, "defaults")
+        ada.department = sales
+        #expect(sales.employees == [ada], "the inverse follows")
+        let grace = Employee(context: context)
+        grace.firstName = "Grace"
+        grace.lastName = "Hopper"
+        sales.employees.insert(grace)
+        #expect(grace.department === sales)
+        ada.reports = [grace]
+        #expect(grace.manager === ada)
+        #expect(try ada.value(forKey: "firstName") as? String == "Ada", "the same state as key-value coding")
+        try context.save()
+
+        let other = stack.context()
+        let fault = other.object(with: sales.objectID)
+        let department = try #require(fault as? Department)
+        #expect(department.isFault && department.name == "Sales" && department.budget == 12)
+        let names = Set(department.employees.compactMap(\.firstName))
+        #expect(names == ["Ada", "Grace"])
+        let adaAgain = try #require(department.employees.first { $0.firstName == "Ada" })
+        #expect(adaAgain.reports.map(\.firstName) == ["Grace"])
+        adaAgain.department = nil
+        #expect(!department.employees.contains(adaAgain))
+        try other.save()
+    }
+}

@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
-# The demonstration `make demo` runs: several processes share one database file through the
-# engine's locks and journal; a writer is killed mid-run with SIGKILL; the file is recovered and
-# checked. Argument: the path of the built `arbor` binary.
+# The demonstration `make demo` runs: first the object graph (`arbor demo`: the seeds'
+# Employee/Department example on a store file, which `arbor info` and `arbor check` then inspect);
+# then the engine: several processes share one database file through its locks and journal, a
+# writer is killed mid-run with SIGKILL, and the file is recovered and checked.
+# Argument: the path of the built `arbor` binary.
 set -euo pipefail
 arbor="$1"
 dir="$(mktemp -d)"
 trap 'rm -rf "$dir"' EXIT
 db="$dir/demo.arbor"
+
+echo "== The object graph: arbor demo"
+"$arbor" demo --store "$dir/employees.arbor"
+echo
+"$arbor" info "$dir/employees.arbor"
+"$arbor" check "$dir/employees.arbor"
+echo
 
 echo "== Two writer processes and a reader share $db"
 "$arbor" stress "$db" --writer 0 --count 200 &

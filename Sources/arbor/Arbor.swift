@@ -5,9 +5,9 @@ import ArborStore
 struct ArborCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "arbor",
-        abstract: "Inspect and maintain Arbor database files.",
+        abstract: "Inspect and maintain Arbor database files, and demonstrate the object graph.",
         version: "0.1.0",
-        subcommands: [Info.self, Check.self, Get.self, Put.self, Delete.self, Scan.self, Dump.self, Load.self, Stress.self]
+        subcommands: [Demo.self, Info.self, Check.self, Get.self, Put.self, Delete.self, Scan.self, Dump.self, Load.self, Stress.self]
     )
 }
 

@@ -156,3 +156,23 @@ struct DataCommandTests {
         }
     }
 }
+
+@Suite("arbor demo")
+struct DemoCommandTests {
+    @Test("arbor demo walks through the seeds' example on a store file that arbor check then finds sound")
+    func demo() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("arbor-demo-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = directory + "/employees.arbor"
+        let result = try runArbor(["demo", "--store", store])
+        #expect(result.status == 0, "\(result.stderr)")
+        for line in ["Engineering is a fault: true", "its name: Engineering (now a fault: false)", "same instance in the reader: true",
+                     "Sales: [\"Katherine Johnson\"]", "Katherine's row is gone: objectNotFound",
+                     "save failed: validationMultipleErrors", "rolled back: no changes left"] {
+            #expect(result.stdout.contains(line), "missing: \(line)")
+        }
+        let check = try runArbor(["check", store])
+        #expect(check.status == 0 && check.stdout.hasPrefix("ok:"))
+    }
+}

@@ -1,0 +1,154 @@
+import ArgumentParser
+import Arbor
+import Foundation
+
+/// The seeds' Employee/Department example as typed subclasses.
+final class DemoDepartment: ManagedObject {
+    @Managed("name") var name: String?
+    @ManagedSet("employees") var employees: Set<DemoEmployee>
+}
+
+final class DemoEmployee: ManagedObject {
+    @Managed("firstName") var firstName: String?
+    @Managed("lastName") var lastName: String?
+    @Managed("salary") var salary: Decimal?
+    @Managed("department") var department: DemoDepartment?
+    @Managed("manager") var manager: DemoEmployee?
+    @ManagedSet("reports") var reports: Set<DemoEmployee>
+
+    var fullName: String { "\(firstName ?? "?") \(lastName ?? "?")" }
+}
+
+/// The model of the demonstration (and of the README's example).
+func demoModel() throws -> ManagedObjectModel {
+    try ManagedObjectModel {
+        Entity("Department", class: DemoDepartment.self) {
+            Attribute("name", .string).required().length(1...60)
+            Relationship("employees", to: "Employee", inverse: "department").toMany().deleteRule(.cascade)
+            Unique("name")
+        }
+        Entity("Employee", class: DemoEmployee.self) {
+            Attribute("firstName", .string).required()
+            Attribute("lastName", .string).required()
+            Attribute("salary", .decimal).defaultValue(Decimal(50_000)).minimum(Decimal(0))
+            Relationship("department", to: "Department", inverse: "employees")
+            Relationship("manager", to: "Employee", inverse: "reports")
+            Relationship("reports", to: "Employee", inverse: "manager").toMany()
+        }
+    }
+}
+
+struct Demo: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Walk through the object graph on a store file: the seeds' Employee/Department example.",
+        discussion: """
+            Builds the model, inserts and saves departments and employees, reads them back in a new \
+            context (faults, uniquing), moves an employee between departments, cascade-deletes a \
+            department, and shows a validation failure, printing each step. The store file stays \
+            for `arbor info` and `arbor check`.
+            """
+    )
+
+    @Option(name: .long, help: "The store file (created or replaced).")
+    var store = "employees.arbor"
+
+    func run() throws {
+        do {
+            try demonstrate()
+        } catch let error as ArborError {
+            printError("arbor: \(error)")
+            throw ExitCode(1)
+        }
+    }
+
+    func step(_ title: String) { print("\n== \(title)") }
+
+    func demonstrate() throws {
+        for suffix in ["", "-journal"] { try? FileManager.default.removeItem(atPath: store + suffix) }
+        let model = try demoModel()
+        step("The model (version hash \(model.versionHashString))")
+        print(model)
+
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        let native = try coordinator.addNativeStore(at: store)
+        step("A native store at \(store) (identifier \(native.identifier))")
+
+        step("Insert two departments and four employees, then save")
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let engineering = DemoDepartment(context: context)
+        engineering.name = "Engineering"
+        let sales = DemoDepartment(context: context)
+        sales.name = "Sales"
+        func hire(_ first: String, _ last: String, _ salary: Int, _ department: DemoDepartment) -> DemoEmployee {
+            let employee = DemoEmployee(context: context)
+            employee.firstName = first
+            employee.lastName = last
+            employee.salary = Decimal(salary)
+            employee.department = department
+            return employee
+        }
+        let ada = hire("Ada", "Lovelace", 120_000, engineering)
+        let grace = hire("Grace", "Hopper", 130_000, engineering)
+        let alan = hire("Alan", "Turing", 110_000, sales)
+        let katherine = hire("Katherine", "Johnson", 95_000, sales)
+        grace.reports = [ada]
+        print("before saving: \(context.insertedObjects.count) inserted objects; Ada's ID is temporary: \(ada.objectID.isTemporaryID)")
+        try context.save()
+        print("saved: Ada is now \(ada.objectID.uriRepresentation())")
+        let ids = (ada: ada.objectID, grace: grace.objectID, alan: alan.objectID, katherine: katherine.objectID,
+                   engineering: engineering.objectID, sales: sales.objectID)
+
+        step("Read back in a new context: faults, fired when used")
+        let reader = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let department = reader.object(with: ids.engineering) as! DemoDepartment
+        print("Engineering is a fault: \(department.isFault)")
+        print("its name: \(department.name ?? "?") (now a fault: \(department.isFault))")
+        let staff = department.employees.sorted { ($0.lastName ?? "") < ($1.lastName ?? "") }
+        print("its employees: \(staff.map(\.fullName).joined(separator: ", "))")
+        print("payroll: \(try department.value(forKeyPath: "employees.@sum.salary") ?? 0)")
+        let gracesReports = (reader.object(with: ids.grace) as! DemoEmployee).reports.map(\.fullName)
+        print("Grace manages: \(gracesReports.joined(separator: ", "))")
+
+        step("Uniquing: one instance per object ID in a context, another in each other context")
+        let once = reader.object(with: ids.ada), twice = reader.object(with: ids.ada)
+        print("same instance in the reader: \(once === twice); the first context's Ada is another instance: \(once !== ada)")
+
+        step("Move Alan from Sales to Engineering: the inverse follows")
+        let alanHere = reader.object(with: ids.alan) as! DemoEmployee
+        let salesHere = reader.object(with: ids.sales) as! DemoDepartment
+        alanHere.department = department
+        print("Sales: \(salesHere.employees.map(\.fullName).sorted()); Engineering: \(department.employees.map(\.fullName).sorted())")
+        try reader.save()
+        print("saved (updated objects are versioned: optimistic locking compares versions)")
+
+        step("Delete Sales: the cascade rule deletes its employees")
+        reader.delete(salesHere)
+        reader.processPendingChanges()
+        print("deleted objects: \(reader.deletedObjects.compactMap { ($0 as? DemoEmployee)?.fullName ?? ($0 as? DemoDepartment)?.name }.sorted())")
+        try reader.save()
+        let check = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        do {
+            _ = try check.existingObject(with: ids.katherine)
+            print("Katherine is still there (unexpected)")
+        } catch let error as ArborError {
+            print("Katherine's row is gone: \(error.code)")
+        }
+
+        step("A validation failure: every problem is reported, nothing is saved")
+        let intern = DemoEmployee(context: check)
+        intern.firstName = "Nameless"
+        intern.salary = -1
+        do {
+            try check.save()
+        } catch let error as ArborError {
+            print("save failed: \(error.code)")
+            for detail in error.detailedErrors { print("  - \(detail.message) [\(detail.code)]") }
+        }
+        check.rollback()
+        print("rolled back: \(check.hasChanges ? "changes remain" : "no changes left")")
+
+        let cache = coordinator.rowCacheStatistics
+        step("Row cache: \(cache.snapshots) snapshots held, \(cache.hits) hits, \(cache.misses) misses")
+        print("\nThe store stays at \(store): try `arbor info \(store)` and `arbor check \(store)`.")
+    }
+}

@@ -341,3 +341,38 @@ struct StoreTests {
         }
     }
 }
+
+@Suite("Several stores")
+struct SeveralStoresTests {
+    @Test("item 5: entities go to the store whose configuration includes them; assign(_:to:) picks another; IDs name their store")
+    func configurations() throws {
+        let model = try ManagedObjectModel(configurations: ["Catalog": ["Product"], "Logs": ["Entry"], "Both": ["Product", "Entry"]]) {
+            Entity("Product") { Attribute("name", .string) }
+            Entity("Entry") { Attribute("text", .string) }
+        }
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        let catalog = try coordinator.addInMemoryStore(configuration: "Catalog")
+        let logs = try coordinator.addInMemoryStore(configuration: "Logs")
+        let both = try coordinator.addInMemoryStore(configuration: "Both")
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let product = ManagedObject(entity: model.entity(named: "Product")!, insertInto: context)
+        let entry = ManagedObject(entity: model.entity(named: "Entry")!, insertInto: context)
+        let assigned = ManagedObject(entity: model.entity(named: "Entry")!, insertInto: context)
+        try product.setValue("lamp", forKey: "name")
+        try entry.setValue("first", forKey: "text")
+        try assigned.setValue("second", forKey: "text")
+        try context.assign(assigned, to: both)
+        #expect(throws: ArborError.self) { try context.assign(product, to: logs) }
+        try context.save()
+        #expect(product.objectID.storeIdentifier == catalog.identifier)
+        #expect(entry.objectID.storeIdentifier == logs.identifier)
+        #expect(assigned.objectID.storeIdentifier == both.identifier)
+        #expect(coordinator.persistentStore(for: assigned.objectID) === both)
+        #expect(try logs.row(for: entry.objectID)?.attributes["text"] == .string("first"))
+        let reader = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        #expect(try reader.existingObject(with: assigned.objectID).value(forKey: "text") as? String == "second")
+        #expect(throws: ArborError.self) {
+            _ = try ManagedObjectModel(configurations: ["Bad": ["Nothing"]]) { Entity("A") { Attribute("x", .string) } }
+        }
+    }
+}

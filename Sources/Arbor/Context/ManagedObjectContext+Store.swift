@@ -109,10 +109,45 @@ extension ManagedObjectContext {
         for object in temporary { byEntity[ObjectIdentifier(object.entity), default: []].append(object) }
         var mapping: [(ManagedObject, ManagedObjectID)] = []
         for group in byEntity.values {
-            let ids = try coordinator.allocateObjectIDs(for: group[0].entity, count: group.count)
-            mapping += zip(group, ids).map { ($0, $1) }
+            for (store, members) in groupedByStore(group) {
+                let ids = try coordinator.allocateObjectIDs(for: members[0].entity, count: members.count, in: store)
+                mapping += zip(members, ids).map { ($0, $1) }
+            }
         }
-        changeIDs(Dictionary(uniqueKeysWithValues: mapping.map { ($0.0.objectID, $0.1) }))
+        let changes = Dictionary(uniqueKeysWithValues: mapping.map { ($0.0.objectID, $0.1) })
+        changeIDs(changes)
+        for id in changes.keys { assignments[id] = nil }
+    }
+
+    /// Assigns a new object to `store`: it will be saved there instead of the first store that
+    /// takes its entity (Core Data's `assign(_:to:)`).
+    ///
+    /// - Throws: ``ArborError/Code/misuse`` when the object is not new, belongs to another
+    ///   context, or its entity is not in the store's configuration.
+    public func assign(_ object: ManagedObject, to store: any PersistentStore) throws {
+        guard object.managedObjectContext === self, object.objectID.isTemporaryID else {
+            throw ArborError(.misuse, "only new objects of this context can be assigned to a store", objectID: object.objectID)
+        }
+        let coordinator = try requireCoordinator("assign objects to stores")
+        guard coordinator.persistentStores.contains(where: { $0 === store }),
+              coordinator.managedObjectModel.configuration(store.configurationName, includes: object.entity) else {
+            throw ArborError(.misuse, "the store \(store.identifier) does not take \(object.entity.name) objects", objectID: object.objectID)
+        }
+        assignments[object.objectID] = store
+    }
+
+    /// Objects grouped by the store they go to: their assignment, else nil (the default store).
+    func groupedByStore(_ objects: [ManagedObject]) -> [(store: (any PersistentStore)?, objects: [ManagedObject])] {
+        var groups: [(store: (any PersistentStore)?, objects: [ManagedObject])] = []
+        for object in objects {
+            let store = assignments[object.objectID]
+            if let index = groups.firstIndex(where: { $0.store === store }) {
+                groups[index].objects.append(object)
+            } else {
+                groups.append((store, [object]))
+            }
+        }
+        return groups
     }
 
     /// Gives objects new IDs (old → new) everywhere the context knows them: the registry, the
@@ -179,8 +214,10 @@ extension ManagedObjectContext {
             byEntity[ObjectIdentifier(object.entity), default: []].append(object)
         }
         for group in byEntity.values {
-            let ids = try coordinator.allocateObjectIDs(for: group[0].entity, count: group.count)
-            for (object, id) in zip(group, ids) { permanent[object.objectID] = id }
+            for (store, members) in groupedByStore(group) {
+                let ids = try coordinator.allocateObjectIDs(for: members[0].entity, count: members.count, in: store)
+                for (object, id) in zip(members, ids) { permanent[object.objectID] = id }
+            }
         }
         func mapped(_ id: ManagedObjectID) -> ManagedObjectID { permanent[id] ?? id }
         func row(of object: ManagedObject, version: Int64) -> StoreRow {
@@ -235,6 +272,7 @@ extension ManagedObjectContext {
 
         // The save happened: bring the objects and the context up to date.
         changeIDs(permanent)
+        for id in permanent.keys { assignments[id] = nil }
         for (object, savedRow) in savedRows {
             var committed: [String: PropertyValue] = [:]
             for attribute in object.entity.attributes where !attribute.isTransient { committed[attribute.name] = object.values[attribute.name] ?? .none }

@@ -23,6 +23,8 @@ public final class ManagedObjectContext {
     var deleted: OrderedSet<ManagedObjectID> = []
     /// Deleted objects whose delete rules have not been applied yet.
     var pendingDeletes: [ManagedObject] = []
+    /// New objects assigned to a store with `assign(_:to:)`, by (temporary) ID.
+    var assignments: [ManagedObjectID: any PersistentStore] = [:]
 
     /// Whether the context keeps every registered object alive (false by default: unchanged
     /// objects are held weakly).
@@ -209,6 +211,7 @@ public final class ManagedObjectContext {
         inserted.removeAll()
         updated.removeAll()
         deleted.removeAll()
+        assignments.removeAll()
     }
 
     /// Forgets every object: the context is as new, and the objects it had must not be used
@@ -222,6 +225,7 @@ public final class ManagedObjectContext {
         updated.removeAll()
         deleted.removeAll()
         pendingDeletes.removeAll()
+        assignments.removeAll()
     }
 
     // MARK: Called by objects

@@ -83,11 +83,12 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         return locked { stores.first { $0.identifier == identifier } }
     }
 
-    /// The store new objects of `entity` are saved to: the first store (configurations come
-    /// with a later part of this milestone).
+    /// The store new objects of `entity` are saved to: the first whose configuration includes
+    /// the entity (a store without a configuration takes every entity).
     func store(for entity: EntityDescription) throws -> any PersistentStore {
-        guard let store = locked({ stores.first }) else {
-            throw ArborError(.misuse, "the coordinator has no persistent store to save \(entity.name) objects to", entity: entity.name)
+        guard let store = locked({ stores.first { managedObjectModel.configuration($0.configurationName, includes: entity) } }) else {
+            throw ArborError(.misuse, "no persistent store of the coordinator takes \(entity.name) objects (check the stores' configurations)",
+                             entity: entity.name)
         }
         return store
     }
@@ -166,10 +167,11 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
     }
 
-    /// New permanent IDs for objects of `entity` (in the store they will be saved to).
-    func allocateObjectIDs(for entity: EntityDescription, count: Int) throws -> [ManagedObjectID] {
+    /// New permanent IDs for objects of `entity`, in `store` (by default the store the entity's
+    /// objects are saved to).
+    func allocateObjectIDs(for entity: EntityDescription, count: Int, in chosen: (any PersistentStore)? = nil) throws -> [ManagedObjectID] {
         try locked {
-            let store = try store(for: entity)
+            let store = try chosen ?? store(for: entity)
             return try store.allocatePrimaryKeys(for: entity, count: count).map {
                 ManagedObjectID(entityName: entity.name, store: store.identifier, key: $0)
             }

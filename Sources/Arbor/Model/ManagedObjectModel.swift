@@ -23,18 +23,22 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
     public let entitiesByName: [String: EntityDescription]
     /// The model's version hash: of its entities' hashes, in name order.
     public let versionHash: Data
+    /// Named sets of entities (Core Data's configurations): a store opened with a configuration
+    /// holds the objects of those entities only.
+    public let configurations: [String: Set<String>]
 
-    /// Makes a model of the entities the closure declares.
+    /// Makes a model of the entities the closure declares, with optional configurations (name →
+    /// entity names).
     ///
     /// - Throws: ``ArborError/Code/invalidModel`` listing every problem found.
-    public convenience init(@ModelBuilder _ entities: () -> [Entity]) throws {
-        try self.init(entities: entities())
+    public convenience init(configurations: [String: Set<String>] = [:], @ModelBuilder _ entities: () -> [Entity]) throws {
+        try self.init(entities: entities(), configurations: configurations)
     }
 
-    /// Makes a model of `entities`.
+    /// Makes a model of `entities`, with optional configurations (name → entity names).
     ///
     /// - Throws: ``ArborError/Code/invalidModel`` listing every problem found.
-    public init(entities specs: [Entity]) throws {
+    public init(entities specs: [Entity], configurations: [String: Set<String>] = [:]) throws {
         var problems: [String] = []
         var byName: [String: EntityDescription] = [:]
         var entities: [EntityDescription] = []
@@ -106,9 +110,15 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
                 relationship.resolve(entity: entity, destination: destination, inverse: inverse)
             }
         }
+        for (name, members) in configurations.sorted(by: { $0.key < $1.key }) {
+            for member in members.sorted() where byName[member] == nil {
+                problems.append("the configuration \(name) names \"\(member)\", which is not an entity")
+            }
+        }
         guard problems.isEmpty else {
             throw ArborError(.invalidModel, "the model is not valid: " + problems.joined(separator: "; "))
         }
+        self.configurations = configurations
         entities.sort { $0.name < $1.name }
         for entity in entities {
             entity.sortSubentities()
@@ -121,6 +131,13 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
 
     /// The entity named `name`.
     public func entity(named name: String) -> EntityDescription? { entitiesByName[name] }
+
+    /// Whether a store with configuration `configuration` (nil: all entities) holds `entity`'s
+    /// objects.
+    public func configuration(_ configuration: String?, includes entity: EntityDescription) -> Bool {
+        guard let configuration else { return true }
+        return configurations[configuration]?.contains(entity.name) ?? false
+    }
 
     /// The entity whose objects are instances of `objectClass` (the first, by name, when several
     /// share a class).

@@ -97,6 +97,12 @@ let package = Package(
             dependencies: ["EngineWorkloads", "CommitWorkloads"],
             swiftSettings: swiftSettings
         ),
+        // The object graph's workloads, Arbor alone, for profilers and quick measurements.
+        .executableTarget(
+            name: "ObjectGraphProfile",
+            dependencies: ["CommitWorkloads", .product(name: "Arbor", package: "Arbor")],
+            swiftSettings: swiftSettings
+        ),
         // Prints the engine table of docs/performance.md (one process, both engines).
         .executableTarget(
             name: "EngineReport",

@@ -13,6 +13,10 @@ import Foundation
 /// `x-arbor://temporary/<Entity>/t<UUID>` for a temporary one.
 /// `PersistentStoreCoordinator.managedObjectID(forURIRepresentation:)` turns it back into an ID.
 public struct ManagedObjectID: Hashable, Sendable, CustomStringConvertible {
+    /// Equal IDs have equal storage (a row of a store, or one temporary identity); hashing the
+    /// storage alone spares hashing the entity name on every registry lookup.
+    public func hash(into hasher: inout Hasher) { hasher.combine(storage) }
+
     /// Where the identity comes from.
     enum Storage: Hashable, Sendable {
         /// A row of a store: the store's identifier and the row's primary key.

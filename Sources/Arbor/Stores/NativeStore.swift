@@ -90,11 +90,11 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     }
 
     /// Runs `body`, turning engine errors into ``ArborError``s.
-    static func storeError<R>(_ what: String, code: ArborError.Code = .store, _ body: () throws -> R) throws -> R {
+    static func storeError<R>(_ what: @autoclosure () -> String, code: ArborError.Code = .store, _ body: () throws -> R) throws -> R {
         do {
             return try body()
         } catch let error as StoreError {
-            throw ArborError(code, "could not \(what): \(error.message)", storeError: error)
+            throw ArborError(code, "could not \(what()): \(error.message)", storeError: error)
         }
     }
 
@@ -310,7 +310,8 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         try Self.storeError("allocate primary keys for \(entity.name)") {
             try database.write { transaction in
                 guard let tree = try transaction.tree(named: Self.rowsTree(entity), create: true) else { return [] }
-                return try (0..<count).map { _ in Int64(try tree.nextSequence()) }
+                guard count > 0 else { return [] }
+                return try tree.nextSequence(reserving: count).map { Int64($0) }
             }
         }
     }

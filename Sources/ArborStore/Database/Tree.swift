@@ -126,15 +126,25 @@ public final class Tree {
     /// Hands out the tree's next sequence number (1, 2, 3, …), durable with the transaction: the
     /// primary-key allocator of tables.
     public func nextSequence() throws -> UInt64 {
+        try nextSequence(reserving: 1).lowerBound
+    }
+
+    /// Hands out `count` consecutive sequence numbers at once (one catalog update), durable with
+    /// the transaction.
+    ///
+    /// - Precondition: `count` > 0.
+    public func nextSequence(reserving count: Int) throws -> ClosedRange<UInt64> {
+        precondition(count > 0, "reserve at least one sequence number")
         try checkWritable()
         guard var current = try transaction.catalog.lookup(name) else {
             throw StoreError(.misuse, "tree \"\(name)\" was dropped")
         }
-        current.sequence += 1
+        let first = current.sequence + 1
+        current.sequence += UInt64(count)
         try transaction.catalog.update(current)
         descriptor = current
         transaction.generation &+= 1
-        return descriptor.sequence
+        return first...current.sequence
     }
 
     /// Counts the entries and pages of the tree by walking it.

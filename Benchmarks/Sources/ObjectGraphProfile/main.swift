@@ -1,0 +1,79 @@
+// The object graph's workloads, Arbor alone, for profilers and quick measurements:
+//   swift run -c release ObjectGraphProfile [objects]
+import Arbor
+import CommitWorkloads
+import Foundation
+
+let count = CommandLine.arguments.count > 1 ? Int(CommandLine.arguments[1]) ?? 100_000 : 100_000
+let model = try ManagedObjectModel {
+    Entity("Employee") {
+        Attribute("name", .string).required()
+        Attribute("salary", .integer64)
+        Attribute("startDate", .date)
+    }
+}
+let directory = try ScratchDirectory(prefix: "arbor-graph")
+defer { directory.remove() }
+let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+try coordinator.addNativeStore(at: directory.path + "/graph.arbor")
+let entity = model.entity(named: "Employee")!
+let clock = ContinuousClock()
+func rate(_ operations: Int, _ duration: Duration) -> String {
+    let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) * 1e-18
+    return "\(Int(Double(operations) / seconds))/s"
+}
+
+var ids: [ManagedObjectID] = []
+do {
+    let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+    let start = clock.now
+    var objects: [ManagedObject] = []
+    objects.reserveCapacity(count)
+    for i in 0..<count {
+        let object = ManagedObject(entity: entity, insertInto: context)
+        try object.setValue("Employee \(i)", forKey: "name")
+        try object.setValue(i * 10, forKey: "salary")
+        try object.setValue(Date(timeIntervalSince1970: Double(i)), forKey: "startDate")
+        objects.append(object)
+    }
+    let inserted = clock.now
+    try context.save()
+    let saved = clock.now
+    print("insert \(count): \(rate(count, inserted - start)); save: \(saved - inserted); insert+save: \(rate(count, saved - start))")
+    ids = objects.map(\.objectID)
+}
+do {
+    // Keyed fetches: a fresh object each time (nothing holds the snapshots), so every one reads the store.
+    let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+    var random = SystemRandomNumberGenerator()
+    let n = min(count, 100_000)
+    let start = clock.now
+    for _ in 0..<n {
+        let id = ids[Int(random.next() % UInt64(ids.count))]
+        _ = try context.existingObject(with: id).value(forKey: "salary")
+    }
+    print("keyed fetches (existingObject): \(rate(n, clock.now - start))")
+}
+do {
+    // Fault firing from the row cache: another context holds every snapshot.
+    let holder = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+    holder.retainsRegisteredObjects = true
+    let n = min(count, 100_000)
+    for id in ids.prefix(n) { _ = try holder.existingObject(with: id) }
+    let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+    context.retainsRegisteredObjects = true
+    let start = clock.now
+    for id in ids.prefix(n) { _ = try context.object(with: id).value(forKey: "salary") }
+    print("fault fires from the cache: \(rate(n, clock.now - start)); cache \(coordinator.rowCacheStatistics)")
+}
+do {
+    let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+    let n = 200
+    let start = clock.now
+    for i in 0..<n {
+        let object = ManagedObject(entity: entity, insertInto: context)
+        try object.setValue("Late \(i)", forKey: "name")
+        try context.save()
+    }
+    print("durable one-object saves: \(rate(n, clock.now - start))")
+}

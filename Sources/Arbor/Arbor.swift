@@ -2,8 +2,8 @@
 
 /// Arbor: Core Data's object-graph programming model on the ArborStore engine.
 ///
-/// The model layer (``ManagedObjectModel`` and its descriptions), object IDs and the error type are
-/// here; managed objects, contexts and the coordinator follow. The module re-exports the engine.
+/// Models, managed objects, contexts, the coordinator and the stores are here; fetch requests,
+/// merging, concurrency and undo follow. The module re-exports the engine.
 public enum ArborLibrary {
     /// The library's version.
     public static let version = "0.1.0"

@@ -25,6 +25,7 @@ public struct Managed<Value> {
     /// A typed accessor for the property `key`.
     public init(_ key: String) { self.key = key }
 
+    /// Unavailable: the value is reached through the enclosing object.
     @available(*, unavailable, message: "@Managed is only for properties of ManagedObject subclasses")
     public var wrappedValue: Value? {
         get { fatalError("@Managed is only for properties of ManagedObject subclasses") }
@@ -60,6 +61,7 @@ public struct ManagedSet<Element: ManagedObject> {
     /// A typed accessor for the to-many relationship `key`.
     public init(_ key: String) { self.key = key }
 
+    /// Unavailable: the value is reached through the enclosing object.
     @available(*, unavailable, message: "@ManagedSet is only for properties of ManagedObject subclasses")
     public var wrappedValue: Set<Element> {
         get { fatalError("@ManagedSet is only for properties of ManagedObject subclasses") }
@@ -96,6 +98,7 @@ public struct ManagedList<Element: ManagedObject> {
     /// A typed accessor for the ordered to-many relationship `key`.
     public init(_ key: String) { self.key = key }
 
+    /// Unavailable: the value is reached through the enclosing object.
     @available(*, unavailable, message: "@ManagedList is only for properties of ManagedObject subclasses")
     public var wrappedValue: [Element] {
         get { fatalError("@ManagedList is only for properties of ManagedObject subclasses") }

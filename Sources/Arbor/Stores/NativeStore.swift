@@ -16,9 +16,13 @@ import OrderedCollections
 /// Every save is one engine write transaction. The in-memory store is this class over a
 /// ``MemoryFileSystem``.
 public final class NativeStore: PersistentStore, @unchecked Sendable {
+    /// The store's identifier, kept in its metadata tree.
     public let identifier: UUID
+    /// `"native"`, or `"memory"` for the in-memory store.
     public let type: String
+    /// The store's file (nil for the in-memory store).
     public let path: String?
+    /// The configuration whose entities the store holds (nil: all).
     public let configurationName: String?
     let database: Database
     let model: ManagedObjectModel
@@ -252,6 +256,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
 
     // MARK: PersistentStore
 
+    /// The row of `objectID` in its hierarchy's tree, or nil.
     public func row(for objectID: ManagedObjectID) throws -> StoreRow? {
         let key = try primaryKey(of: objectID)
         let entity = try entity(objectID.entityName)
@@ -266,6 +271,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         }
     }
 
+    /// A to-many relationship's destinations, from the inverse's foreign-key, join or order tree.
     public func relatedObjectIDs(of objectID: ManagedObjectID, relationship: RelationshipDescription) throws -> [ManagedObjectID] {
         let key = try primaryKey(of: objectID)
         guard let inverse = relationship.inverseRelationship, let destination = relationship.destinationEntity else { return [] }
@@ -306,6 +312,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         "order.\(relationship.entity?.name ?? "?").\(relationship.name)"
     }
 
+    /// Reserves `count` primary keys from the hierarchy tree's sequence (one write transaction).
     public func allocatePrimaryKeys(for entity: EntityDescription, count: Int) throws -> [Int64] {
         try Self.storeError("allocate primary keys for \(entity.name)") {
             try database.write { transaction in
@@ -316,6 +323,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         }
     }
 
+    /// Writes one save's changes in one engine write transaction: rows, indexes, links, constraints.
     public func save(_ changes: StoreChanges) throws {
         guard !changes.isEmpty else { return }
         // An ArborError (a conflict, a constraint) thrown inside the transaction rolls it back.

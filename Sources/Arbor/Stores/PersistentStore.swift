@@ -39,8 +39,9 @@ public struct StoreChanges: Sendable {
     public var updated: [(ManagedObjectID, StoreRow, expectedVersion: Int64)] = []
     /// Deleted rows, with the version the saving context's copy was read at.
     public var deleted: [(ManagedObjectID, expectedVersion: Int64)] = []
-    /// Many-to-many links added and removed: (object, relationship name, destination).
+    /// Many-to-many links added: (object, relationship name, destination).
     public var linked: [(ManagedObjectID, String, ManagedObjectID)] = []
+    /// Many-to-many links removed: (object, relationship name, destination).
     public var unlinked: [(ManagedObjectID, String, ManagedObjectID)] = []
 
     /// Creates an empty set of changes.

@@ -104,6 +104,7 @@ public protocol StoreFile: AnyObject, Sendable {
 }
 
 extension StoreFile {
+    /// Writes each buffer in turn (implementations with a gathering write override this).
     public func write(gathering buffers: [UnsafeRawBufferPointer], at offset: Int64) throws {
         var position = offset
         for buffer in buffers {

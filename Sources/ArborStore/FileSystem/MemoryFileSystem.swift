@@ -35,6 +35,7 @@ public final class MemoryFileSystem: FileSystem, Sendable {
         device = Self.devices.add(1, ordering: .relaxed).newValue | (1 << 63)
     }
 
+    /// Opens a file, creating it when the mode allows.
     public func open(_ path: String, mode: FileOpenMode) throws -> any StoreFile {
         try state.withLock { state in
             let node: UInt64
@@ -56,16 +57,19 @@ public final class MemoryFileSystem: FileSystem, Sendable {
         }
     }
 
+    /// Whether a file exists at `path`.
     public func exists(_ path: String) throws -> Bool {
         state.withLock { $0.paths[path] != nil }
     }
 
+    /// Removes a file (its open handles fail from then on).
     public func delete(_ path: String) throws {
         state.withLock { state in
             if let node = state.paths.removeValue(forKey: path) { state.nodes[node] = nil }
         }
     }
 
+    /// Nothing to make durable in memory.
     public func syncDirectory(containing path: String) throws {}
 
     // MARK: Handle operations

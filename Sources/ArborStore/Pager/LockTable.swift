@@ -20,6 +20,7 @@ public enum LockLevel: Int, Comparable, Sendable, CustomStringConvertible {
     /// Writing the file.
     case exclusive
 
+    /// Orders levels by strength.
     public static func < (lhs: LockLevel, rhs: LockLevel) -> Bool { lhs.rawValue < rhs.rawValue }
 
     public var description: String {

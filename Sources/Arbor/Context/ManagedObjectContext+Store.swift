@@ -4,9 +4,9 @@ import OrderedCollections
 /// What the context does with its coordinator: fire faults, load relationships, resolve IDs,
 /// obtain permanent IDs, and save.
 extension ManagedObjectContext {
-    func requireCoordinator(_ what: String) throws -> PersistentStoreCoordinator {
+    func requireCoordinator(_ what: @autoclosure () -> String) throws -> PersistentStoreCoordinator {
         guard let persistentStoreCoordinator else {
-            throw ArborError(.misuse, "this context has no persistent store coordinator to \(what)")
+            throw ArborError(.misuse, "this context has no persistent store coordinator to \(what())")
         }
         return persistentStoreCoordinator
     }
@@ -34,7 +34,7 @@ extension ManagedObjectContext {
 
     /// Sets a fault's persistent values (and committed values) from a row.
     func populate(_ object: ManagedObject, from row: StoreRow) {
-        var committed: [String: PropertyValue] = [:]
+        var committed = PropertyStorage(layout: object.entity.propertyLayout)
         for attribute in object.entity.attributes where !attribute.isTransient {
             committed[attribute.name] = row.attributes[attribute.name].map(PropertyValue.attribute) ?? PropertyValue.none
         }
@@ -46,9 +46,11 @@ extension ManagedObjectContext {
                 committed[relationship.name] = row.toOne[relationship.name].map(PropertyValue.object) ?? PropertyValue.none
             }
         }
-        for (key, value) in committed { object.values[key] = value }
-        for attribute in object.entity.attributes where attribute.isTransient && object.values[attribute.name] == nil {
-            object.values[attribute.name] = attribute.defaultValue.map(PropertyValue.attribute) ?? PropertyValue.none
+        // The values start as the committed ones (sharing their storage), plus the transients.
+        let transients = object.entity.attributes.filter(\.isTransient).map { ($0, object.values[$0.name]) }
+        object.values = committed
+        for (attribute, held) in transients {
+            object.values[attribute.name] = held ?? attribute.defaultValue.map(PropertyValue.attribute) ?? PropertyValue.none
         }
         object.committed = committed
         object.committedVersion = row.version
@@ -274,7 +276,7 @@ extension ManagedObjectContext {
         changeIDs(permanent)
         for id in permanent.keys { assignments[id] = nil }
         for (object, savedRow) in savedRows {
-            var committed: [String: PropertyValue] = [:]
+            var committed = PropertyStorage(layout: object.entity.propertyLayout)
             for attribute in object.entity.attributes where !attribute.isTransient { committed[attribute.name] = object.values[attribute.name] ?? .none }
             for relationship in object.entity.relationships where !object.unloadedRelationships.contains(relationship.name) {
                 committed[relationship.name] = object.values[relationship.name] ?? .none

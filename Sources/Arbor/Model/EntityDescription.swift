@@ -42,6 +42,8 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     public private(set) var indexes: [IndexDescription] = []
     /// The entity's version hash (see docs/model.md, "Version hashes and compatibility").
     public private(set) var versionHash = Data()
+    /// The slots of its objects' property storage.
+    private(set) var propertyLayout = PropertyLayout(names: [])
 
     init(_ spec: Entity, problems: inout [String]) {
         name = spec.name
@@ -124,6 +126,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         for name in attributes.map(\.name) + relationships.map(\.name) where !seen.insert(name).inserted {
             problems.append("\(self.name): the property name \"\(name)\" is used twice (inherited properties included)")
         }
+        propertyLayout = PropertyLayout(names: Array(Set(attributes.map(\.name) + relationships.map(\.name))).sorted())
         attributesByName = Dictionary(attributes.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         relationshipsByName = Dictionary(relationships.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         for constraint in ownUniqueness {

@@ -46,9 +46,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     public internal(set) weak var managedObjectContext: ManagedObjectContext?
 
     /// The values in memory: persistent and transient, as the application sees them.
-    var values: [String: PropertyValue] = [:]
+    var values: PropertyStorage
     /// The persistent values as last read from or saved to the store (nil: never saved).
-    var committed: [String: PropertyValue]?
+    var committed: PropertyStorage?
     /// The persistent keys changed since the object was last saved or fetched.
     var changedKeys: Set<String> = []
     /// Whether the persistent values have not been loaded.
@@ -76,6 +76,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         precondition(!entity.isAbstract, "\(entity.name) is abstract: only its sub-entities have instances")
         self.entity = entity
         objectID = ManagedObjectID(temporaryFor: entity.name)
+        values = PropertyStorage(layout: entity.propertyLayout)
         for attribute in entity.attributes {
             values[attribute.name] = attribute.defaultValue.map(PropertyValue.attribute) ?? PropertyValue.none
         }
@@ -101,6 +102,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     public required init(fault objectID: ManagedObjectID, entity: EntityDescription, context: ManagedObjectContext) {
         self.entity = entity
         self.objectID = objectID
+        values = PropertyStorage(layout: entity.propertyLayout)
         managedObjectContext = context
         faulted = true
     }

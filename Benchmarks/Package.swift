@@ -25,6 +25,8 @@ let package = Package(
         // it, resolution fails on these machines); it also replaces the package's default traits,
         // so `RuntimeInterposer` (retain/release counting on Linux with Swift 6.3) stays off.
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+        // The object graph's peer: GRDB's records on the system SQLite.
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         // The SQLite C API from the system (Debian: libsqlite3-dev), the peer we measure against.
@@ -101,6 +103,18 @@ let package = Package(
         .executableTarget(
             name: "ObjectGraphProfile",
             dependencies: ["CommitWorkloads", .product(name: "Arbor", package: "Arbor")],
+            swiftSettings: swiftSettings
+        ),
+        // The object-graph workloads on Arbor and on GRDB records (issue 4, item 11).
+        .target(
+            name: "GraphWorkloads",
+            dependencies: ["CommitWorkloads", .product(name: "Arbor", package: "Arbor"), .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: swiftSettings
+        ),
+        // Prints the object-graph table of docs/performance.md (Arbor and GRDB in one run).
+        .executableTarget(
+            name: "ObjectGraphReport",
+            dependencies: ["GraphWorkloads", "CommitWorkloads"],
             swiftSettings: swiftSettings
         ),
         // Prints the engine table of docs/performance.md (one process, both engines).

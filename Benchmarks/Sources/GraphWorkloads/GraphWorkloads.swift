@@ -1,0 +1,167 @@
+import Arbor
+import CommitWorkloads
+import Foundation
+import GRDB
+
+/// The object-graph workloads of issue 4, item 11, on one engine: Arbor's object graph
+/// (managed objects, a context, a native store) or GRDB's records (on the system SQLite). Both
+/// store the same rows: an employee with a name, a salary and a start date; both commit with a
+/// rollback journal and full syncs (SQLite `journal_mode=DELETE`, `synchronous=FULL`).
+public protocol GraphWorkload: AnyObject {
+    var engine: String { get }
+    /// Inserts `count` employees and saves them in one save (one transaction); returns their keys.
+    func insertAndSave(count: Int, from first: Int) throws -> [Int64]
+    /// Reads each of `keys` by key, one at a time, each in a read of its own.
+    func keyedFetches(_ keys: [Int64]) throws
+    /// `count` saves of one new employee each, each durable.
+    func durableSaves(count: Int, from first: Int) throws
+    /// Closes and removes the files.
+    func remove()
+}
+
+/// Row `i`'s values, the same for both engines.
+public enum EmployeeRows {
+    public static func name(_ i: Int) -> String { "Employee \(i)" }
+    public static func salary(_ i: Int) -> Int64 { Int64(i % 1000) * 100 + 30_000 }
+    public static func startDate(_ i: Int) -> Date { Date(timeIntervalSince1970: 1_600_000_000 + Double(i) * 60) }
+}
+
+// MARK: Arbor
+
+public final class ArborGraph: GraphWorkload {
+    public let engine = "Arbor"
+    let directory: ScratchDirectory
+    let coordinator: PersistentStoreCoordinator
+    let store: NativeStore
+    let entity: EntityDescription
+
+    public init() throws {
+        directory = try ScratchDirectory(prefix: "arbor-graph")
+        let model = try ManagedObjectModel {
+            Entity("Employee") {
+                Attribute("name", .string).required()
+                Attribute("salary", .integer64)
+                Attribute("startDate", .date)
+            }
+        }
+        entity = model.entity(named: "Employee")!
+        coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        store = try coordinator.addNativeStore(at: directory.path + "/graph.arbor")
+    }
+
+    func insert(_ i: Int, into context: ManagedObjectContext) throws -> ManagedObject {
+        let object = ManagedObject(entity: entity, insertInto: context)
+        try object.setValue(EmployeeRows.name(i), forKey: "name")
+        try object.setValue(EmployeeRows.salary(i), forKey: "salary")
+        try object.setValue(EmployeeRows.startDate(i), forKey: "startDate")
+        return object
+    }
+
+    public func insertAndSave(count: Int, from first: Int) throws -> [Int64] {
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let objects = try (first..<(first + count)).map { try insert($0, into: context) }
+        try context.save()
+        return objects.map { $0.objectID.primaryKey! }
+    }
+
+    public func keyedFetches(_ keys: [Int64]) throws {
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        for key in keys {
+            let object = try context.existingObject(with: id(key))
+            guard try object.value(forKey: "salary") as? Int64 != nil else { throw WorkloadError("Arbor: row \(key) has no salary") }
+        }
+    }
+
+    public func durableSaves(count: Int, from first: Int) throws {
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        for i in first..<(first + count) {
+            _ = try insert(i, into: context)
+            try context.save()
+        }
+    }
+
+    /// Fault fires from the row cache: a context holding every row's snapshot, then `keys` read
+    /// as faults in another context. Returns the time of the second part.
+    public func faultFires(_ keys: [Int64]) throws -> Duration {
+        let holder = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        holder.retainsRegisteredObjects = true
+        for key in keys { _ = try holder.existingObject(with: id(key)) }
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        context.retainsRegisteredObjects = true
+        let start = ContinuousClock.now
+        for key in keys {
+            guard try context.object(with: id(key)).value(forKey: "salary") != nil else { throw WorkloadError("Arbor: a fault of \(key) fired empty") }
+        }
+        return ContinuousClock.now - start
+    }
+
+    func id(_ key: Int64) -> ManagedObjectID {
+        coordinator.managedObjectID(forURIRepresentation: URL(string: "x-arbor://\(store.identifier.uuidString)/Employee/p\(key)")!)!
+    }
+
+    public func remove() { directory.remove() }
+}
+
+// MARK: GRDB
+
+struct EmployeeRecord: Codable, FetchableRecord, MutablePersistableRecord {
+    static let databaseTableName = "employee"
+    var id: Int64?
+    var name: String
+    var salary: Int64
+    var startDate: Date
+
+    mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }
+}
+
+public final class GRDBGraph: GraphWorkload {
+    public let engine = "GRDB"
+    let directory: ScratchDirectory
+    let queue: DatabaseQueue
+
+    public init() throws {
+        directory = try ScratchDirectory(prefix: "grdb-graph")
+        var configuration = Configuration()
+        configuration.journalMode = .default
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA journal_mode = DELETE; PRAGMA synchronous = FULL")
+        }
+        queue = try DatabaseQueue(path: directory.path + "/graph.sqlite", configuration: configuration)
+        try queue.write { db in
+            try db.create(table: "employee") { table in
+                table.autoIncrementedPrimaryKey("id")
+                table.column("name", .text).notNull()
+                table.column("salary", .integer)
+                table.column("startDate", .datetime)
+            }
+        }
+    }
+
+    public func insertAndSave(count: Int, from first: Int) throws -> [Int64] {
+        try queue.write { db in
+            try (first..<(first + count)).map { i in
+                var record = EmployeeRecord(id: nil, name: EmployeeRows.name(i), salary: EmployeeRows.salary(i), startDate: EmployeeRows.startDate(i))
+                try record.insert(db)
+                return record.id!
+            }
+        }
+    }
+
+    public func keyedFetches(_ keys: [Int64]) throws {
+        for key in keys {
+            let record = try queue.read { db in try EmployeeRecord.fetchOne(db, key: key) }
+            guard record != nil else { throw WorkloadError("GRDB: row \(key) is missing") }
+        }
+    }
+
+    public func durableSaves(count: Int, from first: Int) throws {
+        for i in first..<(first + count) {
+            try queue.write { db in
+                var record = EmployeeRecord(id: nil, name: EmployeeRows.name(i), salary: EmployeeRows.salary(i), startDate: EmployeeRows.startDate(i))
+                try record.insert(db)
+            }
+        }
+    }
+
+    public func remove() { directory.remove() }
+}

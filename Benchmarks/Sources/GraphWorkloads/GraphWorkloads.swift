@@ -96,7 +96,7 @@ public final class ArborGraph: GraphWorkload {
     }
 
     func id(_ key: Int64) -> ManagedObjectID {
-        coordinator.managedObjectID(forURIRepresentation: URL(string: "x-arbor://\(store.identifier.uuidString)/Employee/p\(key)")!)!
+        store.objectID(entityName: "Employee", primaryKey: key)
     }
 
     public func remove() { directory.remove() }

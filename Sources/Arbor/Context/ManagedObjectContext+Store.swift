@@ -209,18 +209,14 @@ extension ManagedObjectContext {
         for object in deletedObjects { collect { try object.validateForDelete() } }
         if let error = ArborError.gathering(failures) { throw error }
 
-        // Permanent IDs for new objects, applied to the context only once the save succeeded.
-        var permanent: [ManagedObjectID: ManagedObjectID] = [:]
-        var byEntity: [ObjectIdentifier: [ManagedObject]] = [:]
+        // New objects go with their temporary IDs: each store allocates their keys inside the
+        // save's transaction, and the context takes the permanent IDs once the save succeeded.
+        var targets: [ManagedObjectID: UUID] = [:]
         for object in insertedObjects where object.objectID.isTemporaryID {
-            byEntity[ObjectIdentifier(object.entity), default: []].append(object)
+            let store = try assignments[object.objectID] ?? coordinator.store(for: object.entity)
+            targets[object.objectID] = store.identifier
         }
-        for group in byEntity.values {
-            for (store, members) in groupedByStore(group) {
-                let ids = try coordinator.allocateObjectIDs(for: members[0].entity, count: members.count, in: store)
-                for (object, id) in zip(members, ids) { permanent[object.objectID] = id }
-            }
-        }
+        var permanent: [ManagedObjectID: ManagedObjectID] = [:]
         func mapped(_ id: ManagedObjectID) -> ManagedObjectID { permanent[id] ?? id }
         func row(of object: ManagedObject, version: Int64) -> StoreRow {
             var row = StoreRow(entityName: object.entity.name, version: version, attributes: [:], toOne: [:])
@@ -238,7 +234,7 @@ extension ManagedObjectContext {
         }
         var changes: [UUID: StoreChanges] = [:]
         func storeID(_ id: ManagedObjectID) throws -> UUID {
-            guard let store = id.storeIdentifier else {
+            guard let store = id.storeIdentifier ?? targets[id] else {
                 throw ArborError(.misuse, "\(id) has no store", objectID: id)
             }
             return store
@@ -270,7 +266,7 @@ extension ManagedObjectContext {
                 changes[try storeID(id)] = part
             }
         }
-        try coordinator.save(changes)
+        permanent = try coordinator.save(changes)
 
         // The save happened: bring the objects and the context up to date.
         changeIDs(permanent)

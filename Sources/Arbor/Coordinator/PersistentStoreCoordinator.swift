@@ -179,20 +179,24 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     }
 
     /// Saves `changes` (grouped by store) and brings the row cache up to date. One store at a
-    /// time; each store's part is atomic.
-    func save(_ changes: [UUID: StoreChanges]) throws {
+    /// time; each store's part is atomic. Returns the permanent IDs given to new objects.
+    func save(_ changes: [UUID: StoreChanges]) throws -> [ManagedObjectID: ManagedObjectID] {
         try locked {
+            var permanent: [ManagedObjectID: ManagedObjectID] = [:]
             for (identifier, part) in changes {
                 guard let store = stores.first(where: { $0.identifier == identifier }) else {
                     throw ArborError(.misuse, "a save names a store the coordinator does not have")
                 }
-                try store.save(part)
+                let assigned = try store.save(part)
+                permanent.merge(assigned) { first, _ in first }
+                let part = assigned.isEmpty ? part : part.translated(assigned)
                 for (id, row, _) in part.updated where cache[id] != nil {
                     cache[id]!.row = row
                     cache[id]!.readAt = .now
                 }
                 for (id, _) in part.deleted { cache[id] = nil }
             }
+            return permanent
         }
     }
 }

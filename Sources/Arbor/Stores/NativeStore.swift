@@ -134,6 +134,11 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         ManagedObjectID(entityName: entityName, store: identifier, key: primaryKey)
     }
 
+    /// The ID of row `primaryKey` of `entityName` in this store.
+    public func objectID(entityName: String, primaryKey: Int64) -> ManagedObjectID {
+        objectID(entityName, primaryKey)
+    }
+
     func primaryKey(of id: ManagedObjectID) throws -> Int64 {
         guard let key = id.primaryKey, id.storeIdentifier == identifier else {
             throw ArborError(.invalidObjectID, "\(id) does not belong to the store \(identifier)", objectID: id)
@@ -323,15 +328,19 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         }
     }
 
-    /// Writes one save's changes in one engine write transaction: rows, indexes, links, constraints.
-    public func save(_ changes: StoreChanges) throws {
-        guard !changes.isEmpty else { return }
+    /// Writes one save's changes in one engine write transaction: rows, indexes, links,
+    /// constraints; primary keys for rows that come with temporary IDs are allocated in it.
+    public func save(_ changes: StoreChanges) throws -> [ManagedObjectID: ManagedObjectID] {
+        guard !changes.isEmpty else { return [:] }
         // An ArborError (a conflict, a constraint) thrown inside the transaction rolls it back.
-        try Self.storeError("save to \(path ?? "memory")", code: .storeSave) {
+        return try Self.storeError("save to \(path ?? "memory")", code: .storeSave) {
             try database.write { transaction in
                 var writer = RowWriter(store: self, transaction: transaction)
-                try writer.apply(changes)
+                let permanent = try writer.allocateKeys(for: changes)
+                try writer.apply(permanent.isEmpty ? changes : changes.translated(permanent))
+                return permanent
             }
         }
     }
+
 }

@@ -32,7 +32,9 @@ public struct StoreRow: Sendable, Equatable {
 /// What one save changes in one store, handed to ``PersistentStore/save(_:)`` as one unit: the
 /// store applies all of it in one transaction, or none of it.
 public struct StoreChanges: Sendable {
-    /// New rows, with their permanent IDs.
+    /// New rows, with their permanent IDs — or temporary ones, for which the store allocates
+    /// primary keys in the same transaction (references to them in other rows of the same save
+    /// are translated too).
     public var inserted: [(ManagedObjectID, StoreRow)] = []
     /// Changed rows: the new row (its version already incremented) and the version the saving
     /// context's copy was read at (the store refuses the save if the row has moved on since).
@@ -46,6 +48,25 @@ public struct StoreChanges: Sendable {
 
     /// Creates an empty set of changes.
     public init() {}
+
+    /// `changes` with temporary IDs replaced by permanent ones everywhere.
+    func translated(_ mapping: [ManagedObjectID: ManagedObjectID]) -> StoreChanges {
+        let changes = self
+        func id(_ id: ManagedObjectID) -> ManagedObjectID { mapping[id] ?? id }
+        func row(_ row: StoreRow) -> StoreRow {
+            var row = row
+            row.toOne = row.toOne.mapValues(id)
+            row.ordered = row.ordered.mapValues { $0.map(id) }
+            return row
+        }
+        var result = StoreChanges()
+        result.inserted = changes.inserted.map { (id($0.0), row($0.1)) }
+        result.updated = changes.updated.map { (id($0.0), row($0.1), $0.expectedVersion) }
+        result.deleted = changes.deleted
+        result.linked = changes.linked.map { (id($0.0), $0.1, id($0.2)) }
+        result.unlinked = changes.unlinked.map { (id($0.0), $0.1, id($0.2)) }
+        return result
+    }
 
     /// Whether there is nothing to write.
     public var isEmpty: Bool {
@@ -75,10 +96,13 @@ public protocol PersistentStore: AnyObject, Sendable {
     func relatedObjectIDs(of objectID: ManagedObjectID, relationship: RelationshipDescription) throws -> [ManagedObjectID]
     /// `count` new primary keys for objects of `entity` (never handed out again).
     func allocatePrimaryKeys(for entity: EntityDescription, count: Int) throws -> [Int64]
-    /// Applies `changes` in one transaction: all of it, or — throwing — none of it.
+    /// Applies `changes` in one transaction: all of it, or — throwing — none of it. Returns the
+    /// permanent ID given to each inserted row that came with a temporary one.
     ///
     /// - Throws: ``ArborError/Code/mergeConflict`` when a row's version is not the expected one
     ///   (or the row is gone); ``ArborError/Code/constraintConflict`` for a uniqueness violation;
     ///   ``ArborError/Code/storeSave`` for an engine failure.
-    func save(_ changes: StoreChanges) throws
+    func save(_ changes: StoreChanges) throws -> [ManagedObjectID: ManagedObjectID]
+    /// The ID of row `primaryKey` of `entityName` in this store.
+    func objectID(entityName: String, primaryKey: Int64) -> ManagedObjectID
 }

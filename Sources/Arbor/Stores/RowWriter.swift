@@ -11,6 +11,21 @@ struct RowWriter {
         try transaction.tree(named: name, create: true)!
     }
 
+    /// Permanent IDs for the inserted rows that have temporary ones: keys from each hierarchy
+    /// tree's sequence, reserved once per hierarchy.
+    func allocateKeys(for changes: StoreChanges) throws -> [ManagedObjectID: ManagedObjectID] {
+        var byRoot: [String: [ManagedObjectID]] = [:]
+        for (id, _) in changes.inserted where id.isTemporaryID {
+            byRoot[try store.entity(id.entityName).rootEntity.name, default: []].append(id)
+        }
+        var mapping: [ManagedObjectID: ManagedObjectID] = [:]
+        for (root, ids) in byRoot {
+            let keys = try tree(NativeStore.rowsTree(try store.entity(root))).nextSequence(reserving: ids.count)
+            for (id, key) in zip(ids, keys) { mapping[id] = store.objectID(id.entityName, Int64(key)) }
+        }
+        return mapping
+    }
+
     mutating func apply(_ changes: StoreChanges) throws {
         // Deletions first (their unique values and links go), then updates, then insertions.
         for (id, expected) in changes.deleted {

@@ -189,8 +189,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 }
                 let assigned = try store.save(part)
                 permanent.merge(assigned) { first, _ in first }
-                let part = assigned.isEmpty ? part : part.translated(assigned)
                 for (id, row, _) in part.updated where cache[id] != nil {
+                    var row = row
+                    if !assigned.isEmpty { row.toOne = row.toOne.mapValues { assigned[$0] ?? $0 } }
                     cache[id]!.row = row
                     cache[id]!.readAt = .now
                 }

@@ -157,7 +157,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
 
     /// A row's bytes: the entity name, the version, each persistent attribute (in the entity's
     /// order), each to-one foreign key, each ordered to-many relationship's keys.
-    func encode(_ row: StoreRow, entity: EntityDescription) throws -> [UInt8] {
+    func encode(_ row: StoreRow, entity: EntityDescription, permanent: [ManagedObjectID: ManagedObjectID] = [:]) throws -> [UInt8] {
         var bytes = KeyEncoding.encode([.string(row.entityName), .int(row.version)])
         for attribute in entity.attributes where !attribute.isTransient {
             KeyEncoding.append(Self.component(row.attributes[attribute.name]), to: &bytes)
@@ -167,7 +167,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
             let exact = relationship.destinationEntity.map { !$0.subentities.isEmpty } ?? false
             if let id = row.toOne[relationship.name] {
                 if exact { KeyEncoding.append(.string(id.entityName), to: &bytes) }
-                KeyEncoding.append(.int(try primaryKey(of: id)), to: &bytes)
+                KeyEncoding.append(.int(try primaryKey(of: permanent[id] ?? id)), to: &bytes)
             } else {
                 if exact { KeyEncoding.append(.null, to: &bytes) }
                 KeyEncoding.append(.null, to: &bytes)
@@ -245,13 +245,13 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
 
     /// The key of a row's values for a uniqueness constraint (nil when any value is nil: nils
     /// never collide, as in SQL).
-    func uniqueKey(_ row: StoreRow, _ keys: [String]) throws -> [UInt8]? {
+    func uniqueKey(_ row: StoreRow, _ keys: [String], permanent: [ManagedObjectID: ManagedObjectID] = [:]) throws -> [UInt8]? {
         var components: [KeyComponent] = []
         for key in keys {
             if let value = row.attributes[key] {
                 components.append(Self.component(value))
             } else if let id = row.toOne[key] {
-                components.append(.int(try primaryKey(of: id)))
+                components.append(.int(try primaryKey(of: permanent[id] ?? id)))
             } else {
                 return nil
             }
@@ -337,7 +337,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
             try database.write { transaction in
                 var writer = RowWriter(store: self, transaction: transaction)
                 let permanent = try writer.allocateKeys(for: changes)
-                try writer.apply(permanent.isEmpty ? changes : changes.translated(permanent))
+                try writer.apply(changes)
                 return permanent
             }
         }

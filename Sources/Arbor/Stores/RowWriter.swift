@@ -6,6 +6,11 @@ import Foundation
 struct RowWriter {
     let store: NativeStore
     let transaction: WriteTransaction
+    /// Permanent IDs for the temporary ones of this save's new rows (applied as rows are written).
+    var permanent: [ManagedObjectID: ManagedObjectID] = [:]
+
+    /// The permanent key of `id` (translating a temporary ID of this save).
+    func key(_ id: ManagedObjectID) throws -> Int64 { try store.primaryKey(of: permanent[id] ?? id) }
 
     func tree(_ name: String) throws -> Tree {
         try transaction.tree(named: name, create: true)!
@@ -13,7 +18,7 @@ struct RowWriter {
 
     /// Permanent IDs for the inserted rows that have temporary ones: keys from each hierarchy
     /// tree's sequence, reserved once per hierarchy.
-    func allocateKeys(for changes: StoreChanges) throws -> [ManagedObjectID: ManagedObjectID] {
+    mutating func allocateKeys(for changes: StoreChanges) throws -> [ManagedObjectID: ManagedObjectID] {
         var byRoot: [String: [ManagedObjectID]] = [:]
         for (id, _) in changes.inserted where id.isTemporaryID {
             byRoot[try store.entity(id.entityName).rootEntity.name, default: []].append(id)
@@ -23,6 +28,7 @@ struct RowWriter {
             let keys = try tree(NativeStore.rowsTree(try store.entity(root))).nextSequence(reserving: ids.count)
             for (id, key) in zip(ids, keys) { mapping[id] = store.objectID(id.entityName, Int64(key)) }
         }
+        permanent = mapping
         return mapping
     }
 
@@ -64,10 +70,10 @@ struct RowWriter {
 
     func write(_ id: ManagedObjectID, _ row: StoreRow) throws {
         let entity = try store.entity(row.entityName)
-        let key = try store.primaryKey(of: id)
-        try tree(NativeStore.rowsTree(entity)).put(NativeStore.key(key), try store.encode(row, entity: entity))
+        let key = try self.key(id)
+        try tree(NativeStore.rowsTree(entity)).put(NativeStore.key(key), try store.encode(row, entity: entity, permanent: permanent))
         for constraint in entity.uniquenessConstraints {
-            guard let value = try store.uniqueKey(row, constraint) else { continue }
+            guard let value = try store.uniqueKey(row, constraint, permanent: permanent) else { continue }
             let unique = try tree(NativeStore.uniqueTree(entity, constraint))
             if let holder = try unique.get(value), holder != NativeStore.key(key) {
                 let other = (try? KeyEncoding.decode(holder)).flatMap { components -> Int64? in
@@ -83,13 +89,13 @@ struct RowWriter {
         }
         for relationship in entity.relationships where NativeStore.isIndexedForeignKey(relationship) {
             guard let destination = row.toOne[relationship.name] else { continue }
-            try tree(NativeStore.foreignKeyTree(relationship)).put(NativeStore.pair(try store.primaryKey(of: destination), key), [])
+            try tree(NativeStore.foreignKeyTree(relationship)).put(NativeStore.pair(try self.key(destination), key), [])
         }
         for relationship in entity.relationships where relationship.isToMany && relationship.isOrdered {
             let order = try tree(NativeStore.orderTree(relationship))
             try clear(order, prefix: NativeStore.key(key))
             for (position, destination) in (row.ordered[relationship.name] ?? []).enumerated() {
-                try order.put(KeyEncoding.encode([.int(key), .int(Int64(position)), .int(try store.primaryKey(of: destination))]), [])
+                try order.put(KeyEncoding.encode([.int(key), .int(Int64(position)), .int(try self.key(destination))]), [])
             }
         }
     }
@@ -136,7 +142,7 @@ struct RowWriter {
     func link(_ id: ManagedObjectID, _ key: String, _ other: ManagedObjectID, add: Bool) throws {
         let entity = try store.entity(id.entityName)
         guard let relationship = entity.relationshipsByName[key], let inverse = relationship.inverseRelationship else { return }
-        let a = try store.primaryKey(of: id), b = try store.primaryKey(of: other)
+        let a = try self.key(id), b = try self.key(other)
         let forward = try tree(NativeStore.joinTree(relationship)), backward = try tree(NativeStore.joinTree(inverse))
         if add {
             try forward.put(NativeStore.pair(a, b), [])

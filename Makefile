@@ -6,6 +6,7 @@
 #   make model-campaign  a long model-based campaign (many more operations than `make test`)
 #   make bench           benchmarks against SQLite (Benchmarks/, its own package)
 #   make bench-engine    the engine workloads against SQLite at 1M rows (docs/performance.md)
+#   make bench-graph     the object graph against GRDB records (docs/performance.md)
 #   make fuzz-smoke      a short libFuzzer run of every fuzz target (Fuzz/, its own package)
 
 SWIFT ?= swift
@@ -19,7 +20,7 @@ FUZZ_TARGETS := FuzzPager
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := cd Fuzz && $(SWIFT) build -c release --sanitize=fuzzer -Xswiftc -sanitize=fuzzer,address
 
-.PHONY: all deps build test demo crash-campaign model-campaign bench bench-report bench-engine fuzz-build fuzz-replay fuzz-smoke clean
+.PHONY: all deps build test demo crash-campaign model-campaign bench bench-report bench-engine bench-graph fuzz-build fuzz-replay fuzz-smoke clean
 
 all: build
 
@@ -66,6 +67,9 @@ bench-report: deps-bench
 
 bench-engine: deps-bench
 	cd Benchmarks && $(SWIFT) run -c release EngineReport
+
+bench-graph: deps-bench
+	cd Benchmarks && $(SWIFT) run -c release ObjectGraphReport
 
 # Fuzz targets are release builds with libFuzzer and AddressSanitizer (debug builds give the
 # fuzzer no guidance); the backtracer is off because it hangs under ASan.

@@ -73,13 +73,6 @@ public final class SimulatedDisk: FileSystem, Sendable {
         var pending: [Pending] = []
     }
 
-    struct Lock {
-        var owner: UInt64
-        var exclusive: Bool
-        var start: Int64
-        var end: Int64
-    }
-
     /// The whole disk: a value, so tests can snapshot and restore it.
     public struct Image: Sendable {
         var nodes: [UInt64: Node] = [:]
@@ -90,7 +83,7 @@ public final class SimulatedDisk: FileSystem, Sendable {
 
     struct State {
         var image = Image()
-        var locks: [UInt64: [Lock]] = [:]
+        var locks: [UInt64: ByteRangeLocks] = [:]
         var generation: UInt64 = 0
         var nextHandle: UInt64 = 1
         var operations = 0
@@ -287,36 +280,14 @@ public final class SimulatedDisk: FileSystem, Sendable {
             guard file.generation == state.generation else {
                 throw StoreError(.ioError, "the disk lost power: this handle is dead", errno: .ioError, path: file.path)
             }
-            var locks = state.locks[file.node] ?? []
-            let end = offset + length
-            if request != .unlock {
-                for lock in locks where lock.owner != file.handle && lock.start < end && offset < lock.end {
-                    if request == .exclusive || lock.exclusive { return false }
-                }
-            }
-            // Remove this owner's locks over the range (splitting partial overlaps), then add.
-            var updated: [Lock] = []
-            for lock in locks {
-                guard lock.owner == file.handle, lock.start < end, offset < lock.end else {
-                    updated.append(lock)
-                    continue
-                }
-                if lock.start < offset { updated.append(Lock(owner: lock.owner, exclusive: lock.exclusive, start: lock.start, end: offset)) }
-                if end < lock.end { updated.append(Lock(owner: lock.owner, exclusive: lock.exclusive, start: end, end: lock.end)) }
-            }
-            locks = updated
-            if request != .unlock {
-                locks.append(Lock(owner: file.handle, exclusive: request == .exclusive, start: offset, end: end))
-            }
-            state.locks[file.node] = locks
-            return true
+            return state.locks[file.node, default: ByteRangeLocks()].apply(request, owner: file.handle, offset: offset, length: length)
         }
     }
 
     func close(_ file: SimulatedFile) {
         state.withLock { state in
             guard file.generation == state.generation else { return }
-            state.locks[file.node]?.removeAll { $0.owner == file.handle }
+            state.locks[file.node]?.release(owner: file.handle)
         }
     }
 

@@ -6,16 +6,9 @@ import Synchronization
 /// The in-memory store of the object graph is the engine over one of these: the same pager,
 /// B+tree and journal code as a file on disk, without the disk. Nothing survives the process.
 public final class MemoryFileSystem: FileSystem, Sendable {
-    struct Lock {
-        var owner: UInt64
-        var exclusive: Bool
-        var start: Int64
-        var end: Int64
-    }
-
     struct Node {
         var bytes: [UInt8] = []
-        var locks: [Lock] = []
+        var locks = ByteRangeLocks()
     }
 
     struct State {
@@ -84,32 +77,11 @@ public final class MemoryFileSystem: FileSystem, Sendable {
     }
 
     func lock(_ file: MemoryFile, _ request: FileLockRequest, offset: Int64, length: Int64) throws -> Bool {
-        try withNode(file.node, file.path) { node in
-            let end = offset + length
-            if request != .unlock {
-                for lock in node.locks where lock.owner != file.handle && lock.start < end && offset < lock.end {
-                    if request == .exclusive || lock.exclusive { return false }
-                }
-            }
-            var kept: [Lock] = []
-            for lock in node.locks {
-                guard lock.owner == file.handle, lock.start < end, offset < lock.end else {
-                    kept.append(lock)
-                    continue
-                }
-                if lock.start < offset { kept.append(Lock(owner: lock.owner, exclusive: lock.exclusive, start: lock.start, end: offset)) }
-                if end < lock.end { kept.append(Lock(owner: lock.owner, exclusive: lock.exclusive, start: end, end: lock.end)) }
-            }
-            if request != .unlock {
-                kept.append(Lock(owner: file.handle, exclusive: request == .exclusive, start: offset, end: end))
-            }
-            node.locks = kept
-            return true
-        }
+        try withNode(file.node, file.path) { node in node.locks.apply(request, owner: file.handle, offset: offset, length: length) }
     }
 
     func releaseLocks(_ file: MemoryFile) {
-        _ = try? withNode(file.node, file.path) { node in node.locks.removeAll { $0.owner == file.handle } }
+        _ = try? withNode(file.node, file.path) { node in node.locks.release(owner: file.handle) }
     }
 }
 

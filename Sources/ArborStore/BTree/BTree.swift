@@ -36,7 +36,7 @@ struct BTree {
         if page == 0, let made = pager.newDictionaries[root] { (page, length) = made }
         guard page != 0 else { return nil }
         if let loaded = pager.dictionaries[page] { return loaded }
-        let dictionary = LZ4Dictionary(page: page, bytes: try readOverflow(first: page, length: length))
+        let dictionary = LZ4Dictionary(bytes: try readOverflow(first: page, length: length))
         if pager.dictionaries.count >= 16 { pager.dictionaries.removeAll() }
         pager.dictionaries[page] = dictionary
         return dictionary
@@ -472,21 +472,14 @@ struct BTree {
     /// separator for the parent.
     private func splitPoint(_ node: NodeImage, appended: Bool) -> (cut: Int, separator: [UInt8]) {
         let count = node.count
-        let prefix = node.chosenPrefix(0..<count)
-        let sizes = (0..<count).map { node.size($0, prefix: prefix) }
-        let total = sizes.reduce(0, +)
-        var cut: Int
-        if appended {
-            cut = node.leaf ? count - 1 : count - 2
-        } else {
-            var running = 0
-            cut = 0
-            while cut < count - 1 && running + sizes[cut] <= total / 2 {
-                running += sizes[cut]
-                cut += 1
-            }
+        let last = count - (node.leaf ? 1 : 2)
+        var cut = last
+        if !appended {
+            let prefix = node.chosenPrefix(0..<count)
+            let sizes = (0..<count).map { node.size($0, prefix: prefix) }
+            cut = Self.cuts(sizes, parts: 2, base: 0, usable: .max)?.first ?? 1
         }
-        cut = max(1, min(cut, count - (node.leaf ? 1 : 2)))
+        cut = max(1, min(cut, last))
         if node.leaf { return (cut, Self.shortestSeparator(node.key(cut - 1), node.key(cut))) }
         return (cut, node.key(cut))
     }

@@ -108,13 +108,6 @@ struct NodeImage {
     /// Appends every entry of `other`.
     mutating func append(_ other: NodeImage) { append(other, 0..<other.count) }
 
-    /// A new image of entries `range`, with `rightChild`.
-    func slice(_ range: Range<Int>, rightChild: PageNumber = 0) -> NodeImage {
-        var image = NodeImage(leaf: leaf, rightChild: rightChild, capacity: storage.count)
-        image.append(self, range)
-        return image
-    }
-
     static func childBytes(_ child: PageNumber) -> [UInt8] {
         [UInt8(child & 0xFF), UInt8(child >> 8 & 0xFF), UInt8(child >> 16 & 0xFF), UInt8(child >> 24)]
     }

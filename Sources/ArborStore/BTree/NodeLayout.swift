@@ -122,10 +122,6 @@ struct NodeView {
         return (suffix, position, position + max(0, suffix - 2))
     }
 
-    /// The flags of leaf cell `index`.
-    @inline(__always)
-    func flags(_ index: Int) -> UInt8 { body[cellOffset(index)] & NodeLayout.flagMask }
-
     /// The length of key `index`.
     func keyLength(_ index: Int) -> Int { prefixLength + keyPart(index).suffix }
 

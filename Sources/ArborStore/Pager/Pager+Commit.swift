@@ -139,12 +139,12 @@ extension Pager {
                 abortAfterFailure()
                 throw error
             }
-            cache.dropAll()
-            cacheChangeCounter = nil
+            dropCachedPages()
         } else {
             cache.dropDirty()
+            // A dictionary made in the transaction is gone with it.
+            dictionaries.removeAll()
         }
-        dictionaries.removeAll()
         finishWrite()
     }
 
@@ -178,10 +178,16 @@ extension Pager {
     /// the next connection to lock the file recovers it.
     func abortAfterFailure() {
         guard state == .write else { return }
+        dropCachedPages()
+        finishWrite()
+    }
+
+    /// Forgets every cached page and what was derived from them (loaded dictionaries): the file
+    /// may have changed under them.
+    func dropCachedPages() {
         cache.dropAll()
         dictionaries.removeAll()
         cacheChangeCounter = nil
-        finishWrite()
     }
 
     /// Runs a sync; a failure poisons the handle (the kernel may have dropped the written pages, so
@@ -218,9 +224,7 @@ extension Pager {
             unlock(to: .shared)
             throw error
         }
-        cache.dropAll()
-        dictionaries.removeAll()
-        cacheChangeCounter = nil
+        dropCachedPages()
         unlock(to: .shared)
         return true
     }

@@ -343,8 +343,7 @@ public final class Pager {
         header = decoded
         if headerScratch.count != decoded.pageSize { headerScratch = [UInt8](repeating: 0, count: decoded.pageSize) }
         if cacheChangeCounter != decoded.changeCounter {
-            cache.dropAll()
-            dictionaries.removeAll()
+            dropCachedPages()
             cacheChangeCounter = decoded.changeCounter
         }
     }

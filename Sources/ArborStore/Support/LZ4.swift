@@ -56,17 +56,11 @@ enum LZ4 {
 ///
 /// Not thread-safe: it belongs to one connection (``Pager``).
 final class LZ4Dictionary {
-    /// The dictionary's first overflow page and length (what identifies it in the file).
-    let page: PageNumber
     private let bytes: UnsafeMutableRawBufferPointer
     private let loaded: UnsafeMutablePointer<LZ4_stream_t>
     private let working: UnsafeMutablePointer<LZ4_stream_t>
 
-    /// The dictionary's length in bytes.
-    var count: Int { bytes.count }
-
-    init(page: PageNumber, bytes source: [UInt8]) {
-        self.page = page
+    init(bytes source: [UInt8]) {
         let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: max(source.count, 1), alignment: 16)
         source.withUnsafeBytes { bytes.copyMemory(from: $0) }
         self.bytes = UnsafeMutableRawBufferPointer(rebasing: bytes[..<source.count])

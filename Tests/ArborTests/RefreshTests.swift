@@ -97,6 +97,12 @@ struct RefreshTests {
         context.refresh(employee, mergeChanges: false)
         _ = try employee.value(forKey: "firstName")
         #expect(stack.coordinator.rowCacheStatistics.staleReads == before.staleReads + 1, "0: the store is read")
+        // Any interval is accepted, however large (no overflow converting it).
+        context.stalenessInterval = .greatestFiniteMagnitude
+        let large = stack.coordinator.rowCacheStatistics
+        context.refresh(employee, mergeChanges: false)
+        _ = try employee.value(forKey: "firstName")
+        #expect(stack.coordinator.rowCacheStatistics.hits == large.hits + 1, "a huge interval: the snapshot is reused")
         #expect(try held.value(forKey: "firstName") as? String == "Sarit")
     }
 

@@ -273,6 +273,46 @@ struct StoreTests {
         #expect(try (adaThird.value(forKey: "tasks") as? [ManagedObject] ?? []).count == 3)
     }
 
+    @Test("an ordered many-to-many keeps its order in the owner's order tree and its inverse in a join tree, and nothing else")
+    func orderedManyToMany() throws {
+        let model = try ManagedObjectModel {
+            Entity("Playlist") {
+                Attribute("name", .string)
+                Relationship("songs", to: "Song", inverse: "playlists").toMany(ordered: true)
+            }
+            Entity("Song") {
+                Attribute("title", .string)
+                Relationship("playlists", to: "Playlist", inverse: "songs").toMany()
+            }
+        }
+        let stack = try Stack(model: model)
+        let context = stack.context()
+        let mix = try stack.insert("Playlist", in: context, ["name": "Mix"])
+        let calm = try stack.insert("Playlist", in: context, ["name": "Calm"])
+        let songs = try (0..<3).map { try stack.insert("Song", in: context, ["title": "s\($0)"]) }
+        try mix.setValue([songs[2], songs[0], songs[1]] as [ManagedObject], forKey: "songs")
+        try calm.setValue([songs[0]] as [ManagedObject], forKey: "songs")
+        try context.save()
+
+        let other = stack.context()
+        let mixAgain = try other.existingObject(with: mix.objectID)
+        #expect(try (mixAgain.value(forKey: "songs") as? [ManagedObject] ?? []).map { try $0.value(forKey: "title") as? String } == ["s2", "s0", "s1"])
+        let first = try other.existingObject(with: songs[0].objectID)
+        #expect(Set(try (first.value(forKeyPath: "playlists.name") as? [Any] ?? []).compactMap { $0 as? String }) == ["Mix", "Calm"])
+        // Take s0 out of Mix from the ordered side; the unordered side follows in the store.
+        try mixAgain.mutableOrderedSetValue(forKey: "songs").remove(first)
+        try other.save()
+        let third = stack.context()
+        let firstAgain = try third.existingObject(with: songs[0].objectID)
+        #expect(try (firstAgain.value(forKeyPath: "playlists.name") as? [Any] ?? []).compactMap { $0 as? String } == ["Calm"])
+        #expect(try (third.existingObject(with: mix.objectID).value(forKey: "songs") as? [ManagedObject] ?? []).count == 2)
+
+        let store = try #require(stack.coordinator.persistentStores.first as? NativeStore)
+        let names = Set(try store.database.read { try $0.trees().map(\.name) })
+        #expect(names.contains("join.Song.playlists") && names.contains("order.Playlist.songs"))
+        #expect(!names.contains("join.Playlist.songs"), "the ordered side has no join tree: \(names.sorted())")
+    }
+
     @Test("item 6: one snapshot per row shared by every context, counted, released at zero; staleness 0 always reads the store")
     func rowCache() throws {
         let stack = try Stack()

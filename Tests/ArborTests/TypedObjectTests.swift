@@ -35,6 +35,19 @@ func typedModel() throws -> ManagedObjectModel {
     }
 }
 
+/// A subclass with save-time checks of its own, on top of the model's.
+final class Budget: ManagedObject {
+    @Managed("amount") var amount: Int32?
+    override func validateForInsert() throws {
+        try super.validateForInsert()
+        if let amount, amount % 2 != 0 { throw ArborError(.managedObjectValidation, "budgets are even", key: "amount", objectID: objectID) }
+    }
+    override func validateForDelete() throws {
+        try super.validateForDelete()
+        if amount != 0 { throw ArborError(.managedObjectValidation, "only an empty budget can be deleted", objectID: objectID) }
+    }
+}
+
 @Suite("Typed subclasses")
 struct TypedObjectTests {
     @Test("property wrappers read and write through key-value coding, with inverses; faults are instances of the entity's class")
@@ -71,5 +84,38 @@ struct TypedObjectTests {
         adaAgain.department = nil
         #expect(!department.employees.contains(adaAgain))
         try other.save()
+    }
+
+    @Test("a subclass overrides validateForInsert and validateForDelete; save reports its errors and keeps the changes")
+    func overriddenValidation() throws {
+        let model = try ManagedObjectModel {
+            Entity("Budget", class: Budget.self) { Attribute("amount", .integer32).required() }
+        }
+        let stack = try Stack(model: model)
+        let context = stack.context()
+        let budget = Budget(context: context)
+        budget.amount = 3
+        #expect(throws: ArborError.self) { try context.save() }
+        do {
+            try context.save()
+        } catch let error as ArborError {
+            #expect(error.code == .managedObjectValidation && error.key == "amount")
+        }
+        #expect(context.insertedObjects.contains(budget), "a failed save changes nothing")
+        budget.amount = 4
+        try context.save()
+        context.delete(budget)
+        do {
+            try context.save()
+            Issue.record("a budget with money in it was deleted")
+        } catch let error as ArborError {
+            #expect(error.code == .managedObjectValidation && error.message.contains("empty budget"))
+        }
+        #expect(context.deletedObjects.contains(budget))
+        context.rollback()
+        budget.amount = 0
+        context.delete(budget)
+        try context.save()
+        #expect(throws: ArborError.self) { try stack.context().existingObject(with: budget.objectID) }
     }
 }

@@ -14,10 +14,12 @@ extension ManagedObjectContext {
     /// Loads a fault's values: from the coordinator's row cache when the snapshot is young enough
     /// for ``stalenessInterval``, else from the store. A missing row marks the object deleted when
     /// ``shouldDeleteInaccessibleFaults`` is set, else is ``ArborError/Code/objectNotFound``.
-    func fulfillFault(_ object: ManagedObject) throws {
+    /// `strict` reports a missing row whatever ``shouldDeleteInaccessibleFaults`` says
+    /// (``existingObject(with:)``).
+    func fulfillFault(_ object: ManagedObject, strict: Bool = false) throws {
         let coordinator = try requireCoordinator("load \(object.objectID)")
         guard let row = try coordinator.fetchSnapshot(for: object.objectID, staleness: stalenessInterval) else {
-            if shouldDeleteInaccessibleFaults {
+            if shouldDeleteInaccessibleFaults && !strict {
                 object.faulted = false
                 object.deletedFlag = true
                 object.unloadedRelationships.removeAll()
@@ -75,23 +77,15 @@ extension ManagedObjectContext {
     /// - Throws: ``ArborError/Code/objectNotFound`` when there is no such row (S000-26).
     public func existingObject(with objectID: ManagedObjectID) throws -> ManagedObject {
         if let object = registry[objectID]?.object {
-            if object.faulted {
-                let tolerant = shouldDeleteInaccessibleFaults
-                shouldDeleteInaccessibleFaults = false
-                defer { shouldDeleteInaccessibleFaults = tolerant }
-                try object.fireFault()
-            }
+            if object.faulted { try fulfillFault(object, strict: true) }
             return object
         }
         guard persistentStoreCoordinator?.managedObjectModel.entity(named: objectID.entityName) != nil, !objectID.isTemporaryID else {
             throw ArborError(.objectNotFound, "\(objectID) is not registered in this context and names no saved object", objectID: objectID)
         }
         let object = self.object(with: objectID)
-        let tolerant = shouldDeleteInaccessibleFaults
-        shouldDeleteInaccessibleFaults = false
-        defer { shouldDeleteInaccessibleFaults = tolerant }
         do {
-            try object.fireFault()
+            try fulfillFault(object, strict: true)
         } catch {
             registry[objectID] = nil
             object.managedObjectContext = nil
@@ -216,8 +210,6 @@ extension ManagedObjectContext {
             let store = try assignments[object.objectID] ?? coordinator.store(for: object.entity)
             targets[object.objectID] = store.identifier
         }
-        var permanent: [ManagedObjectID: ManagedObjectID] = [:]
-        func mapped(_ id: ManagedObjectID) -> ManagedObjectID { permanent[id] ?? id }
         func row(of object: ManagedObject, version: Int64) -> StoreRow {
             var row = StoreRow(entityName: object.entity.name, version: version, attributes: [:], toOne: [:])
             for attribute in object.entity.attributes where !attribute.isTransient {
@@ -225,9 +217,9 @@ extension ManagedObjectContext {
             }
             for relationship in object.entity.relationships {
                 let value = object.values[relationship.name] ?? .none
-                if !relationship.isToMany, case .object(let id) = value { row.toOne[relationship.name] = mapped(id) }
+                if !relationship.isToMany, case .object(let id) = value { row.toOne[relationship.name] = id }
                 if relationship.isToMany && relationship.isOrdered, !object.unloadedRelationships.contains(relationship.name) {
-                    row.ordered[relationship.name] = value.objectIDs.map(mapped)
+                    row.ordered[relationship.name] = Array(value.objectIDs)
                 }
             }
             return row
@@ -241,9 +233,8 @@ extension ManagedObjectContext {
         }
         var savedRows: [(ManagedObject, StoreRow)] = []
         for object in insertedObjects {
-            let id = mapped(object.objectID)
             let newRow = row(of: object, version: 1)
-            changes[try storeID(id), default: StoreChanges()].inserted.append((id, newRow))
+            changes[try storeID(object.objectID), default: StoreChanges()].inserted.append((object.objectID, newRow))
             savedRows.append((object, newRow))
         }
         for object in updatedObjects {
@@ -256,27 +247,29 @@ extension ManagedObjectContext {
         }
         // Many-to-many links: the difference between committed and current destinations.
         for object in insertedObjects + updatedObjects {
-            for relationship in object.entity.relationships where NativeStore.isJoined(relationship) && !object.unloadedRelationships.contains(relationship.name) {
+            for relationship in object.entity.relationships where relationship.isManyToMany && !object.unloadedRelationships.contains(relationship.name) {
                 let now = object.values[relationship.name]?.objectIDs ?? []
                 let before = object.committed?[relationship.name]?.objectIDs ?? []
-                let id = mapped(object.objectID)
-                var part = changes[try storeID(id), default: StoreChanges()]
-                for other in now where !before.contains(other) { part.linked.append((id, relationship.name, mapped(other))) }
-                for other in before where !now.contains(other) { part.unlinked.append((id, relationship.name, mapped(other))) }
-                changes[try storeID(id)] = part
+                let store = try storeID(object.objectID)
+                for other in now where !before.contains(other) {
+                    changes[store, default: StoreChanges()].linked.append((object.objectID, relationship.name, other))
+                }
+                for other in before where !now.contains(other) {
+                    changes[store, default: StoreChanges()].unlinked.append((object.objectID, relationship.name, other))
+                }
             }
         }
-        permanent = try coordinator.save(changes)
+        let permanent = try coordinator.save(changes)
 
         // The save happened: bring the objects and the context up to date.
         changeIDs(permanent)
         for id in permanent.keys { assignments[id] = nil }
         for (object, savedRow) in savedRows {
-            var committed = PropertyStorage(layout: object.entity.propertyLayout)
-            for attribute in object.entity.attributes where !attribute.isTransient { committed[attribute.name] = object.values[attribute.name] ?? .none }
-            for relationship in object.entity.relationships where !object.unloadedRelationships.contains(relationship.name) {
-                committed[relationship.name] = object.values[relationship.name] ?? .none
-            }
+            // The committed values are the persistent values now held (sharing their storage
+            // unless there are transients or unloaded relationships to leave out).
+            var committed = object.values
+            for attribute in object.entity.attributes where attribute.isTransient { committed[attribute.name] = nil }
+            for key in object.unloadedRelationships { committed[key] = nil }
             object.committed = committed
             object.committedVersion = savedRow.version
             object.changedKeys.removeAll()
@@ -284,7 +277,7 @@ extension ManagedObjectContext {
             if object.snapshotHolder == nil {
                 object.snapshotHolder = coordinator
                 var cached = savedRow
-                cached.toOne = cached.toOne.mapValues(mapped)
+                cached.toOne = cached.toOne.mapValues { permanent[$0] ?? $0 }
                 coordinator.retainSnapshot(object.objectID, row: cached)
             }
         }

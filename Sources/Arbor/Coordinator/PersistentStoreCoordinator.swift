@@ -118,8 +118,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     func fetchSnapshot(for objectID: ManagedObjectID, staleness: TimeInterval) throws -> StoreRow? {
         try locked {
             if var snapshot = cache[objectID] {
-                let age = ContinuousClock.now - snapshot.readAt
-                if staleness < 0 || age <= .milliseconds(Int64(staleness * 1000)) {
+                if staleness < 0 || Self.seconds(since: snapshot.readAt) <= staleness {
                     statistics.hits += 1
                     snapshot.references += 1
                     cache[objectID] = snapshot
@@ -140,6 +139,13 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             cache[objectID] = Snapshot(row: row, readAt: .now, references: references)
             return row
         }
+    }
+
+    /// The age of a snapshot in seconds (compared as a `Double`, so that any staleness interval,
+    /// however large, is accepted).
+    static func seconds(since instant: ContinuousClock.Instant) -> Double {
+        let age = (ContinuousClock.now - instant).components
+        return Double(age.seconds) + Double(age.attoseconds) / 1e18
     }
 
     /// One more managed object holds data from `objectID`'s snapshot (after a save).

@@ -105,6 +105,9 @@ public final class RelationshipDescription: @unchecked Sendable, CustomStringCon
     /// What deleting the source object does to the destinations.
     public let deleteRule: DeleteRule
 
+    /// Whether it and its inverse are both to-many.
+    public var isManyToMany: Bool { isToMany && inverseRelationship?.isToMany == true }
+
     /// The entity that declares it.
     public private(set) weak var entity: EntityDescription?
     /// The entity it points at.

@@ -68,7 +68,7 @@ extension ManagedObject {
                 try add(object, to: relationship)
             }
             for id in current where !wanted.contains(id) {
-                if let object = managedObjectContext?.resolve( id) { try remove(object, from: relationship) }
+                if let object = managedObjectContext?.resolve(id) { try remove(object, from: relationship) }
             }
             if relationship.isOrdered && values[key]?.objectIDs != wanted {
                 setPrimitive(.objects(wanted), forKey: key, persistent: true)
@@ -115,24 +115,6 @@ extension ManagedObject {
         guard let relationship = entity.relationshipsByName[key] else { throw unknownKey(key) }
         let objects = try destinations(value, for: relationship)
         try Validation.check(count: objects.count, relationship: relationship, object: self)
-    }
-
-    /// Validates the object for insertion at save: every property. Override to add checks; call
-    /// `super`. Several failures come back as one ``ArborError/Code/validationMultipleErrors``.
-    open func validateForInsert() throws {
-        if let error = ArborError.gathering(Validation.propertyErrors(of: self)) { throw error }
-    }
-
-    /// Validates the object for update at save: every property. Override to add checks; call
-    /// `super`.
-    open func validateForUpdate() throws {
-        if let error = ArborError.gathering(Validation.propertyErrors(of: self)) { throw error }
-    }
-
-    /// Validates the object for deletion at save: no relationship with the deny rule may still
-    /// point at an object. Override to add checks; call `super`.
-    open func validateForDelete() throws {
-        if let error = ArborError.gathering(Validation.denyErrors(of: self)) { throw error }
     }
 
     // MARK: Primitives

@@ -23,7 +23,7 @@ extension ManagedObject {
         }
         guard old != object?.objectID else { return }
         let inverse = inverse(of: relationship)
-        if let old, let previous = managedObjectContext?.resolve( old) {
+        if let old, let previous = managedObjectContext?.resolve(old) {
             try previous.detach(self, from: inverse)
         }
         setPrimitive(object.map { .object($0.objectID) } ?? .none, forKey: key, persistent: true)
@@ -33,21 +33,35 @@ extension ManagedObject {
 
     /// Adds `object` to the to-many relationship, updating its inverse.
     func add(_ object: ManagedObject, to relationship: RelationshipDescription, at index: Int? = nil) throws {
-        try loadRelationship(relationship.name)
-        var ids = values[relationship.name]?.objectIDs ?? []
-        guard !ids.contains(object.objectID) else { return }
-        if let index { ids.insert(object.objectID, at: min(index, ids.count)) } else { ids.append(object.objectID) }
-        setPrimitive(.objects(ids), forKey: relationship.name, persistent: true)
+        guard try insertID(object.objectID, into: relationship.name, at: index) else { return }
         try object.attach(self, to: inverse(of: relationship))
     }
 
     /// Removes `object` from the to-many relationship, updating its inverse.
     func remove(_ object: ManagedObject, from relationship: RelationshipDescription) throws {
-        try loadRelationship(relationship.name)
-        var ids = values[relationship.name]?.objectIDs ?? []
-        guard ids.remove(object.objectID) != nil else { return }
-        setPrimitive(.objects(ids), forKey: relationship.name, persistent: true)
+        guard try removeID(object.objectID, from: relationship.name) else { return }
         try object.detach(self, from: inverse(of: relationship))
+    }
+
+    /// Puts `id` into the to-many value `key` (at `index`, else at the end), recording the
+    /// change; false when it was already there.
+    private func insertID(_ id: ManagedObjectID, into key: String, at index: Int? = nil) throws -> Bool {
+        try loadRelationship(key)
+        var ids = values[key]?.objectIDs ?? []
+        guard !ids.contains(id) else { return false }
+        if let index { ids.insert(id, at: min(index, ids.count)) } else { ids.append(id) }
+        setPrimitive(.objects(ids), forKey: key, persistent: true)
+        return true
+    }
+
+    /// Takes `id` out of the to-many value `key`, recording the change; false when it was not
+    /// there.
+    private func removeID(_ id: ManagedObjectID, from key: String) throws -> Bool {
+        try loadRelationship(key)
+        var ids = values[key]?.objectIDs ?? []
+        guard ids.remove(id) != nil else { return false }
+        setPrimitive(.objects(ids), forKey: key, persistent: true)
+        return true
     }
 
     /// The other end's half of a link: `source` now points at this object through the inverse of
@@ -57,15 +71,11 @@ extension ManagedObject {
         try fireFault()
         let key = relationship.name
         if relationship.isToMany {
-            try loadRelationship(key)
-            var ids = values[key]?.objectIDs ?? []
-            guard !ids.contains(source.objectID) else { return }
-            ids.append(source.objectID)
-            setPrimitive(.objects(ids), forKey: key, persistent: true)
+            _ = try insertID(source.objectID, into: key)
             return
         }
         if case .object(let previousID) = values[key] ?? .none, previousID != source.objectID,
-           let previous = managedObjectContext?.resolve( previousID) {
+           let previous = managedObjectContext?.resolve(previousID) {
             // This object leaves its previous partner, whose side is `source`'s relationship.
             try previous.detach(self, from: inverse(of: relationship))
         }
@@ -77,10 +87,7 @@ extension ManagedObject {
         try fireFault()
         let key = relationship.name
         if relationship.isToMany {
-            try loadRelationship(key)
-            var ids = values[key]?.objectIDs ?? []
-            guard ids.remove(source.objectID) != nil else { return }
-            setPrimitive(.objects(ids), forKey: key, persistent: true)
+            _ = try removeID(source.objectID, from: key)
         } else if case .object(let id) = values[key] ?? .none, id == source.objectID {
             setPrimitive(.none, forKey: key, persistent: true)
         }
@@ -121,7 +128,7 @@ public final class RelationshipSet: Sequence {
     public var objects: [ManagedObject] {
         get throws {
             try owner.loadRelationship(relationship.name)
-            return (owner.values[relationship.name]?.objectIDs ?? []).compactMap { owner.managedObjectContext?.resolve( $0) }
+            return (owner.values[relationship.name]?.objectIDs ?? []).compactMap { owner.managedObjectContext?.resolve($0) }
         }
     }
 

@@ -148,9 +148,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         case .attribute(let stored):
             return entity.attributesByName[key]?.type.swiftValue(of: stored) ?? stored.anyValue
         case .object(let id):
-            return managedObjectContext?.resolve( id)
+            return managedObjectContext?.resolve(id)
         case .objects(let ids):
-            let objects = ids.compactMap { managedObjectContext?.resolve( $0) }
+            let objects = ids.compactMap { managedObjectContext?.resolve($0) }
             if entity.relationshipsByName[key]?.isOrdered == true { return objects }
             return Set(objects)
         }
@@ -172,6 +172,26 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     open func willTurnIntoFault() {}
     /// Called after the object turned into a fault.
     open func didTurnIntoFault() {}
+
+    // MARK: Validation at save (in the class body, so that subclasses can override it)
+
+    /// Validates the object for insertion at save: every property. Override to add checks; call
+    /// `super`. Several failures come back as one ``ArborError/Code/validationMultipleErrors``.
+    open func validateForInsert() throws {
+        if let error = ArborError.gathering(Validation.propertyErrors(of: self)) { throw error }
+    }
+
+    /// Validates the object for update at save: every property. Override to add checks; call
+    /// `super`.
+    open func validateForUpdate() throws {
+        if let error = ArborError.gathering(Validation.propertyErrors(of: self)) { throw error }
+    }
+
+    /// Validates the object for deletion at save: no relationship with the deny rule may still
+    /// point at an object. Override to add checks; call `super`.
+    open func validateForDelete() throws {
+        if let error = ArborError.gathering(Validation.denyErrors(of: self)) { throw error }
+    }
 
     // MARK: Identity
 

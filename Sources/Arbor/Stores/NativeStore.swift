@@ -59,7 +59,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         identifier = try Self.storeError("open the store at \(path)") {
             try database.write { transaction -> UUID in
                 let metadata = try transaction.tree(named: "arbor.metadata", create: true)!
-                let hashes = Dictionary(uniqueKeysWithValues: model.entityVersionHashes.map { ($0.key, $0.value.map { String(format: "%02x", $0) }.joined()) })
+                let hashes = Dictionary(uniqueKeysWithValues: model.entities.map { ($0.name, $0.versionHashString) })
                 if let stored = try metadata.get(Array("uuid".utf8)), stored.count == 16,
                    let hashBytes = try metadata.get(Array("hashes".utf8)),
                    let recorded = try? JSONDecoder().decode([String: String].self, from: Data(hashBytes)) {

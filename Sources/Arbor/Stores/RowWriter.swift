@@ -130,26 +130,34 @@ struct RowWriter {
                 if case .int(let other)? = (try? KeyEncoding.decode(Array(entryKey)))?.last { others.append(other) }
                 return true
             }
-            guard let inverse = relationship.inverseRelationship else { continue }
-            let backward = try tree(NativeStore.joinTree(inverse))
+            let backward = try backwardTree(relationship)
             for other in others {
                 try forward.delete(NativeStore.pair(key, other))
-                try backward.delete(NativeStore.pair(other, key))
+                try backward?.delete(NativeStore.pair(other, key))
             }
         }
     }
 
+    /// The inverse's join tree, when the inverse is kept in one (an ordered inverse is kept in
+    /// its owner's order tree instead).
+    func backwardTree(_ relationship: RelationshipDescription) throws -> Tree? {
+        guard let inverse = relationship.inverseRelationship, NativeStore.isJoined(inverse) else { return nil }
+        return try tree(NativeStore.joinTree(inverse))
+    }
+
+    /// Adds or removes one many-to-many link. Links of relationships this store keeps elsewhere
+    /// (ordered ones live in order trees written with the row) are ignored.
     func link(_ id: ManagedObjectID, _ key: String, _ other: ManagedObjectID, add: Bool) throws {
         let entity = try store.entity(id.entityName)
-        guard let relationship = entity.relationshipsByName[key], let inverse = relationship.inverseRelationship else { return }
+        guard let relationship = entity.relationshipsByName[key], NativeStore.isJoined(relationship) else { return }
         let a = try self.key(id), b = try self.key(other)
-        let forward = try tree(NativeStore.joinTree(relationship)), backward = try tree(NativeStore.joinTree(inverse))
+        let forward = try tree(NativeStore.joinTree(relationship)), backward = try backwardTree(relationship)
         if add {
             try forward.put(NativeStore.pair(a, b), [])
-            try backward.put(NativeStore.pair(b, a), [])
+            try backward?.put(NativeStore.pair(b, a), [])
         } else {
             try forward.delete(NativeStore.pair(a, b))
-            try backward.delete(NativeStore.pair(b, a))
+            try backward?.delete(NativeStore.pair(b, a))
         }
     }
 

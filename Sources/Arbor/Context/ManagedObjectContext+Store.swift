@@ -100,7 +100,10 @@ extension ManagedObjectContext {
     /// - Throws: when the store cannot allocate keys (no object changes then).
     public func obtainPermanentIDs(for objects: [ManagedObject]) throws {
         let coordinator = try requireCoordinator("obtain permanent IDs")
-        let temporary = objects.filter { $0.objectID.isTemporaryID && $0.managedObjectContext === self }
+        var seen = Set<ObjectIdentifier>()
+        let temporary = objects.filter {
+            $0.objectID.isTemporaryID && $0.managedObjectContext === self && seen.insert(ObjectIdentifier($0)).inserted
+        }
         var byEntity: [ObjectIdentifier: [ManagedObject]] = [:]
         for object in temporary { byEntity[ObjectIdentifier(object.entity), default: []].append(object) }
         var mapping: [(ManagedObject, ManagedObjectID)] = []
@@ -177,11 +180,24 @@ extension ManagedObjectContext {
         propagateDeletes()
         guard hasChanges else { return }
         let coordinator = try requireCoordinator("save to")
+        // willSave once per object; what it changes (and the deletions that propagates) is saved
+        // too, its objects announced in turn.
+        var announced = Set<ObjectIdentifier>()
+        var rounds = 0
+        while true {
+            let pending = (inserted.elements + updated.elements + deleted.elements).compactMap { registry[$0]?.object }
+                .filter { announced.insert(ObjectIdentifier($0)).inserted }
+            guard !pending.isEmpty else { break }
+            rounds += 1
+            guard rounds <= 100 else {
+                throw ArborError(.misuse, "willSave kept changing new objects for 100 rounds; the save was not attempted")
+            }
+            for object in pending { object.willSave() }
+            propagateDeletes()
+        }
         let insertedObjects = inserted.compactMap { registry[$0]?.object }
         let updatedObjects = updated.compactMap { registry[$0]?.object }
         let deletedObjects = deleted.compactMap { registry[$0]?.object }
-        for object in insertedObjects + updatedObjects + deletedObjects { object.willSave() }
-        propagateDeletes()
         // Deny rules need the relationships they guard loaded.
         for object in deletedObjects {
             for relationship in object.entity.relationships where relationship.deleteRule == .deny {
@@ -330,8 +346,7 @@ extension ManagedObjectContext {
         object.snapshotHolder?.releaseSnapshot(object.objectID)
         object.snapshotHolder = nil
         object.didTurnIntoFault()
-        let wasDeleted = object.deletedFlag
-        if wasDeleted && !mergeChanges {
+        if object.deletedFlag && !mergeChanges {
             object.deletedFlag = false
             deleted.remove(object.objectID)
             pendingDeletes.removeAll { $0 === object }
@@ -341,9 +356,8 @@ extension ManagedObjectContext {
             registry[object.objectID] = registrationFor(object)
             return
         }
-        // Reload now, then put this context's changes back over the new values.
-        object.deletedFlag = false
-        defer { object.deletedFlag = wasDeleted }
+        // Reload now, then put this context's changes back over the new values (a pending
+        // deletion stays pending).
         do {
             try fulfillFault(object)
         } catch {

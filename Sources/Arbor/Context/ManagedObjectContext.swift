@@ -118,6 +118,8 @@ public final class ManagedObjectContext {
         precondition(object.managedObjectContext == nil, "\(object) already belongs to another context")
         object.managedObjectContext = self
         object.insertedFlag = true
+        // An object inserted, deleted and dropped by a context may come back.
+        object.deletedFlag = false
         registry[object.objectID] = Registration(weakObject: object, strongObject: object)
         inserted.append(object.objectID)
         object.awakeFromInsert()

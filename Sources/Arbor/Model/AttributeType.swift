@@ -118,11 +118,12 @@ public struct AttributeType: Sendable, Equatable, CustomStringConvertible {
             if let number = value as? any BinaryInteger, let exact = Int64(exactly: number) { return .decimal(Decimal(exact)) }
             throw wrong()
         case .double:
-            if let number = value as? any BinaryFloatingPoint { return .double(Double(number)) }
+            // One NaN (whatever its payload), so that equal values hash alike.
+            if let number = value as? any BinaryFloatingPoint { return .double(number.isNaN ? .nan : Double(number)) }
             if let number = value as? any BinaryInteger { return .double(Double(number)) }
             throw wrong()
         case .float:
-            if let number = value as? any BinaryFloatingPoint { return .float(Float(number)) }
+            if let number = value as? any BinaryFloatingPoint { return .float(number.isNaN ? .nan : Float(number)) }
             if let number = value as? any BinaryInteger { return .float(Float(number)) }
             throw wrong()
         case .string:
@@ -196,6 +197,24 @@ public enum AttributeValue: Hashable, Sendable, CustomStringConvertible {
         case .uuid(let v): v
         case .uri(let v): v
         case .transformable(let v): v
+        }
+    }
+
+    /// Whether two values hold the same thing. Unlike `Double`'s `==`, NaN equals NaN (the store
+    /// keeps one NaN), so setting NaN again is not a change.
+    public static func == (a: AttributeValue, b: AttributeValue) -> Bool {
+        switch (a, b) {
+        case (.integer(let x), .integer(let y)): x == y
+        case (.decimal(let x), .decimal(let y)): x == y
+        case (.double(let x), .double(let y)): x == y || (x.isNaN && y.isNaN)
+        case (.float(let x), .float(let y)): x == y || (x.isNaN && y.isNaN)
+        case (.string(let x), .string(let y)): x == y
+        case (.boolean(let x), .boolean(let y)): x == y
+        case (.date(let x), .date(let y)): x == y
+        case (.data(let x), .data(let y)), (.transformable(let x), .transformable(let y)): x == y
+        case (.uuid(let x), .uuid(let y)): x == y
+        case (.uri(let x), .uri(let y)): x == y
+        default: false
         }
     }
 

@@ -74,10 +74,18 @@ enum KeyPathEvaluator {
             }
             return best
         }
-        // @sum and @avg: integers sum as Int64, decimals as Decimal, anything else as Double.
+        // @sum and @avg: integers sum as Int64 (as Decimal when that overflows), decimals as
+        // Decimal, anything else as Double.
         if values.allSatisfy({ $0 is any BinaryInteger }) {
-            let total = values.reduce(Int64(0)) { $0 + int64($1) }
-            return operation == "@sum" ? total : (values.isEmpty ? nil : Double(total) / Double(values.count))
+            var total: Int64? = 0
+            for value in values {
+                guard let sum = total else { break }
+                let (next, overflow) = sum.addingReportingOverflow(int64(value))
+                total = overflow ? nil : next
+            }
+            if let total {
+                return operation == "@sum" ? total : (values.isEmpty ? nil : Double(total) / Double(values.count))
+            }
         }
         if values.allSatisfy({ $0 is Decimal || $0 is any BinaryInteger }) {
             let total = values.reduce(Decimal(0)) { sum, value in

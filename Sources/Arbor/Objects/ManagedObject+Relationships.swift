@@ -181,7 +181,12 @@ public final class OrderedRelationshipSet: Sequence {
     /// Appends `object` (when not already in).
     public func append(_ object: ManagedObject) throws { try base.insert(object) }
     /// Inserts `object` at `index` (when not already in).
+    ///
+    /// - Throws: ``ArborError/Code/misuse`` when `index` is outside `0...count`.
     public func insert(_ object: ManagedObject, at index: Int) throws {
+        guard (0...count).contains(index) else {
+            throw ArborError(.misuse, "index \(index) is outside 0...\(count) for \(base.relationship.name)")
+        }
         _ = try base.owner.destinations(object, for: base.relationship)
         try base.owner.fireFault()
         try base.owner.add(object, to: base.relationship, at: index)

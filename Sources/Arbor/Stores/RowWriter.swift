@@ -91,16 +91,19 @@ struct RowWriter {
             guard let destination = row.toOne[relationship.name] else { continue }
             try tree(NativeStore.foreignKeyTree(relationship)).put(NativeStore.pair(try self.key(destination), key), [])
         }
+        // An ordered relationship the saving context never loaded is not in the row: its stored
+        // list stays as it is.
         for relationship in entity.relationships where relationship.isToMany && relationship.isOrdered {
+            guard let destinations = row.ordered[relationship.name] else { continue }
             let order = try tree(NativeStore.orderTree(relationship))
             try clear(order, prefix: NativeStore.key(key))
-            for (position, destination) in (row.ordered[relationship.name] ?? []).enumerated() {
+            for (position, destination) in destinations.enumerated() {
                 try order.put(KeyEncoding.encode([.int(key), .int(Int64(position)), .int(try self.key(destination))]), [])
             }
         }
     }
 
-    /// Removes what `row` (the stored row of `id`) put in the uniqueness, foreign-key and order trees.
+    /// Removes what `row` (the stored row of `id`) put in the uniqueness and foreign-key trees.
     func removeIndexes(of id: ManagedObjectID, row: StoreRow) throws {
         let entity = try store.entity(row.entityName)
         let key = try store.primaryKey(of: id)
@@ -113,15 +116,15 @@ struct RowWriter {
             guard let destination = row.toOne[relationship.name] else { continue }
             try tree(NativeStore.foreignKeyTree(relationship)).delete(NativeStore.pair(try store.primaryKey(of: destination), key))
         }
-        for relationship in entity.relationships where relationship.isToMany && relationship.isOrdered {
-            try clear(try tree(NativeStore.orderTree(relationship)), prefix: NativeStore.key(key))
-        }
     }
 
-    /// Removes a deleted object's many-to-many links, in both directions.
+    /// Removes a deleted object's ordered lists and its many-to-many links, in both directions.
     func removeLinks(of id: ManagedObjectID) throws {
         let entity = try store.entity(id.entityName)
         let key = try store.primaryKey(of: id)
+        for relationship in entity.relationships where relationship.isToMany && relationship.isOrdered {
+            try clear(try tree(NativeStore.orderTree(relationship)), prefix: NativeStore.key(key))
+        }
         for relationship in entity.relationships where NativeStore.isJoined(relationship) {
             let forward = try tree(NativeStore.joinTree(relationship))
             var others: [Int64] = []

@@ -1,0 +1,133 @@
+import Foundation
+import Testing
+@testable import Arbor
+
+/// A note that, as it is first saved, counts itself on a tally object it is given (a change
+/// `willSave` makes to an object that had no changes of its own).
+final class CountingNote: ManagedObject {
+    var tally: ManagedObject?
+    override func willSave() {
+        super.willSave()
+        guard isInserted, let tally else { return }
+        let count = (try? tally.value(forKey: "count") as? Int32) ?? 0
+        try? tally.setValue(count + 1, forKey: "count")
+    }
+}
+
+@Suite("Save edge cases")
+struct SaveEdgeCaseTests {
+    @Test("saving an object whose ordered relationship was never loaded keeps the stored list")
+    func unloadedOrderedRelationship() throws {
+        let stack = try Stack()
+        let context = stack.context()
+        let ada = try stack.insert("Employee", in: context, ["firstName": "Ada", "lastName": "Lovelace"])
+        let grace = try stack.insert("Employee", in: context, ["firstName": "Grace", "lastName": "Hopper"])
+        let alan = try stack.insert("Employee", in: context, ["firstName": "Alan", "lastName": "Turing"])
+        try ada.setValue([grace, alan] as [ManagedObject], forKey: "reports")
+        try context.save()
+
+        let editor = stack.context()
+        let adaAgain = try editor.existingObject(with: ada.objectID)
+        try adaAgain.setValue("Augusta", forKey: "firstName")
+        #expect(adaAgain.unloadedRelationships.contains("reports"), "the rename does not load the reports")
+        try editor.save()
+
+        let reader = stack.context()
+        let reports = try reader.existingObject(with: ada.objectID).value(forKey: "reports") as? [ManagedObject] ?? []
+        #expect(try reports.map { try $0.value(forKey: "firstName") as? String } == ["Grace", "Alan"])
+    }
+
+    @Test("a merging refresh of a deleted object keeps the deletion pending, and the save deletes it")
+    func refreshKeepsDeletion() throws {
+        let stack = try Stack()
+        let setup = stack.context()
+        let sales = try stack.insert("Department", in: setup, ["name": "Sales"])
+        let ada = try stack.insert("Employee", in: setup, ["firstName": "Ada", "lastName": "Lovelace", "department": sales])
+        try setup.save()
+
+        let context = stack.context()
+        let employee = try context.existingObject(with: ada.objectID)
+        _ = try employee.value(forKeyPath: "department.employees")
+        context.delete(employee)
+        context.processPendingChanges()
+        context.refreshAllObjects()
+        #expect(employee.isDeleted && context.deletedObjects.contains(employee))
+        #expect(!context.updatedObjects.contains(employee), "a deleted object is never also updated")
+        try context.save()
+        #expect(throws: ArborError.self) { try stack.context().existingObject(with: ada.objectID) }
+    }
+
+    @Test("changes willSave makes to other objects are saved with the rest")
+    func willSaveChanges() throws {
+        let model = try ManagedObjectModel {
+            Entity("Tally") { Attribute("count", .integer32).defaultValue(Int32(0)) }
+            Entity("Note", class: CountingNote.self) { Attribute("text", .string) }
+        }
+        let stack = try Stack(model: model)
+        let context = stack.context()
+        let tally = try stack.insert("Tally", in: context, [:])
+        try context.save()
+        for text in ["a", "b"] {
+            let note = CountingNote(context: context)
+            try note.setValue(text, forKey: "text")
+            note.tally = tally
+        }
+        #expect(!tally.hasChanges)
+        try context.save()
+        #expect(!context.hasChanges, "nothing is left pending")
+        let reader = stack.context()
+        #expect(try reader.existingObject(with: tally.objectID).value(forKey: "count") as? Int32 == 2)
+    }
+
+    @Test("an object inserted, deleted and dropped can be inserted again")
+    func reinsertAfterDelete() throws {
+        let graph = try Graph()
+        let sales = try graph.department("Sales")
+        graph.context.delete(sales)
+        graph.context.processPendingChanges()
+        #expect(sales.managedObjectContext == nil)
+        graph.context.insert(sales)
+        #expect(sales.isInserted && !sales.isDeleted && graph.context.insertedObjects.contains(sales))
+        graph.context.delete(sales)
+        #expect(!graph.context.insertedObjects.contains(sales), "and deleted again")
+    }
+
+    @Test("bad arguments are typed errors, not traps: an ordered index out of range, @sum past Int64, an object listed twice")
+    func badArguments() throws {
+        let stack = try Stack(model: try employeeModel(salaryType: .integer64, salaryDefault: Int64(0)))
+        let context = stack.context()
+        let ada = try stack.insert("Employee", in: context, ["firstName": "Ada", "lastName": "Lovelace", "salary": Int64.max])
+        let grace = try stack.insert("Employee", in: context, ["firstName": "Grace", "lastName": "Hopper", "salary": Int64.max])
+        let reports = try ada.mutableOrderedSetValue(forKey: "reports")
+        for index in [-1, 1] {
+            #expect(throws: ArborError.self) { try reports.insert(grace, at: index) }
+        }
+        try reports.insert(grace, at: 0)
+        #expect(reports.count == 1)
+
+        let sales = try stack.insert("Department", in: context, ["name": "Sales"])
+        try sales.setValue(Set([ada, grace]), forKey: "employees")
+        #expect(try sales.value(forKeyPath: "employees.@sum.salary") as? Decimal == Decimal(Int64.max) * 2,
+                "an Int64 overflow sums as Decimal")
+
+        try context.obtainPermanentIDs(for: [sales, sales])
+        #expect(!sales.objectID.isTemporaryID)
+        try context.save()
+    }
+
+    @Test("NaN set twice is one change; it is saved and read back")
+    func notANumber() throws {
+        let stack = try Stack(model: try employeeModel(salaryType: .double, salaryDefault: 0.0))
+        let context = stack.context()
+        let ada = try stack.insert("Employee", in: context, ["firstName": "Ada", "lastName": "Lovelace"])
+        try context.save()
+        try ada.setValue(Double.nan, forKey: "salary")
+        #expect(ada.isUpdated)
+        try context.save()
+        try ada.setValue(Double.nan, forKey: "salary")
+        #expect(!ada.hasChanges && !context.hasChanges, "the same NaN again is no change")
+        let reader = stack.context()
+        let salary = try reader.existingObject(with: ada.objectID).value(forKey: "salary") as? Double
+        #expect(salary?.isNaN == true)
+    }
+}

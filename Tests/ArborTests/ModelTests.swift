@@ -75,6 +75,9 @@ struct ModelTests {
                     Attribute("when", .date).length(1...3)
                     Attribute("code", .string).pattern("([")
                     Attribute("note", .string).transient()
+                    Attribute("size", .integer32).minimum(5).maximum(3)
+                    Attribute("tag", .string).length(5...).length(...3)
+                    Relationship("many", to: "A", inverse: "many").toMany().count(-1...2)
                     Relationship("b", to: "B", inverse: "missing")
                     Relationship("c", to: "C", inverse: "a")
                     Relationship("one", to: "A", inverse: "one").toMany(ordered: true)
@@ -92,7 +95,8 @@ struct ModelTests {
             for fragment in ["\"A\" is used twice", "default value is not valid", "\"x\" is used twice", "has no length",
                              "is not a regular expression", "\"missing\" is not a relationship of B",
                              "\"C\" does not exist", "\"Nowhere\" does not exist", "lead back to itself",
-                             "names \"nothing\"", "transient attribute \"note\""] {
+                             "names \"nothing\"", "transient attribute \"note\"", "the minimum 5 is above the maximum 3",
+                             "the length range 5...3 is empty", "a count cannot be negative"] {
                 #expect(error.message.contains(fragment), "missing: \(fragment) in \(error.message)")
             }
         }

@@ -380,6 +380,40 @@ struct StoreTests {
             #expect(error.code == .incompatibleModel && error.message.contains("Employee"))
         }
     }
+
+    @Test("a database of something else, or an Arbor store with damaged metadata, is refused with storeOpen and left as it was")
+    func foreignAndDamagedFiles() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        func opening(_ path: String) -> ArborError.Code? {
+            do {
+                _ = try Stack(path: path)
+                return nil
+            } catch let error as ArborError {
+                return error.code
+            } catch {
+                return nil
+            }
+        }
+        let foreign = directory + "/foreign.db"
+        do {
+            let database = try Database(path: foreign)
+            try database.write { try $0.tree(named: "people", create: true)!.put([1], [2]) }
+            database.close()
+        }
+        #expect(opening(foreign) == .storeOpen)
+        #expect(try Database(path: foreign).read { try $0.trees().map(\.name) } == ["people"], "nothing was added to it")
+
+        let damaged = directory + "/damaged.arbor"
+        _ = try Stack(path: damaged)
+        do {
+            let database = try Database(path: damaged)
+            try database.write { _ = try $0.tree(named: "arbor.metadata")!.delete(Array("hashes".utf8)) }
+            database.close()
+        }
+        #expect(opening(damaged) == .storeOpen, "not silently given a new identity")
+        #expect(opening(directory + "/new.arbor") == nil, "a new file becomes a store")
+    }
 }
 
 @Suite("Several stores")

@@ -161,8 +161,10 @@ extension ManagedObjectContext {
         for set in [\ManagedObjectContext.inserted, \.updated, \.deleted] {
             self[keyPath: set] = OrderedSet(self[keyPath: set].map { mapping[$0] ?? $0 })
         }
-        for registration in registry.values {
-            registration.object?.replaceObjectIDs(mapping)
+        // Only changed objects can point at a new object: pointing at one is a change (an
+        // unchanged object's values are its committed ones, which hold saved IDs only).
+        for id in inserted.elements + updated.elements + deleted.elements {
+            registry[id]?.object?.replaceObjectIDs(mapping)
         }
     }
 
@@ -292,9 +294,7 @@ extension ManagedObjectContext {
             object.insertedFlag = false
             if object.snapshotHolder == nil {
                 object.snapshotHolder = coordinator
-                var cached = savedRow
-                cached.toOne = cached.toOne.mapValues { permanent[$0] ?? $0 }
-                coordinator.retainSnapshot(object.objectID, row: cached)
+                coordinator.retainSnapshot(object.objectID, row: savedRow.translated(permanent))
             }
         }
         for object in deletedObjects {

@@ -196,9 +196,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 let assigned = try store.save(part)
                 permanent.merge(assigned) { first, _ in first }
                 for (id, row, _) in part.updated where cache[id] != nil {
-                    var row = row
-                    if !assigned.isEmpty { row.toOne = row.toOne.mapValues { assigned[$0] ?? $0 } }
-                    cache[id]!.row = row
+                    cache[id]!.row = row.translated(assigned)
                     cache[id]!.readAt = .now
                 }
                 for (id, _) in part.deleted { cache[id] = nil }

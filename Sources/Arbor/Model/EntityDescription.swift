@@ -99,7 +99,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     }
 
     /// The version hash as 32 hexadecimal digits.
-    public var versionHashString: String { versionHash.map { String(format: "%02x", $0) }.joined() }
+    public var versionHashString: String { VersionHash.hex(versionHash) }
 
     public var description: String { name }
 
@@ -129,22 +129,15 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         propertyLayout = PropertyLayout(names: Array(Set(attributes.map(\.name) + relationships.map(\.name))).sorted())
         attributesByName = Dictionary(attributes.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         relationshipsByName = Dictionary(relationships.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
-        for constraint in ownUniqueness {
-            if constraint.isEmpty { problems.append("\(self.name): a uniqueness constraint names no property") }
-            for key in constraint where attributesByName[key] == nil && relationshipsByName[key].map({ !$0.isToMany }) != true {
-                problems.append("\(self.name): the uniqueness constraint on \(constraint.joined(separator: ", ")) names \"\(key)\", which is not an attribute or to-one relationship")
+        // Uniqueness constraints and indexes name stored attributes or to-one relationships.
+        let keyLists = ownUniqueness.map { ("uniqueness constraint", $0) } + ownIndexes.map { ("index", $0.keys) }
+        for (what, keys) in keyLists {
+            if keys.isEmpty { problems.append("\(self.name): a \(what) names no property") }
+            for key in keys where attributesByName[key] == nil && relationshipsByName[key].map({ !$0.isToMany }) != true {
+                problems.append("\(self.name): the \(what) on \(keys.joined(separator: ", ")) names \"\(key)\", which is not an attribute or to-one relationship")
             }
-            for key in constraint where attributesByName[key]?.isTransient == true {
-                problems.append("\(self.name): the uniqueness constraint names the transient attribute \"\(key)\"")
-            }
-        }
-        for index in ownIndexes {
-            if index.keys.isEmpty { problems.append("\(self.name): an index names no property") }
-            for key in index.keys where attributesByName[key] == nil && relationshipsByName[key].map({ !$0.isToMany }) != true {
-                problems.append("\(self.name): the index on \(index.keys.joined(separator: ", ")) names \"\(key)\", which is not an attribute or to-one relationship")
-            }
-            for key in index.keys where attributesByName[key]?.isTransient == true {
-                problems.append("\(self.name): the index names the transient attribute \"\(key)\"")
+            for key in keys where attributesByName[key]?.isTransient == true {
+                problems.append("\(self.name): the \(what) names the transient attribute \"\(key)\"")
             }
         }
     }
@@ -179,4 +172,7 @@ enum VersionHash {
         }
         return data
     }
+
+    /// A hash as hexadecimal digits.
+    static func hex(_ hash: Data) -> String { hash.map { String(format: "%02x", $0) }.joined() }
 }

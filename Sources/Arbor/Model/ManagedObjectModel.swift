@@ -92,7 +92,9 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
                 if !relationship.isToMany && (relationship.minimumCount != 0 || relationship.maximumCount != 0) {
                     problems.append("\(label): only to-many relationships have counts")
                 }
-                if relationship.maximumCount != 0 && relationship.maximumCount < relationship.minimumCount {
+                if relationship.minimumCount < 0 || relationship.maximumCount < 0 {
+                    problems.append("\(label): a count cannot be negative")
+                } else if relationship.maximumCount != 0 && relationship.maximumCount < relationship.minimumCount {
                     problems.append("\(label): the maximum count is below the minimum")
                 }
                 guard let destination = byName[relationship.destinationEntityName] else {
@@ -151,7 +153,7 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
     }
 
     /// The model's version hash as 32 hexadecimal digits.
-    public var versionHashString: String { versionHash.map { String(format: "%02x", $0) }.joined() }
+    public var versionHashString: String { VersionHash.hex(versionHash) }
 
     /// How a store's recorded entity hashes differ from this model's: entities only the model
     /// has, only the store has, and those whose hashes differ. All empty when they match.

@@ -37,6 +37,10 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
     public let maximumLength: Int?
     /// A regular expression every string value must match whole.
     public let pattern: String?
+    /// `pattern`, compiled once with the model. (`Regex` is not declared `Sendable` because of
+    /// its output type; it is an immutable value whose lazily built program is published
+    /// atomically, so sharing it between threads is safe.)
+    nonisolated(unsafe) let regex: Regex<AnyRegexOutput>?
 
     init(_ spec: Attribute, entity: String, problems: inout [String]) {
         name = spec.name
@@ -60,17 +64,26 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
         minimumLength = spec.minimumLength
         maximumLength = spec.maximumLength
         pattern = spec.pattern
+        regex = spec.pattern.flatMap { try? Regex($0) }
+        let label = "\(entity).\(spec.name)"
         if (spec.minimum != nil || spec.maximum != nil) && !spec.type.isOrdered {
-            problems.append("\(entity).\(spec.name): a \(spec.type) attribute has no minimum or maximum")
+            problems.append("\(label): a \(spec.type) attribute has no minimum or maximum")
+        }
+        if let minimum, let maximum, let order = minimum.compare(maximum), order > 0 {
+            problems.append("\(label): the minimum \(minimum) is above the maximum \(maximum)")
         }
         if (spec.minimumLength != nil || spec.maximumLength != nil) && !spec.type.hasLength {
-            problems.append("\(entity).\(spec.name): a \(spec.type) attribute has no length")
+            problems.append("\(label): a \(spec.type) attribute has no length")
+        }
+        let shortest = spec.minimumLength ?? 0, longest = spec.maximumLength ?? .max
+        if shortest < 0 || longest < shortest {
+            problems.append("\(label): the length range \(shortest)...\(spec.maximumLength.map(String.init) ?? "") is empty or negative")
         }
         if let pattern = spec.pattern {
             if spec.type.kind != .string {
-                problems.append("\(entity).\(spec.name): only string attributes have a pattern")
-            } else if (try? Regex(pattern)) == nil {
-                problems.append("\(entity).\(spec.name): the pattern \"\(pattern)\" is not a regular expression")
+                problems.append("\(label): only string attributes have a pattern")
+            } else if regex == nil {
+                problems.append("\(label): the pattern \"\(pattern)\" is not a regular expression")
             }
         }
     }

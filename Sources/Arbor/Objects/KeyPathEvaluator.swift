@@ -32,9 +32,18 @@ enum KeyPathEvaluator {
             if isCollection(result) { flat.append(contentsOf: collection(result)) } else { flat.append(result) }
         }
         if root is [Any] || root is [ManagedObject] { return flat }
-        return flat.map(AnyHashableBox.init)
-            .reduce(into: [AnyHashableBox]()) { if !$0.contains($1) { $0.append($1) } }
-            .map(\.value)
+        return distinct(flat)
+    }
+
+    /// `values` without repeats, in first-seen order: managed objects by identity, other values
+    /// by hashable equality (values that are not hashable are all kept).
+    static func distinct(_ values: [Any]) -> [Any] {
+        var seen = Set<AnyHashable>()
+        return values.filter { value in
+            let key = (value as? ManagedObject).map { AnyHashable(ObjectIdentifier($0)) } ?? (value as? AnyHashable)
+            guard let key else { return true }
+            return seen.insert(key).inserted
+        }
     }
 
     static func isCollection(_ value: Any) -> Bool {
@@ -54,11 +63,7 @@ enum KeyPathEvaluator {
 
     /// `@sum`, `@avg`, `@min`, `@max` or `@distinctUnionOfObjects` over `values`.
     static func aggregate(_ operation: String, _ values: [Any]) throws -> Any? {
-        if operation == "@distinctUnionOfObjects" {
-            var seen: [AnyHashableBox] = []
-            for value in values.map(AnyHashableBox.init) where !seen.contains(value) { seen.append(value) }
-            return seen.map(\.value)
-        }
+        if operation == "@distinctUnionOfObjects" { return distinct(values) }
         if operation == "@min" || operation == "@max" {
             let wantMax = operation == "@max"
             var best: Any?
@@ -134,25 +139,5 @@ enum KeyPathEvaluator {
         case let number as Decimal: NSDecimalNumber(decimal: number).doubleValue
         default: nil
         }
-    }
-}
-
-/// Equality for `Any` values that are hashable (managed objects by identity), for distinct unions.
-struct AnyHashableBox: Equatable {
-    let value: Any
-    let key: AnyHashable?
-
-    init(_ value: Any) {
-        self.value = value
-        if let object = value as? ManagedObject {
-            key = AnyHashable(ObjectIdentifier(object))
-        } else {
-            key = value as? AnyHashable
-        }
-    }
-
-    static func == (a: AnyHashableBox, b: AnyHashableBox) -> Bool {
-        guard let x = a.key, let y = b.key else { return false }
-        return x == y
     }
 }

@@ -46,15 +46,6 @@ struct PropertyStorage: Equatable, Sequence {
         for index in slots.indices { slots[index] = nil }
     }
 
-    /// The held values, transformed.
-    func mapValues(_ transform: (PropertyValue) -> PropertyValue) -> PropertyStorage {
-        var copy = self
-        for index in slots.indices {
-            if let value = slots[index] { copy.slots[index] = transform(value) }
-        }
-        return copy
-    }
-
     /// The (key, value) pairs held, in layout order.
     func makeIterator() -> AnyIterator<(key: String, value: PropertyValue)> {
         var index = 0

@@ -29,9 +29,8 @@ enum Validation {
                 throw failure(.validationStringTooLong, "is \(length) long, longer than the maximum \(maximum)")
             }
         }
-        if let pattern = attribute.pattern, case .string(let string) = value,
-           let regex = try? Regex(pattern), (try? regex.wholeMatch(in: string)) == nil {
-            throw failure(.validationStringPatternMatching, "is \(value), which does not match the pattern \(pattern)")
+        if let regex = attribute.regex, case .string(let string) = value, (try? regex.wholeMatch(in: string)) == nil {
+            throw failure(.validationStringPatternMatching, "is \(value), which does not match the pattern \(attribute.pattern ?? "")")
         }
     }
 

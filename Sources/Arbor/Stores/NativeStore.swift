@@ -56,21 +56,18 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
             throw ArborError(.storeOpen, "the store at \(path) could not be opened: \(error.message)", storeError: error)
         }
         self.database = database
-        identifier = try Self.storeError("open the store at \(path)") {
-            try database.write { transaction -> UUID in
+        // An existing store is checked in a read transaction; only a new one is written to
+        // (checked again under the write lock, in case another connection made it meanwhile).
+        identifier = try Self.storeError("open the store at \(path)", code: .storeOpen) {
+            if let uuid = try database.read({ try Self.recordedIdentifier($0, model: model, path: path) }) { return uuid }
+            return try database.write { transaction -> UUID in
+                if let uuid = try Self.recordedIdentifier(transaction, model: model, path: path) { return uuid }
                 let metadata = try transaction.tree(named: "arbor.metadata", create: true)!
-                let hashes = Dictionary(uniqueKeysWithValues: model.entities.map { ($0.name, $0.versionHashString) })
-                if let stored = try metadata.get(Array("uuid".utf8)), stored.count == 16,
-                   let hashBytes = try metadata.get(Array("hashes".utf8)),
-                   let recorded = try? JSONDecoder().decode([String: String].self, from: Data(hashBytes)) {
-                    let storedHashes = recorded.compactMapValues { Self.bytes(fromHex: $0) }
-                    try model.checkCompatible(withStoreHashes: storedHashes, storeName: path)
-                    return UUID(uuid: stored.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) })
-                }
                 let uuid = UUID()
                 try metadata.put(Array("uuid".utf8), withUnsafeBytes(of: uuid.uuid) { Array($0) })
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.sortedKeys]
+                let hashes = Dictionary(uniqueKeysWithValues: model.entities.map { ($0.name, $0.versionHashString) })
                 try metadata.put(Array("hashes".utf8), Array(try encoder.encode(hashes)))
                 try metadata.put(Array("model".utf8), Array(model.description.utf8))
                 for root in model.entities where root.superentity == nil {
@@ -79,6 +76,28 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                 return uuid
             }
         }
+    }
+
+    /// The identifier recorded in an Arbor store, after checking its model is `model`'s; nil for
+    /// a new (empty) database.
+    ///
+    /// - Throws: ``ArborError/Code/incompatibleModel``; ``ArborError/Code/storeOpen`` for a
+    ///   database of something else (trees but no Arbor metadata) or damaged metadata.
+    static func recordedIdentifier(_ transaction: ReadTransaction, model: ManagedObjectModel, path: String) throws -> UUID? {
+        guard let metadata = try transaction.tree(named: "arbor.metadata") else {
+            let trees = try transaction.trees()
+            guard trees.isEmpty else {
+                throw ArborError(.storeOpen, "\(path) is a database but not an Arbor store: it has \(trees.count) trees and no arbor.metadata")
+            }
+            return nil
+        }
+        guard let stored = try metadata.get(Array("uuid".utf8)), stored.count == 16,
+              let hashBytes = try metadata.get(Array("hashes".utf8)),
+              let recorded = try? JSONDecoder().decode([String: String].self, from: Data(hashBytes)) else {
+            throw ArborError(.storeOpen, "the Arbor metadata of \(path) is damaged: its identifier or model hashes are missing or unreadable")
+        }
+        try model.checkCompatible(withStoreHashes: recorded.compactMapValues { bytes(fromHex: $0) }, storeName: path)
+        return UUID(uuid: stored.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) })
     }
 
     static func bytes(fromHex hex: String) -> Data? {

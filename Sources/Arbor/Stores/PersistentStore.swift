@@ -27,6 +27,15 @@ public struct StoreRow: Sendable, Equatable {
         self.toOne = toOne
         self.ordered = ordered
     }
+
+    /// The row with the temporary IDs of `mapping` replaced by their permanent ones.
+    func translated(_ mapping: [ManagedObjectID: ManagedObjectID]) -> StoreRow {
+        guard !mapping.isEmpty else { return self }
+        var row = self
+        row.toOne = toOne.mapValues { mapping[$0] ?? $0 }
+        row.ordered = ordered.mapValues { $0.map { mapping[$0] ?? $0 } }
+        return row
+    }
 }
 
 /// What one save changes in one store, handed to ``PersistentStore/save(_:)`` as one unit: the
@@ -48,25 +57,6 @@ public struct StoreChanges: Sendable {
 
     /// Creates an empty set of changes.
     public init() {}
-
-    /// `changes` with temporary IDs replaced by permanent ones everywhere.
-    func translated(_ mapping: [ManagedObjectID: ManagedObjectID]) -> StoreChanges {
-        let changes = self
-        func id(_ id: ManagedObjectID) -> ManagedObjectID { mapping[id] ?? id }
-        func row(_ row: StoreRow) -> StoreRow {
-            var row = row
-            row.toOne = row.toOne.mapValues(id)
-            row.ordered = row.ordered.mapValues { $0.map(id) }
-            return row
-        }
-        var result = StoreChanges()
-        result.inserted = changes.inserted.map { (id($0.0), row($0.1)) }
-        result.updated = changes.updated.map { (id($0.0), row($0.1), $0.expectedVersion) }
-        result.deleted = changes.deleted
-        result.linked = changes.linked.map { (id($0.0), $0.1, id($0.2)) }
-        result.unlinked = changes.unlinked.map { (id($0.0), $0.1, id($0.2)) }
-        return result
-    }
 
     /// Whether there is nothing to write.
     public var isEmpty: Bool {

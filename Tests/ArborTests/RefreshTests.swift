@@ -35,7 +35,7 @@ struct RefreshTests {
 
     func loaded(_ context: ManagedObjectContext, _ id: ManagedObjectID, stack: Stack) throws -> NamedEmployee {
         let object = NamedEmployee(fault: id, entity: stack.model.entity(named: "Employee")!, context: context)
-        context.registry[id] = context.registrationFor(object)
+        context.register(object)
         try object.fireFault()
         return object
     }

@@ -42,6 +42,8 @@ do {
     print("insert \(count): \(rate(count, inserted - start)); save: \(saved - inserted); insert+save: \(rate(count, saved - start))")
     ids = objects.map(\.objectID)
 }
+// `ObjectGraphProfile N insert` stops here (a profile of insert+save alone).
+if CommandLine.arguments.count > 2 && CommandLine.arguments[2] == "insert" { exit(0) }
 do {
     // Keyed fetches: a fresh object each time (nothing holds the snapshots), so every one reads the store.
     let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)

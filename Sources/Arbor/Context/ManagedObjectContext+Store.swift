@@ -76,7 +76,7 @@ extension ManagedObjectContext {
     ///
     /// - Throws: ``ArborError/Code/objectNotFound`` when there is no such row (S000-26).
     public func existingObject(with objectID: ManagedObjectID) throws -> ManagedObject {
-        if let object = registry[objectID]?.object {
+        if let object = registeredObject(for: objectID) {
             if object.faulted { try fulfillFault(object, strict: true) }
             return object
         }
@@ -87,7 +87,7 @@ extension ManagedObjectContext {
         do {
             try fulfillFault(object, strict: true)
         } catch {
-            registry[objectID] = nil
+            unregister(objectID)
             object.managedObjectContext = nil
             throw error
         }
@@ -154,17 +154,14 @@ extension ManagedObjectContext {
     func changeIDs(_ mapping: [ManagedObjectID: ManagedObjectID]) {
         guard !mapping.isEmpty else { return }
         for (oldID, newID) in mapping {
-            guard let registration = registry.removeValue(forKey: oldID) else { continue }
-            registry[newID] = registration
-            registration.object?.objectID = newID
-        }
-        for set in [\ManagedObjectContext.inserted, \.updated, \.deleted] {
-            self[keyPath: set] = OrderedSet(self[keyPath: set].map { mapping[$0] ?? $0 })
+            guard let object = registeredObject(for: oldID) else { continue }
+            reregister(object, from: oldID, to: newID)
+            object.objectID = newID
         }
         // Only changed objects can point at a new object: pointing at one is a change (an
         // unchanged object's values are its committed ones, which hold saved IDs only).
-        for id in inserted.elements + updated.elements + deleted.elements {
-            registry[id]?.object?.replaceObjectIDs(mapping)
+        for object in inserted.objects + updated.objects + deleted.objects {
+            object.replaceObjectIDs(mapping)
         }
     }
 
@@ -184,11 +181,16 @@ extension ManagedObjectContext {
         let coordinator = try requireCoordinator("save to")
         // willSave once per object; what it changes (and the deletions that propagates) is saved
         // too, its objects announced in turn.
-        var announced = Set<ObjectIdentifier>()
+        saveCount += 1
         var rounds = 0
         while true {
-            let pending = (inserted.elements + updated.elements + deleted.elements).compactMap { registry[$0]?.object }
-                .filter { announced.insert(ObjectIdentifier($0)).inserted }
+            var pending: [ManagedObject] = []
+            for list in [inserted, updated, deleted] {
+                for object in list where object.announcedInSave != saveCount {
+                    object.announcedInSave = saveCount
+                    pending.append(object)
+                }
+            }
             guard !pending.isEmpty else { break }
             rounds += 1
             guard rounds <= 100 else {
@@ -197,9 +199,9 @@ extension ManagedObjectContext {
             for object in pending { object.willSave() }
             propagateDeletes()
         }
-        let insertedObjects = inserted.compactMap { registry[$0]?.object }
-        let updatedObjects = updated.compactMap { registry[$0]?.object }
-        let deletedObjects = deleted.compactMap { registry[$0]?.object }
+        let insertedObjects = inserted.objects
+        let updatedObjects = updated.objects
+        let deletedObjects = deleted.objects
         // Deny rules need the relationships they guard loaded.
         for object in deletedObjects {
             for relationship in object.entity.relationships where relationship.deleteRule == .deny {
@@ -223,10 +225,25 @@ extension ManagedObjectContext {
 
         // New objects go with their temporary IDs: each store allocates their keys inside the
         // save's transaction, and the context takes the permanent IDs once the save succeeded.
-        var targets: [ManagedObjectID: UUID] = [:]
-        for object in insertedObjects where object.objectID.isTemporaryID {
-            let store = try assignments[object.objectID] ?? coordinator.store(for: object.entity)
-            targets[object.objectID] = store.identifier
+        // Each store's changes, with the new objects in the order of its inserted rows.
+        var parts: [(store: UUID, changes: StoreChanges, newObjects: [ManagedObject])] = []
+        func part(_ store: UUID) -> Int {
+            if let index = parts.firstIndex(where: { $0.store == store }) { return index }
+            parts.append((store, StoreChanges(), []))
+            return parts.count - 1
+        }
+        func part(of id: ManagedObjectID) throws -> Int {
+            guard let store = id.storeIdentifier else { throw ArborError(.misuse, "\(id) has no store", objectID: id) }
+            return part(store)
+        }
+        var defaultStores: [ObjectIdentifier: Int] = [:]
+        func part(ofNew object: ManagedObject) throws -> Int {
+            if !object.objectID.isTemporaryID { return try part(of: object.objectID) }
+            if !assignments.isEmpty, let store = assignments[object.objectID] { return part(store.identifier) }
+            if let index = defaultStores[ObjectIdentifier(object.entity)] { return index }
+            let index = part(try coordinator.store(for: object.entity).identifier)
+            defaultStores[ObjectIdentifier(object.entity)] = index
+            return index
         }
         func row(of object: ManagedObject, version: Int64) -> StoreRow {
             var row = StoreRow(entityName: object.entity.name, version: version, attributes: [:], toOne: [:])
@@ -242,51 +259,69 @@ extension ManagedObjectContext {
             }
             return row
         }
-        var changes: [UUID: StoreChanges] = [:]
-        func storeID(_ id: ManagedObjectID) throws -> UUID {
-            guard let store = id.storeIdentifier ?? targets[id] else {
-                throw ArborError(.misuse, "\(id) has no store", objectID: id)
-            }
-            return store
-        }
         var savedRows: [(ManagedObject, StoreRow)] = []
+        savedRows.reserveCapacity(insertedObjects.count + updatedObjects.count)
         for object in insertedObjects {
             let newRow = row(of: object, version: 1)
-            changes[try storeID(object.objectID), default: StoreChanges()].inserted.append((object.objectID, newRow))
+            let index = try part(ofNew: object)
+            parts[index].changes.inserted.append((object.objectID, newRow))
+            parts[index].newObjects.append(object)
             savedRows.append((object, newRow))
         }
         for object in updatedObjects {
             let newRow = row(of: object, version: object.committedVersion + 1)
-            changes[try storeID(object.objectID), default: StoreChanges()].updated.append((object.objectID, newRow, object.committedVersion))
+            parts[try part(of: object.objectID)].changes.updated.append((object.objectID, newRow, object.committedVersion))
             savedRows.append((object, newRow))
         }
         for object in deletedObjects where !object.objectID.isTemporaryID {
-            changes[try storeID(object.objectID), default: StoreChanges()].deleted.append((object.objectID, object.committedVersion))
+            parts[try part(of: object.objectID)].changes.deleted.append((object.objectID, object.committedVersion))
         }
         // Many-to-many links: the difference between committed and current destinations.
         for object in insertedObjects + updatedObjects {
             for relationship in object.entity.relationships where relationship.isManyToMany && !object.unloadedRelationships.contains(relationship.name) {
                 let now = object.values[relationship.name]?.objectIDs ?? []
                 let before = object.committed?[relationship.name]?.objectIDs ?? []
-                let store = try storeID(object.objectID)
+                let index = try part(ofNew: object)
                 for other in now where !before.contains(other) {
-                    changes[store, default: StoreChanges()].linked.append((object.objectID, relationship.name, other))
+                    parts[index].changes.linked.append((object.objectID, relationship.name, other))
                 }
                 for other in before where !now.contains(other) {
-                    changes[store, default: StoreChanges()].unlinked.append((object.objectID, relationship.name, other))
+                    parts[index].changes.unlinked.append((object.objectID, relationship.name, other))
                 }
             }
         }
-        let permanent = try coordinator.save(changes)
+        let assigned = try coordinator.save(parts.map { ($0.store, $0.changes) })
 
-        // The save happened: bring the objects and the context up to date.
-        changeIDs(permanent)
-        for id in permanent.keys { assignments[id] = nil }
+        // The save happened: bring the objects and the context up to date. New objects take
+        // their permanent IDs (re-registered below), also in every changed object's
+        // relationships (only a changed object can point at a new one) — the mapping is made
+        // only when some changed object has relationships.
+        let mapsRelationships = [insertedObjects, updatedObjects, deletedObjects].contains { objects in
+            objects.contains { !$0.entity.relationships.isEmpty }
+        }
+        var permanent: [ManagedObjectID: ManagedObjectID] = [:]
+        for (part, ids) in zip(parts, assigned) {
+            for (object, newID) in zip(part.newObjects, ids) where newID != object.objectID {
+                if mapsRelationships { permanent[object.objectID] = newID }
+                if !assignments.isEmpty { assignments[object.objectID] = nil }
+                unregister(object.objectID)
+                object.objectID = newID
+            }
+        }
+        if !permanent.isEmpty {
+            for object in insertedObjects + updatedObjects + deletedObjects where !object.entity.relationships.isEmpty {
+                object.replaceObjectIDs(permanent)
+            }
+        }
+        var snapshots: [(ManagedObjectID, StoreRow)] = []
+        snapshots.reserveCapacity(savedRows.count)
         for (object, savedRow) in savedRows {
             // The committed values are the persistent values now held (sharing their storage
             // unless there are transients or unloaded relationships to leave out).
             var committed = object.values
-            for attribute in object.entity.attributes where attribute.isTransient { committed[attribute.name] = nil }
+            if object.entity.hasTransientAttributes {
+                for attribute in object.entity.attributes where attribute.isTransient { committed[attribute.name] = nil }
+            }
             for key in object.unloadedRelationships { committed[key] = nil }
             object.committed = committed
             object.committedVersion = savedRow.version
@@ -294,11 +329,12 @@ extension ManagedObjectContext {
             object.insertedFlag = false
             if object.snapshotHolder == nil {
                 object.snapshotHolder = coordinator
-                coordinator.retainSnapshot(object.objectID, row: savedRow.translated(permanent))
+                snapshots.append((object.objectID, savedRow.translated(permanent)))
             }
         }
+        coordinator.retainSnapshots(snapshots)
         for object in deletedObjects {
-            registry[object.objectID] = nil
+            unregister(object.objectID)
             object.snapshotHolder?.releaseSnapshot(object.objectID)
             object.snapshotHolder = nil
             object.managedObjectContext = nil
@@ -307,7 +343,7 @@ extension ManagedObjectContext {
         updated.removeAll()
         deleted.removeAll()
         for (object, _) in savedRows {
-            registry[object.objectID] = registrationFor(object)
+            register(object)
             object.didSave()
         }
         for object in deletedObjects { object.didSave() }
@@ -348,12 +384,12 @@ extension ManagedObjectContext {
         object.didTurnIntoFault()
         if object.deletedFlag && !mergeChanges {
             object.deletedFlag = false
-            deleted.remove(object.objectID)
+            deleted.remove(object)
             pendingDeletes.removeAll { $0 === object }
         }
-        updated.remove(object.objectID)
+        updated.remove(object)
         guard mergeChanges else {
-            registry[object.objectID] = registrationFor(object)
+            register(object)
             return
         }
         // Reload now, then put this context's changes back over the new values (a pending
@@ -362,7 +398,7 @@ extension ManagedObjectContext {
             try fulfillFault(object)
         } catch {
             // The row is gone or unreadable: the object stays a fault and reports that when used.
-            registry[object.objectID] = registrationFor(object)
+            register(object)
             return
         }
         for (key, value) in pending {
@@ -372,7 +408,7 @@ extension ManagedObjectContext {
         }
         for (key, value) in transient { object.values[key] = value }
         objectDidChange(object)
-        registry[object.objectID] = registrationFor(object)
+        register(object)
     }
 
     /// Refreshes every registered object, keeping this context's pending changes (as

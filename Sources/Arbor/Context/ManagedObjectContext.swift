@@ -8,19 +8,16 @@ import OrderedCollections
 ///
 /// Not thread-safe: use a context, and its objects, from one thread at a time.
 public final class ManagedObjectContext {
-    /// A registered object: held strongly while it has changes or the context retains all its
-    /// objects, weakly otherwise (an unchanged object the application no longer uses goes away,
-    /// and reading its ID again makes a new fault).
-    struct Registration {
-        weak var weakObject: ManagedObject?
-        var strongObject: ManagedObject?
-        var object: ManagedObject? { strongObject ?? weakObject }
-    }
-
-    var registry: [ManagedObjectID: Registration] = [:]
-    var inserted: OrderedSet<ManagedObjectID> = []
-    var updated: OrderedSet<ManagedObjectID> = []
-    var deleted: OrderedSet<ManagedObjectID> = []
+    /// The registered objects (see ``ObjectRegistry``); read it through ``registered`` after
+    /// purging, or ``registeredObject(for:)``.
+    private(set) var registry = ObjectRegistry()
+    /// Registered objects that have ended since the registry was last purged.
+    let retired = RetiredObjects()
+    var inserted = ChangeList()
+    var updated = ChangeList()
+    var deleted = ChangeList()
+    /// The number of saves begun (each save's `willSave` round is told apart by it).
+    var saveCount = 0
     /// Deleted objects whose delete rules have not been applied yet.
     var pendingDeletes: [ManagedObject] = []
     /// New objects assigned to a store with `assign(_:to:)`, by (temporary) ID.
@@ -30,10 +27,7 @@ public final class ManagedObjectContext {
     /// objects are held weakly).
     public var retainsRegisteredObjects = false {
         didSet {
-            for (id, registration) in registry {
-                guard let object = registration.object else { continue }
-                registry[id] = registrationFor(object)
-            }
+            for object in allRegistered() { register(object) }
         }
     }
 
@@ -61,23 +55,49 @@ public final class ManagedObjectContext {
     // MARK: Objects
 
     /// The objects inserted and not yet saved (never those inserted and deleted again).
-    public var insertedObjects: Set<ManagedObject> { objects(inserted) }
+    public var insertedObjects: Set<ManagedObject> { Set(inserted.objects) }
     /// The registered objects with unsaved changes (neither new nor deleted).
-    public var updatedObjects: Set<ManagedObject> { objects(updated) }
+    public var updatedObjects: Set<ManagedObject> { Set(updated.objects) }
     /// The objects deleted and not yet saved (never those inserted and deleted again).
-    public var deletedObjects: Set<ManagedObject> { objects(deleted) }
+    public var deletedObjects: Set<ManagedObject> { Set(deleted.objects) }
     /// Every object registered in the context: faults, fetched, inserted and deleted ones.
-    public var registeredObjects: Set<ManagedObject> { Set(registry.values.compactMap(\.object)) }
+    public var registeredObjects: Set<ManagedObject> { Set(allRegistered()) }
     /// Whether the context has unsaved changes.
     public var hasChanges: Bool { !inserted.isEmpty || !updated.isEmpty || !deleted.isEmpty || !pendingDeletes.isEmpty }
 
-    private func objects(_ ids: OrderedSet<ManagedObjectID>) -> Set<ManagedObject> {
-        Set(ids.compactMap { registry[$0]?.object })
-    }
-
     /// The object registered for `objectID`, or nil; never fetches and never makes a fault.
     public func registeredObject(for objectID: ManagedObjectID) -> ManagedObject? {
-        registry[objectID]?.object
+        registry.purge(retired)
+        return registry[objectID]
+    }
+
+    /// Every registered object.
+    func allRegistered() -> [ManagedObject] {
+        registry.purge(retired)
+        return registry.objects
+    }
+
+    /// Registers `object` under its ID, held strongly when `strongly` (default: while it has
+    /// changes, or when the context retains all its objects).
+    func register(_ object: ManagedObject, strongly: Bool? = nil) {
+        registry.purge(retired)
+        registry.register(object, strongly: strongly ?? (retainsRegisteredObjects || object.hasChanges))
+    }
+
+    /// Forgets the object registered for `objectID`.
+    func unregister(_ objectID: ManagedObjectID) {
+        registry.remove(objectID)
+    }
+
+    /// Registers `object` (registered under `oldID`) under its new ID `newID`.
+    func reregister(_ object: ManagedObject, from oldID: ManagedObjectID, to newID: ManagedObjectID) {
+        registry.purge(retired)
+        registry.move(object, from: oldID, to: newID)
+    }
+
+    /// The registered object's `deinit` reports its end here.
+    func objectDidEnd(_ objectID: ManagedObjectID, _ identity: ObjectIdentifier) {
+        retired.objects.append((objectID, identity))
     }
 
     /// The object for `objectID`: the registered instance when there is one, else a new fault
@@ -86,19 +106,19 @@ public final class ManagedObjectContext {
     ///
     /// - Precondition: the context has a coordinator whose model has the ID's entity.
     public func object(with objectID: ManagedObjectID) -> ManagedObject {
-        if let object = registry[objectID]?.object { return object }
+        if let object = registeredObject(for: objectID) { return object }
         guard let entity = persistentStoreCoordinator?.managedObjectModel.entity(named: objectID.entityName) else {
             preconditionFailure("\(objectID) is not registered, and the context has no coordinator whose model has \(objectID.entityName)")
         }
         let object = entity.managedObjectClass.init(fault: objectID, entity: entity, context: self)
-        registry[objectID] = registrationFor(object)
+        register(object)
         return object
     }
 
     /// The object for `objectID` when one can be had: registered, or a fault when the context has
     /// a coordinator (nil in a scratch context for an ID it does not know).
     func resolve(_ objectID: ManagedObjectID) -> ManagedObject? {
-        if let object = registry[objectID]?.object { return object }
+        if let object = registeredObject(for: objectID) { return object }
         guard persistentStoreCoordinator?.managedObjectModel.entity(named: objectID.entityName) != nil else { return nil }
         return object(with: objectID)
     }
@@ -106,12 +126,12 @@ public final class ManagedObjectContext {
     /// Inserts a new object: it is registered with its temporary ID, its default values are set,
     /// and ``ManagedObject/awakeFromInsert()`` runs. It is saved by the next save.
     public func insert(_ object: ManagedObject) {
-        if object.managedObjectContext === self && registry[object.objectID] != nil {
+        if object.managedObjectContext === self && registeredObject(for: object.objectID) === object {
             if object.deletedFlag && object.insertedFlag {
                 // Inserted, deleted, inserted again before the deletion was processed.
                 object.deletedFlag = false
                 pendingDeletes.removeAll { $0 === object }
-                inserted.append(object.objectID)
+                inserted.append(object)
             }
             return
         }
@@ -120,8 +140,8 @@ public final class ManagedObjectContext {
         object.insertedFlag = true
         // An object inserted, deleted and dropped by a context may come back.
         object.deletedFlag = false
-        registry[object.objectID] = Registration(weakObject: object, strongObject: object)
-        inserted.append(object.objectID)
+        register(object, strongly: true)
+        inserted.append(object)
         object.awakeFromInsert()
     }
 
@@ -133,12 +153,12 @@ public final class ManagedObjectContext {
         guard !object.deletedFlag else { return }
         object.deletedFlag = true
         if object.insertedFlag {
-            inserted.remove(object.objectID)
+            inserted.remove(object)
         } else {
-            updated.remove(object.objectID)
-            deleted.append(object.objectID)
+            updated.remove(object)
+            deleted.append(object)
         }
-        registry[object.objectID] = Registration(weakObject: object, strongObject: object)
+        register(object, strongly: true)
         pendingDeletes.append(object)
     }
 
@@ -179,7 +199,7 @@ public final class ManagedObjectContext {
             }
             if object.insertedFlag {
                 // A new object deleted again: it leaves the context altogether.
-                registry[object.objectID] = nil
+                unregister(object.objectID)
                 object.managedObjectContext = nil
             }
         }
@@ -190,16 +210,14 @@ public final class ManagedObjectContext {
     /// store is not read again).
     public func rollback() {
         pendingDeletes.removeAll()
-        for id in inserted {
-            guard let object = registry[id]?.object else { continue }
-            registry[id] = nil
+        for object in inserted {
+            unregister(object.objectID)
             object.managedObjectContext = nil
         }
-        for (id, registration) in registry {
-            guard let object = registration.object else { continue }
+        for object in allRegistered() {
             if object.insertedFlag {
                 // Inserted, then deleted, not yet processed.
-                registry[id] = nil
+                unregister(object.objectID)
                 object.managedObjectContext = nil
                 continue
             }
@@ -208,7 +226,7 @@ public final class ManagedObjectContext {
             }
             object.deletedFlag = false
             object.changedKeys.removeAll()
-            registry[id] = registrationFor(object)
+            register(object)
         }
         inserted.removeAll()
         updated.removeAll()
@@ -219,9 +237,7 @@ public final class ManagedObjectContext {
     /// Forgets every object: the context is as new, and the objects it had must not be used
     /// again (they no longer belong to it).
     public func reset() {
-        for registration in registry.values {
-            registration.object?.managedObjectContext = nil
-        }
+        for object in allRegistered() { object.managedObjectContext = nil }
         registry.removeAll()
         inserted.removeAll()
         updated.removeAll()
@@ -236,17 +252,11 @@ public final class ManagedObjectContext {
     func objectDidChange(_ object: ManagedObject) {
         guard !object.insertedFlag, !object.deletedFlag else { return }
         if object.changedKeys.isEmpty {
-            updated.remove(object.objectID)
+            updated.remove(object)
         } else {
-            updated.append(object.objectID)
+            updated.append(object)
         }
-        registry[object.objectID] = registrationFor(object)
-    }
-
-    /// How `object` should be held: strongly while it has changes or the context retains all.
-    func registrationFor(_ object: ManagedObject) -> Registration {
-        let strong = retainsRegisteredObjects || object.hasChanges
-        return Registration(weakObject: object, strongObject: strong ? object : nil)
+        register(object)
     }
 
 }

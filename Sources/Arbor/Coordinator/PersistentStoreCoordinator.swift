@@ -148,11 +148,21 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         return Double(age.seconds) + Double(age.attoseconds) / 1e18
     }
 
-    /// One more managed object holds data from `objectID`'s snapshot (after a save).
-    func retainSnapshot(_ objectID: ManagedObjectID, row: StoreRow) {
+    /// One more managed object holds data from each row's snapshot (after a save): the saved
+    /// rows replace what the cache had.
+    func retainSnapshots(_ rows: [(ManagedObjectID, StoreRow)]) {
+        guard !rows.isEmpty else { return }
+        let now = ContinuousClock.now
         locked {
-            let references = (cache[objectID]?.references ?? 0) + 1
-            cache[objectID] = Snapshot(row: row, readAt: .now, references: references)
+            cache.reserveCapacity(cache.count + rows.count)
+            func retain(_ snapshot: inout Snapshot, _ row: StoreRow) {
+                snapshot.row = row
+                snapshot.readAt = now
+                snapshot.references += 1
+            }
+            for (objectID, row) in rows {
+                retain(&cache[objectID, default: Snapshot(row: row, readAt: now, references: 0)], row)
+            }
         }
     }
 
@@ -185,23 +195,27 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     }
 
     /// Saves `changes` (grouped by store) and brings the row cache up to date. One store at a
-    /// time; each store's part is atomic. Returns the permanent IDs given to new objects.
-    func save(_ changes: [UUID: StoreChanges]) throws -> [ManagedObjectID: ManagedObjectID] {
+    /// time; each store's part is atomic. Returns, for each part, the IDs of its inserted rows
+    /// (``PersistentStore/save(_:)``).
+    func save(_ changes: [(store: UUID, changes: StoreChanges)]) throws -> [[ManagedObjectID]] {
         try locked {
-            var permanent: [ManagedObjectID: ManagedObjectID] = [:]
+            var result: [[ManagedObjectID]] = []
             for (identifier, part) in changes {
                 guard let store = stores.first(where: { $0.identifier == identifier }) else {
                     throw ArborError(.misuse, "a save names a store the coordinator does not have")
                 }
                 let assigned = try store.save(part)
-                permanent.merge(assigned) { first, _ in first }
-                for (id, row, _) in part.updated where cache[id] != nil {
-                    cache[id]!.row = row.translated(assigned)
-                    cache[id]!.readAt = .now
+                result.append(assigned)
+                if !part.updated.isEmpty {
+                    let mapping = part.permanentIDs(assigned)
+                    for (id, row, _) in part.updated where cache[id] != nil {
+                        cache[id]!.row = row.translated(mapping)
+                        cache[id]!.readAt = .now
+                    }
                 }
                 for (id, _) in part.deleted { cache[id] = nil }
             }
-            return permanent
+            return result
         }
     }
 }

@@ -44,6 +44,8 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     public private(set) var versionHash = Data()
     /// The slots of its objects' property storage.
     private(set) var propertyLayout = PropertyLayout(names: [])
+    /// Whether any attribute (inherited ones included) is transient.
+    private(set) var hasTransientAttributes = false
 
     init(_ spec: Entity, problems: inout [String]) {
         name = spec.name
@@ -128,6 +130,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         }
         propertyLayout = PropertyLayout(names: Array(Set(attributes.map(\.name) + relationships.map(\.name))).sorted())
         attributesByName = Dictionary(attributes.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        hasTransientAttributes = attributes.contains(where: \.isTransient)
         relationshipsByName = Dictionary(relationships.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         // Uniqueness constraints and indexes name stored attributes or to-one relationships.
         let keyLists = ownUniqueness.map { ("uniqueness constraint", $0) } + ownIndexes.map { ("index", $0.keys) }

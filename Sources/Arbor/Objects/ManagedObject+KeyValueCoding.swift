@@ -48,7 +48,7 @@ extension ManagedObject {
     public func setValue(_ value: Any?, forKey key: String) throws {
         if let attribute = entity.attributesByName[key] {
             let stored: PropertyValue
-            if let value, !(value is NSNull) {
+            if let value, !isNull(value) {
                 stored = .attribute(try attribute.type.storedValue(from: value, entity: entity.name, key: key))
             } else {
                 stored = .none
@@ -104,7 +104,7 @@ extension ManagedObject {
     public func validateValue(_ value: Any?, forKey key: String) throws {
         if let attribute = entity.attributesByName[key] {
             let stored: AttributeValue?
-            if let value, !(value is NSNull) {
+            if let value, !isNull(value) {
                 stored = try attribute.type.storedValue(from: value, entity: entity.name, key: key)
             } else {
                 stored = nil
@@ -118,6 +118,11 @@ extension ManagedObject {
     }
 
     // MARK: Primitives
+
+    /// Whether `value` is `NSNull` (compared by type: an `is NSNull` cast tries to bridge every
+    /// value to an object first).
+    @inline(__always)
+    func isNull(_ value: Any) -> Bool { ObjectIdentifier(type(of: value)) == ObjectIdentifier(NSNull.self) }
 
     /// The elements of any sequence (opens the existential).
     static func elements(of sequence: any Sequence) -> [Any] {
@@ -151,10 +156,10 @@ extension ManagedObject {
     /// Sets a value, recording the change (for persistent properties) in the object and its
     /// context.
     func setPrimitive(_ value: PropertyValue, forKey key: String, persistent: Bool) {
-        guard values[key] != value else { return }
-        values[key] = value
+        guard let slot = entity.propertyLayout.index[key], values[slot: slot] != value else { return }
+        values[slot: slot] = value
         guard persistent else { return }
-        if committed?[key] == value {
+        if committed?[slot: slot] == value {
             changedKeys.remove(key)
         } else {
             changedKeys.insert(key)
@@ -165,7 +170,7 @@ extension ManagedObject {
     /// The objects `value` holds for `relationship`, checked: managed objects of the
     /// destination entity, in this object's context.
     func destinations(_ value: Any?, for relationship: RelationshipDescription) throws -> [ManagedObject] {
-        guard let value, !(value is NSNull) else { return [] }
+        guard let value, !isNull(value) else { return [] }
         var objects: [ManagedObject]
         if let object = value as? ManagedObject {
             objects = [object]

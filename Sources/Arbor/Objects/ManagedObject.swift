@@ -57,6 +57,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var unloadedRelationships: Set<String> = []
     var insertedFlag = false
     var deletedFlag = false
+    /// The object's place in its context's inserted, updated or deleted ``ChangeList`` (-1: none).
+    var changeSlot = -1
+    /// The last save (by the context's count of saves) whose `willSave` round included the object.
+    var announcedInSave = 0
     /// The version of the row the committed values came from (0: never saved).
     var committedVersion: Int64 = 0
     /// The coordinator whose row-cache snapshot this object holds a reference to (released when
@@ -65,6 +69,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     deinit {
         snapshotHolder?.releaseSnapshot(objectID)
+        managedObjectContext?.objectDidEnd(objectID, ObjectIdentifier(self))
     }
 
     /// Makes an object of `entity` and inserts it into `context` (when given), as Core Data's

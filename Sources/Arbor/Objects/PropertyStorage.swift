@@ -35,6 +35,13 @@ struct PropertyStorage: Equatable, Sequence {
         }
     }
 
+    /// The value in slot `slot` (an index of the layout).
+    @inline(__always)
+    subscript(slot slot: Int) -> PropertyValue? {
+        get { slots[slot] }
+        set { slots[slot] = newValue }
+    }
+
     /// Whether no value is held.
     var isEmpty: Bool { !slots.contains { $0 != nil } }
 

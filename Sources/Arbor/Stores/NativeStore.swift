@@ -176,7 +176,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
 
     /// A row's bytes: the entity name, the version, each persistent attribute (in the entity's
     /// order), each to-one foreign key, each ordered to-many relationship's keys.
-    func encode(_ row: StoreRow, entity: EntityDescription, permanent: [ManagedObjectID: ManagedObjectID] = [:]) throws -> [UInt8] {
+    func encode(_ row: StoreRow, entity: EntityDescription, permanent: (ManagedObjectID) -> ManagedObjectID = { $0 }) throws -> [UInt8] {
         var bytes = KeyEncoding.encode([.string(row.entityName), .int(row.version)])
         for attribute in entity.attributes where !attribute.isTransient {
             KeyEncoding.append(Self.component(row.attributes[attribute.name]), to: &bytes)
@@ -186,7 +186,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
             let exact = relationship.destinationEntity.map { !$0.subentities.isEmpty } ?? false
             if let id = row.toOne[relationship.name] {
                 if exact { KeyEncoding.append(.string(id.entityName), to: &bytes) }
-                KeyEncoding.append(.int(try primaryKey(of: permanent[id] ?? id)), to: &bytes)
+                KeyEncoding.append(.int(try primaryKey(of: permanent(id))), to: &bytes)
             } else {
                 if exact { KeyEncoding.append(.null, to: &bytes) }
                 KeyEncoding.append(.null, to: &bytes)
@@ -264,13 +264,13 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
 
     /// The key of a row's values for a uniqueness constraint (nil when any value is nil: nils
     /// never collide, as in SQL).
-    func uniqueKey(_ row: StoreRow, _ keys: [String], permanent: [ManagedObjectID: ManagedObjectID] = [:]) throws -> [UInt8]? {
+    func uniqueKey(_ row: StoreRow, _ keys: [String], permanent: (ManagedObjectID) -> ManagedObjectID = { $0 }) throws -> [UInt8]? {
         var components: [KeyComponent] = []
         for key in keys {
             if let value = row.attributes[key] {
                 components.append(Self.component(value))
             } else if let id = row.toOne[key] {
-                components.append(.int(try primaryKey(of: permanent[id] ?? id)))
+                components.append(.int(try primaryKey(of: permanent(id))))
             } else {
                 return nil
             }
@@ -349,15 +349,15 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
 
     /// Writes one save's changes in one engine write transaction: rows, indexes, links,
     /// constraints; primary keys for rows that come with temporary IDs are allocated in it.
-    public func save(_ changes: StoreChanges) throws -> [ManagedObjectID: ManagedObjectID] {
-        guard !changes.isEmpty else { return [:] }
+    public func save(_ changes: StoreChanges) throws -> [ManagedObjectID] {
+        guard !changes.isEmpty else { return [] }
         // An ArborError (a conflict, a constraint) thrown inside the transaction rolls it back.
         return try Self.storeError("save to \(path ?? "memory")", code: .storeSave) {
             try database.write { transaction in
-                var writer = RowWriter(store: self, transaction: transaction)
-                let permanent = try writer.allocateKeys(for: changes)
-                try writer.apply(changes)
-                return permanent
+                let writer = RowWriter(store: self, transaction: transaction, changes: changes)
+                try writer.allocateKeys()
+                try writer.apply()
+                return writer.insertedIDs
             }
         }
     }

@@ -30,7 +30,7 @@ public struct StoreRow: Sendable, Equatable {
 
     /// The row with the temporary IDs of `mapping` replaced by their permanent ones.
     func translated(_ mapping: [ManagedObjectID: ManagedObjectID]) -> StoreRow {
-        guard !mapping.isEmpty else { return self }
+        guard !mapping.isEmpty, !toOne.isEmpty || !ordered.isEmpty else { return self }
         var row = self
         row.toOne = toOne.mapValues { mapping[$0] ?? $0 }
         row.ordered = ordered.mapValues { $0.map { mapping[$0] ?? $0 } }
@@ -57,6 +57,14 @@ public struct StoreChanges: Sendable {
 
     /// Creates an empty set of changes.
     public init() {}
+
+    /// Temporary → permanent IDs, from `assigned` (what ``PersistentStore/save(_:)`` returned
+    /// for these changes).
+    func permanentIDs(_ assigned: [ManagedObjectID]) -> [ManagedObjectID: ManagedObjectID] {
+        var mapping: [ManagedObjectID: ManagedObjectID] = [:]
+        for ((old, _), new) in zip(inserted, assigned) where old.isTemporaryID { mapping[old] = new }
+        return mapping
+    }
 
     /// Whether there is nothing to write.
     public var isEmpty: Bool {
@@ -87,12 +95,13 @@ public protocol PersistentStore: AnyObject, Sendable {
     /// `count` new primary keys for objects of `entity` (never handed out again).
     func allocatePrimaryKeys(for entity: EntityDescription, count: Int) throws -> [Int64]
     /// Applies `changes` in one transaction: all of it, or — throwing — none of it. Returns the
-    /// permanent ID given to each inserted row that came with a temporary one.
+    /// IDs of the inserted rows, in the order of `changes.inserted`: the permanent ID given to
+    /// each row that came with a temporary one, the row's own ID for the others.
     ///
     /// - Throws: ``ArborError/Code/mergeConflict`` when a row's version is not the expected one
     ///   (or the row is gone); ``ArborError/Code/constraintConflict`` for a uniqueness violation;
     ///   ``ArborError/Code/storeSave`` for an engine failure.
-    func save(_ changes: StoreChanges) throws -> [ManagedObjectID: ManagedObjectID]
+    func save(_ changes: StoreChanges) throws -> [ManagedObjectID]
     /// The ID of row `primaryKey` of `entityName` in this store.
     func objectID(entityName: String, primaryKey: Int64) -> ManagedObjectID
 }

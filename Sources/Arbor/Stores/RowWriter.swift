@@ -3,41 +3,91 @@ import Foundation
 /// Applies one save's changes to a ``NativeStore`` inside one engine write transaction: rows,
 /// foreign-key indexes, join trees, order trees and uniqueness constraints, with the version
 /// checks of optimistic locking.
-struct RowWriter {
+final class RowWriter {
     let store: NativeStore
     let transaction: WriteTransaction
-    /// Permanent IDs for the temporary ones of this save's new rows (applied as rows are written).
-    var permanent: [ManagedObjectID: ManagedObjectID] = [:]
+    let changes: StoreChanges
+    /// The IDs of `changes.inserted`, in order: permanent ones for those that came temporary.
+    private(set) var insertedIDs: [ManagedObjectID] = []
+    /// Temporary → permanent IDs of this save's new rows, made the first time a row refers to a
+    /// new object (most saves never need it).
+    private var permanentIDs: [ManagedObjectID: ManagedObjectID]?
+    /// The trees opened so far, by name (a tree's root never moves, so a handle stays valid for
+    /// the whole transaction; opening one reads the catalog).
+    private var trees: [String: Tree] = [:]
+    /// The rows tree of each entity met so far.
+    private var rowTrees: [ObjectIdentifier: Tree] = [:]
+    /// The last entity looked up by name (saves mostly write runs of one entity).
+    private var lastEntity: EntityDescription?
+
+    init(store: NativeStore, transaction: WriteTransaction, changes: StoreChanges) {
+        self.store = store
+        self.transaction = transaction
+        self.changes = changes
+    }
+
+    /// `id`, or the permanent ID this save gives it when it is a temporary one.
+    func permanent(_ id: ManagedObjectID) -> ManagedObjectID {
+        guard id.isTemporaryID else { return id }
+        if permanentIDs == nil {
+            var mapping: [ManagedObjectID: ManagedObjectID] = [:]
+            mapping.reserveCapacity(insertedIDs.count)
+            for ((old, _), new) in zip(changes.inserted, insertedIDs) where old.isTemporaryID { mapping[old] = new }
+            permanentIDs = mapping
+        }
+        return permanentIDs![id] ?? id
+    }
 
     /// The permanent key of `id` (translating a temporary ID of this save).
-    func key(_ id: ManagedObjectID) throws -> Int64 { try store.primaryKey(of: permanent[id] ?? id) }
+    func key(_ id: ManagedObjectID) throws -> Int64 {
+        try store.primaryKey(of: permanent(id))
+    }
 
     func tree(_ name: String) throws -> Tree {
-        try transaction.tree(named: name, create: true)!
+        if let tree = trees[name] { return tree }
+        let tree = try transaction.tree(named: name, create: true)!
+        trees[name] = tree
+        return tree
+    }
+
+    func rowsTree(_ entity: EntityDescription) throws -> Tree {
+        if let tree = rowTrees[ObjectIdentifier(entity)] { return tree }
+        let tree = try tree(NativeStore.rowsTree(entity))
+        rowTrees[ObjectIdentifier(entity)] = tree
+        return tree
+    }
+
+    func entity(_ name: String) throws -> EntityDescription {
+        if let lastEntity, lastEntity.name == name { return lastEntity }
+        let entity = try store.entity(name)
+        lastEntity = entity
+        return entity
     }
 
     /// Permanent IDs for the inserted rows that have temporary ones: keys from each hierarchy
     /// tree's sequence, reserved once per hierarchy.
-    mutating func allocateKeys(for changes: StoreChanges) throws -> [ManagedObjectID: ManagedObjectID] {
-        var byRoot: [String: [ManagedObjectID]] = [:]
-        for (id, _) in changes.inserted where id.isTemporaryID {
-            byRoot[try store.entity(id.entityName).rootEntity.name, default: []].append(id)
+    func allocateKeys() throws {
+        insertedIDs = changes.inserted.map(\.0)
+        // Positions of the temporary IDs, by hierarchy.
+        var byRoot: [ObjectIdentifier: (root: EntityDescription, positions: [Int])] = [:]
+        for (position, (id, _)) in changes.inserted.enumerated() where id.isTemporaryID {
+            let root = try entity(id.entityName).rootEntity
+            byRoot[ObjectIdentifier(root), default: (root, [])].positions.append(position)
         }
-        var mapping: [ManagedObjectID: ManagedObjectID] = [:]
-        for (root, ids) in byRoot {
-            let keys = try tree(NativeStore.rowsTree(try store.entity(root))).nextSequence(reserving: ids.count)
-            for (id, key) in zip(ids, keys) { mapping[id] = store.objectID(id.entityName, Int64(key)) }
+        for (root, positions) in byRoot.values {
+            let keys = try rowsTree(root).nextSequence(reserving: positions.count)
+            for (position, key) in zip(positions, keys) {
+                insertedIDs[position] = store.objectID(insertedIDs[position].entityName, Int64(key))
+            }
         }
-        permanent = mapping
-        return mapping
     }
 
-    mutating func apply(_ changes: StoreChanges) throws {
+    func apply() throws {
         // Deletions first (their unique values and links go), then updates, then insertions.
         for (id, expected) in changes.deleted {
             let old = try current(id, expected: expected)
             try removeIndexes(of: id, row: old)
-            try tree(NativeStore.rowsTree(try store.entity(id.entityName))).delete(NativeStore.key(try store.primaryKey(of: id)))
+            try rowsTree(try entity(id.entityName)).delete(NativeStore.key(try store.primaryKey(of: id)))
             try removeLinks(of: id)
         }
         for (id, row, expected) in changes.updated {
@@ -45,7 +95,7 @@ struct RowWriter {
             try removeIndexes(of: id, row: old)
             try write(id, row)
         }
-        for (id, row) in changes.inserted { try write(id, row) }
+        for ((_, row), id) in zip(changes.inserted, insertedIDs) { try write(id, row) }
         for (id, key, other) in changes.unlinked { try link(id, key, other, add: false) }
         for (id, key, other) in changes.linked { try link(id, key, other, add: true) }
     }
@@ -63,15 +113,15 @@ struct RowWriter {
     }
 
     func readRow(_ id: ManagedObjectID) throws -> StoreRow? {
-        let entity = try store.entity(id.entityName)
-        guard let bytes = try tree(NativeStore.rowsTree(entity)).get(NativeStore.key(try store.primaryKey(of: id))) else { return nil }
+        let entity = try entity(id.entityName)
+        guard let bytes = try rowsTree(entity).get(NativeStore.key(try store.primaryKey(of: id))) else { return nil }
         return try store.decode(bytes, objectID: id)
     }
 
     func write(_ id: ManagedObjectID, _ row: StoreRow) throws {
-        let entity = try store.entity(row.entityName)
+        let entity = try entity(row.entityName)
         let key = try self.key(id)
-        try tree(NativeStore.rowsTree(entity)).put(NativeStore.key(key), try store.encode(row, entity: entity, permanent: permanent))
+        try rowsTree(entity).put(NativeStore.key(key), try store.encode(row, entity: entity, permanent: permanent))
         for constraint in entity.uniquenessConstraints {
             guard let value = try store.uniqueKey(row, constraint, permanent: permanent) else { continue }
             let unique = try tree(NativeStore.uniqueTree(entity, constraint))
@@ -105,7 +155,7 @@ struct RowWriter {
 
     /// Removes what `row` (the stored row of `id`) put in the uniqueness and foreign-key trees.
     func removeIndexes(of id: ManagedObjectID, row: StoreRow) throws {
-        let entity = try store.entity(row.entityName)
+        let entity = try entity(row.entityName)
         let key = try store.primaryKey(of: id)
         for constraint in entity.uniquenessConstraints {
             guard let value = try store.uniqueKey(row, constraint) else { continue }
@@ -120,7 +170,7 @@ struct RowWriter {
 
     /// Removes a deleted object's ordered lists and its many-to-many links, in both directions.
     func removeLinks(of id: ManagedObjectID) throws {
-        let entity = try store.entity(id.entityName)
+        let entity = try entity(id.entityName)
         let key = try store.primaryKey(of: id)
         for relationship in entity.relationships where relationship.isToMany && relationship.isOrdered {
             try clear(try tree(NativeStore.orderTree(relationship)), prefix: NativeStore.key(key))
@@ -151,7 +201,7 @@ struct RowWriter {
     /// Adds or removes one many-to-many link. Links of relationships this store keeps elsewhere
     /// (ordered ones live in order trees written with the row) are ignored.
     func link(_ id: ManagedObjectID, _ key: String, _ other: ManagedObjectID, add: Bool) throws {
-        let entity = try store.entity(id.entityName)
+        let entity = try entity(id.entityName)
         guard let relationship = entity.relationshipsByName[key], NativeStore.isJoined(relationship) else { return }
         let a = try self.key(id), b = try self.key(other)
         let forward = try tree(NativeStore.joinTree(relationship)), backward = try backwardTree(relationship)

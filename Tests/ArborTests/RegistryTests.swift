@@ -1,0 +1,92 @@
+import Foundation
+import Testing
+@testable import Arbor
+
+/// The registry (unowned entries purged when their objects end), the change sets (object lists
+/// with holes) and compact object IDs: the structures the bulk-insert path was rebuilt on.
+@Suite("Registry and change sets")
+struct RegistryTests {
+    @Test("S000-01 uniquing holds while unchanged objects end and come back as new faults, many times over")
+    func endedObjectsLeaveTheRegistry() throws {
+        let stack = try Stack()
+        let context = stack.context()
+        let departments = try (0..<50).map { try stack.insert("Department", in: context, ["name": "D\($0)", "budget": $0]) }
+        try context.save()
+        let ids = departments.map(\.objectID)
+        let reader = stack.context()
+        for round in 0..<3 {
+            var seen: [ObjectIdentifier] = []
+            for id in ids {
+                // Made, fired and dropped at once: nothing holds an unchanged object.
+                let object = try reader.existingObject(with: id)
+                #expect(try object.value(forKey: "name") as? String == "D\(ids.firstIndex(of: id)!)")
+                seen.append(ObjectIdentifier(object))
+            }
+            #expect(reader.registeredObjects.isEmpty, "round \(round): every object ended and left the registry")
+            #expect(stack.coordinator.rowCacheStatistics.snapshots == 50, "the saving context still holds its objects' snapshots")
+        }
+        // An object kept alive stays the one instance for its ID, among ended neighbours.
+        let kept = try reader.existingObject(with: ids[7])
+        for id in ids where id != ids[7] { _ = try reader.existingObject(with: id) }
+        #expect(reader.object(with: ids[7]) === kept && reader.registeredObjects == [kept])
+        // A changed object is held until it is saved, then held no longer.
+        do {
+            try reader.existingObject(with: ids[8]).setValue("changed", forKey: "name")
+        }
+        #expect(reader.updatedObjects.count == 1 && reader.registeredObjects.count == 2)
+        try reader.save()
+        #expect(reader.registeredObjects == [kept], "after its save the changed object was no longer held")
+        #expect(try stack.context().existingObject(with: ids[8]).value(forKey: "name") as? String == "changed")
+    }
+
+    @Test("S000-32: the change sets keep insertion order and membership through deletes, re-inserts and compaction")
+    func changeSets() throws {
+        let stack = try Stack()
+        let context = stack.context()
+        context.propagatesDeletesAtEndOfEvent = false
+        let objects = try (0..<200).map { try stack.insert("Department", in: context, ["name": "D\($0)", "budget": $0]) }
+        for (index, object) in objects.enumerated() where index % 3 != 0 { context.delete(object) }
+        #expect(context.insertedObjects.count == 67 && context.deletedObjects.isEmpty, "inserted then deleted objects are in neither set")
+        #expect(context.inserted.objects.map { try! $0.value(forKey: "budget") as? Int32 } == stride(from: 0, to: 200, by: 3).map { Int32($0) },
+                "holes closed up in order")
+        // Inserted, deleted, inserted again before the deletion was processed: inserted once.
+        context.insert(objects[1])
+        context.insert(objects[1])
+        #expect(context.insertedObjects.count == 68 && context.inserted.objects.last === objects[1])
+        try context.save()
+        #expect(!context.hasChanges)
+        let saved = objects.filter { !$0.objectID.isTemporaryID }
+        #expect(saved.count == 68)
+        // Updates and deletes of saved objects move them between the sets.
+        try saved[0].setValue("renamed", forKey: "name")
+        #expect(context.updatedObjects == [saved[0]])
+        context.delete(saved[0])
+        #expect(context.updatedObjects.isEmpty && context.deletedObjects == [saved[0]])
+        context.rollback()
+        #expect(!context.hasChanges)
+        #expect(try saved[0].value(forKey: "name") as? String == "D0")
+    }
+
+    @Test("temporary IDs: a counter per process with a random namespace; another process's IDs never equal ours")
+    func temporaryIDs() throws {
+        let a = ManagedObjectID(temporaryFor: "Employee"), b = ManagedObjectID(temporaryFor: "Employee")
+        #expect(a != b && a.isTemporaryID && a.storeIdentifier == nil)
+        let uri = a.uriRepresentation().absoluteString
+        #expect(uri.hasPrefix("x-arbor://temporary/Employee/t\(ManagedObjectID.temporaryNamespace.uuidString)-"))
+        // The same serial number in another namespace is another ID (with the same hash: the
+        // key alone is hashed, and equality tells them apart).
+        let foreign = try #require(ManagedObjectID(uri: URL(string: uri.replacingOccurrences(of: ManagedObjectID.temporaryNamespace.uuidString,
+                                                                                             with: UUID().uuidString))!))
+        #expect(foreign.isTemporaryID && foreign != a && foreign.hashValue == a.hashValue)
+        #expect(Set([a, b, foreign]).count == 3)
+        // A permanent and a temporary ID never collide, nor do rows of two stores.
+        let store = UUID()
+        let permanent = ManagedObjectID(entityName: "Employee", store: store, key: 1)
+        #expect(permanent != ManagedObjectID(entityName: "Employee", store: UUID(), key: 1))
+        #expect(permanent != ManagedObjectID(entityName: "Department", store: store, key: 1))
+        for bad in ["x-arbor://temporary/Employee/t\(UUID().uuidString)", "x-arbor://temporary/Employee/t\(UUID().uuidString)-0",
+                    "x-arbor://temporary/Employee/t\(UUID().uuidString)-x", "x-arbor://temporary/Employee/t\(UUID().uuidString)--3"] {
+            #expect(ManagedObjectID(uri: URL(string: bad)!) == nil, "\(bad)")
+        }
+    }
+}

@@ -36,27 +36,41 @@ extension ManagedObjectContext {
 
     /// Sets a fault's persistent values (and committed values) from a row.
     func populate(_ object: ManagedObject, from row: StoreRow) {
-        var committed = PropertyStorage(layout: object.entity.propertyLayout)
-        for attribute in object.entity.attributes where !attribute.isTransient {
-            committed[attribute.name] = row.attributes[attribute.name].map(PropertyValue.attribute) ?? PropertyValue.none
+        let entity = object.entity
+        // The committed values share the row's storage when it is in the entity's layout (rows
+        // Arbor made: then a fault fire allocates nothing but the object).
+        var committed: PropertyStorage
+        if row.values.layout === entity.propertyLayout {
+            committed = row.values
+        } else {
+            committed = PropertyStorage(layout: entity.propertyLayout)
+            for (attribute, slot) in zip(entity.attributes, entity.attributeSlots) where !attribute.isTransient {
+                committed[slot: slot] = row.attribute(attribute.name).map(PropertyValue.attribute) ?? PropertyValue.none
+            }
+            for (relationship, slot) in zip(entity.relationships, entity.relationshipSlots) where !relationship.isToMany {
+                committed[slot: slot] = row.destination(relationship.name).map(PropertyValue.object) ?? PropertyValue.none
+            }
         }
         object.unloadedRelationships.removeAll()
-        for relationship in object.entity.relationships {
-            if relationship.isToMany {
+        if entity.hasToManyRelationships {
+            for (relationship, slot) in zip(entity.relationships, entity.relationshipSlots) where relationship.isToMany {
                 object.unloadedRelationships.insert(relationship.name)
-            } else {
-                committed[relationship.name] = row.toOne[relationship.name].map(PropertyValue.object) ?? PropertyValue.none
+                if committed[slot: slot] != nil { committed[slot: slot] = nil }
             }
         }
         // The values start as the committed ones (sharing their storage), plus the transients.
-        let transients = object.entity.attributes.filter(\.isTransient).map { ($0, object.values[$0.name]) }
-        object.values = committed
-        for (attribute, held) in transients {
-            object.values[attribute.name] = held ?? attribute.defaultValue.map(PropertyValue.attribute) ?? PropertyValue.none
+        if entity.hasTransientAttributes {
+            let transients = zip(entity.attributes, entity.attributeSlots).filter { $0.0.isTransient }.map { ($0.0, $0.1, object.values[slot: $0.1]) }
+            object.values = committed
+            for (attribute, slot, held) in transients {
+                object.values[slot: slot] = held ?? attribute.defaultValue.map(PropertyValue.attribute) ?? PropertyValue.none
+            }
+        } else {
+            object.values = committed
         }
         object.committed = committed
         object.committedVersion = row.version
-        object.changedKeys.removeAll()
+        object.changedSlots.removeAll()
         object.faulted = false
     }
 
@@ -245,19 +259,28 @@ extension ManagedObjectContext {
             defaultStores[ObjectIdentifier(object.entity)] = index
             return index
         }
+        // A row shares the object's values, minus transients and the to-many relationships it
+        // does not carry (unordered ones, and ordered ones never loaded).
         func row(of object: ManagedObject, version: Int64) -> StoreRow {
-            var row = StoreRow(entityName: object.entity.name, version: version, attributes: [:], toOne: [:])
-            for attribute in object.entity.attributes where !attribute.isTransient {
-                if case .attribute(let value) = object.values[attribute.name] ?? .none { row.attributes[attribute.name] = value }
-            }
-            for relationship in object.entity.relationships {
-                let value = object.values[relationship.name] ?? .none
-                if !relationship.isToMany, case .object(let id) = value { row.toOne[relationship.name] = id }
-                if relationship.isToMany && relationship.isOrdered, !object.unloadedRelationships.contains(relationship.name) {
-                    row.ordered[relationship.name] = Array(value.objectIDs)
+            let entity = object.entity
+            var values = object.values
+            for (attribute, slot) in zip(entity.attributes, entity.attributeSlots) {
+                if attribute.isTransient {
+                    if values[slot: slot] != nil { values[slot: slot] = nil }
+                } else if values[slot: slot] == nil {
+                    values[slot: slot] = PropertyValue.none
                 }
             }
-            return row
+            for (relationship, slot) in zip(entity.relationships, entity.relationshipSlots) {
+                if !relationship.isToMany {
+                    if values[slot: slot] == nil { values[slot: slot] = PropertyValue.none }
+                } else if !relationship.isOrdered || object.unloadedRelationships.contains(relationship.name) {
+                    if values[slot: slot] != nil { values[slot: slot] = nil }
+                } else if values[slot: slot] == nil {
+                    values[slot: slot] = .objects([])
+                }
+            }
+            return StoreRow(entityName: entity.name, version: version, values: values)
         }
         var savedRows: [(ManagedObject, StoreRow)] = []
         savedRows.reserveCapacity(insertedObjects.count + updatedObjects.count)
@@ -325,7 +348,7 @@ extension ManagedObjectContext {
             for key in object.unloadedRelationships { committed[key] = nil }
             object.committed = committed
             object.committedVersion = savedRow.version
-            object.changedKeys.removeAll()
+            object.changedSlots.removeAll()
             object.insertedFlag = false
             if object.snapshotHolder == nil {
                 object.snapshotHolder = coordinator
@@ -376,7 +399,7 @@ extension ManagedObjectContext {
         }
         object.willTurnIntoFault()
         object.values.removeAll()
-        object.changedKeys.removeAll()
+        object.changedSlots.removeAll()
         object.unloadedRelationships.removeAll()
         object.faulted = true
         object.snapshotHolder?.releaseSnapshot(object.objectID)
@@ -403,7 +426,7 @@ extension ManagedObjectContext {
         }
         for (key, value) in pending {
             object.values[key] = value
-            if object.committed?[key] != value { object.changedKeys.insert(key) }
+            if object.committed?[key] != value, let slot = object.entity.propertyLayout.index[key] { object.changedSlots.insert(slot) }
             if object.entity.relationshipsByName[key]?.isToMany == true { object.unloadedRelationships.remove(key) }
         }
         for (key, value) in transient { object.values[key] = value }

@@ -221,11 +221,11 @@ public final class ManagedObjectContext {
                 object.managedObjectContext = nil
                 continue
             }
-            if object.deletedFlag || !object.changedKeys.isEmpty, let committed = object.committed {
+            if object.deletedFlag || !object.changedSlots.isEmpty, let committed = object.committed {
                 for (key, value) in committed { object.values[key] = value }
             }
             object.deletedFlag = false
-            object.changedKeys.removeAll()
+            object.changedSlots.removeAll()
             register(object)
         }
         inserted.removeAll()
@@ -251,7 +251,7 @@ public final class ManagedObjectContext {
     /// Records that `object` changed (or changed back).
     func objectDidChange(_ object: ManagedObject) {
         guard !object.insertedFlag, !object.deletedFlag else { return }
-        if object.changedKeys.isEmpty {
+        if object.changedSlots.isEmpty {
             updated.remove(object)
         } else {
             updated.append(object)

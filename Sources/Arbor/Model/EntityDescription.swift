@@ -46,6 +46,12 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     private(set) var propertyLayout = PropertyLayout(names: [])
     /// Whether any attribute (inherited ones included) is transient.
     private(set) var hasTransientAttributes = false
+    /// The slot of each of ``attributes`` in ``propertyLayout``.
+    private(set) var attributeSlots: [Int] = []
+    /// The slot of each of ``relationships`` in ``propertyLayout``.
+    private(set) var relationshipSlots: [Int] = []
+    /// Whether any relationship (inherited ones included) is to-many.
+    private(set) var hasToManyRelationships = false
 
     init(_ spec: Entity, problems: inout [String]) {
         name = spec.name
@@ -131,6 +137,9 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         propertyLayout = PropertyLayout(names: Array(Set(attributes.map(\.name) + relationships.map(\.name))).sorted())
         attributesByName = Dictionary(attributes.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         hasTransientAttributes = attributes.contains(where: \.isTransient)
+        attributeSlots = attributes.map { propertyLayout.index[$0.name]! }
+        relationshipSlots = relationships.map { propertyLayout.index[$0.name]! }
+        hasToManyRelationships = relationships.contains(where: \.isToMany)
         relationshipsByName = Dictionary(relationships.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         // Uniqueness constraints and indexes name stored attributes or to-one relationships.
         let keyLists = ownUniqueness.map { ("uniqueness constraint", $0) } + ownIndexes.map { ("index", $0.keys) }

@@ -160,9 +160,9 @@ extension ManagedObject {
         values[slot: slot] = value
         guard persistent else { return }
         if committed?[slot: slot] == value {
-            changedKeys.remove(key)
+            changedSlots.remove(slot)
         } else {
-            changedKeys.insert(key)
+            changedSlots.insert(slot)
         }
         managedObjectContext?.objectDidChange(self)
     }

@@ -6,7 +6,7 @@ import OrderedCollections
 /// Relationships hold object IDs, not objects: objects never keep each other alive, the context
 /// resolves IDs to its own (uniqued) instances when a relationship is read, and a temporary ID is
 /// replaced by the permanent one everywhere when its object is saved.
-enum PropertyValue: Equatable {
+enum PropertyValue: Equatable, Sendable {
     /// nil.
     case none
     /// An attribute's value.
@@ -49,8 +49,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var values: PropertyStorage
     /// The persistent values as last read from or saved to the store (nil: never saved).
     var committed: PropertyStorage?
-    /// The persistent keys changed since the object was last saved or fetched.
-    var changedKeys: Set<String> = []
+    /// The persistent properties changed since the object was last saved or fetched (slots of
+    /// the entity's property layout).
+    var changedSlots = SlotSet()
+    /// The names of the persistent properties changed since the object was last saved or fetched.
+    var changedKeys: [String] { changedSlots.slots.map { entity.propertyLayout.names[$0] } }
     /// Whether the persistent values have not been loaded.
     var faulted = false
     /// To-many relationships whose destinations have not been loaded yet.
@@ -119,11 +122,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Whether the object was deleted in its context and not yet saved.
     public var isDeleted: Bool { deletedFlag }
     /// Whether the object has unsaved changes to persistent properties (and is not new or deleted).
-    public var isUpdated: Bool { !insertedFlag && !deletedFlag && !changedKeys.isEmpty }
+    public var isUpdated: Bool { !insertedFlag && !deletedFlag && !changedSlots.isEmpty }
     /// Whether the object's persistent values have not been loaded yet.
     public var isFault: Bool { faulted }
     /// Whether the object is inserted, updated or deleted.
-    public var hasChanges: Bool { insertedFlag || deletedFlag || !changedKeys.isEmpty }
+    public var hasChanges: Bool { insertedFlag || deletedFlag || !changedSlots.isEmpty }
 
     /// The persistent properties changed since the last save or fetch, with their new values
     /// (nil for a property set to nil): relationships as objects.

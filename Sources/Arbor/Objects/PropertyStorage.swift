@@ -14,7 +14,7 @@ final class PropertyLayout: Sendable {
 /// entity, in the entity's layout, nil where no value is held. Looks like a dictionary by key;
 /// copies share their slots until one of them changes, so an object's values and its committed
 /// values cost one array between them until it is edited.
-struct PropertyStorage: Equatable, Sequence {
+struct PropertyStorage: Equatable, Sequence, Sendable {
     let layout: PropertyLayout
     private(set) var slots: [PropertyValue?]
 
@@ -63,5 +63,53 @@ struct PropertyStorage: Equatable, Sequence {
             }
             return nil
         }
+    }
+}
+
+/// A set of slots of a ``PropertyLayout`` (a managed object's changed properties): bits, so that
+/// recording a change costs no hashing and no allocation for entities of up to 64 properties.
+struct SlotSet: Equatable {
+    private var low: UInt64 = 0
+    /// Slots 64 and up, 64 to a word.
+    private var high: [UInt64] = []
+
+    var isEmpty: Bool { low == 0 && !high.contains { $0 != 0 } }
+
+    func contains(_ slot: Int) -> Bool {
+        if slot < 64 { return low & (1 << UInt64(slot)) != 0 }
+        let word = slot / 64 - 1
+        return word < high.count && high[word] & (1 << UInt64(slot % 64)) != 0
+    }
+
+    mutating func insert(_ slot: Int) {
+        if slot < 64 {
+            low |= 1 << UInt64(slot)
+            return
+        }
+        let word = slot / 64 - 1
+        if word >= high.count { high += Array(repeating: 0, count: word - high.count + 1) }
+        high[word] |= 1 << UInt64(slot % 64)
+    }
+
+    mutating func remove(_ slot: Int) {
+        if slot < 64 {
+            low &= ~(1 << UInt64(slot))
+        } else if slot / 64 - 1 < high.count {
+            high[slot / 64 - 1] &= ~(1 << UInt64(slot % 64))
+        }
+    }
+
+    mutating func removeAll() {
+        low = 0
+        high = []
+    }
+
+    /// The slots, ascending.
+    var slots: [Int] {
+        var result: [Int] = []
+        for (index, word) in ([low] + high).enumerated() where word != 0 {
+            for bit in 0..<64 where word & (1 << UInt64(bit)) != 0 { result.append(index * 64 + bit) }
+        }
+        return result
     }
 }

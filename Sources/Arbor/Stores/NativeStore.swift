@@ -178,13 +178,21 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     /// order), each to-one foreign key, each ordered to-many relationship's keys.
     func encode(_ row: StoreRow, entity: EntityDescription, permanent: (ManagedObjectID) -> ManagedObjectID = { $0 }) throws -> [UInt8] {
         var bytes = KeyEncoding.encode([.string(row.entityName), .int(row.version)])
-        for attribute in entity.attributes where !attribute.isTransient {
-            KeyEncoding.append(Self.component(row.attributes[attribute.name]), to: &bytes)
+        // Rows Arbor made are in the entity's layout: values by slot, no lookups by name.
+        let sameLayout = row.values.layout === entity.propertyLayout
+        for (attribute, slot) in zip(entity.attributes, entity.attributeSlots) where !attribute.isTransient {
+            let value = sameLayout ? row.values[slot: slot] : row.values[attribute.name]
+            if case .attribute(let stored)? = value {
+                KeyEncoding.append(Self.component(stored), to: &bytes)
+            } else {
+                KeyEncoding.append(.null, to: &bytes)
+            }
         }
-        for relationship in entity.relationships where !relationship.isToMany {
+        for (relationship, slot) in zip(entity.relationships, entity.relationshipSlots) where !relationship.isToMany {
             // A destination with sub-entities also records which entity the object is.
             let exact = relationship.destinationEntity.map { !$0.subentities.isEmpty } ?? false
-            if let id = row.toOne[relationship.name] {
+            let value = sameLayout ? row.values[slot: slot] : row.values[relationship.name]
+            if case .object(let id)? = value {
                 if exact { KeyEncoding.append(.string(id.entityName), to: &bytes) }
                 KeyEncoding.append(.int(try primaryKey(of: permanent(id))), to: &bytes)
             } else {
@@ -204,14 +212,14 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
             throw corrupt("no entity and version")
         }
         let entity = try entity(entityName)
-        var row = StoreRow(entityName: entityName, version: version, attributes: [:], toOne: [:])
+        var values = PropertyStorage(layout: entity.propertyLayout)
         var index = 2
-        for attribute in entity.attributes where !attribute.isTransient {
+        for (attribute, slot) in zip(entity.attributes, entity.attributeSlots) where !attribute.isTransient {
             guard index < components.count else { throw corrupt("too few values") }
-            if let value = Self.attributeValue(components[index], type: attribute.type) { row.attributes[attribute.name] = value }
+            values[slot: slot] = Self.attributeValue(components[index], type: attribute.type).map(PropertyValue.attribute) ?? PropertyValue.none
             index += 1
         }
-        for relationship in entity.relationships where !relationship.isToMany {
+        for (relationship, slot) in zip(entity.relationships, entity.relationshipSlots) where !relationship.isToMany {
             var destinationName = relationship.destinationEntityName
             if relationship.destinationEntity.map({ !$0.subentities.isEmpty }) ?? false {
                 guard index < components.count else { throw corrupt("too few values") }
@@ -220,11 +228,13 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
             }
             guard index < components.count else { throw corrupt("too few values") }
             if case .int(let key) = components[index] {
-                row.toOne[relationship.name] = self.objectID(destinationName, key)
+                values[slot: slot] = .object(self.objectID(destinationName, key))
+            } else {
+                values[slot: slot] = PropertyValue.none
             }
             index += 1
         }
-        return row
+        return StoreRow(entityName: entityName, version: version, values: values)
     }
 
     static func component(_ value: AttributeValue?) -> KeyComponent {
@@ -267,9 +277,9 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     func uniqueKey(_ row: StoreRow, _ keys: [String], permanent: (ManagedObjectID) -> ManagedObjectID = { $0 }) throws -> [UInt8]? {
         var components: [KeyComponent] = []
         for key in keys {
-            if let value = row.attributes[key] {
+            if let value = row.attribute(key) {
                 components.append(Self.component(value))
-            } else if let id = row.toOne[key] {
+            } else if let id = row.destination(key) {
                 components.append(.int(try primaryKey(of: permanent(id))))
             } else {
                 return nil

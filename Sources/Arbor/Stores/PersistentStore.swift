@@ -2,38 +2,102 @@ import Foundation
 import OrderedCollections
 
 /// A row as a store holds it: an object's entity, its version number (incremented by every save
-/// that changes it: optimistic locking compares it), and its persistent values — attributes and
-/// to-one relationships (the destination's ID). To-many relationships are not in rows: they come
-/// from the inverse's foreign key (``PersistentStore/relatedObjectIDs(of:relationship:)``).
+/// that changes it: optimistic locking compares it), and its persistent values — attributes,
+/// to-one relationships (the destination's ID) and the order of ordered to-many relationships.
+/// Unordered to-many relationships are not in rows: they come from the inverse's foreign key
+/// (``PersistentStore/relatedObjectIDs(of:relationship:)``).
+///
+/// The values sit in property slots (the entity's layout when Arbor makes the row), so a saved
+/// object's row, its row-cache snapshot and the committed values of the objects made from it
+/// share one array of values.
 public struct StoreRow: Sendable, Equatable {
     /// The entity of the row's object (a sub-entity of the tree's root, or the root).
     public var entityName: String
     /// The row's version number: 1 when first saved.
     public var version: Int64
-    /// Persistent attribute values (absent: nil) by key.
-    public var attributes: [String: AttributeValue]
-    /// To-one destinations (absent: nil) by key.
-    public var toOne: [String: ManagedObjectID]
-    /// Ordered to-many relationships' destinations, in order, by key (the order is the owner's
-    /// to keep; unordered to-many relationships come from the inverse).
-    public var ordered: [String: [ManagedObjectID]]
+    /// The values: `.attribute` or `.none` for attributes, `.object` or `.none` for to-one
+    /// relationships, `.objects` for ordered to-many relationships whose order the row carries;
+    /// no value (nil) for anything else.
+    var values: PropertyStorage
 
-    /// Creates a row.
-    public init(entityName: String, version: Int64, attributes: [String: AttributeValue], toOne: [String: ManagedObjectID],
-                ordered: [String: [ManagedObjectID]] = [:]) {
+    /// A row of `values` (in a layout of the entity's, or any layout naming the properties).
+    init(entityName: String, version: Int64, values: PropertyStorage) {
         self.entityName = entityName
         self.version = version
-        self.attributes = attributes
-        self.toOne = toOne
-        self.ordered = ordered
+        self.values = values
+    }
+
+    /// Creates a row from values by key (absent attributes and to-one relationships are nil;
+    /// an ordered to-many relationship absent from `ordered` keeps its stored order).
+    public init(entityName: String, version: Int64, attributes: [String: AttributeValue], toOne: [String: ManagedObjectID],
+                ordered: [String: [ManagedObjectID]] = [:]) {
+        let names = Array(Set(attributes.keys).union(toOne.keys).union(ordered.keys)).sorted()
+        var values = PropertyStorage(layout: PropertyLayout(names: names))
+        for (key, value) in attributes { values[key] = .attribute(value) }
+        for (key, id) in toOne { values[key] = .object(id) }
+        for (key, ids) in ordered { values[key] = .objects(OrderedSet(ids)) }
+        self.init(entityName: entityName, version: version, values: values)
+    }
+
+    /// Attribute values (absent: nil) by key.
+    public var attributes: [String: AttributeValue] {
+        var result: [String: AttributeValue] = [:]
+        for (key, value) in values { if case .attribute(let stored) = value { result[key] = stored } }
+        return result
+    }
+
+    /// To-one destinations (absent: nil) by key.
+    public var toOne: [String: ManagedObjectID] {
+        var result: [String: ManagedObjectID] = [:]
+        for (key, value) in values { if case .object(let id) = value { result[key] = id } }
+        return result
+    }
+
+    /// The destinations of the ordered to-many relationships whose order the row carries, by key.
+    public var ordered: [String: [ManagedObjectID]] {
+        var result: [String: [ManagedObjectID]] = [:]
+        for (key, value) in values { if case .objects(let ids) = value { result[key] = Array(ids) } }
+        return result
+    }
+
+    /// The attribute value of `key` (nil: none).
+    func attribute(_ key: String) -> AttributeValue? {
+        if case .attribute(let value)? = values[key] { return value }
+        return nil
+    }
+
+    /// The to-one destination of `key` (nil: none).
+    func destination(_ key: String) -> ManagedObjectID? {
+        if case .object(let id)? = values[key] { return id }
+        return nil
+    }
+
+    /// The destinations of the ordered relationship `key`, when the row carries its order.
+    func orderedDestinations(_ key: String) -> OrderedSet<ManagedObjectID>? {
+        if case .objects(let ids)? = values[key] { return ids }
+        return nil
+    }
+
+    public static func == (a: StoreRow, b: StoreRow) -> Bool {
+        guard a.entityName == b.entityName, a.version == b.version else { return false }
+        if a.values.layout === b.values.layout { return a.values == b.values }
+        return a.attributes == b.attributes && a.toOne == b.toOne && a.ordered == b.ordered
     }
 
     /// The row with the temporary IDs of `mapping` replaced by their permanent ones.
     func translated(_ mapping: [ManagedObjectID: ManagedObjectID]) -> StoreRow {
-        guard !mapping.isEmpty, !toOne.isEmpty || !ordered.isEmpty else { return self }
+        guard !mapping.isEmpty else { return self }
         var row = self
-        row.toOne = toOne.mapValues { mapping[$0] ?? $0 }
-        row.ordered = ordered.mapValues { $0.map { mapping[$0] ?? $0 } }
+        for slot in values.slots.indices {
+            switch values[slot: slot] {
+            case .object(let id)?:
+                if let new = mapping[id] { row.values[slot: slot] = .object(new) }
+            case .objects(let ids)?:
+                if ids.contains(where: { mapping[$0] != nil }) { row.values[slot: slot] = .objects(OrderedSet(ids.map { mapping[$0] ?? $0 })) }
+            default:
+                break
+            }
+        }
         return row
     }
 }

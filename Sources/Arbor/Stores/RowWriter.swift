@@ -130,7 +130,7 @@ final class RowWriter {
                     if case .int(let other) = components.first { return other }
                     return nil
                 }
-                let values = constraint.map { "\($0) = \(row.attributes[$0]?.description ?? row.toOne[$0]?.description ?? "nil")" }
+                let values = constraint.map { "\($0) = \(row.attribute($0)?.description ?? row.destination($0)?.description ?? "nil")" }
                 throw ArborError(.constraintConflict,
                                  "\(id) would break the uniqueness of \(entity.rootEntity.name)(\(constraint.joined(separator: ", "))): \(values.joined(separator: ", ")) is already held by \(other.map { store.objectID(entity.rootEntity.name, $0).description } ?? "another object")",
                                  entity: entity.name, key: constraint.joined(separator: ","), value: values.joined(separator: ", "), objectID: id)
@@ -138,13 +138,13 @@ final class RowWriter {
             try unique.put(value, NativeStore.key(key))
         }
         for relationship in entity.relationships where NativeStore.isIndexedForeignKey(relationship) {
-            guard let destination = row.toOne[relationship.name] else { continue }
+            guard let destination = row.destination(relationship.name) else { continue }
             try tree(NativeStore.foreignKeyTree(relationship)).put(NativeStore.pair(try self.key(destination), key), [])
         }
         // An ordered relationship the saving context never loaded is not in the row: its stored
         // list stays as it is.
         for relationship in entity.relationships where relationship.isToMany && relationship.isOrdered {
-            guard let destinations = row.ordered[relationship.name] else { continue }
+            guard let destinations = row.orderedDestinations(relationship.name) else { continue }
             let order = try tree(NativeStore.orderTree(relationship))
             try clear(order, prefix: NativeStore.key(key))
             for (position, destination) in destinations.enumerated() {
@@ -163,7 +163,7 @@ final class RowWriter {
             if try unique.get(value) == NativeStore.key(key) { try unique.delete(value) }
         }
         for relationship in entity.relationships where NativeStore.isIndexedForeignKey(relationship) {
-            guard let destination = row.toOne[relationship.name] else { continue }
+            guard let destination = row.destination(relationship.name) else { continue }
             try tree(NativeStore.foreignKeyTree(relationship)).delete(NativeStore.pair(try store.primaryKey(of: destination), key))
         }
     }

@@ -117,12 +117,12 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// Nil when there is no such row.
     func fetchSnapshot(for objectID: ManagedObjectID, staleness: TimeInterval) throws -> StoreRow? {
         try locked {
-            if var snapshot = cache[objectID] {
-                if staleness < 0 || Self.seconds(since: snapshot.readAt) <= staleness {
+            // One lookup: the snapshot is updated in place through its index.
+            if let index = cache.index(forKey: objectID) {
+                if staleness < 0 || Self.seconds(since: cache.values[index].readAt) <= staleness {
                     statistics.hits += 1
-                    snapshot.references += 1
-                    cache[objectID] = snapshot
-                    return snapshot.row
+                    cache.values[index].references += 1
+                    return cache.values[index].row
                 }
                 statistics.staleReads += 1
             } else {
@@ -169,9 +169,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// A managed object no longer holds data from `objectID`'s snapshot; the last one drops it.
     func releaseSnapshot(_ objectID: ManagedObjectID) {
         locked {
-            guard var snapshot = cache[objectID] else { return }
-            snapshot.references -= 1
-            cache[objectID] = snapshot.references > 0 ? snapshot : nil
+            guard let index = cache.index(forKey: objectID) else { return }
+            cache.values[index].references -= 1
+            if cache.values[index].references <= 0 { cache.remove(at: index) }
         }
     }
 

@@ -50,6 +50,8 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     private(set) var attributeSlots: [Int] = []
     /// The slot of each of ``relationships`` in ``propertyLayout``.
     private(set) var relationshipSlots: [Int] = []
+    /// The attribute in each slot of ``propertyLayout`` (nil for relationships).
+    private(set) var attributeInSlot: [AttributeDescription?] = []
     /// Whether any relationship (inherited ones included) is to-many.
     private(set) var hasToManyRelationships = false
 
@@ -140,6 +142,8 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         attributeSlots = attributes.map { propertyLayout.index[$0.name]! }
         relationshipSlots = relationships.map { propertyLayout.index[$0.name]! }
         hasToManyRelationships = relationships.contains(where: \.isToMany)
+        attributeInSlot = Array(repeating: nil, count: propertyLayout.names.count)
+        for (attribute, slot) in zip(attributes, attributeSlots) { attributeInSlot[slot] = attribute }
         relationshipsByName = Dictionary(relationships.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         // Uniqueness constraints and indexes name stored attributes or to-one relationships.
         let keyLists = ownUniqueness.map { ("uniqueness constraint", $0) } + ownIndexes.map { ("index", $0.keys) }

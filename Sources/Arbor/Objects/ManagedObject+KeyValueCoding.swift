@@ -13,9 +13,12 @@ extension ManagedObject {
     /// - Throws: ``ArborError/Code/unknownKey`` when the entity has no such property;
     ///   ``ArborError/Code/objectNotFound`` when a fault fires for a row that is gone.
     public func value(forKey key: String) throws -> Any? {
-        if let attribute = entity.attributesByName[key] {
+        // One lookup by name: the slot tells attribute from relationship.
+        guard let slot = entity.propertyLayout.index[key] else { throw unknownKey(key) }
+        if let attribute = entity.attributeInSlot[slot] {
             if !attribute.isTransient { try fireFault() }
-            return presentable(values[key] ?? .none, key: key)
+            guard case .attribute(let stored)? = values[slot: slot] else { return nil }
+            return attribute.type.swiftValue(of: stored)
         }
         guard entity.relationshipsByName[key] != nil else { throw unknownKey(key) }
         try fireFault()

@@ -111,6 +111,18 @@ let package = Package(
             dependencies: ["CommitWorkloads", .product(name: "Arbor", package: "Arbor"), .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: swiftSettings
         ),
+        // package-benchmark target for the object-graph workloads (Arbor and GRDB in one run).
+        .executableTarget(
+            name: "ObjectGraph",
+            dependencies: [
+                "GraphWorkloads",
+                "CommitWorkloads",
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/ObjectGraph",
+            swiftSettings: swiftSettings,
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
         // Prints the object-graph table of docs/performance.md (Arbor and GRDB in one run).
         .executableTarget(
             name: "ObjectGraphReport",

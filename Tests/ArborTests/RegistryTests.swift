@@ -89,4 +89,24 @@ struct RegistryTests {
             #expect(ManagedObjectID(uri: URL(string: bad)!) == nil, "\(bad)")
         }
     }
+
+    @Test("changed properties are a bit set: it agrees with a Set<Int> over slots past 64")
+    func slotSet() {
+        var bits = SlotSet(), reference = Set<Int>()
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<2_000 {
+            let slot = Int(generator.next() % 200)
+            if generator.next() % 3 == 0 {
+                bits.remove(slot)
+                reference.remove(slot)
+            } else {
+                bits.insert(slot)
+                reference.insert(slot)
+            }
+            #expect(bits.contains(slot) == reference.contains(slot))
+        }
+        #expect(bits.slots == reference.sorted() && bits.isEmpty == reference.isEmpty)
+        bits.removeAll()
+        #expect(bits.isEmpty && bits.slots.isEmpty && !bits.contains(130))
+    }
 }

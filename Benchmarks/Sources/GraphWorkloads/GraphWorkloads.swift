@@ -81,18 +81,23 @@ public final class ArborGraph: GraphWorkload {
     }
 
     /// Fault fires from the row cache: a context holding every row's snapshot, then `keys` read
-    /// as faults in another context. Returns the time of the second part.
-    public func faultFires(_ keys: [Int64]) throws -> Duration {
+    /// as faults in another context. Returns the time of the second part (`starting` and
+    /// `finished` run around it).
+    @discardableResult
+    public func faultFires(_ keys: [Int64], starting: () -> Void = {}, finished: () -> Void = {}) throws -> Duration {
         let holder = ManagedObjectContext(persistentStoreCoordinator: coordinator)
         holder.retainsRegisteredObjects = true
         for key in keys { _ = try holder.existingObject(with: id(key)) }
         let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
         context.retainsRegisteredObjects = true
+        starting()
         let start = ContinuousClock.now
         for key in keys {
             guard try context.object(with: id(key)).value(forKey: "salary") != nil else { throw WorkloadError("Arbor: a fault of \(key) fired empty") }
         }
-        return ContinuousClock.now - start
+        let elapsed = ContinuousClock.now - start
+        finished()
+        return elapsed
     }
 
     func id(_ key: Int64) -> ManagedObjectID {

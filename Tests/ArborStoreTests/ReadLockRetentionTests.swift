@@ -1,5 +1,5 @@
 import ArborTestSupport
-import Dispatch
+import Foundation
 import Synchronization
 import Testing
 @testable import ArborStore
@@ -133,7 +133,9 @@ struct ReadLockRetentionTests {
         let failures = Mutex<[String]>([])
         let seenCommit = Atomic<Bool>(false)
         let finished = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async {
+        // A thread of its own: a block on a global queue may wait for a worker while other
+        // tests hold them all, and the wait below would then never end.
+        Thread {
             // One thread, the connections taking turns: each one's lock is retained while the
             // other reads, so the process always holds the operating-system lock unless
             // retention is given up as rule 10 says.
@@ -149,11 +151,19 @@ struct ReadLockRetentionTests {
                 turn += 1
             }
             finished.signal()
-        }
+        }.start()
         let writer = try open(disk, timeout: .seconds(10))
         try commitValue(writer, 2)
-        // The readers go on and see the commit; then stop them.
-        while !seenCommit.load(ordering: .relaxed) && failures.withLock({ $0.isEmpty }) {}
+        // The readers go on and see the commit; then stop them (a bounded wait: a failure, never
+        // a hang).
+        let deadline = ContinuousClock.now + .seconds(60)
+        while !seenCommit.load(ordering: .relaxed) && failures.withLock({ $0.isEmpty }) {
+            guard ContinuousClock.now < deadline else {
+                failures.withLock { $0.append("the readers did not see the commit within 60 s") }
+                break
+            }
+            Thread.sleep(forTimeInterval: 0.001)
+        }
         stop.store(true, ordering: .relaxed)
         finished.wait()
         #expect(failures.withLock { $0 }.isEmpty)

@@ -108,7 +108,12 @@ let package = Package(
         // The object-graph workloads on Arbor and on GRDB records (issue 4, item 11).
         .target(
             name: "GraphWorkloads",
-            dependencies: ["CommitWorkloads", .product(name: "Arbor", package: "Arbor"), .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: [
+                "CommitWorkloads",
+                .product(name: "Arbor", package: "Arbor"),
+                .product(name: "ArborTestSupport", package: "Arbor"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             swiftSettings: swiftSettings
         ),
         // package-benchmark target for the object-graph workloads (Arbor and GRDB in one run).

@@ -155,6 +155,12 @@ struct ObjectGraphTests {
         #expect(Set((lastNames ?? []).compactMap { $0 as? String }) == ["Lovelace", "Hopper"])
         #expect(try ada.value(forKeyPath: "department.employees.@count") as? Int == 3)
         #expect(throws: ArborError.self) { _ = try sales.value(forKeyPath: "employees.@median.salary") }
+        // A key after a plain value names nothing: a typed error (it recursed forever before).
+        for path in ["firstName.count", "department.name.length", "department.employees.firstName.x"] {
+            let error = #expect(throws: ArborError.self, "\(path)") { _ = try ada.value(forKeyPath: path) }
+            #expect(error?.code == .unknownKey)
+        }
+        #expect(try sales.value(forKeyPath: "name.@count") as? Int == 1, "@count of a single value is 1")
     }
 
     @Test("S000-10: an object inserted and deleted before a save is in neither insertedObjects nor deletedObjects")

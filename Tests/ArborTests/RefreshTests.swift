@@ -33,6 +33,20 @@ struct RefreshTests {
         try other.save()
     }
 
+    /// The saved employee loaded in a context that always reads the store (staleness 0), edited
+    /// there (lastName = Jones, transient fullName = Sarit Jones) while another context saved
+    /// firstName = Fiona.
+    func editedWhileRenamedElsewhere() throws -> (Stack, ManagedObjectID, ManagedObjectContext, NamedEmployee) {
+        let (stack, id) = try savedEmployee()
+        let context = stack.context()
+        context.stalenessInterval = 0
+        let employee = try loaded(context, id, stack: stack)
+        try employee.setValue("Jones", forKey: "lastName")
+        try employee.setValue("Sarit Jones", forKey: "fullName")
+        try otherContextRenames(stack, id)
+        return (stack, id, context, employee)
+    }
+
     func loaded(_ context: ManagedObjectContext, _ id: ManagedObjectID, stack: Stack) throws -> NamedEmployee {
         let object = NamedEmployee(fault: id, entity: stack.model.entity(named: "Employee")!, context: context)
         context.register(object)
@@ -42,13 +56,7 @@ struct RefreshTests {
 
     @Test("S002-35, S002-34, S000-56, S000-59: merging keeps local edits per property, takes the store's others, keeps transients")
     func mergingRefresh() throws {
-        let (stack, id) = try savedEmployee()
-        let context = stack.context()
-        context.stalenessInterval = 0
-        let employee = try loaded(context, id, stack: stack)
-        try employee.setValue("Jones", forKey: "lastName")
-        try employee.setValue("Sarit Jones", forKey: "fullName")
-        try otherContextRenames(stack, id)
+        let (stack, id, context, employee) = try editedWhileRenamedElsewhere()
         employee.events.removeAll()
         context.refresh(employee, mergeChanges: true)
         #expect(try employee.value(forKey: "firstName") as? String == "Fiona", "not changed locally: the store's new value")
@@ -65,13 +73,7 @@ struct RefreshTests {
 
     @Test("S000-55, S000-59, S000-60: without merging the object becomes a fault, loses its changes and transients, reloads when used")
     func faultingRefresh() throws {
-        let (stack, id) = try savedEmployee()
-        let context = stack.context()
-        context.stalenessInterval = 0
-        let employee = try loaded(context, id, stack: stack)
-        try employee.setValue("Jones", forKey: "lastName")
-        try employee.setValue("Sarit Jones", forKey: "fullName")
-        try otherContextRenames(stack, id)
+        let (_, _, context, employee) = try editedWhileRenamedElsewhere()
         context.refresh(employee, mergeChanges: false)
         #expect(employee.isFault && !context.hasChanges && !employee.isUpdated)
         #expect(employee.values.isEmpty, "no values, no related objects held")

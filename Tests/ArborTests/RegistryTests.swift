@@ -4,6 +4,15 @@ import Testing
 
 /// The registry (unowned entries purged when their objects end), the change sets (object lists
 /// with holes) and compact object IDs: the structures the bulk-insert path was rebuilt on.
+/// A department that counts its `willSave` calls.
+final class CountingDepartment: ManagedObject {
+    var willSaves = 0
+    override func willSave() {
+        super.willSave()
+        willSaves += 1
+    }
+}
+
 @Suite("Registry and change sets")
 struct RegistryTests {
     @Test("S000-01 uniquing holds while unchanged objects end and come back as new faults, many times over")
@@ -108,5 +117,37 @@ struct RegistryTests {
         #expect(bits.slots == reference.sorted() && bits.isEmpty == reference.isEmpty)
         bits.removeAll()
         #expect(bits.isEmpty && bits.slots.isEmpty && !bits.contains(130))
+    }
+
+    @Test("S002-08: willSave runs in every save attempt, also for an object that moved to another context after a failed save")
+    func willSaveAcrossContexts() throws {
+        let stack = try Stack()
+        let first = stack.context()
+        let department = CountingDepartment(entity: stack.model.entity(named: "Department")!, insertInto: first)
+        #expect(throws: ArborError.self) { try first.save() }
+        #expect(department.willSaves == 1, "the failed save announced it")
+        first.rollback()
+        #expect(department.managedObjectContext == nil)
+        try department.setValue("Sales", forKey: "name")
+        let second = stack.context()
+        second.insert(department)
+        try second.save()
+        #expect(department.willSaves == 2, "the other context's first save announced it too")
+        #expect(try stack.context().existingObject(with: department.objectID).value(forKey: "name") as? String == "Sales")
+    }
+
+    @Test("S000-26: an ID naming the row's parent entity is no object (one row, one ID): existingObject throws objectNotFound")
+    func idOfAnotherEntity() throws {
+        let stack = try Stack()
+        let context = stack.context()
+        let ada = try stack.insert("Employee", in: context, ["firstName": "Ada", "lastName": "Lovelace"])
+        try context.save()
+        let store = try #require(stack.coordinator.persistentStores.first)
+        let asPerson = store.objectID(entityName: "Person", primaryKey: ada.objectID.primaryKey!)
+        let reader = stack.context()
+        let error = #expect(throws: ArborError.self) { _ = try reader.existingObject(with: asPerson) }
+        #expect(error?.code == .objectNotFound)
+        #expect(reader.registeredObjects.isEmpty)
+        #expect(try reader.existingObject(with: ada.objectID).value(forKey: "firstName") as? String == "Ada")
     }
 }

@@ -16,6 +16,7 @@
 // ObjectGraphReport runs the same workloads at 100,000 and 1,000,000 objects for
 // docs/performance.md; wall-clock figures are noisy here: compare Arbor with GRDB in one run.
 
+import ArborTestSupport
 import Benchmark
 import CommitWorkloads
 import GraphWorkloads
@@ -34,18 +35,10 @@ final class GraphSlot: @unchecked Sendable {
     var engine: (any GraphWorkload)?
     var keys: [Int64] = []
     var next = 0
-    var generator = UInt64(0x6EAF)
+    var generator = SplitMix64(seed: 0x6EAF)
 
     /// `count` keys drawn at random from the stored ones.
-    func sample(_ count: Int) -> [Int64] {
-        (0..<count).map { _ in
-            generator &+= 0x9E37_79B9_7F4A_7C15
-            var z = generator
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return keys[Int((z ^ (z >> 31)) % UInt64(keys.count))]
-        }
-    }
+    func sample(_ count: Int) -> [Int64] { sampleKeys(keys, count: count, generator: &generator) }
 }
 
 func readBenchmark(_ name: String, scalingFactor: BenchmarkScalingFactor, make: @escaping @Sendable () throws -> any GraphWorkload,

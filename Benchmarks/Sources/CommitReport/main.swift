@@ -49,10 +49,6 @@ struct Measurement {
 }
 
 extension Duration {
-    var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) * 1e-18
-    }
-
     var milliseconds: String { fixed(seconds * 1000, 2) + " ms" }
 }
 

@@ -20,3 +20,19 @@ public func describeSyncs(_ syncs: SyncCounts, commits: UInt64) -> String {
     if syncs.other != 0 { text += ", other \(per(syncs.other))" }
     return text + ")"
 }
+
+/// `1234567` as `"1,234,567"`.
+public func grouped(_ value: Int) -> String {
+    var digits = Array(String(abs(value)))
+    var index = digits.count - 3
+    while index > 0 {
+        digits.insert(",", at: index)
+        index -= 3
+    }
+    return (value < 0 ? "-" : "") + String(digits)
+}
+
+extension Duration {
+    /// The duration in seconds.
+    public var seconds: Double { Double(components.seconds) + Double(components.attoseconds) * 1e-18 }
+}

@@ -79,20 +79,6 @@ struct Arguments {
 
 let arguments = Arguments(Array(CommandLine.arguments.dropFirst()))
 
-extension Duration {
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) * 1e-18 }
-}
-
-/// `1234567` as `"1,234,567"`.
-func grouped(_ value: Int) -> String {
-    var digits = Array(String(abs(value)))
-    var index = digits.count - 3
-    while index > 0 {
-        digits.insert(",", at: index)
-        index -= 3
-    }
-    return (value < 0 ? "-" : "") + String(digits)
-}
 
 func mib(_ bytes: Int64) -> String { fixed(Double(bytes) / 1_048_576, 1) }
 

@@ -1,4 +1,5 @@
 import Arbor
+import ArborTestSupport
 import CommitWorkloads
 import Foundation
 import GRDB
@@ -8,7 +9,11 @@ import GRDB
 /// store the same rows: an employee with a name, a salary and a start date; both commit with a
 /// rollback journal and full syncs (SQLite `journal_mode=DELETE`, `synchronous=FULL`).
 public protocol GraphWorkload: AnyObject {
+    /// The engine's name (`Arbor`, `GRDB`), the prefix of its figures.
     var engine: String { get }
+    /// The kind of file system holding the files (`ext4`, `tmpfs`…): durable-save figures mean
+    /// nothing on tmpfs.
+    var fileSystemName: String { get }
     /// Inserts `count` employees and saves them in one save (one transaction); returns their keys.
     func insertAndSave(count: Int, from first: Int) throws -> [Int64]
     /// Reads each of `keys` by key, one at a time, each in a read of its own.
@@ -21,20 +26,31 @@ public protocol GraphWorkload: AnyObject {
 
 /// Row `i`'s values, the same for both engines.
 public enum EmployeeRows {
+    /// Row `i`'s name.
     public static func name(_ i: Int) -> String { "Employee \(i)" }
+    /// Row `i`'s salary.
     public static func salary(_ i: Int) -> Int64 { Int64(i % 1000) * 100 + 30_000 }
+    /// Row `i`'s start date.
     public static func startDate(_ i: Int) -> Date { Date(timeIntervalSince1970: 1_600_000_000 + Double(i) * 60) }
+}
+
+/// `count` keys drawn at random (with repeats) from `keys`, by `generator`.
+public func sampleKeys(_ keys: [Int64], count: Int, generator: inout SplitMix64) -> [Int64] {
+    (0..<count).map { _ in keys[Int(generator.next() % UInt64(keys.count))] }
 }
 
 // MARK: Arbor
 
+/// The workloads on Arbor: managed objects in contexts on a native store.
 public final class ArborGraph: GraphWorkload {
+    /// "Arbor".
     public let engine = "Arbor"
     let directory: ScratchDirectory
     let coordinator: PersistentStoreCoordinator
     let store: NativeStore
     let entity: EntityDescription
 
+    /// A native store in a new scratch directory, for an employee model.
     public init() throws {
         directory = try ScratchDirectory(prefix: "arbor-graph")
         let model = try ManagedObjectModel {
@@ -57,6 +73,10 @@ public final class ArborGraph: GraphWorkload {
         return object
     }
 
+    /// See ``GraphWorkload/fileSystemName``.
+    public var fileSystemName: String { directory.fileSystemName }
+
+    /// See ``GraphWorkload/insertAndSave(count:from:)``.
     public func insertAndSave(count: Int, from first: Int) throws -> [Int64] {
         let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
         let objects = try (first..<(first + count)).map { try insert($0, into: context) }
@@ -64,6 +84,7 @@ public final class ArborGraph: GraphWorkload {
         return objects.map { $0.objectID.primaryKey! }
     }
 
+    /// See ``GraphWorkload/keyedFetches(_:)``.
     public func keyedFetches(_ keys: [Int64]) throws {
         let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
         for key in keys {
@@ -72,6 +93,7 @@ public final class ArborGraph: GraphWorkload {
         }
     }
 
+    /// See ``GraphWorkload/durableSaves(count:from:)``.
     public func durableSaves(count: Int, from first: Int) throws {
         let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
         for i in first..<(first + count) {
@@ -104,6 +126,7 @@ public final class ArborGraph: GraphWorkload {
         store.objectID(entityName: "Employee", primaryKey: key)
     }
 
+    /// See ``GraphWorkload/remove()``.
     public func remove() { directory.remove() }
 }
 
@@ -119,11 +142,14 @@ struct EmployeeRecord: Codable, FetchableRecord, MutablePersistableRecord {
     mutating func didInsert(_ inserted: InsertionSuccess) { id = inserted.rowID }
 }
 
+/// The workloads on GRDB records: a `DatabaseQueue` on the system SQLite.
 public final class GRDBGraph: GraphWorkload {
+    /// "GRDB".
     public let engine = "GRDB"
     let directory: ScratchDirectory
     let queue: DatabaseQueue
 
+    /// A database with an employee table in a new scratch directory (DELETE journal, FULL syncs).
     public init() throws {
         directory = try ScratchDirectory(prefix: "grdb-graph")
         var configuration = Configuration()
@@ -142,6 +168,10 @@ public final class GRDBGraph: GraphWorkload {
         }
     }
 
+    /// See ``GraphWorkload/fileSystemName``.
+    public var fileSystemName: String { directory.fileSystemName }
+
+    /// See ``GraphWorkload/insertAndSave(count:from:)``.
     public func insertAndSave(count: Int, from first: Int) throws -> [Int64] {
         try queue.write { db in
             try (first..<(first + count)).map { i in
@@ -152,6 +182,7 @@ public final class GRDBGraph: GraphWorkload {
         }
     }
 
+    /// See ``GraphWorkload/keyedFetches(_:)``.
     public func keyedFetches(_ keys: [Int64]) throws {
         for key in keys {
             let record = try queue.read { db in try EmployeeRecord.fetchOne(db, key: key) }
@@ -159,6 +190,7 @@ public final class GRDBGraph: GraphWorkload {
         }
     }
 
+    /// See ``GraphWorkload/durableSaves(count:from:)``.
     public func durableSaves(count: Int, from first: Int) throws {
         for i in first..<(first + count) {
             try queue.write { db in
@@ -168,5 +200,6 @@ public final class GRDBGraph: GraphWorkload {
         }
     }
 
+    /// See ``GraphWorkload/remove()``.
     public func remove() { directory.remove() }
 }

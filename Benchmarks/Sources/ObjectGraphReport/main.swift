@@ -2,6 +2,7 @@
 // journal and full syncs for both. Prints a markdown table with ratios (docs/performance.md).
 //
 //   swift run -c release ObjectGraphReport [objects]     (default 100000; 1000000 for the big run)
+import ArborTestSupport
 import CommitWorkloads
 import Foundation
 import GraphWorkloads
@@ -10,48 +11,36 @@ let count = CommandLine.arguments.count > 1 ? Int(CommandLine.arguments[1]) ?? 1
 let keyed = min(count, 100_000)
 let saves = 300
 let clock = ContinuousClock()
-func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) * 1e-18 }
-func grouped(_ value: Double) -> String {
-    let formatter = NumberFormatter()
-    formatter.numberStyle = .decimal
-    formatter.maximumFractionDigits = 0
-    return formatter.string(from: NSNumber(value: value)) ?? "\(Int(value))"
-}
+func grouped(_ value: Double) -> String { grouped(Int(value.rounded())) }
 
 var rates: [String: [String: Double]] = [:]
 var faultRate = 0.0
+var fileSystem = ""
 for make in [{ try ArborGraph() as GraphWorkload }, { try GRDBGraph() as GraphWorkload }] {
     let engine = try make()
     defer { engine.remove() }
     var start = clock.now
+    fileSystem = engine.fileSystemName
     let keys = try engine.insertAndSave(count: count, from: 0)
-    rates[engine.engine, default: [:]]["insert"] = Double(count) / seconds(clock.now - start)
-    var generator = SplitMixGenerator(seed: 0x6EAF)
-    let sample = (0..<keyed).map { _ in keys[Int(generator.next() % UInt64(keys.count))] }
+    rates[engine.engine, default: [:]]["insert"] = Double(count) / (clock.now - start).seconds
+    var generator = SplitMix64(seed: 0x6EAF)
+    let sample = sampleKeys(keys, count: keyed, generator: &generator)
     start = clock.now
     try engine.keyedFetches(sample)
-    rates[engine.engine, default: [:]]["keyed"] = Double(keyed) / seconds(clock.now - start)
+    rates[engine.engine, default: [:]]["keyed"] = Double(keyed) / (clock.now - start).seconds
     start = clock.now
     try engine.durableSaves(count: saves, from: count)
-    rates[engine.engine, default: [:]]["saves"] = Double(saves) / seconds(clock.now - start)
+    rates[engine.engine, default: [:]]["saves"] = Double(saves) / (clock.now - start).seconds
     if let arbor = engine as? ArborGraph {
-        faultRate = Double(keyed) / seconds(try arbor.faultFires(Array(keys.prefix(keyed))))
-    }
-}
-
-struct SplitMixGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
+        faultRate = Double(keyed) / (try arbor.faultFires(Array(keys.prefix(keyed)))).seconds
     }
 }
 
 print("Object graph against GRDB records: \(grouped(Double(count))) objects; rollback journal, full syncs; one run.")
+print("Files on \(fileSystem).")
+if fileSystem == "tmpfs" {
+    print("Warning: tmpfs ignores fsync: the durable-save figures say nothing about durability. Set ARBOR_BENCH_DIR.")
+}
 print("")
 print("| Workload | Arbor | GRDB | Arbor/GRDB | Goal | Met |")
 print("|---|---:|---:|---:|---|---|")
@@ -62,6 +51,6 @@ for (key, label, goal) in [("insert", "insert + save of \(grouped(Double(count))
     let ratio = g > 0 ? a / g : 0
     let goalText = goal > 0 ? "≥ \(Int(goal))×" : "—"
     let met = goal > 0 ? (ratio >= goal ? "yes" : "**no**") : "—"
-    print("| \(label) | \(grouped(a)) | \(grouped(g)) | \(String(format: "%.2f", ratio)) | \(goalText) | \(met) |")
+    print("| \(label) | \(grouped(a)) | \(grouped(g)) | \(fixed(ratio)) | \(goalText) | \(met) |")
 }
 print("| fault fires from the row cache, \(grouped(Double(keyed))) (fires/s) | \(grouped(faultRate)) | — | — | ≥ 1,000,000/s | \(faultRate >= 1_000_000 ? "yes" : "**no**") |")

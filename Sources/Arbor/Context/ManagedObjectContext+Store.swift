@@ -94,10 +94,10 @@ extension ManagedObjectContext {
             if object.faulted { try fulfillFault(object, strict: true) }
             return object
         }
-        guard persistentStoreCoordinator?.managedObjectModel.entity(named: objectID.entityName) != nil, !objectID.isTemporaryID else {
+        guard let entity = modelEntity(of: objectID), !objectID.isTemporaryID else {
             throw ArborError(.objectNotFound, "\(objectID) is not registered in this context and names no saved object", objectID: objectID)
         }
-        let object = self.object(with: objectID)
+        let object = makeFault(objectID, entity: entity)
         do {
             try fulfillFault(object, strict: true)
         } catch {
@@ -169,13 +169,19 @@ extension ManagedObjectContext {
         guard !mapping.isEmpty else { return }
         for (oldID, newID) in mapping {
             guard let object = registeredObject(for: oldID) else { continue }
-            reregister(object, from: oldID, to: newID)
+            reregister(from: oldID, to: newID)
             object.objectID = newID
         }
-        // Only changed objects can point at a new object: pointing at one is a change (an
-        // unchanged object's values are its committed ones, which hold saved IDs only).
-        for object in inserted.objects + updated.objects + deleted.objects {
-            object.replaceObjectIDs(mapping)
+        replaceInChangedObjects(mapping)
+    }
+
+    /// Replaces the old IDs of `mapping` by the new ones in the relationships of the changed
+    /// objects. Only they can point at a new object: pointing at one is a change (an unchanged
+    /// object's values are its committed ones, which hold saved IDs only).
+    func replaceInChangedObjects(_ mapping: [ManagedObjectID: ManagedObjectID]) {
+        guard !mapping.isEmpty else { return }
+        for list in [inserted, updated, deleted] {
+            for object in list where !object.entity.relationships.isEmpty { object.replaceObjectIDs(mapping) }
         }
     }
 
@@ -184,7 +190,10 @@ extension ManagedObjectContext {
     /// Commits the unsaved changes to the stores: delete rules are applied, `willSave` runs,
     /// every inserted, updated and deleted object is validated (all failures gathered into one
     /// error), new objects get permanent IDs, and each store writes its part in one transaction.
-    /// On failure nothing is written and the context keeps its changes (S000-66, S002-08).
+    /// On failure the context keeps its changes, and nothing is written (S000-66, S002-08) —
+    /// with one store. With several, each store's part is atomic but the parts are not: when a
+    /// later store fails, the earlier ones have saved theirs (the context still holds every
+    /// change, so saving again after fixing the cause completes it).
     ///
     /// - Throws: validation errors (``ArborError/Code/validationMultipleErrors`` for several),
     ///   ``ArborError/Code/mergeConflict`` when another context changed or deleted a row since it
@@ -316,9 +325,8 @@ extension ManagedObjectContext {
         let assigned = try coordinator.save(parts.map { ($0.store, $0.changes) })
 
         // The save happened: bring the objects and the context up to date. New objects take
-        // their permanent IDs (re-registered below), also in every changed object's
-        // relationships (only a changed object can point at a new one) — the mapping is made
-        // only when some changed object has relationships.
+        // their permanent IDs (in the registry too), also in the changed objects' relationships
+        // — the mapping is made only when some changed object has relationships.
         let mapsRelationships = [insertedObjects, updatedObjects, deletedObjects].contains { objects in
             objects.contains { !$0.entity.relationships.isEmpty }
         }
@@ -327,15 +335,11 @@ extension ManagedObjectContext {
             for (object, newID) in zip(part.newObjects, ids) where newID != object.objectID {
                 if mapsRelationships { permanent[object.objectID] = newID }
                 if !assignments.isEmpty { assignments[object.objectID] = nil }
-                unregister(object.objectID)
+                reregister(from: object.objectID, to: newID)
                 object.objectID = newID
             }
         }
-        if !permanent.isEmpty {
-            for object in insertedObjects + updatedObjects + deletedObjects where !object.entity.relationships.isEmpty {
-                object.replaceObjectIDs(permanent)
-            }
-        }
+        replaceInChangedObjects(permanent)
         var snapshots: [(ManagedObjectID, StoreRow)] = []
         snapshots.reserveCapacity(savedRows.count)
         for (object, savedRow) in savedRows {
@@ -365,10 +369,7 @@ extension ManagedObjectContext {
         inserted.removeAll()
         updated.removeAll()
         deleted.removeAll()
-        for (object, _) in savedRows {
-            register(object)
-            object.didSave()
-        }
+        for (object, _) in savedRows { object.didSave() }
         for object in deletedObjects { object.didSave() }
     }
 }
@@ -411,17 +412,13 @@ extension ManagedObjectContext {
             pendingDeletes.removeAll { $0 === object }
         }
         updated.remove(object)
-        guard mergeChanges else {
-            register(object)
-            return
-        }
+        guard mergeChanges else { return }
         // Reload now, then put this context's changes back over the new values (a pending
         // deletion stays pending).
         do {
             try fulfillFault(object)
         } catch {
             // The row is gone or unreadable: the object stays a fault and reports that when used.
-            register(object)
             return
         }
         for (key, value) in pending {
@@ -431,7 +428,6 @@ extension ManagedObjectContext {
         }
         for (key, value) in transient { object.values[key] = value }
         objectDidChange(object)
-        register(object)
     }
 
     /// Refreshes every registered object, keeping this context's pending changes (as

@@ -8,8 +8,10 @@ import OrderedCollections
 ///
 /// Not thread-safe: use a context, and its objects, from one thread at a time.
 public final class ManagedObjectContext {
-    /// The registered objects (see ``ObjectRegistry``); read it through ``registered`` after
-    /// purging, or ``registeredObject(for:)``.
+    /// The registered objects (see ``ObjectRegistry``): read and changed only through
+    /// ``registeredObject(for:)``, ``allRegistered()``, ``register(_:strongly:)``,
+    /// ``unregister(_:)`` and ``reregister(from:to:)`` (those that read or add purge the objects that
+    /// ended first).
     private(set) var registry = ObjectRegistry()
     /// Registered objects that have ended since the registry was last purged.
     let retired = RetiredObjects()
@@ -24,7 +26,7 @@ public final class ManagedObjectContext {
     var assignments: [ManagedObjectID: any PersistentStore] = [:]
 
     /// Whether the context keeps every registered object alive (false by default: unchanged
-    /// objects are held weakly).
+    /// objects are not held, and go away when the application drops them).
     public var retainsRegisteredObjects = false {
         didSet {
             for object in allRegistered() { register(object) }
@@ -77,11 +79,12 @@ public final class ManagedObjectContext {
         return registry.objects
     }
 
-    /// Registers `object` under its ID, held strongly when `strongly` (default: while it has
-    /// changes, or when the context retains all its objects).
-    func register(_ object: ManagedObject, strongly: Bool? = nil) {
+    /// Registers `object` under its ID, held by the registry when the context retains all its
+    /// objects. (An object with changes is held anyway: by its change set, or by the pending
+    /// deletions.)
+    func register(_ object: ManagedObject) {
         registry.purge(retired)
-        registry.register(object, strongly: strongly ?? (retainsRegisteredObjects || object.hasChanges))
+        registry.register(object, strongly: retainsRegisteredObjects)
     }
 
     /// Forgets the object registered for `objectID`.
@@ -89,10 +92,10 @@ public final class ManagedObjectContext {
         registry.remove(objectID)
     }
 
-    /// Registers `object` (registered under `oldID`) under its new ID `newID`.
-    func reregister(_ object: ManagedObject, from oldID: ManagedObjectID, to newID: ManagedObjectID) {
+    /// Moves the object registered under `oldID` to its new ID `newID`.
+    func reregister(from oldID: ManagedObjectID, to newID: ManagedObjectID) {
         registry.purge(retired)
-        registry.move(object, from: oldID, to: newID)
+        registry.move(from: oldID, to: newID)
     }
 
     /// The registered object's `deinit` reports its end here.
@@ -107,20 +110,30 @@ public final class ManagedObjectContext {
     /// - Precondition: the context has a coordinator whose model has the ID's entity.
     public func object(with objectID: ManagedObjectID) -> ManagedObject {
         if let object = registeredObject(for: objectID) { return object }
-        guard let entity = persistentStoreCoordinator?.managedObjectModel.entity(named: objectID.entityName) else {
+        guard let entity = modelEntity(of: objectID) else {
             preconditionFailure("\(objectID) is not registered, and the context has no coordinator whose model has \(objectID.entityName)")
         }
-        let object = entity.managedObjectClass.init(fault: objectID, entity: entity, context: self)
-        register(object)
-        return object
+        return makeFault(objectID, entity: entity)
     }
 
     /// The object for `objectID` when one can be had: registered, or a fault when the context has
     /// a coordinator (nil in a scratch context for an ID it does not know).
     func resolve(_ objectID: ManagedObjectID) -> ManagedObject? {
         if let object = registeredObject(for: objectID) { return object }
-        guard persistentStoreCoordinator?.managedObjectModel.entity(named: objectID.entityName) != nil else { return nil }
-        return object(with: objectID)
+        return modelEntity(of: objectID).map { makeFault(objectID, entity: $0) }
+    }
+
+    /// The entity of `objectID` in the coordinator's model (nil without a coordinator, or for an
+    /// entity the model does not have).
+    func modelEntity(of objectID: ManagedObjectID) -> EntityDescription? {
+        persistentStoreCoordinator?.managedObjectModel.entity(named: objectID.entityName)
+    }
+
+    /// A new fault for `objectID` (not registered yet), registered.
+    func makeFault(_ objectID: ManagedObjectID, entity: EntityDescription) -> ManagedObject {
+        let object = entity.managedObjectClass.init(fault: objectID, entity: entity, context: self)
+        register(object)
+        return object
     }
 
     /// Inserts a new object: it is registered with its temporary ID, its default values are set,
@@ -138,9 +151,11 @@ public final class ManagedObjectContext {
         precondition(object.managedObjectContext == nil, "\(object) already belongs to another context")
         object.managedObjectContext = self
         object.insertedFlag = true
-        // An object inserted, deleted and dropped by a context may come back.
+        // An object inserted, deleted and dropped by a context may come back (and its willSave
+        // must run in this context's saves, whatever it was told by another's).
         object.deletedFlag = false
-        register(object, strongly: true)
+        object.announcedInSave = 0
+        register(object)
         inserted.append(object)
         object.awakeFromInsert()
     }
@@ -158,7 +173,6 @@ public final class ManagedObjectContext {
             updated.remove(object)
             deleted.append(object)
         }
-        register(object, strongly: true)
         pendingDeletes.append(object)
     }
 
@@ -209,24 +223,20 @@ public final class ManagedObjectContext {
     /// changed ones return to their last committed values (from the context's own copies: the
     /// store is not read again).
     public func rollback() {
+        // Only changed objects have anything to undo: the change sets and the pending deletions
+        // (which also hold new objects deleted again, not yet processed).
+        let pending = pendingDeletes
         pendingDeletes.removeAll()
-        for object in inserted {
+        for object in inserted.objects + pending where object.insertedFlag {
             unregister(object.objectID)
             object.managedObjectContext = nil
         }
-        for object in allRegistered() {
-            if object.insertedFlag {
-                // Inserted, then deleted, not yet processed.
-                unregister(object.objectID)
-                object.managedObjectContext = nil
-                continue
-            }
-            if object.deletedFlag || !object.changedSlots.isEmpty, let committed = object.committed {
+        for object in updated.objects + deleted.objects + pending where !object.insertedFlag {
+            if let committed = object.committed {
                 for (key, value) in committed { object.values[key] = value }
             }
             object.deletedFlag = false
             object.changedSlots.removeAll()
-            register(object)
         }
         inserted.removeAll()
         updated.removeAll()
@@ -256,7 +266,6 @@ public final class ManagedObjectContext {
         } else {
             updated.append(object)
         }
-        register(object)
     }
 
 }

@@ -44,8 +44,8 @@ struct ObjectRegistry {
         entries[object.objectID] = Entry(object, strongly: strongly)
     }
 
-    /// Registers `object` under `newID` instead of `oldID`.
-    mutating func move(_ object: ManagedObject, from oldID: ManagedObjectID, to newID: ManagedObjectID) {
+    /// Moves the entry registered under `oldID` to `newID`.
+    mutating func move(from oldID: ManagedObjectID, to newID: ManagedObjectID) {
         guard let entry = entries.removeValue(forKey: oldID) else { return }
         entries[newID] = entry
     }
@@ -53,8 +53,6 @@ struct ObjectRegistry {
     mutating func remove(_ id: ManagedObjectID) { entries[id] = nil }
 
     mutating func removeAll() { entries.removeAll() }
-
-    var count: Int { entries.count }
 
     /// Every registered object (call ``purge(_:)`` first).
     var objects: [ManagedObject] { entries.values.map(\.object) }

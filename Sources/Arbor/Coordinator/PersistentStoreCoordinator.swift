@@ -79,8 +79,27 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// The store holding `objectID`'s row (nil for a temporary ID or an unknown store).
     public func persistentStore(for objectID: ManagedObjectID) -> (any PersistentStore)? {
+        locked { store(of: objectID) }
+    }
+
+    /// The store holding `objectID`'s row (call with the lock held).
+    private func store(of objectID: ManagedObjectID) -> (any PersistentStore)? {
         guard let identifier = objectID.storeIdentifier else { return nil }
-        return locked { stores.first { $0.identifier == identifier } }
+        return store(identified: identifier)
+    }
+
+    /// The store whose identifier is `identifier` (call with the lock held).
+    private func store(identified identifier: UUID) -> (any PersistentStore)? {
+        stores.first { $0.identifier == identifier }
+    }
+
+    /// The store holding `objectID`'s row, or ``ArborError/Code/invalidObjectID`` (call with the
+    /// lock held).
+    private func requireStore(of objectID: ManagedObjectID) throws -> any PersistentStore {
+        guard let store = store(of: objectID) else {
+            throw ArborError(.invalidObjectID, "\(objectID) belongs to no store of this coordinator", objectID: objectID)
+        }
+        return store
     }
 
     /// The store new objects of `entity` are saved to: the first whose configuration includes
@@ -128,10 +147,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             } else {
                 statistics.misses += 1
             }
-            guard let store = persistentStore(for: objectID) else {
-                throw ArborError(.invalidObjectID, "\(objectID) belongs to no store of this coordinator", objectID: objectID)
-            }
-            guard let row = try store.row(for: objectID) else {
+            guard let row = try requireStore(of: objectID).row(for: objectID) else {
                 cache[objectID] = nil
                 return nil
             }
@@ -177,10 +193,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// The destinations of a to-many relationship of a saved object.
     func relatedObjectIDs(of objectID: ManagedObjectID, relationship: RelationshipDescription) throws -> [ManagedObjectID] {
-        try locked {
-            guard let store = persistentStore(for: objectID) else { return [] }
-            return try store.relatedObjectIDs(of: objectID, relationship: relationship)
-        }
+        try locked { try requireStore(of: objectID).relatedObjectIDs(of: objectID, relationship: relationship) }
     }
 
     /// New permanent IDs for objects of `entity`, in `store` (by default the store the entity's
@@ -201,16 +214,21 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         try locked {
             var result: [[ManagedObjectID]] = []
             for (identifier, part) in changes {
-                guard let store = stores.first(where: { $0.identifier == identifier }) else {
+                guard let store = store(identified: identifier) else {
                     throw ArborError(.misuse, "a save names a store the coordinator does not have")
                 }
                 let assigned = try store.save(part)
+                guard assigned.count == part.inserted.count else {
+                    throw ArborError(.storeSave, "the store \(identifier) returned \(assigned.count) IDs for \(part.inserted.count) new rows")
+                }
                 result.append(assigned)
                 if !part.updated.isEmpty {
                     let mapping = part.permanentIDs(assigned)
-                    for (id, row, _) in part.updated where cache[id] != nil {
-                        cache[id]!.row = row.translated(mapping)
-                        cache[id]!.readAt = .now
+                    let now = ContinuousClock.now
+                    for (id, row, _) in part.updated {
+                        guard let index = cache.index(forKey: id) else { continue }
+                        cache.values[index].row = row.translated(mapping)
+                        cache.values[index].readAt = now
                     }
                 }
                 for (id, _) in part.deleted { cache[id] = nil }

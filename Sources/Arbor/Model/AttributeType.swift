@@ -7,6 +7,8 @@ import Foundation
 public struct AttributeType: Sendable, Equatable, CustomStringConvertible {
     /// The kinds of attribute Core Data has.
     public enum Kind: String, Sendable, Codable, CaseIterable {
+        // Integers of 16, 32 and 64 bits; a decimal number; 64- and 32-bit floating point; text;
+        // a truth value; a point in time; bytes; a UUID; a URL; any Codable value.
         case integer16, integer32, integer64, decimal, double, float, string, boolean, date
         case binaryData, uuid, uri, transformable
     }
@@ -75,6 +77,7 @@ public struct AttributeType: Sendable, Equatable, CustomStringConvertible {
         kind == .transformable ? "transformable(\(valueTypeName))" : kind.rawValue
     }
 
+    /// Types are equal when their kinds are, and for transformables their value types too.
     public static func == (a: AttributeType, b: AttributeType) -> Bool {
         a.kind == b.kind && a.transformer?.typeName == b.transformer?.typeName
     }
@@ -171,14 +174,23 @@ private func isNegative<T: BinaryInteger>(_ number: T) -> Bool { number < 0 }
 public enum AttributeValue: Hashable, Sendable, CustomStringConvertible {
     /// Any integer type.
     case integer(Int64)
+    /// A decimal number.
     case decimal(Decimal)
+    /// A 64-bit floating-point number (one NaN: every NaN is stored as `.nan`).
     case double(Double)
+    /// A 32-bit floating-point number.
     case float(Float)
+    /// Text.
     case string(String)
+    /// A truth value.
     case boolean(Bool)
+    /// A point in time.
     case date(Date)
+    /// Bytes.
     case data(Data)
+    /// A UUID.
     case uuid(UUID)
+    /// A URL.
     case uri(URL)
     /// A transformable value's encoding.
     case transformable(Data)

@@ -50,6 +50,9 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     private(set) var attributeSlots: [Int] = []
     /// The slot of each of ``relationships`` in ``propertyLayout``.
     private(set) var relationshipSlots: [Int] = []
+    /// A new object's values: attribute defaults (or none), no to-one destination, empty to-many
+    /// relationships. New objects share it until they are edited.
+    private(set) var initialValues = PropertyStorage(layout: PropertyLayout(names: []))
     /// The attribute in each slot of ``propertyLayout`` (nil for relationships).
     private(set) var attributeInSlot: [AttributeDescription?] = []
     /// Whether any relationship (inherited ones included) is to-many.
@@ -144,6 +147,13 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         hasToManyRelationships = relationships.contains(where: \.isToMany)
         attributeInSlot = Array(repeating: nil, count: propertyLayout.names.count)
         for (attribute, slot) in zip(attributes, attributeSlots) { attributeInSlot[slot] = attribute }
+        initialValues = PropertyStorage(layout: propertyLayout)
+        for (attribute, slot) in zip(attributes, attributeSlots) {
+            initialValues[slot: slot] = attribute.defaultValue.map(PropertyValue.attribute) ?? PropertyValue.none
+        }
+        for (relationship, slot) in zip(relationships, relationshipSlots) {
+            initialValues[slot: slot] = relationship.isToMany ? .objects([]) : PropertyValue.none
+        }
         relationshipsByName = Dictionary(relationships.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         // Uniqueness constraints and indexes name stored attributes or to-one relationships.
         let keyLists = ownUniqueness.map { ("uniqueness constraint", $0) } + ownIndexes.map { ("index", $0.keys) }

@@ -146,6 +146,7 @@ public struct Indexed: EntityMember {
 /// Collects the members of an ``Entity``.
 @resultBuilder
 public enum EntityMemberBuilder {
+    // The result-builder steps: each member, blocks, `if`, `if`/`else` and `for` of members.
     public static func buildExpression(_ member: any EntityMember) -> [any EntityMember] { [member] }
     public static func buildBlock(_ parts: [any EntityMember]...) -> [any EntityMember] { parts.flatMap { $0 } }
     public static func buildOptional(_ part: [any EntityMember]?) -> [any EntityMember] { part ?? [] }
@@ -195,6 +196,7 @@ public struct Entity: Sendable {
 /// Collects the entities of a ``ManagedObjectModel``.
 @resultBuilder
 public enum ModelBuilder {
+    // The result-builder steps: each entity, blocks, `if`, `if`/`else` and `for` of entities.
     public static func buildExpression(_ entity: Entity) -> [Entity] { [entity] }
     public static func buildBlock(_ parts: [Entity]...) -> [Entity] { parts.flatMap { $0 } }
     public static func buildOptional(_ part: [Entity]?) -> [Entity] { part ?? [] }

@@ -12,7 +12,7 @@ enum KeyPathEvaluator {
             guard operators.contains(key) else {
                 throw ArborError(.unknownKey, "\"\(key)\" is not a collection operator (\(operators.sorted().joined(separator: ", ")))", key: key)
             }
-            let elements = collection(root)
+            let elements = root.map { self.elements(of: $0) ?? [$0] } ?? []
             if key == "@count" { return elements.count }
             let values = try elements.map { try evaluate(rest, on: $0) }.compactMap { $0 }
             return try aggregate(key, values)
@@ -23,15 +23,18 @@ enum KeyPathEvaluator {
         if let object = root as? ManagedObject {
             return try evaluate(rest, on: try object.value(forKey: key))
         }
-        guard root != nil else { return nil }
+        guard let root else { return nil }
         // Through a collection: the path continues on every element; the results are flattened.
-        let results = try collection(root).map { try evaluate(path, on: $0) }
-        var flat: [Any] = []
-        for result in results {
-            guard let result else { continue }
-            if isCollection(result) { flat.append(contentsOf: collection(result)) } else { flat.append(result) }
+        // A key after a plain value (`name.count`) names nothing.
+        guard let items = elements(of: root) else {
+            throw ArborError(.unknownKey, "\"\(key)\" cannot follow a \(type(of: root)) value: only objects and collections have keys", key: key)
         }
-        if root is [Any] || root is [ManagedObject] { return flat }
+        var flat: [Any] = []
+        for item in items {
+            guard let result = try evaluate(path, on: item) else { continue }
+            flat.append(contentsOf: elements(of: result) ?? [result])
+        }
+        if root is [Any] { return flat }
         return distinct(flat)
     }
 
@@ -46,18 +49,14 @@ enum KeyPathEvaluator {
         }
     }
 
-    static func isCollection(_ value: Any) -> Bool {
-        value is Set<ManagedObject> || value is [ManagedObject] || value is [Any] || value is Set<AnyHashable>
-    }
-
-    static func collection(_ value: Any?) -> [Any] {
+    /// The elements of a collection value (a to-many relationship's objects, or values gathered
+    /// through one); nil for a single value.
+    static func elements(of value: Any) -> [Any]? {
         switch value {
-        case let set as Set<ManagedObject>: return Array(set)
-        case let array as [ManagedObject]: return array
-        case let set as Set<AnyHashable>: return Array(set)
-        case let array as [Any]: return array
-        case .none: return []
-        case .some(let single): return [single]
+        case let set as Set<ManagedObject>: Array(set)
+        case let set as Set<AnyHashable>: Array(set)
+        case let array as [Any]: array
+        default: nil
         }
     }
 
@@ -100,12 +99,10 @@ enum KeyPathEvaluator {
         }
         var total = 0.0
         for value in values {
-            switch value {
-            case let number as any BinaryFloatingPoint: total += Double(number)
-            case let number as any BinaryInteger: total += Double(number)
-            case let number as Decimal: total += NSDecimalNumber(decimal: number).doubleValue
-            default: throw ArborError(.wrongValueType, "\(operation) needs numbers; \(type(of: value)) found")
+            guard let number = double(value) else {
+                throw ArborError(.wrongValueType, "\(operation) needs numbers; \(type(of: value)) found")
             }
+            total += number
         }
         return operation == "@sum" ? total : (values.isEmpty ? nil : total / Double(values.count))
     }

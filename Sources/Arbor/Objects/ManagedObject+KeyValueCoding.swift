@@ -175,12 +175,14 @@ extension ManagedObject {
     func destinations(_ value: Any?, for relationship: RelationshipDescription) throws -> [ManagedObject] {
         guard let value, !isNull(value) else { return [] }
         var objects: [ManagedObject]
+        // A string is a plain value here, not a sequence of characters.
+        let many = value is any StringProtocol ? nil : value as? any Sequence
         if let object = value as? ManagedObject {
             objects = [object]
-        } else if let many = value as? any Sequence, !relationship.isToMany {
+        } else if let many, !relationship.isToMany {
             throw ArborError(.wrongValueType, "\(entity.name).\(relationship.name) is to-one; a collection (\(type(of: many))) was given",
                              entity: entity.name, key: relationship.name, objectID: objectID)
-        } else if let many = value as? any Sequence {
+        } else if let many {
             objects = []
             for element in Self.elements(of: many) {
                 guard let object = element as? ManagedObject else {

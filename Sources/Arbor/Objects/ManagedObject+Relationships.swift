@@ -49,6 +49,9 @@ extension ManagedObject {
         try loadRelationship(key)
         var ids = values[key]?.objectIDs ?? []
         guard !ids.contains(id) else { return false }
+        // The slot lets go of the set first, so that changing it does not copy it (adding n
+        // objects one by one stays linear).
+        values[key] = nil
         if let index { ids.insert(id, at: min(index, ids.count)) } else { ids.append(id) }
         setPrimitive(.objects(ids), forKey: key, persistent: true)
         return true
@@ -59,7 +62,9 @@ extension ManagedObject {
     private func removeID(_ id: ManagedObjectID, from key: String) throws -> Bool {
         try loadRelationship(key)
         var ids = values[key]?.objectIDs ?? []
-        guard ids.remove(id) != nil else { return false }
+        guard ids.contains(id) else { return false }
+        values[key] = nil
+        ids.remove(id)
         setPrimitive(.objects(ids), forKey: key, persistent: true)
         return true
     }
@@ -95,19 +100,8 @@ extension ManagedObject {
 
     /// Replaces IDs (old → new) in every relationship value (temporary IDs saved as permanent).
     func replaceObjectIDs(_ mapping: [ManagedObjectID: ManagedObjectID]) {
-        func replaced(_ value: PropertyValue) -> PropertyValue {
-            switch value {
-            case .object(let id): return .object(mapping[id] ?? id)
-            case .objects(let ids):
-                guard ids.contains(where: { mapping[$0] != nil }) else { return value }
-                return .objects(OrderedSet(ids.map { mapping[$0] ?? $0 }))
-            default: return value
-            }
-        }
-        for relationship in entity.relationships {
-            if let value = values[relationship.name] { values[relationship.name] = replaced(value) }
-            if let value = committed?[relationship.name] { committed?[relationship.name] = replaced(value) }
-        }
+        values.replaceObjectIDs(mapping)
+        committed?.replaceObjectIDs(mapping)
     }
 }
 
@@ -124,27 +118,35 @@ public final class RelationshipSet: Sequence {
         self.relationship = relationship
     }
 
-    /// The objects now in the relationship.
-    public var objects: [ManagedObject] {
-        get throws {
-            try owner.loadRelationship(relationship.name)
-            return (owner.values[relationship.name]?.objectIDs ?? []).compactMap { owner.managedObjectContext?.resolve($0) }
-        }
+    /// The IDs now in the relationship (loaded first when needed).
+    func ids() throws -> OrderedSet<ManagedObjectID> {
+        try owner.loadRelationship(relationship.name)
+        return owner.values[relationship.name]?.objectIDs ?? []
     }
 
-    /// How many objects the relationship holds.
-    public var count: Int { (try? objects.count) ?? 0 }
+    /// The objects now in the relationship.
+    public var objects: [ManagedObject] {
+        get throws { try ids().compactMap { owner.managedObjectContext?.resolve($0) } }
+    }
+
+    /// How many objects the relationship holds (0 when its objects cannot be loaded).
+    public var count: Int { (try? ids().count) ?? 0 }
 
     /// Whether `object` is in the relationship.
     public func contains(_ object: ManagedObject) -> Bool {
-        (try? owner.loadRelationship(relationship.name)) != nil && (owner.values[relationship.name]?.objectIDs.contains(object.objectID) ?? false)
+        (try? ids().contains(object.objectID)) ?? false
     }
 
     /// Adds `object` (and sets its inverse).
     public func insert(_ object: ManagedObject) throws {
+        try insert(object, at: nil)
+    }
+
+    /// Adds `object` at `index` (at the end when nil), and sets its inverse.
+    func insert(_ object: ManagedObject, at index: Int?) throws {
         _ = try owner.destinations(object, for: relationship)
         try owner.fireFault()
-        try owner.add(object, to: relationship)
+        try owner.add(object, to: relationship, at: index)
     }
 
     /// Removes `object` (and clears its inverse).
@@ -158,6 +160,7 @@ public final class RelationshipSet: Sequence {
         for object in try objects { try remove(object) }
     }
 
+    /// Iterates the objects (none when they cannot be loaded: use ``objects`` to see the error).
     public func makeIterator() -> IndexingIterator<[ManagedObject]> { ((try? objects) ?? []).makeIterator() }
 }
 
@@ -184,22 +187,26 @@ public final class OrderedRelationshipSet: Sequence {
     ///
     /// - Throws: ``ArborError/Code/misuse`` when `index` is outside `0...count`.
     public func insert(_ object: ManagedObject, at index: Int) throws {
+        let count = try base.ids().count
         guard (0...count).contains(index) else {
             throw ArborError(.misuse, "index \(index) is outside 0...\(count) for \(base.relationship.name)")
         }
-        _ = try base.owner.destinations(object, for: base.relationship)
-        try base.owner.fireFault()
-        try base.owner.add(object, to: base.relationship, at: index)
+        try base.insert(object, at: index)
     }
     /// Removes `object`.
     public func remove(_ object: ManagedObject) throws { try base.remove(object) }
     /// Removes the object at `index`.
     public func remove(at index: Int) throws {
-        let objects = try objects
-        guard objects.indices.contains(index) else {
-            throw ArborError(.misuse, "index \(index) is outside the \(objects.count) objects of \(base.relationship.name)")
+        let ids = try base.ids()
+        guard ids.indices.contains(index) else {
+            throw ArborError(.misuse, "index \(index) is outside the \(ids.count) objects of \(base.relationship.name)")
         }
-        try base.remove(objects[index])
+        guard let object = base.owner.managedObjectContext?.resolve(ids[index]) else {
+            throw ArborError(.misuse, "\(base.owner) is not in a context any more", objectID: base.owner.objectID)
+        }
+        try base.remove(object)
     }
+    /// Iterates the objects in order (none when they cannot be loaded: use ``objects`` to see
+    /// the error).
     public func makeIterator() -> IndexingIterator<[ManagedObject]> { ((try? objects) ?? []).makeIterator() }
 }

@@ -32,6 +32,9 @@ enum PropertyValue: Equatable, Sendable {
 /// was inserted into or fetched by, and to the thread of that context: it is not `Sendable` —
 /// pass its ``objectID`` between contexts and threads instead.
 ///
+/// A subclass's `deinit` must not use the object's context (its registry may still name the
+/// ending object until it is next purged).
+///
 /// Subclasses override the lifecycle hooks (``awakeFromInsert()``, ``awakeFromFetch()``,
 /// ``willSave()``, ``didSave()``, ``prepareForDeletion()``, ``willTurnIntoFault()``,
 /// ``didTurnIntoFault()``) and validation (``validateForInsert()``, ``validateForUpdate()``,
@@ -84,13 +87,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         precondition(!entity.isAbstract, "\(entity.name) is abstract: only its sub-entities have instances")
         self.entity = entity
         objectID = ManagedObjectID(temporaryFor: entity.name)
-        values = PropertyStorage(layout: entity.propertyLayout)
-        for attribute in entity.attributes {
-            values[attribute.name] = attribute.defaultValue.map(PropertyValue.attribute) ?? PropertyValue.none
-        }
-        for relationship in entity.relationships {
-            values[relationship.name] = relationship.isToMany ? .objects([]) : PropertyValue.none
-        }
+        values = entity.initialValues
         context?.insert(self)
     }
 

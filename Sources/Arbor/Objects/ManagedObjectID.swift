@@ -51,6 +51,8 @@ public struct ManagedObjectID: Hashable, Sendable, CustomStringConvertible {
         key = -serial
     }
 
+    /// IDs are equal when they name the same row of the same store (or are the same temporary
+    /// ID) of the same entity.
     public static func == (a: ManagedObjectID, b: ManagedObjectID) -> Bool {
         a.key == b.key && a.namespace == b.namespace && a.entityName == b.entityName
     }

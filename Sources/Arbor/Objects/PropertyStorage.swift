@@ -1,4 +1,6 @@
-/// The order of an entity's properties (attributes, then relationships, inherited ones first):
+import OrderedCollections
+
+/// The order of an entity's properties (all of them, inherited ones included, sorted by name):
 /// the slots of ``PropertyStorage``. Made once per entity, shared by all its objects.
 final class PropertyLayout: Sendable {
     let names: [String]
@@ -40,6 +42,22 @@ struct PropertyStorage: Equatable, Sequence, Sendable {
     subscript(slot slot: Int) -> PropertyValue? {
         get { slots[slot] }
         set { slots[slot] = newValue }
+    }
+
+    /// Replaces IDs (old → new) in the relationship values held; slots that mention none of them
+    /// are left alone (so storage shared with a copy stays shared).
+    mutating func replaceObjectIDs(_ mapping: [ManagedObjectID: ManagedObjectID]) {
+        guard !mapping.isEmpty else { return }
+        for slot in slots.indices {
+            switch slots[slot] {
+            case .object(let id)?:
+                if let new = mapping[id] { slots[slot] = .object(new) }
+            case .objects(let ids)?:
+                if ids.contains(where: { mapping[$0] != nil }) { slots[slot] = .objects(OrderedSet(ids.map { mapping[$0] ?? $0 })) }
+            default:
+                break
+            }
+        }
     }
 
     /// Whether no value is held.

@@ -32,6 +32,9 @@ public struct Managed<Value> {
         set { fatalError("@Managed is only for properties of ManagedObject subclasses") }
     }
 
+    /// The property of `object` (Swift's enclosing-instance access for property wrappers): the
+    /// getter reads it through `value(forKey:)` (nil when that fails or the type differs), the
+    /// setter writes it through `setValue(_:forKey:)` and stops on a refused value (see above).
     public static subscript<Object: ManagedObject>(
         _enclosingInstance object: Object,
         wrapped wrappedKeyPath: ReferenceWritableKeyPath<Object, Value?>,
@@ -68,6 +71,9 @@ public struct ManagedSet<Element: ManagedObject> {
         set { fatalError("@ManagedSet is only for properties of ManagedObject subclasses") }
     }
 
+    /// The property of `object` (Swift's enclosing-instance access for property wrappers): the
+    /// getter reads it through `value(forKey:)` (nil when that fails or the type differs), the
+    /// setter writes it through `setValue(_:forKey:)` and stops on a refused value (see above).
     public static subscript<Object: ManagedObject>(
         _enclosingInstance object: Object,
         wrapped wrappedKeyPath: ReferenceWritableKeyPath<Object, Set<Element>>,
@@ -105,6 +111,9 @@ public struct ManagedList<Element: ManagedObject> {
         set { fatalError("@ManagedList is only for properties of ManagedObject subclasses") }
     }
 
+    /// The property of `object` (Swift's enclosing-instance access for property wrappers): the
+    /// getter reads it through `value(forKey:)` (nil when that fails or the type differs), the
+    /// setter writes it through `setValue(_:forKey:)` and stops on a refused value (see above).
     public static subscript<Object: ManagedObject>(
         _enclosingInstance object: Object,
         wrapped wrappedKeyPath: ReferenceWritableKeyPath<Object, [Element]>,

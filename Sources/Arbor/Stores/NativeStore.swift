@@ -211,7 +211,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         guard components.count >= 2, case .string(let entityName) = components[0], case .int(let version) = components[1] else {
             throw corrupt("no entity and version")
         }
-        let entity = try entity(entityName)
+        guard let entity = model.entity(named: entityName) else { throw corrupt("its entity \(entityName) is not in the model") }
         var values = PropertyStorage(layout: entity.propertyLayout)
         var index = 2
         for (attribute, slot) in zip(entity.attributes, entity.attributeSlots) where !attribute.isTransient {
@@ -298,8 +298,9 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
             try database.read { transaction in
                 guard let bytes = try transaction.tree(named: Self.rowsTree(entity))?.get(Self.key(key)) else { return nil }
                 let row = try decode(bytes, objectID: objectID)
-                // A row of another entity of the hierarchy is not this object.
-                guard let rowEntity = model.entity(named: row.entityName), rowEntity.isKind(of: entity) else { return nil }
+                // A row of another entity of the hierarchy is not this object (an ID names its
+                // object's own entity: one row, one ID, one instance per context).
+                guard row.entityName == entity.name else { return nil }
                 return row
             }
         }
@@ -311,7 +312,6 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         guard let inverse = relationship.inverseRelationship, let destination = relationship.destinationEntity else { return [] }
         return try Self.storeError("read \(objectID).\(relationship.name)") {
             try database.read { transaction in
-                var ids: [ManagedObjectID] = []
                 let treeName: String
                 if Self.isJoined(relationship) {
                     treeName = Self.joinTree(relationship)
@@ -324,22 +324,31 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                 guard let tree = try transaction.tree(named: treeName) else { return [] }
                 let prefix = Self.key(key)
                 let rows = try transaction.tree(named: Self.rowsTree(destination))
+                var keys: [Int64] = []
                 try tree.forEach(from: prefix) { entryKey, _ in
                     guard entryKey.starts(with: prefix) else { return false }
-                    let components = (try? KeyEncoding.decode(Array(entryKey))) ?? []
-                    guard case .int(let other) = components.last else { return true }
-                    ids.append(self.objectID(destination.name, other))
+                    keys.append(try Self.lastKey(of: entryKey, in: treeName))
                     return true
                 }
                 // Sub-entity rows: name each destination with its own entity.
-                guard !destination.subentities.isEmpty else { return ids }
-                return try ids.map { id in
-                    guard let rows, let bytes = try rows.get(Self.key(id.primaryKey!)),
-                          let row = try? decode(bytes, objectID: id) else { return id }
-                    return self.objectID(row.entityName, id.primaryKey!)
+                guard !destination.subentities.isEmpty, let rows else { return keys.map { self.objectID(destination.name, $0) } }
+                return try keys.map { other in
+                    let id = self.objectID(destination.name, other)
+                    guard let bytes = try rows.get(Self.key(other)) else { return id }
+                    return self.objectID(try decode(bytes, objectID: id).entityName, other)
                 }
             }
         }
+    }
+
+    /// The primary key ending an entry key of a foreign-key, join or order tree.
+    ///
+    /// - Throws: ``ArborError/Code/store`` for an entry that is not such a key (a damaged tree).
+    static func lastKey(of entryKey: UnsafeRawBufferPointer, in tree: String) throws -> Int64 {
+        guard case .int(let key)? = (try? KeyEncoding.decode(Array(entryKey)))?.last else {
+            throw ArborError(.store, "the tree \(tree) holds a malformed entry (its key does not end with a primary key)")
+        }
+        return key
     }
 
     static func orderTree(_ relationship: RelationshipDescription) -> String {
@@ -349,9 +358,9 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     /// Reserves `count` primary keys from the hierarchy tree's sequence (one write transaction).
     public func allocatePrimaryKeys(for entity: EntityDescription, count: Int) throws -> [Int64] {
         try Self.storeError("allocate primary keys for \(entity.name)") {
-            try database.write { transaction in
+            guard count > 0 else { return [] }
+            return try database.write { transaction in
                 guard let tree = try transaction.tree(named: Self.rowsTree(entity), create: true) else { return [] }
-                guard count > 0 else { return [] }
                 return try tree.nextSequence(reserving: count).map { Int64($0) }
             }
         }

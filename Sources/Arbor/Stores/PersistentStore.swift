@@ -78,6 +78,7 @@ public struct StoreRow: Sendable, Equatable {
         return nil
     }
 
+    /// Rows are equal when their entity, version and values are (whatever their layouts).
     public static func == (a: StoreRow, b: StoreRow) -> Bool {
         guard a.entityName == b.entityName, a.version == b.version else { return false }
         if a.values.layout === b.values.layout { return a.values == b.values }
@@ -86,18 +87,8 @@ public struct StoreRow: Sendable, Equatable {
 
     /// The row with the temporary IDs of `mapping` replaced by their permanent ones.
     func translated(_ mapping: [ManagedObjectID: ManagedObjectID]) -> StoreRow {
-        guard !mapping.isEmpty else { return self }
         var row = self
-        for slot in values.slots.indices {
-            switch values[slot: slot] {
-            case .object(let id)?:
-                if let new = mapping[id] { row.values[slot: slot] = .object(new) }
-            case .objects(let ids)?:
-                if ids.contains(where: { mapping[$0] != nil }) { row.values[slot: slot] = .objects(OrderedSet(ids.map { mapping[$0] ?? $0 })) }
-            default:
-                break
-            }
-        }
+        row.values.replaceObjectIDs(mapping)
         return row
     }
 }

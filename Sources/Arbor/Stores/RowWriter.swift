@@ -29,12 +29,7 @@ final class RowWriter {
     /// `id`, or the permanent ID this save gives it when it is a temporary one.
     func permanent(_ id: ManagedObjectID) -> ManagedObjectID {
         guard id.isTemporaryID else { return id }
-        if permanentIDs == nil {
-            var mapping: [ManagedObjectID: ManagedObjectID] = [:]
-            mapping.reserveCapacity(insertedIDs.count)
-            for ((old, _), new) in zip(changes.inserted, insertedIDs) where old.isTemporaryID { mapping[old] = new }
-            permanentIDs = mapping
-        }
+        if permanentIDs == nil { permanentIDs = changes.permanentIDs(insertedIDs) }
         return permanentIDs![id] ?? id
     }
 
@@ -177,10 +172,11 @@ final class RowWriter {
         }
         for relationship in entity.relationships where NativeStore.isJoined(relationship) {
             let forward = try tree(NativeStore.joinTree(relationship))
+            let prefix = NativeStore.key(key)
             var others: [Int64] = []
-            try forward.forEach(from: NativeStore.key(key)) { entryKey, _ in
-                guard entryKey.starts(with: NativeStore.key(key)) else { return false }
-                if case .int(let other)? = (try? KeyEncoding.decode(Array(entryKey)))?.last { others.append(other) }
+            try forward.forEach(from: prefix) { entryKey, _ in
+                guard entryKey.starts(with: prefix) else { return false }
+                others.append(try NativeStore.lastKey(of: entryKey, in: forward.name))
                 return true
             }
             let backward = try backwardTree(relationship)

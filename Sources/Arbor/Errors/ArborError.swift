@@ -109,6 +109,15 @@ public struct ArborError: Error, Sendable, CustomStringConvertible {
         public static let storeSave = Code("storeSave", 134030)
         /// Any other failure of a store; ``ArborError/storeError`` says why.
         public static let store = Code("store", 134070)
+
+        // Fetching.
+
+        /// A predicate format string is malformed; ``ArborError/position`` says where (Core Data
+        /// raises an exception instead, so there is no number).
+        public static let predicateSyntax = Code("predicateSyntax", 0)
+        /// A fetch request cannot be run: an unknown entity, an unknown key in its predicate,
+        /// sort descriptors or properties, or a value compared with an attribute of another type.
+        public static let invalidFetchRequest = Code("invalidFetchRequest", 0)
     }
 
     /// What kind of failure this is.
@@ -128,6 +137,9 @@ public struct ArborError: Error, Sendable, CustomStringConvertible {
     public var detailedErrors: [ArborError] = []
     /// The engine's error underneath, for store failures.
     public var storeError: StoreError?
+    /// For ``Code/predicateSyntax``: the character offset (from 0) in the format string where
+    /// the problem is.
+    public var position: Int?
 
     /// Creates an error.
     public init(_ code: Code, _ message: String, entity: String? = nil, key: String? = nil, value: String? = nil,
@@ -176,4 +188,8 @@ extension ArborError {
     public static var constraintConflict: Code { .constraintConflict }
     /// Lets `catch ArborError.mergeConflict` match by code.
     public static var mergeConflict: Code { .mergeConflict }
+    /// Lets `catch ArborError.predicateSyntax` match by code.
+    public static var predicateSyntax: Code { .predicateSyntax }
+    /// Lets `catch ArborError.invalidFetchRequest` match by code.
+    public static var invalidFetchRequest: Code { .invalidFetchRequest }
 }

@@ -1,0 +1,108 @@
+import Foundation
+
+/// Prints predicates and expressions as format strings that parse back to the same tree
+/// (`ObjectPredicate(format: p.predicateFormat) == p` for every predicate the parser makes).
+enum PredicateFormatter {
+    static func format(_ predicate: ObjectPredicate) -> String {
+        switch predicate {
+        case .constant(let value): return value ? "TRUEPREDICATE" : "FALSEPREDICATE"
+        case .not(let inner): return "NOT " + nested(inner)
+        case .and(let terms): return terms.isEmpty ? "TRUEPREDICATE" : terms.map(nested).joined(separator: " AND ")
+        case .or(let terms): return terms.isEmpty ? "FALSEPREDICATE" : terms.map(nested).joined(separator: " OR ")
+        case .comparison(let comparison): return format(comparison)
+        }
+    }
+
+    /// A predicate inside another: compound ones in parentheses.
+    static func nested(_ predicate: ObjectPredicate) -> String {
+        switch predicate {
+        case .and(let terms) where terms.count > 1: "(\(format(predicate)))"
+        case .or(let terms) where terms.count > 1: "(\(format(predicate)))"
+        case .not: "(\(format(predicate)))"
+        case .and(let terms) where terms.count == 1: nested(terms[0])
+        case .or(let terms) where terms.count == 1: nested(terms[0])
+        default: format(predicate)
+        }
+    }
+
+    static func format(_ comparison: ComparisonPredicate) -> String {
+        var text = comparison.modifier == .direct ? "" : comparison.modifier.rawValue + " "
+        text += format(comparison.left) + " " + comparison.operator.rawValue
+        if !comparison.options.isEmpty {
+            text += "[" + (comparison.options.contains(.caseInsensitive) ? "c" : "")
+                + (comparison.options.contains(.diacriticInsensitive) ? "d" : "") + "]"
+        }
+        return text + " " + format(comparison.right)
+    }
+
+    static func format(_ expression: ObjectExpression) -> String {
+        switch expression {
+        case .constant(let value): return literal(value)
+        case .evaluatedObject: return "SELF"
+        case .keyPath(let keys): return keys.map(key).joined(separator: ".")
+        case .keyPathOn(let base, let keys):
+            let head: String
+            switch base {
+            case .variable, .subquery, .keyPathOn, .evaluatedObject: head = format(base)
+            default: head = "(\(format(base)))"
+            }
+            return ([head] + keys.map(key)).joined(separator: ".")
+        case .variable(let name): return "$" + name
+        case .aggregate(let elements): return "{" + elements.map(format).joined(separator: ", ") + "}"
+        case .arithmetic(let op, let a, let b): return operand(a) + " " + op.rawValue + " " + operand(b)
+        case .subquery(let collection, let variable, let predicate):
+            return "SUBQUERY(\(format(collection)), $\(variable), \(format(predicate)))"
+        }
+    }
+
+    /// An arithmetic operand: arithmetic inside arithmetic in parentheses.
+    static func operand(_ expression: ObjectExpression) -> String {
+        if case .arithmetic = expression { return "(\(format(expression)))" }
+        return format(expression)
+    }
+
+    /// A key of a key path: reserved words and anything that is not a plain name escaped.
+    static func key(_ key: String) -> String {
+        if key.hasPrefix("@") { return key }
+        return PredicateReservedWords.isReserved(key) ? "#" + key : key
+    }
+
+    static func literal(_ value: PredicateValue) -> String {
+        switch value {
+        case .null: return "NULL"
+        case .bool(let b): return b ? "TRUE" : "FALSE"
+        case .int(let n): return String(n)
+        case .double(let d): return d.isFinite ? "\(d)" : "CAST(\(quoted("\(d)")), \"NSNumber\")"
+        case .decimal(let d): return "CAST(\(quoted(d.description)), \"NSDecimalNumber\")"
+        case .string(let s): return quoted(s)
+        case .date(let date): return "CAST(\(date.timeIntervalSinceReferenceDate), \"NSDate\")"
+        case .data(let data): return "CAST(\(quoted(data.base64EncodedString())), \"NSData\")"
+        case .uuid(let uuid): return "CAST(\(quoted(uuid.uuidString)), \"UUID\")"
+        case .url(let url): return "CAST(\(quoted(url.absoluteString)), \"NSURL\")"
+        case .objectID(let id): return "CAST(\(quoted(id.uriRepresentation().absoluteString)), \"ManagedObjectID\")"
+        case .list(let values): return "{" + values.map(literal).joined(separator: ", ") + "}"
+        }
+    }
+
+    /// A double-quoted string with `\`, `"`, `%` and control characters escaped.
+    static func quoted(_ text: String) -> String {
+        var result = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\\": result += "\\\\"
+            case "\"": result += "\\\""
+            case "%": result += "%%"
+            case "\n": result += "\\n"
+            case "\t": result += "\\t"
+            case "\r": result += "\\r"
+            default:
+                if scalar.value < 0x20 || scalar.value == 0x7F {
+                    result += "\\u{\(String(scalar.value, radix: 16))}"
+                } else {
+                    result.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return result + "\""
+    }
+}

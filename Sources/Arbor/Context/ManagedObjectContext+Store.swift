@@ -405,6 +405,7 @@ extension ManagedObjectContext {
         object.faulted = true
         object.snapshotHolder?.releaseSnapshot(object.objectID)
         object.snapshotHolder = nil
+        object.prefetchedDestinations = []
         object.didTurnIntoFault()
         if object.deletedFlag && !mergeChanges {
             object.deletedFlag = false

@@ -191,6 +191,29 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
     }
 
+    // MARK: Fetching
+
+    /// The stores holding objects of `entity` (by their configurations), in the order added.
+    func stores(holding entity: EntityDescription) -> [any PersistentStore] {
+        locked { stores.filter { managedObjectModel.configuration($0.configurationName, includes: entity) } }
+    }
+
+    /// The rows of a fetch from each of `stores`, one after the other; with several stores and a
+    /// sort, merged in order (each store's window is applied by the caller).
+    func fetch(_ request: StoreFetch, in stores: [any PersistentStore]) throws -> [(ManagedObjectID, StoreRow)] {
+        try locked {
+            if stores.count == 1 { return try stores[0].fetch(request) }
+            var rows: [(ManagedObjectID, StoreRow)] = []
+            for store in stores { rows += try store.fetch(request) }
+            return rows
+        }
+    }
+
+    /// The number of rows a fetch matches in `stores`.
+    func count(_ request: StoreFetch, in stores: [any PersistentStore]) throws -> Int {
+        try locked { try stores.reduce(0) { $0 + (try $1.count(request)) } }
+    }
+
     /// The destinations of a to-many relationship of a saved object.
     func relatedObjectIDs(of objectID: ManagedObjectID, relationship: RelationshipDescription) throws -> [ManagedObjectID] {
         try locked { try requireStore(of: objectID).relatedObjectIDs(of: objectID, relationship: relationship) }

@@ -72,6 +72,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The coordinator whose row-cache snapshot this object holds a reference to (released when
     /// the object goes away or turns into a fault).
     var snapshotHolder: PersistentStoreCoordinator?
+    /// Destinations a fetch prefetched for this object (``FetchRequest/relationshipKeyPathsForPrefetching``),
+    /// held until the object turns into a fault.
+    var prefetchedDestinations: [ManagedObject] = []
 
     deinit {
         snapshotHolder?.releaseSnapshot(objectID)

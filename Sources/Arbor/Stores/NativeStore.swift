@@ -76,6 +76,38 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                 return uuid
             }
         }
+        if !options.readOnly { try buildMissingIndexes() }
+    }
+
+    /// Builds the index trees the model declares and the file lacks (a store written before
+    /// Arbor kept indexes); a read-only store is planned without them instead.
+    func buildMissingIndexes() throws {
+        let wanted = model.entities.flatMap { entity in Self.indexes(of: entity).map { (entity, $0) } }
+        guard !wanted.isEmpty else { return }
+        let existing = try Self.storeError("open the store at \(path ?? "memory")", code: .storeOpen) {
+            try database.read { transaction in Set(try transaction.trees().map(\.name)) }
+        }
+        let missing = Set(wanted.map(\.1.tree)).subtracting(existing)
+        guard !missing.isEmpty else { return }
+        try Self.storeError("build the indexes \(missing.sorted().joined(separator: ", "))", code: .storeOpen) {
+            try database.write { transaction in
+                for name in missing { _ = try transaction.tree(named: name, create: true) }
+                for root in model.entities where root.superentity == nil {
+                    guard let rows = try transaction.tree(named: Self.rowsTree(root)) else { continue }
+                    var entries: [(String, [UInt8])] = []
+                    try rows.forEach { key, value in
+                        let primaryKey = try Self.lastKey(of: key, in: rows.name)
+                        let row = try decode(Array(value), objectID: objectID(root.name, primaryKey))
+                        guard let entity = model.entity(named: row.entityName) else { return true }
+                        for index in Self.indexes(of: entity) where missing.contains(index.tree) {
+                            entries.append((index.tree, try indexEntry(row, index, key: primaryKey)))
+                        }
+                        return true
+                    }
+                    for (tree, entry) in entries { try transaction.tree(named: tree, create: true)!.put(entry, []) }
+                }
+            }
+        }
     }
 
     /// The identifier recorded in an Arbor store, after checking its model is `model`'s; nil for

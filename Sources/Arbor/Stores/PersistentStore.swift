@@ -159,4 +159,12 @@ public protocol PersistentStore: AnyObject, Sendable {
     func save(_ changes: StoreChanges) throws -> [ManagedObjectID]
     /// The ID of row `primaryKey` of `entityName` in this store.
     func objectID(entityName: String, primaryKey: Int64) -> ManagedObjectID
+    /// The rows matching a fetch, in its order and window (docs/predicates.md, "Execution").
+    ///
+    /// - Throws: ``ArborError/Code/store`` for an engine failure or a damaged row or index.
+    func fetch(_ request: StoreFetch) throws -> [(ManagedObjectID, StoreRow)]
+    /// The number of rows ``fetch(_:)`` would return.
+    func count(_ request: StoreFetch) throws -> Int
+    /// How the store would run a fetch.
+    func explain(_ request: StoreFetch) throws -> QueryPlan
 }

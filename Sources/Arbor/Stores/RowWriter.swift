@@ -136,6 +136,9 @@ final class RowWriter {
             guard let destination = row.destination(relationship.name) else { continue }
             try tree(NativeStore.foreignKeyTree(relationship)).put(NativeStore.pair(try self.key(destination), key), [])
         }
+        for index in NativeStore.indexes(of: entity) {
+            try tree(index.tree).put(try store.indexEntry(row, index, key: key, permanent: permanent), [])
+        }
         // An ordered relationship the saving context never loaded is not in the row: its stored
         // list stays as it is.
         for relationship in entity.relationships where relationship.isToMany && relationship.isOrdered {
@@ -148,7 +151,8 @@ final class RowWriter {
         }
     }
 
-    /// Removes what `row` (the stored row of `id`) put in the uniqueness and foreign-key trees.
+    /// Removes what `row` (the stored row of `id`) put in the uniqueness, foreign-key and index
+    /// trees.
     func removeIndexes(of id: ManagedObjectID, row: StoreRow) throws {
         let entity = try entity(row.entityName)
         let key = try store.primaryKey(of: id)
@@ -160,6 +164,9 @@ final class RowWriter {
         for relationship in entity.relationships where NativeStore.isIndexedForeignKey(relationship) {
             guard let destination = row.destination(relationship.name) else { continue }
             try tree(NativeStore.foreignKeyTree(relationship)).delete(NativeStore.pair(try store.primaryKey(of: destination), key))
+        }
+        for index in NativeStore.indexes(of: entity) {
+            try tree(index.tree).delete(try store.indexEntry(row, index, key: key))
         }
     }
 

@@ -1,0 +1,296 @@
+import Foundation
+
+/// Fetching: the store's part (index or scan, DESIGN §3 "Fetch"), then the seeds' rules for
+/// pending changes (S000-20…S000-25): new objects that match are included, changed ones are judged
+/// by their in-memory values, deleted ones are left out, and registered objects keep their
+/// in-memory state.
+extension ManagedObjectContext {
+    /// The objects (or IDs, dictionaries, count) a fetch request describes.
+    ///
+    /// - Throws: ``ArborError/Code/invalidFetchRequest`` for an unknown entity, a key the model
+    ///   does not have, a constant of the wrong type, or results that are not `Result`s;
+    ///   ``ArborError/Code/unknownKey``, ``ArborError/Code/wrongValueType`` from evaluating the
+    ///   predicate; ``ArborError/Code/store`` when a store fails.
+    public func fetch<Result>(_ request: FetchRequest<Result>) throws -> [Result] {
+        let results: [Any]
+        switch request.resultType {
+        case .count:
+            results = [try count(for: request)]
+        case .managedObjectID:
+            results = try fetchIDs(request)
+        case .managedObject:
+            let objects = try fetchObjects(request)
+            if Result.self == ManagedObject.self { return objects as! [Result] }
+            results = objects
+        case .dictionary:
+            results = try fetchDictionaries(request)
+        }
+        return try results.map { element in
+            guard let typed = element as? Result else {
+                throw ArborError(.invalidFetchRequest, "the fetch of \(request.entityName) returns \(type(of: element)) results, not \(Result.self)",
+                                 entity: request.entityName)
+            }
+            return typed
+        }
+    }
+
+    /// The number of objects ``fetch(_:)`` would return for `request` (its window applied), pending
+    /// changes included (S000-08).
+    ///
+    /// - Throws: as ``fetch(_:)``.
+    public func count<Result>(for request: FetchRequest<Result>) throws -> Int {
+        let coordinator = try requireCoordinator("fetch \(request.entityName)")
+        processPendingChanges()
+        let analysis = try FetchAnalysis(entityName: request.entityName, predicate: request.predicate,
+                                         sortDescriptors: request.sortDescriptors, model: coordinator.managedObjectModel)
+        if request.resultType == .dictionary { return try fetchDictionaries(request).count }
+        if analysis.residual == nil, pendingObjects(of: analysis.entity, request).isEmpty {
+            var storeFetch = storeFetch(request, analysis: analysis, window: true)
+            storeFetch.sortDescriptors = []
+            let stores = coordinator.stores(holding: analysis.entity)
+            if stores.count <= 1 { return try coordinator.count(storeFetch, in: stores) }
+        }
+        return try fetchIDs(request).count
+    }
+
+    /// The plan a fetch follows: the store's (``QueryPlan``), and what the context does after it.
+    func explain<Result>(_ request: FetchRequest<Result>) throws -> String {
+        let coordinator = try requireCoordinator("explain a fetch of \(request.entityName)")
+        processPendingChanges()
+        let analysis = try FetchAnalysis(entityName: request.entityName, predicate: request.predicate,
+                                         sortDescriptors: request.sortDescriptors, model: coordinator.managedObjectModel)
+        let pending = pendingObjects(of: analysis.entity, request)
+        let pushdown = analysis.residual == nil && analysis.storeSorts && pending.isEmpty
+        let storeFetch = storeFetch(request, analysis: analysis, window: pushdown)
+        var plans: [String] = []
+        for store in coordinator.stores(holding: analysis.entity) {
+            var plan = try store.explain(storeFetch)
+            if let residual = analysis.residual { plan.inMemory.append("check each object: \(residual.predicateFormat)") }
+            if !pending.isEmpty { plan.inMemory.append("merge \(pending.count) objects with unsaved changes") }
+            if !pushdown && !request.sortDescriptors.isEmpty {
+                plan.inMemory.append("sort: \(request.sortDescriptors.map(\.description).joined(separator: ", "))")
+            }
+            if !pushdown && (request.fetchLimit > 0 || request.fetchOffset > 0) {
+                plan.inMemory.append("offset \(request.fetchOffset), limit \(request.fetchLimit)")
+            }
+            plans.append(plan.description)
+        }
+        return plans.joined(separator: "\n")
+    }
+
+    // MARK: The parts
+
+    /// The objects of the request's entity with unsaved changes (inserted, updated, deleted),
+    /// when the request includes pending changes.
+    func pendingObjects<Result>(of entity: EntityDescription, _ request: FetchRequest<Result>) -> [ManagedObject] {
+        guard request.includesPendingChanges, hasChanges else { return [] }
+        let wanted: (ManagedObject) -> Bool = request.includesSubentities
+            ? { $0.entity.isKind(of: entity) }
+            : { $0.entity === entity }
+        return (inserted.objects + updated.objects + deleted.objects).filter(wanted)
+    }
+
+    func storeFetch<Result>(_ request: FetchRequest<Result>, analysis: FetchAnalysis, window: Bool) -> StoreFetch {
+        var fetch = StoreFetch(entityName: request.entityName)
+        fetch.includesSubentities = request.includesSubentities
+        fetch.predicate = analysis.storePredicate
+        if analysis.storeSorts { fetch.sortDescriptors = request.sortDescriptors }
+        if window {
+            fetch.offset = request.fetchOffset
+            fetch.limit = request.fetchLimit
+        }
+        return fetch
+    }
+
+    /// Object IDs: straight from the rows when nothing needs objects, else through them.
+    func fetchIDs<Result>(_ request: FetchRequest<Result>) throws -> [ManagedObjectID] {
+        let coordinator = try requireCoordinator("fetch \(request.entityName)")
+        processPendingChanges()
+        let analysis = try FetchAnalysis(entityName: request.entityName, predicate: request.predicate,
+                                         sortDescriptors: request.sortDescriptors, model: coordinator.managedObjectModel)
+        let stores = coordinator.stores(holding: analysis.entity)
+        if analysis.residual == nil, analysis.storeSorts, stores.count <= 1, pendingObjects(of: analysis.entity, request).isEmpty {
+            return try coordinator.fetch(storeFetch(request, analysis: analysis, window: true), in: stores).map(\.0)
+        }
+        return try fetchObjects(request, analysis: analysis).map(\.objectID)
+    }
+
+    /// Managed objects: the store's rows made into (or matched with) registered objects, then the
+    /// pending changes, the residual predicate, the order and the window.
+    func fetchObjects<Result>(_ request: FetchRequest<Result>, analysis given: FetchAnalysis? = nil) throws -> [ManagedObject] {
+        let coordinator = try requireCoordinator("fetch \(request.entityName)")
+        processPendingChanges()
+        let analysis = try given ?? FetchAnalysis(entityName: request.entityName, predicate: request.predicate,
+                                                  sortDescriptors: request.sortDescriptors, model: coordinator.managedObjectModel)
+        let stores = coordinator.stores(holding: analysis.entity)
+        let pending = pendingObjects(of: analysis.entity, request)
+        // The store applies the order and the window when nothing is left to do in memory.
+        let pushdown = analysis.residual == nil && analysis.storeSorts && pending.isEmpty && stores.count <= 1
+        var storeFetch = storeFetch(request, analysis: analysis, window: pushdown)
+        if !pushdown, analysis.residual == nil, analysis.storeSorts, pending.isEmpty, request.fetchLimit > 0 {
+            // Several stores: each gives its first offset + limit rows.
+            storeFetch.limit = request.fetchOffset + request.fetchLimit
+        }
+        let rows = try coordinator.fetch(storeFetch, in: stores)
+
+        let evaluator = PredicateEvaluator(context: self)
+        var results: [ManagedObject] = []
+        results.reserveCapacity(rows.count)
+        var needSnapshots: [(ManagedObjectID, StoreRow)] = []
+        var fresh: [(ManagedObject, StoreRow)] = []
+        for (id, row) in rows {
+            if let object = registeredObject(for: id) {
+                // Objects with unsaved changes are judged below, on their in-memory values.
+                if request.includesPendingChanges && object.hasChanges { continue }
+                if object.faulted && object.snapshotHolder == nil {
+                    needSnapshots.append((id, row))
+                    fresh.append((object, row))
+                }
+                results.append(object)
+            } else {
+                let entity = id.entityName == analysis.entity.name ? analysis.entity : modelEntity(of: id) ?? analysis.entity
+                let object = makeFault(id, entity: entity)
+                needSnapshots.append((id, row))
+                fresh.append((object, row))
+                results.append(object)
+            }
+        }
+        // The fetched rows go to the row cache, one reference per object that now holds them: a
+        // fault returned fires from the cache.
+        coordinator.retainSnapshots(needSnapshots)
+        let realize = !request.returnsObjectsAsFaults || analysis.residual != nil || (!pushdown && !request.sortDescriptors.isEmpty)
+        for (object, row) in fresh {
+            object.snapshotHolder = coordinator
+            if realize {
+                populate(object, from: row)
+                object.awakeFromFetch()
+            }
+        }
+        if let residual = analysis.residual {
+            results = try results.filter { try evaluator.evaluate(residual, on: .object($0)) }
+        }
+        if !pending.isEmpty {
+            for object in pending where !object.deletedFlag {
+                if try request.predicate.map({ try evaluator.evaluate($0, on: .object(object)) }) ?? true { results.append(object) }
+            }
+        }
+        if !pushdown {
+            if !request.sortDescriptors.isEmpty {
+                let keyed = try results.map { object in
+                    (object, try request.sortDescriptors.map { try evaluator.value(of: $0.keys[...], on: .object(object)) })
+                }
+                results = ObjectSortDescriptor.stableSort(keyed, request.sortDescriptors).map(\.0)
+            }
+            if request.fetchOffset > 0 { results = Array(results.dropFirst(request.fetchOffset)) }
+            if request.fetchLimit > 0, results.count > request.fetchLimit { results = Array(results.prefix(request.fetchLimit)) }
+        }
+        try prefetch(request.relationshipKeyPathsForPrefetching, of: results)
+        return results
+    }
+
+    /// Loads the destinations of the given relationship key paths for `objects`.
+    func prefetch(_ keyPaths: [String], of objects: [ManagedObject]) throws {
+        for keyPath in keyPaths {
+            var level = objects
+            for key in keyPath.split(separator: ".").map(String.init) {
+                var next: [ManagedObject] = []
+                for object in level {
+                    guard object.entity.relationshipsByName[key] != nil else {
+                        throw ArborError(.invalidFetchRequest, "\(object.entity.name) has no relationship \"\(key)\" to prefetch", entity: object.entity.name, key: key)
+                    }
+                    switch try object.value(forKey: key) {
+                    case let destination as ManagedObject: next.append(destination)
+                    case let set as Set<ManagedObject>: next += set
+                    case let array as [ManagedObject]: next += array
+                    default: break
+                    }
+                }
+                for destination in next where destination.faulted { try? destination.fireFault() }
+                // The objects hold what was prefetched for them (relationships hold IDs, and an
+                // unchanged object nobody holds would go away at once).
+                for object in level { object.prefetchedDestinations = next }
+                level = next
+            }
+        }
+    }
+
+    /// Dictionaries of the request's properties, grouped and aggregated as asked.
+    func fetchDictionaries<Result>(_ request: FetchRequest<Result>) throws -> [[String: Any]] {
+        var objectRequest = FetchRequest<ManagedObject>(entityName: request.entityName)
+        objectRequest.predicate = request.predicate
+        objectRequest.sortDescriptors = request.sortDescriptors
+        objectRequest.includesPendingChanges = request.includesPendingChanges
+        objectRequest.includesSubentities = request.includesSubentities
+        objectRequest.returnsObjectsAsFaults = false
+        let grouped = !(request.propertiesToGroupBy ?? []).isEmpty
+        let aggregates = request.propertiesToFetch?.contains { if case .aggregate = $0.kind { true } else { false } } ?? false
+        if !grouped && !aggregates {
+            objectRequest.fetchLimit = request.returnsDistinctResults ? 0 : request.fetchLimit
+            objectRequest.fetchOffset = request.returnsDistinctResults ? 0 : request.fetchOffset
+        }
+        let objects = try fetchObjects(objectRequest)
+        guard let entity = objects.first?.entity ?? persistentStoreCoordinator?.managedObjectModel.entity(named: request.entityName) else { return [] }
+        let properties = request.propertiesToFetch ?? entity.attributes.filter { !$0.isTransient }.map { PropertyToFetch.key($0.name) }
+        let evaluator = PredicateEvaluator(context: self)
+
+        func plain(_ object: ManagedObject, _ keyPath: String) throws -> Operand {
+            try evaluator.value(of: keyPath.split(separator: ".", omittingEmptySubsequences: false).map(String.init)[...], on: .object(object))
+        }
+        func dictionary(_ members: [ManagedObject]) throws -> [String: Any] {
+            var result: [String: Any] = [:]
+            for property in properties {
+                let value: Operand
+                switch property.kind {
+                case .key(let keyPath): value = try members.first.map { try plain($0, keyPath) } ?? .null
+                case .expression(let expression): value = try members.first.map { try evaluator.value(of: expression, on: .object($0)) } ?? .null
+                case .aggregate(let function, let keyPath):
+                    let values = try members.map { try plain($0, keyPath) }
+                    let name = ["count": "@count", "sum": "@sum", "average": "@avg", "min": "@min", "max": "@max"][function.rawValue]!
+                    value = function == .count
+                        ? .int(Int64(values.filter { !$0.isNull }.count))
+                        : try evaluator.collectionOperator(name, [], on: .collection(values))
+                }
+                if let swift = value.swiftValue { result[property.name] = swift }
+            }
+            return result
+        }
+
+        var rows: [[String: Any]]
+        if let groupKeys = request.propertiesToGroupBy, !groupKeys.isEmpty {
+            var groups: [[Operand]] = []
+            var members: [[ManagedObject]] = []
+            for object in objects {
+                let key = try groupKeys.map { try plain(object, $0) }
+                if let index = groups.firstIndex(where: { zip($0, key).allSatisfy { PredicateEvaluator.equal($0, $1, []) } }) {
+                    members[index].append(object)
+                } else {
+                    groups.append(key)
+                    members.append([object])
+                }
+            }
+            rows = try members.map(dictionary)
+        } else if aggregates {
+            rows = [try dictionary(objects)]
+        } else {
+            rows = try objects.map { try dictionary([$0]) }
+        }
+        if let having = request.havingPredicate {
+            rows = try rows.filter { try having.evaluate(with: $0) }
+        }
+        if request.returnsDistinctResults {
+            var distinct: [[String: Any]] = []
+            func same(_ a: [String: Any], _ b: [String: Any]) -> Bool {
+                a.count == b.count && a.allSatisfy { key, value in
+                    b[key].map { PredicateEvaluator.equal(Operand.from(value), Operand.from($0), []) } ?? false
+                }
+            }
+            for row in rows where !distinct.contains(where: { same($0, row) }) { distinct.append(row) }
+            rows = distinct
+        }
+        if grouped || aggregates || request.returnsDistinctResults {
+            if request.fetchOffset > 0 { rows = Array(rows.dropFirst(request.fetchOffset)) }
+            if request.fetchLimit > 0, rows.count > request.fetchLimit { rows = Array(rows.prefix(request.fetchLimit)) }
+        }
+        return rows
+    }
+}

@@ -1,0 +1,213 @@
+import Foundation
+
+/// A fetch request checked against the model: unknown keys and values of the wrong type are
+/// caught before anything runs, and the predicate is split into what stores can evaluate on rows
+/// and what the context must evaluate on objects.
+struct FetchAnalysis {
+    let entity: EntityDescription
+    /// The conjuncts a store evaluates on rows (nil: none).
+    var storePredicate: ObjectPredicate?
+    /// The conjuncts the context evaluates on objects (nil: none).
+    var residual: ObjectPredicate?
+    /// Whether every sort key is a persistent attribute (a store can sort).
+    var storeSorts: Bool
+
+    init(entityName: String, predicate: ObjectPredicate?, sortDescriptors: [ObjectSortDescriptor], model: ManagedObjectModel) throws {
+        guard let entity = model.entity(named: entityName) else {
+            throw ArborError(.invalidFetchRequest, "the model has no entity \(entityName) to fetch", entity: entityName)
+        }
+        self.entity = entity
+        if let predicate { try Self.check(predicate, entity: entity, scope: [:]) }
+        for descriptor in sortDescriptors {
+            let keys = descriptor.keys
+            let end = try Self.resolve(keys[...], from: .entity(entity), scope: [:], what: "the sort descriptor \(descriptor.key)")
+            if case .collection = end {
+                throw ArborError(.invalidFetchRequest, "\(entity.name) cannot be sorted by \(descriptor.key): it goes through a to-many relationship",
+                                 entity: entity.name, key: descriptor.key)
+            }
+        }
+        storeSorts = sortDescriptors.allSatisfy { descriptor in
+            guard !descriptor.key.contains("."), let attribute = entity.attributesByName[descriptor.key] else { return false }
+            return !attribute.isTransient
+        }
+        var rowTerms: [ObjectPredicate] = [], objectTerms: [ObjectPredicate] = []
+        switch predicate {
+        case .and(let terms)?:
+            for term in terms { if Self.isRowEvaluable(term, entity) { rowTerms.append(term) } else { objectTerms.append(term) } }
+        case let single?:
+            if Self.isRowEvaluable(single, entity) { rowTerms.append(single) } else { objectTerms.append(single) }
+        case nil:
+            break
+        }
+        storePredicate = rowTerms.isEmpty ? nil : (rowTerms.count == 1 ? rowTerms[0] : .and(rowTerms))
+        residual = objectTerms.isEmpty ? nil : (objectTerms.count == 1 ? objectTerms[0] : .and(objectTerms))
+    }
+
+    // MARK: Row-evaluable
+
+    /// Whether a predicate only reads what a row holds.
+    static func isRowEvaluable(_ predicate: ObjectPredicate, _ entity: EntityDescription) -> Bool {
+        switch predicate {
+        case .constant: true
+        case .not(let inner): isRowEvaluable(inner, entity)
+        case .and(let terms), .or(let terms): terms.allSatisfy { isRowEvaluable($0, entity) }
+        case .comparison(let comparison):
+            isRowEvaluable(comparison.left, entity) && isRowEvaluable(comparison.right, entity)
+        }
+    }
+
+    static func isRowEvaluable(_ expression: ObjectExpression, _ entity: EntityDescription) -> Bool {
+        switch expression {
+        case .constant, .evaluatedObject: return true
+        case .keyPath(let keys):
+            guard keys.count == 1 else { return false }
+            if let attribute = entity.attributesByName[keys[0]] { return !attribute.isTransient }
+            return entity.relationshipsByName[keys[0]].map { !$0.isToMany } ?? false
+        case .aggregate(let elements): return elements.allSatisfy { isRowEvaluable($0, entity) }
+        case .arithmetic(_, let a, let b): return isRowEvaluable(a, entity) && isRowEvaluable(b, entity)
+        case .keyPathOn, .variable, .subquery: return false
+        }
+    }
+
+    // MARK: Checking against the model
+
+    /// What a key path leads to.
+    enum End {
+        case entity(EntityDescription)
+        case collection(EntityDescription)
+        case attribute(AttributeDescription)
+        /// A value of unknown type (an aggregate, a count, a variable).
+        case value
+    }
+
+    static func check(_ predicate: ObjectPredicate, entity: EntityDescription, scope: [String: End]) throws {
+        switch predicate {
+        case .constant: return
+        case .not(let inner): try check(inner, entity: entity, scope: scope)
+        case .and(let terms), .or(let terms): for term in terms { try check(term, entity: entity, scope: scope) }
+        case .comparison(let comparison):
+            let left = try end(of: comparison.left, entity: entity, scope: scope)
+            let right = try end(of: comparison.right, entity: entity, scope: scope)
+            try checkTypes(comparison, left, right, entity: entity)
+        }
+    }
+
+    static func end(of expression: ObjectExpression, entity: EntityDescription, scope: [String: End]) throws -> End {
+        switch expression {
+        case .constant, .aggregate, .arithmetic:
+            if case .aggregate(let elements) = expression { for element in elements { _ = try end(of: element, entity: entity, scope: scope) } }
+            if case .arithmetic(_, let a, let b) = expression {
+                _ = try end(of: a, entity: entity, scope: scope)
+                _ = try end(of: b, entity: entity, scope: scope)
+            }
+            return .value
+        case .evaluatedObject: return .entity(entity)
+        case .variable(let name): return scope[name] ?? .value
+        case .keyPath(let keys):
+            return try resolve(keys[...], from: .entity(entity), scope: scope, what: "the predicate's key path \(keys.joined(separator: "."))")
+        case .keyPathOn(let base, let keys):
+            let start = try end(of: base, entity: entity, scope: scope)
+            return try resolve(keys[...], from: start, scope: scope, what: "the key path \(keys.joined(separator: "."))")
+        case .subquery(let collection, let variable, let predicate):
+            let source = try end(of: collection, entity: entity, scope: scope)
+            guard case .collection(let element) = source else {
+                if case .value = source { return .value }
+                throw ArborError(.invalidFetchRequest, "SUBQUERY needs a to-many relationship as its collection; \(PredicateFormatter.format(collection)) is not one",
+                                 entity: entity.name)
+            }
+            var inner = scope
+            inner[variable] = .entity(element)
+            try check(predicate, entity: element, scope: inner)
+            return .collection(element)
+        }
+    }
+
+    /// Follows keys from `start` through the model.
+    static func resolve(_ keys: ArraySlice<String>, from start: End, scope: [String: End], what: String) throws -> End {
+        var current = start
+        for (position, key) in zip(keys.indices, keys) {
+            if key.hasPrefix("@") {
+                guard case .collection(let element) = current else {
+                    if case .value = current { return .value }
+                    throw ArborError(.invalidFetchRequest, "\(what): \(key) applies to a to-many relationship", key: key)
+                }
+                if key == "@count" {
+                    guard position == keys.index(before: keys.endIndex) else {
+                        throw ArborError(.invalidFetchRequest, "\(what): nothing can follow @count", key: key)
+                    }
+                    return .value
+                }
+                let rest = try resolve(keys[(position + 1)...], from: .entity(element), scope: scope, what: what)
+                if key == "@distinctUnionOfObjects" { return rest }
+                return .value
+            }
+            switch current {
+            case .entity(let entity), .collection(let entity):
+                let many: Bool
+                if case .collection = current { many = true } else { many = false }
+                if let attribute = entity.attributesByName[key] {
+                    current = many ? .value : .attribute(attribute)
+                } else if let relationship = entity.relationshipsByName[key], let destination = relationship.destinationEntity {
+                    current = relationship.isToMany || many ? .collection(destination) : .entity(destination)
+                } else {
+                    throw ArborError(.unknownKey, "\(what): \(entity.name) has no property \"\(key)\"", entity: entity.name, key: key)
+                }
+            case .attribute(let attribute):
+                throw ArborError(.unknownKey, "\(what): \"\(key)\" cannot follow the attribute \(attribute.name) (\(attribute.type))",
+                                 key: key)
+            case .value:
+                return .value
+            }
+        }
+        return current
+    }
+
+    /// Checks that constants compared with an attribute suit its type, and string operators
+    /// apply to strings.
+    static func checkTypes(_ comparison: ComparisonPredicate, _ left: End, _ right: End, entity: EntityDescription) throws {
+        func constants(_ expression: ObjectExpression) -> [PredicateValue] {
+            switch expression {
+            case .constant(.list(let values)): values
+            case .constant(let value): [value]
+            case .aggregate(let elements): elements.flatMap(constants)
+            default: []
+            }
+        }
+        let pairs: [(AttributeDescription, ObjectExpression)] = {
+            var result: [(AttributeDescription, ObjectExpression)] = []
+            if case .attribute(let a) = left { result.append((a, comparison.right)) }
+            if case .attribute(let a) = right { result.append((a, comparison.left)) }
+            return result
+        }()
+        for (attribute, other) in pairs {
+            let kind = attribute.type.kind
+            let stringOperators: Set<ComparisonPredicate.Operator> = [.beginsWith, .endsWith, .like, .matches]
+            if stringOperators.contains(comparison.operator), kind != .string {
+                throw ArborError(.invalidFetchRequest, "\(comparison.operator.rawValue) applies to strings; \(entity.name).\(attribute.name) is \(attribute.type)",
+                                 entity: entity.name, key: attribute.name)
+            }
+            for value in constants(other) where !suits(value, kind) {
+                throw ArborError(.invalidFetchRequest,
+                                 "\(entity.name).\(attribute.name) is \(attribute.type); the predicate compares it with \(PredicateFormatter.literal(value)) (\(PredicateFormatter.format(.comparison(comparison))))",
+                                 entity: entity.name, key: attribute.name, value: PredicateFormatter.literal(value))
+            }
+        }
+    }
+
+    /// Whether a constant can be compared with values of an attribute kind.
+    static func suits(_ value: PredicateValue, _ kind: AttributeType.Kind) -> Bool {
+        switch value {
+        case .null: return true
+        case .int, .double, .decimal:
+            return [.integer16, .integer32, .integer64, .decimal, .double, .float, .boolean].contains(kind)
+        case .bool: return [.boolean, .integer16, .integer32, .integer64].contains(kind)
+        case .string: return kind == .string
+        case .date: return kind == .date
+        case .data: return kind == .binaryData || kind == .transformable
+        case .uuid: return kind == .uuid
+        case .url: return kind == .uri
+        case .objectID: return false
+        case .list(let values): return values.allSatisfy { suits($0, kind) }
+        }
+    }
+}

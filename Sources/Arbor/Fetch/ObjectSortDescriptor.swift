@@ -1,0 +1,126 @@
+import Foundation
+
+/// How to order objects by one key: Core Data's `NSSortDescriptor`, with a name that does not
+/// clash with Foundation's `SortDescriptor`.
+///
+/// The key may be a key path through to-one relationships (`department.name`). Strings compare
+/// by their Unicode scalars (the store's order), or folded with ``options`` (`[c]`, `[d]`).
+///
+/// **Nil ordering.** Ascending, nil sorts before every value; descending, after every value —
+/// the order of the store's indexes read forwards and backwards. Values of different kinds sort
+/// by kind (booleans, numbers, dates, strings, data, UUIDs, objects); NaN sorts after every number.
+///
+/// ```swift
+/// request.sortDescriptors = [ObjectSortDescriptor(key: "lastName", options: .caseInsensitive),
+///                            ObjectSortDescriptor(key: "salary", ascending: false)]
+/// ```
+public struct ObjectSortDescriptor: Sendable, Hashable, CustomStringConvertible {
+    /// The key path sorted by.
+    public var key: String
+    /// Whether smaller values come first.
+    public var ascending: Bool
+    /// String folding: `.caseInsensitive`, `.diacriticInsensitive`, or both.
+    public var options: ComparisonPredicate.Options
+
+    /// A sort by `key` (a key path through to-one relationships).
+    public init(key: String, ascending: Bool = true, options: ComparisonPredicate.Options = []) {
+        self.key = key
+        self.ascending = ascending
+        self.options = options
+    }
+
+    /// The keys of ``key``.
+    var keys: [String] { key.split(separator: ".", omittingEmptySubsequences: false).map(String.init) }
+
+    public var description: String {
+        var text = key + (ascending ? " ascending" : " descending")
+        if options.contains(.caseInsensitive) { text += " [c]" }
+        if options.contains(.diacriticInsensitive) { text += " [d]" }
+        return text
+    }
+
+    /// The order of two objects (managed objects, dictionaries, plain values) by this descriptor:
+    /// negative when `a` comes first.
+    ///
+    /// - Throws: ``ArborError/Code/unknownKey`` for a key the objects do not have.
+    public func compare(_ a: Any?, _ b: Any?) throws -> Int {
+        let evaluator = PredicateEvaluator()
+        let keys = self.keys[...]
+        return order(try evaluator.value(of: keys, on: Operand.from(a)), try evaluator.value(of: keys, on: Operand.from(b)))
+    }
+
+    /// The order of two values by this descriptor.
+    func order(_ a: Operand, _ b: Operand) -> Int {
+        let result = Self.totalOrder(a, b, options)
+        return ascending ? result : -result
+    }
+
+    /// A total order on values: nil first, then by kind, then by value (NaN after numbers).
+    static func totalOrder(_ a: Operand, _ b: Operand, _ options: ComparisonPredicate.Options) -> Int {
+        let (rankA, rankB) = (rank(a), rank(b))
+        if rankA != rankB { return rankA < rankB ? -1 : 1 }
+        switch (a, b) {
+        case (.null, .null): return 0
+        case (.double(let x), _) where x.isNaN: return PredicateEvaluator.double(b)?.isNaN == true ? 0 : 1
+        case (_, .double(let y)) where y.isNaN: return -1
+        case (.collection(let x), .collection(let y)): return x.count == y.count ? 0 : (x.count < y.count ? -1 : 1)
+        default:
+            if let order = PredicateEvaluator.order(a, b, options) { return order }
+            if let x = PredicateEvaluator.objectID(a), let y = PredicateEvaluator.objectID(b) {
+                if x.entityName != y.entityName { return x.entityName < y.entityName ? -1 : 1 }
+                return x.primaryKey.map { p in y.primaryKey.map { p < $0 ? -1 : (p == $0 ? 0 : 1) } ?? 1 } ?? (y.primaryKey == nil ? 0 : -1)
+            }
+            return 0
+        }
+    }
+
+    /// The sort rank of a value's kind (the store's key order: null, booleans, numbers, dates,
+    /// strings, data, UUIDs).
+    static func rank(_ value: Operand) -> Int {
+        switch value {
+        case .null: 0
+        case .bool: 1
+        case .int, .double, .decimal: 2
+        case .date: 3
+        case .string, .url: 4
+        case .data: 5
+        case .uuid: 6
+        case .objectID, .object, .row: 7
+        case .dictionary, .collection, .opaque: 8
+        }
+    }
+}
+
+extension Array {
+    /// The elements in the order `descriptors` give (a stable sort: ties keep their order).
+    ///
+    /// - Throws: ``ArborError/Code/unknownKey`` for a key the elements do not have.
+    public func sorted(by descriptors: [ObjectSortDescriptor]) throws -> [Element] {
+        guard !descriptors.isEmpty else { return self }
+        let evaluator = PredicateEvaluator()
+        let keyed = try map { element in (element, try descriptors.map { try evaluator.value(of: $0.keys[...], on: Operand.from(element)) }) }
+        return ObjectSortDescriptor.stableSort(keyed, descriptors).map(\.0)
+    }
+
+    /// Whether `predicate` holds for each element, in order.
+    ///
+    /// - Throws: as ``ObjectPredicate/evaluate(with:substitutionVariables:)``.
+    public func filtered(by predicate: ObjectPredicate) throws -> [Element] {
+        let evaluator = PredicateEvaluator()
+        return try filter { try evaluator.evaluate(predicate, on: Operand.from($0)) }
+    }
+}
+
+extension ObjectSortDescriptor {
+    /// Sorts elements with precomputed sort values, stably.
+    static func stableSort<T>(_ keyed: [(T, [Operand])], _ descriptors: [ObjectSortDescriptor]) -> [(T, [Operand])] {
+        let indexed = keyed.enumerated().map { ($0.offset, $0.element) }
+        return indexed.sorted { lhs, rhs in
+            for (index, descriptor) in descriptors.enumerated() {
+                let order = descriptor.order(lhs.1.1[index], rhs.1.1[index])
+                if order != 0 { return order < 0 }
+            }
+            return lhs.0 < rhs.0
+        }.map(\.1)
+    }
+}

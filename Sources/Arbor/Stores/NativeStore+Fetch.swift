@@ -1,0 +1,462 @@
+import Foundation
+
+/// An index tree of a hierarchy, as the planner and the row writer see it.
+struct StoreIndex {
+    enum Kind {
+        /// `index.<Root>.<keys>`: (values…, primary key) → nothing; every row has an entry.
+        case index
+        /// `unique.<Root>.<keys>`: values → primary key; rows with a nil value have none.
+        case unique
+        /// `fk.<Entity>.<relationship>`: (destination key, primary key) → nothing; rows with no
+        /// destination have none.
+        case foreignKey
+    }
+
+    let tree: String
+    let keys: [String]
+    /// Strings are stored folded (case and diacritics): the index serves `[cd]` comparisons.
+    let folded: Bool
+    let kind: Kind
+
+    /// Whether a row with a nil value in the first key has an entry (the index can serve an
+    /// unfiltered scan and `== nil`).
+    var coversEveryRow: Bool { kind == .index }
+}
+
+extension NativeStore {
+    static func indexTree(_ entity: EntityDescription, _ index: IndexDescription) -> String {
+        "index.\(entity.rootEntity.name).\(index.keys.joined(separator: "+"))\(index.caseAndDiacriticInsensitive ? ".cd" : "")"
+    }
+
+    /// The indexes kept for rows of `entity` (its own and inherited ones, each tree once).
+    static func indexes(of entity: EntityDescription) -> [StoreIndex] {
+        var seen = Set<String>()
+        var result: [StoreIndex] = []
+        for index in entity.indexes {
+            let tree = indexTree(entity, index)
+            if seen.insert(tree).inserted {
+                result.append(StoreIndex(tree: tree, keys: index.keys, folded: index.caseAndDiacriticInsensitive, kind: .index))
+            }
+        }
+        return result
+    }
+
+    /// Every index, uniqueness and foreign-key tree that can find rows of `entity`.
+    static func accessPaths(of entity: EntityDescription) -> [StoreIndex] {
+        var paths = indexes(of: entity)
+        // A uniqueness tree has no entry for a row with a nil value: a compound one cannot find a
+        // row by its first key alone.
+        for constraint in entity.uniquenessConstraints where constraint.count == 1 {
+            paths.append(StoreIndex(tree: uniqueTree(entity, constraint), keys: constraint, folded: false, kind: .unique))
+        }
+        for relationship in entity.relationships where isIndexedForeignKey(relationship) {
+            paths.append(StoreIndex(tree: foreignKeyTree(relationship), keys: [relationship.name], folded: false, kind: .foreignKey))
+        }
+        return paths
+    }
+
+    /// The component an index stores for a value of a row.
+    func indexComponent(_ value: PropertyValue?, folded: Bool, permanent: (ManagedObjectID) -> ManagedObjectID) throws -> KeyComponent {
+        switch value {
+        case .attribute(.string(let text))? where folded:
+            return .string(PredicateEvaluator.fold(text, [.caseInsensitive, .diacriticInsensitive]))
+        case .attribute(let stored)?: return Self.component(stored)
+        case .object(let id)?: return .int(try primaryKey(of: permanent(id)))
+        default: return .null
+        }
+    }
+
+    /// The entry of `row` (primary key `key`) in an index.
+    func indexEntry(_ row: StoreRow, _ index: StoreIndex, key: Int64,
+                    permanent: (ManagedObjectID) -> ManagedObjectID = { $0 }) throws -> [UInt8] {
+        var bytes: [UInt8] = []
+        for name in index.keys {
+            KeyEncoding.append(try indexComponent(row.values[name], folded: index.folded, permanent: permanent), to: &bytes)
+        }
+        KeyEncoding.append(.int(key), to: &bytes)
+        return bytes
+    }
+
+    // MARK: Fetching
+
+    /// The rows of a ``StoreFetch``, in its order and window.
+    public func fetch(_ request: StoreFetch) throws -> [(ManagedObjectID, StoreRow)] {
+        let entity = try entity(request.entityName)
+        let plan = plan(request, entity: entity)
+        return try Self.storeError("fetch \(request.entityName)") {
+            try database.read { transaction in try run(plan, request: request, entity: entity, transaction: transaction) }
+        }
+    }
+
+    /// The number of rows a ``StoreFetch`` matches (its window applied).
+    public func count(_ request: StoreFetch) throws -> Int {
+        let entity = try entity(request.entityName)
+        if request.predicate == nil && request.offset == 0 && request.limit == 0 {
+            // Every row: count entries, decoding only the entity of each (none for a whole hierarchy).
+            return try Self.storeError("count \(request.entityName)") {
+                try database.read { transaction in
+                    guard let tree = try transaction.tree(named: Self.rowsTree(entity)) else { return 0 }
+                    let wholeHierarchy = entity.superentity == nil && request.includesSubentities
+                    var count = 0
+                    try tree.forEach { _, value in
+                        if wholeHierarchy || accepts(entityOf: value, entity: entity, subentities: request.includesSubentities) { count += 1 }
+                        return true
+                    }
+                    return count
+                }
+            }
+        }
+        return try fetch(request).count
+    }
+
+    /// The plan for a ``StoreFetch`` (which tree, which ranges, what is checked, how it is
+    /// ordered).
+    public func explain(_ request: StoreFetch) throws -> QueryPlan {
+        let entity = try entity(request.entityName)
+        return plan(request, entity: entity).queryPlan(entity: entity, request: request)
+    }
+
+    /// Whether the row whose bytes are `value` is of `entity` (or, with `subentities`, of one of
+    /// its descendants): reads the entity name only.
+    func accepts(entityOf value: UnsafeRawBufferPointer, entity: EntityDescription, subentities: Bool) -> Bool {
+        guard let name = Self.entityName(ofRow: value) else { return false }
+        if name == entity.name { return true }
+        guard subentities, let other = model.entity(named: name) else { return false }
+        return other.isKind(of: entity)
+    }
+
+    /// The entity name at the start of a row's bytes (nil when malformed).
+    static func entityName(ofRow bytes: UnsafeRawBufferPointer) -> String? {
+        guard bytes.count > 2, bytes[0] == 0x40 else { return nil }
+        var end = 1
+        while end + 1 < bytes.count, !(bytes[end] == 0 && bytes[end + 1] == 0) {
+            if bytes[end] == 0 { end += 2 } else { end += 1 }
+        }
+        guard end + 1 < bytes.count else { return nil }
+        let raw = bytes[1..<end]
+        if !raw.contains(0) { return String(decoding: raw, as: UTF8.self) }
+        return (try? KeyEncoding.decode(Array(bytes[0..<(end + 2)])))?.first.flatMap { if case .string(let s) = $0 { s } else { nil } }
+    }
+}
+
+/// A fetch plan: the access path (a scan, or ranges of one index) and what follows.
+struct FetchPlan {
+    /// Half-open byte ranges `[start, end)` of index keys.
+    struct KeyRange: CustomStringConvertible {
+        var start: [UInt8]
+        var end: [UInt8]
+        var text: String
+        var description: String { text }
+    }
+
+    var index: StoreIndex?
+    var ranges: [KeyRange] = []
+    /// The ranges are read backwards (a descending sort served by the index).
+    var descending = false
+    var orderedByIndex = false
+    var filter: ObjectPredicate?
+    var sort: [ObjectSortDescriptor] = []
+
+    func queryPlan(entity: EntityDescription, request: StoreFetch) -> QueryPlan {
+        let access: QueryPlan.Access
+        if let index {
+            access = .index(tree: index.tree, key: index.keys.joined(separator: ", ") + (descending ? " (backwards)" : ""),
+                            ranges: ranges.map(\.text))
+        } else {
+            access = .scan(tree: NativeStore.rowsTree(entity))
+        }
+        return QueryPlan(entityName: entity.name, access: access, filter: filter, orderedByIndex: orderedByIndex && !request.sortDescriptors.isEmpty,
+                         sort: sort, stopsEarly: request.limit > 0 && sort.isEmpty)
+    }
+}
+
+extension NativeStore {
+    /// One condition an index can narrow: a key compared with constants.
+    struct Condition {
+        var key: String
+        var ranges: [FetchPlan.KeyRange]
+        /// Lower is better: 0 equality, 1 a few points, 2 a bounded range, 3 a half-open range or
+        /// a prefix.
+        var cost: Int
+        var folded: Bool
+        /// Whether rows with a nil key can match (only an index with every row can serve).
+        var needsNil = false
+    }
+
+    /// Chooses how to run `request`: the cheapest index condition among the predicate's
+    /// top-level conjuncts, or an index giving the requested order, or a scan.
+    func plan(_ request: StoreFetch, entity: EntityDescription) -> FetchPlan {
+        var plan = FetchPlan(filter: request.predicate, sort: request.sortDescriptors)
+        let paths = Self.accessPaths(of: entity)
+        let conjuncts: [ObjectPredicate]
+        switch request.predicate {
+        case .and(let terms)?: conjuncts = terms
+        case let single?: conjuncts = [single]
+        case nil: conjuncts = []
+        }
+        var best: (Condition, StoreIndex)?
+        for conjunct in conjuncts {
+            guard let condition = condition(conjunct, entity: entity) else { continue }
+            guard let path = paths.first(where: {
+                $0.keys.first == condition.key && $0.folded == condition.folded && (!condition.needsNil || $0.coversEveryRow)
+            }) else { continue }
+            if condition.ranges.isEmpty == false, best.map({ condition.cost < $0.0.cost }) ?? true { best = (condition, path) }
+        }
+        // The order an index gives: one ascending or descending key with an index on it.
+        var sortIndex: StoreIndex?
+        if request.sortDescriptors.count == 1, let sort = request.sortDescriptors.first, !sort.key.contains("."),
+           let attribute = entity.attributesByName[sort.key], attribute.type.kind != .decimal, attribute.type.kind != .uri,
+           sort.options.isEmpty || sort.options == [.caseInsensitive, .diacriticInsensitive] {
+            let folded = !sort.options.isEmpty
+            sortIndex = paths.first { $0.kind == .index && $0.keys.first == sort.key && $0.folded == folded }
+        }
+        if let (condition, path) = best {
+            plan.index = path
+            plan.ranges = condition.ranges
+            if let sortIndex, sortIndex.tree == path.tree {
+                plan.orderedByIndex = true
+                plan.descending = !request.sortDescriptors[0].ascending
+                plan.sort = []
+            }
+        } else if let sortIndex, request.limit > 0 || request.predicate == nil {
+            // No condition narrows the rows, but the index gives the order: read it whole.
+            plan.index = sortIndex
+            plan.ranges = [FetchPlan.KeyRange(start: [], end: [0xFF], text: "all")]
+            plan.orderedByIndex = true
+            plan.descending = !request.sortDescriptors[0].ascending
+            plan.sort = []
+        }
+        return plan
+    }
+
+    /// The index condition of one conjunct, if it has one: `key <op> constant` (either way
+    /// round) with a constant of the key's kind.
+    func condition(_ predicate: ObjectPredicate, entity: EntityDescription) -> Condition? {
+        guard case .comparison(let comparison) = predicate, comparison.modifier == .direct else { return nil }
+        var op = comparison.operator
+        let key: String, constant: PredicateValue
+        switch (comparison.left, comparison.right) {
+        case (.keyPath(let keys), .constant(let value)) where keys.count == 1:
+            key = keys[0]
+            constant = value
+        case (.constant(let value), .keyPath(let keys)) where keys.count == 1:
+            key = keys[0]
+            constant = value
+            switch op {
+            case .lessThan: op = .greaterThan
+            case .lessThanOrEqualTo: op = .greaterThanOrEqualTo
+            case .greaterThan: op = .lessThan
+            case .greaterThanOrEqualTo: op = .lessThanOrEqualTo
+            case .equalTo: break
+            default: return nil
+            }
+        default:
+            return nil
+        }
+        let folded: Bool
+        switch comparison.options {
+        case []: folded = false
+        case [.caseInsensitive, .diacriticInsensitive]: folded = true
+        default: return nil
+        }
+        // The component each constant is stored as, for the key's kind.
+        let component: (PredicateValue) -> KeyComponent?
+        if let attribute = entity.attributesByName[key], !attribute.isTransient {
+            let kind = attribute.type.kind
+            if folded && kind != .string { return nil }
+            component = { value in
+                switch (kind, value) {
+                case (.integer16, .int(let n)), (.integer32, .int(let n)), (.integer64, .int(let n)): return .int(n)
+                case (.double, .int(let n)), (.float, .int(let n)):
+                    // Only integers a double holds exactly: a rounded bound could lose rows.
+                    return n.magnitude <= 1 << 53 ? .double(Double(n)) : nil
+                case (.double, .double(let d)): return d.isNaN ? nil : .double(d)
+                case (.float, .double(let d)):
+                    // Floats are stored widened: only a constant a float holds exactly can match.
+                    return Double(Float(d)) == d ? .double(d) : nil
+                case (.string, .string(let s)):
+                    return .string(folded ? PredicateEvaluator.fold(s, [.caseInsensitive, .diacriticInsensitive]) : s)
+                case (.boolean, .bool(let b)): return .bool(b)
+                case (.date, .date(let d)): return .date(d)
+                case (.uuid, .uuid(let u)): return .uuid(u)
+                default: return nil
+                }
+            }
+        } else if let relationship = entity.relationshipsByName[key], !relationship.isToMany {
+            guard !folded else { return nil }
+            component = { [identifier] value in
+                guard case .objectID(let id) = value, let key = id.primaryKey, id.storeIdentifier == identifier else { return nil }
+                return .int(key)
+            }
+        } else {
+            return nil
+        }
+
+        func point(_ value: KeyComponent) -> FetchPlan.KeyRange {
+            let bytes = KeyEncoding.encode([value])
+            return FetchPlan.KeyRange(start: bytes, end: bytes + [0xFF], text: "= \(value)")
+        }
+        switch op {
+        case .equalTo:
+            guard let value = component(constant) else {
+                // `== nil` (an index with every row), or a constant of another kind: nothing to narrow.
+                if case .null = constant { return Condition(key: key, ranges: [point(.null)], cost: 1, folded: folded, needsNil: true) }
+                return nil
+            }
+            return Condition(key: key, ranges: [point(value)], cost: 0, folded: folded)
+        case .in:
+            guard case .list(let values) = constant else { return nil }
+            var components: [KeyComponent] = []
+            for value in values {
+                // An element of another kind never matches; nil matches a nil key.
+                if case .null = value { components.append(.null); continue }
+                if let component = component(value) { components.append(component) }
+            }
+            let sorted = Set(components.map { KeyEncoding.encode([$0]) }).sorted { $0.lexicographicallyPrecedes($1) }
+            let ranges = sorted.map { bytes in
+                FetchPlan.KeyRange(start: bytes, end: bytes + [0xFF], text: "= \((try? KeyEncoding.decode(bytes))?.first?.description ?? "?")")
+            }
+            if ranges.isEmpty { return Condition(key: key, ranges: [FetchPlan.KeyRange(start: [0xFF], end: [0xFF], text: "none")], cost: 0, folded: folded) }
+            return Condition(key: key, ranges: ranges, cost: 1, folded: folded, needsNil: components.contains(.null))
+        case .lessThan, .lessThanOrEqualTo, .greaterThan, .greaterThanOrEqualTo:
+            guard let value = component(constant) else { return nil }
+            let bytes = KeyEncoding.encode([value])
+            let (kindStart, kindEnd) = Self.kindBounds(value)
+            switch op {
+            case .lessThan: return Condition(key: key, ranges: [.init(start: kindStart, end: bytes, text: "< \(value)")], cost: 3, folded: folded)
+            case .lessThanOrEqualTo: return Condition(key: key, ranges: [.init(start: kindStart, end: bytes + [0xFF], text: "<= \(value)")], cost: 3, folded: folded)
+            case .greaterThan: return Condition(key: key, ranges: [.init(start: bytes + [0xFF], end: kindEnd, text: "> \(value)")], cost: 3, folded: folded)
+            default: return Condition(key: key, ranges: [.init(start: bytes, end: kindEnd, text: ">= \(value)")], cost: 3, folded: folded)
+            }
+        case .between:
+            guard case .list(let bounds) = constant, bounds.count == 2, let low = component(bounds[0]), let high = component(bounds[1]) else { return nil }
+            let start = KeyEncoding.encode([low]), end = KeyEncoding.encode([high]) + [0xFF]
+            guard start.lexicographicallyPrecedes(end) else {
+                return Condition(key: key, ranges: [FetchPlan.KeyRange(start: [0xFF], end: [0xFF], text: "none")], cost: 0, folded: folded)
+            }
+            return Condition(key: key, ranges: [.init(start: start, end: end, text: "\(low) … \(high)")], cost: 2, folded: folded)
+        case .beginsWith:
+            guard case .string = constant, case .string(let prefix)? = component(constant) else { return nil }
+            // The encoded prefix without its terminator: every string starting with it lies in
+            // [prefix, prefix + FF) (no UTF-8 byte is FF).
+            let bytes = Array(KeyEncoding.encode([.string(prefix)]).dropLast(2))
+            return Condition(key: key, ranges: [.init(start: bytes, end: bytes + [0xFF], text: "begins with \"\(prefix)\"")], cost: 2, folded: folded)
+        default:
+            return nil
+        }
+    }
+
+    /// The byte bounds of all keys of `value`'s kind (nil keys and other kinds excluded).
+    static func kindBounds(_ value: KeyComponent) -> ([UInt8], [UInt8]) {
+        let tag = KeyEncoding.encode([value])[0]
+        switch value {
+        case .bool: return ([0x10], [0x12])
+        default: return ([tag], [tag + 1])
+        }
+    }
+
+    // MARK: Running a plan
+
+    func run(_ plan: FetchPlan, request: StoreFetch, entity: EntityDescription, transaction: ReadTransaction) throws -> [(ManagedObjectID, StoreRow)] {
+        guard let rows = try transaction.tree(named: Self.rowsTree(entity)) else { return [] }
+        let evaluator = PredicateEvaluator()
+        let window = request.limit > 0 ? request.offset + request.limit : Int.max
+        // Without a sort to do, the rows arrive in their final order: stop at the window's end.
+        let ordered = plan.sort.isEmpty
+        var result: [(ManagedObjectID, StoreRow)] = []
+
+        /// Takes one row (its key and bytes): false to stop.
+        func take(_ key: Int64, _ bytes: [UInt8]) throws -> Bool {
+            guard let name = bytes.withUnsafeBytes({ Self.entityName(ofRow: $0) }) else {
+                throw ArborError(.store, "the row \(key) of \(rows.name) is malformed")
+            }
+            if name != entity.name {
+                guard request.includesSubentities, let other = model.entity(named: name), other.isKind(of: entity) else { return true }
+            }
+            let id = objectID(name, key)
+            let row = try decode(bytes, objectID: id)
+            if let filter = plan.filter, try !evaluator.evaluate(filter, on: .row(row, id)) { return true }
+            result.append((id, row))
+            return !(ordered && result.count >= window)
+        }
+
+        if let index = plan.index {
+            guard let tree = try transaction.tree(named: index.tree) else {
+                // A read-only store made before Arbor kept this index: scan instead.
+                var scan = FetchPlan(filter: plan.filter, sort: request.sortDescriptors)
+                scan.index = nil
+                return try run(scan, request: request, entity: entity, transaction: transaction)
+            }
+            let ranges = plan.descending ? plan.ranges.reversed() : plan.ranges
+            var seen = Set<Int64>()
+            outer: for range in ranges {
+                var keys: [Int64] = []
+                if plan.descending {
+                    keys = try descendingKeys(tree, range, index: index)
+                } else {
+                    try tree.forEach(from: range.start) { entry, value in
+                        guard entry.lexicographicallyPrecedes(range.end) else { return false }
+                        keys.append(try primaryKey(ofEntry: entry, value: value, index: index, tree: tree.name))
+                        return true
+                    }
+                }
+                for key in keys where seen.insert(key).inserted {
+                    guard let bytes = try rows.get(Self.key(key)) else {
+                        throw ArborError(.store, "the index \(index.tree) names row \(key), which \(rows.name) does not have")
+                    }
+                    if try !take(key, bytes) { break outer }
+                }
+            }
+        } else {
+            var failure: Error?
+            try rows.forEach { entry, value in
+                do {
+                    let key = try Self.lastKey(of: entry, in: rows.name)
+                    return try take(key, Array(value))
+                } catch {
+                    failure = error
+                    return false
+                }
+            }
+            if let failure { throw failure }
+        }
+
+        if !plan.sort.isEmpty {
+            let keyed = result.map { pair in (pair, plan.sort.map { descriptor -> Operand in
+                (try? evaluator.value(of: descriptor.keys[...], on: .row(pair.1, pair.0))) ?? .null
+            }) }
+            result = ObjectSortDescriptor.stableSort(keyed, plan.sort).map(\.0)
+        }
+        if request.offset > 0 { result = Array(result.dropFirst(request.offset)) }
+        if request.limit > 0, result.count > request.limit { result = Array(result.prefix(request.limit)) }
+        return result
+    }
+
+    /// The primary key an index entry names.
+    func primaryKey(ofEntry entry: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, index: StoreIndex, tree: String) throws -> Int64 {
+        switch index.kind {
+        case .index, .foreignKey: return try Self.lastKey(of: entry, in: tree)
+        case .unique: return try Self.lastKey(of: value, in: tree)
+        }
+    }
+
+    /// The primary keys of one range read backwards; within equal values (ties), in ascending
+    /// key order, as the forward read and an in-memory sort give them.
+    func descendingKeys(_ tree: Tree, _ range: FetchPlan.KeyRange, index: StoreIndex) throws -> [Int64] {
+        var entries: [([UInt8], Int64)] = []
+        try tree.forEach(from: range.start) { entry, value in
+            guard entry.lexicographicallyPrecedes(range.end) else { return false }
+            entries.append((Array(entry.prefix(entry.count)), try primaryKey(ofEntry: entry, value: value, index: index, tree: tree.name)))
+            return true
+        }
+        // Group by the value part (the entry without its primary key), reverse the groups.
+        var groups: [[Int64]] = []
+        var lastValue: ArraySlice<UInt8>?
+        for (entry, key) in entries {
+            let valuePart = index.kind == .unique ? entry[...] : entry.dropLast(9)
+            if valuePart == lastValue { groups[groups.count - 1].append(key) } else { groups.append([key]) }
+            lastValue = valuePart
+        }
+        return groups.reversed().flatMap { $0 }
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+
+/// What a context asks a store for when it fetches: the rows of an entity that match a predicate,
+/// in an order, within a window. The context has already checked it against the model.
+///
+/// The predicate only names what rows hold — persistent attributes and to-one relationships of
+/// the entity, `SELF`, constants — and the sort descriptors only persistent attributes; the
+/// context evaluates everything else in memory.
+public struct StoreFetch: Sendable, Hashable {
+    /// The entity whose rows are wanted.
+    public var entityName: String
+    /// Whether rows of its sub-entities count.
+    public var includesSubentities = true
+    /// The condition on rows (nil: every row).
+    public var predicate: ObjectPredicate?
+    /// The order of the rows (empty: any order).
+    public var sortDescriptors: [ObjectSortDescriptor] = []
+    /// Matching rows to skip, after sorting.
+    public var offset = 0
+    /// The most rows returned (0: no limit).
+    public var limit = 0
+
+    /// A fetch of every row of `entityName`.
+    public init(entityName: String) {
+        self.entityName = entityName
+    }
+}
+
+/// How a store runs a ``StoreFetch``: what it reads, what it checks, how it orders. Printed by
+/// ``FetchRequest/explain(in:)`` and `arbor query --explain`.
+public struct QueryPlan: Sendable, Hashable, CustomStringConvertible {
+    /// How rows are found.
+    public enum Access: Sendable, Hashable {
+        /// Every row of the entity's tree is read.
+        case scan(tree: String)
+        /// The entries of an index in the given ranges are read, then their rows.
+        case index(tree: String, key: String, ranges: [String])
+    }
+
+    /// The entity fetched.
+    public var entityName: String
+    /// How rows are found.
+    public var access: Access
+    /// The condition every row read is checked against (nil: none).
+    public var filter: ObjectPredicate?
+    /// Whether the index read gives the requested order (no sort needed).
+    public var orderedByIndex: Bool
+    /// The sort done after reading (empty: none).
+    public var sort: [ObjectSortDescriptor]
+    /// Whether reading stops once `offset + limit` rows matched.
+    public var stopsEarly: Bool
+    /// What the context does in memory after the store's part (filled in by the context).
+    public var inMemory: [String] = []
+
+    public var description: String {
+        var lines: [String] = []
+        switch access {
+        case .scan(let tree): lines.append("\(entityName): scan \(tree)")
+        case .index(let tree, let key, let ranges):
+            lines.append("\(entityName): index \(tree) on \(key), \(ranges.count == 1 ? "range" : "ranges") \(ranges.joined(separator: ", "))")
+        }
+        lines.append(filter.map { "  check each row: \($0.predicateFormat)" } ?? "  check each row: nothing")
+        if orderedByIndex { lines.append("  order: by the index (no sort)") }
+        if !sort.isEmpty { lines.append("  sort: \(sort.map(\.description).joined(separator: ", "))") }
+        if stopsEarly { lines.append("  stops early at the limit") }
+        lines += inMemory.map { "  then in memory: \($0)" }
+        return lines.joined(separator: "\n")
+    }
+}

@@ -16,7 +16,7 @@ SHELL := /bin/bash
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export SWIFT_BACKTRACE ?= enable=no
 
-FUZZ_TARGETS := FuzzPager
+FUZZ_TARGETS := FuzzPager FuzzPredicate
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := cd Fuzz && $(SWIFT) build -c release --sanitize=fuzzer -Xswiftc -sanitize=fuzzer,address
 

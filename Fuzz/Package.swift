@@ -21,5 +21,13 @@ let package = Package(
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
+        // Bytes → format arguments and a predicate format string parsed, printed and reparsed, and evaluated.
+        .executableTarget(
+            name: "FuzzPredicate",
+            dependencies: [
+                .product(name: "Arbor", package: "Arbor"),
+            ],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
     ]
 )

@@ -208,6 +208,25 @@ struct PredicateTests {
         #expect(try !matches("SELF == 'e\u{301}'", "é"), "precomposed and decomposed forms differ, as in the store")
     }
 
+    @Test("fuzzer finds: huge and infinite doubles against integers, non-finite dates, deep nesting, nested SUBQUERY backtracking")
+    func fuzzerFinds() throws {
+        #expect(try matches("1e999 > 0", nil) && matches("0 < 1e999", nil) && !matches("1e300 < 12", nil))
+        #expect(try matches("score == 1", ["score": 1.0]) && !matches("score == 1", ["score": Double.infinity]))
+        #expect(try matches("2.5 > 2 AND 2 < 2.5 AND -2.5 < -2 AND 9223372036854775807 < 1e19", nil))
+        for interval in [Double.nan, .infinity, -.infinity] {
+            let predicate = ObjectExpression.key("born") == Date(timeIntervalSinceReferenceDate: interval)
+            let reparsed = try ObjectPredicate(format: predicate.predicateFormat)
+            #expect(reparsed.predicateFormat == predicate.predicateFormat)
+        }
+        #expect(arborErrorCode { try ObjectPredicate(format: String(repeating: "(", count: 3000) + "a == 1") } == .predicateSyntax)
+        #expect(arborErrorCode { try ObjectPredicate(format: "a IN " + String(repeating: "{", count: 3000)) } == .predicateSyntax)
+        #expect(arborErrorCode { try ObjectPredicate(format: String(repeating: "!", count: 4000) + "a == 1") } == .predicateSyntax)
+        #expect(try parse(String(repeating: "(", count: 40) + "a == 1" + String(repeating: ")", count: 40)) == (ObjectExpression.key("a") == 1))
+        // Each "(" is parsed once: without that, 25 levels took hours (the time doubled per level).
+        let nested = String(repeating: "(SUBQUERY(x, $v, ", count: 25) + "a == 1"
+        #expect(arborErrorCode { try ObjectPredicate(format: nested) } == .predicateSyntax)
+    }
+
     @Test("the builder makes what the parser makes")
     func builder() throws {
         let built: ObjectPredicate = .key("age") >= 18 && ObjectExpression.key("name").beginsWith("a", options: .caseInsensitive)

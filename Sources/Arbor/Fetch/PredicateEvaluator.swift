@@ -299,10 +299,22 @@ final class PredicateEvaluator {
         case (.int(let x), .decimal(let y)): return y.isNaN ? nil : sign(Decimal(x), y)
         default:
             guard let x = double(a), let y = double(b), !x.isNaN, !y.isNaN else { return nil }
-            if case .int(let i) = a, case .double = b { return sign(Decimal(i), Decimal(y)) }
-            if case .double = a, case .int(let j) = b { return sign(Decimal(x), Decimal(j)) }
+            if case .int(let i) = a, case .double = b { return order(i, y) }
+            if case .double = a, case .int(let j) = b { return order(j, x).map { -$0 } }
             return sign(x, y)
         }
+    }
+
+    /// The exact order of an integer and a double (no rounding of either; nil for NaN).
+    static func order(_ i: Int64, _ d: Double) -> Int? {
+        if d.isNaN { return nil }
+        if d >= 9_223_372_036_854_775_808.0 { return -1 }
+        if d < -9_223_372_036_854_775_808.0 { return 1 }
+        let whole = d.rounded(.towardZero)
+        let truncated = Int64(whole)
+        if i != truncated { return i < truncated ? -1 : 1 }
+        let fraction = d - whole
+        return fraction > 0 ? -1 : (fraction < 0 ? 1 : 0)
     }
 
     static func double(_ value: Operand) -> Double? {
@@ -460,7 +472,7 @@ final class PredicateEvaluator {
         switch value {
         case .int(let n): Decimal(n)
         case .decimal(let d): d
-        case .double(let d): d.isFinite ? Decimal(d) : nil
+        case .double(let d): d.isFinite && d.magnitude < 1e38 && (d == 0 || d.magnitude > 1e-38) ? Decimal(d) : nil
         default: nil
         }
     }

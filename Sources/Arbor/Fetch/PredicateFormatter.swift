@@ -75,7 +75,9 @@ enum PredicateFormatter {
         case .double(let d): return d.isFinite ? "\(d)" : "CAST(\(quoted("\(d)")), \"NSNumber\")"
         case .decimal(let d): return "CAST(\(quoted(d.description)), \"NSDecimalNumber\")"
         case .string(let s): return quoted(s)
-        case .date(let date): return "CAST(\(date.timeIntervalSinceReferenceDate), \"NSDate\")"
+        case .date(let date):
+            let interval = date.timeIntervalSinceReferenceDate
+            return "CAST(\(interval.isFinite ? "\(interval)" : literal(.double(interval))), \"NSDate\")"
         case .data(let data): return "CAST(\(quoted(data.base64EncodedString())), \"NSData\")"
         case .uuid(let uuid): return "CAST(\(quoted(uuid.uuidString)), \"UUID\")"
         case .url(let url): return "CAST(\(quoted(url.absoluteString)), \"NSURL\")"

@@ -264,6 +264,12 @@ struct PredicateParser {
     var index = 0
     var arguments: [Any?]
     var argumentIndex = 0
+    /// How deeply the parser has recursed (bounded: a string cannot exhaust the stack).
+    var depth = 0
+    static let maximumDepth = 100
+    /// Parenthesised predicates already read, by the token of their "(": the result, and the
+    /// token and argument after them (so a "(" is never parsed twice: no exponential time).
+    var parenthesised: [Int: Result<(ObjectPredicate, Int, Int), ArborError>] = [:]
 
     init(_ format: String, arguments: [Any?]) throws {
         var lexer = PredicateLexer(format)
@@ -342,7 +348,17 @@ struct PredicateParser {
         return expression
     }
 
+    /// Counts one level of recursion.
+    mutating func descend() throws {
+        depth += 1
+        if depth > Self.maximumDepth {
+            throw error("the predicate is nested more than \(Self.maximumDepth) levels deep")
+        }
+    }
+
     mutating func parsePredicate() throws -> ObjectPredicate {
+        try descend()
+        defer { depth -= 1 }
         var terms = [try parseAnd()]
         while isWord("OR") || isSymbol("||") {
             advance()
@@ -363,6 +379,8 @@ struct PredicateParser {
     mutating func parseNot() throws -> ObjectPredicate {
         if isWord("NOT") || isSymbol("!") {
             advance()
+            try descend()
+            defer { depth -= 1 }
             return .not(try parseNot())
         }
         return try parsePrimaryPredicate()
@@ -375,13 +393,26 @@ struct PredicateParser {
             // A parenthesised predicate — or an expression in parentheses starting a comparison,
             // `(a + b) > 3`: try the predicate first, and fall back when a comparison follows.
             let saved = (index, argumentIndex)
-            advance()
             var predicateError: ArborError?
-            do {
-                let inner = try parsePredicate()
-                try expectSymbol(")", "to close the parenthesis")
+            let attempt: Result<(ObjectPredicate, Int, Int), ArborError>
+            if let known = parenthesised[index] {
+                attempt = known
+            } else {
+                advance()
+                do {
+                    let inner = try parsePredicate()
+                    try expectSymbol(")", "to close the parenthesis")
+                    attempt = .success((inner, index, argumentIndex))
+                } catch let error as ArborError {
+                    attempt = .failure(error)
+                }
+                parenthesised[saved.0] = attempt
+            }
+            switch attempt {
+            case .success(let (inner, next, nextArgument)):
+                (index, argumentIndex) = (next, nextArgument)
                 if !startsComparisonOrArithmetic() { return inner }
-            } catch let error as ArborError {
+            case .failure(let error):
                 predicateError = error
             }
             (index, argumentIndex) = saved
@@ -490,6 +521,8 @@ struct PredicateParser {
     // MARK: Expressions
 
     mutating func parseExpression() throws -> ObjectExpression {
+        try descend()
+        defer { depth -= 1 }
         var value = try parseTerm()
         while isSymbol("+") || isSymbol("-") {
             let op: ObjectExpression.ArithmeticOperator = isSymbol("+") ? .add : .subtract
@@ -526,6 +559,8 @@ struct PredicateParser {
                 advance()
                 return try parsePostfix(.constant(.double(Double("-" + text) ?? -.infinity)))
             default:
+                try descend()
+                defer { depth -= 1 }
                 let operand = try parseUnary()
                 if case .constant(.int(let n)) = operand, n != .min { return .constant(.int(-n)) }
                 if case .constant(.double(let d)) = operand { return .constant(.double(-d)) }
@@ -534,6 +569,8 @@ struct PredicateParser {
         }
         if isSymbol("+") {
             advance()
+            try descend()
+            defer { depth -= 1 }
             return try parseUnary()
         }
         return try parsePostfix(try parsePrimary())

@@ -422,6 +422,8 @@ extension NativeStore {
         }
 
         if !plan.sort.isEmpty {
+            // Ties keep primary-key order, whichever way the rows were read.
+            if plan.index != nil { result.sort { $0.0.key < $1.0.key } }
             let keyed = result.map { pair in (pair, plan.sort.map { descriptor -> Operand in
                 (try? evaluator.value(of: descriptor.keys[...], on: .row(pair.1, pair.0))) ?? .null
             }) }

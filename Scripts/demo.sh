@@ -16,6 +16,10 @@ echo
 "$arbor" info "$dir/employees.arbor"
 "$arbor" check "$dir/employees.arbor"
 echo
+echo "== Query the store with the model it keeps: arbor query"
+"$arbor" query "$dir/employees.arbor" Employee --where "salary >= 100000" --sort lastName:desc
+"$arbor" query "$dir/employees.arbor" Employee --where "lastName BEGINSWITH[cd] 'h'" --explain
+echo
 
 echo "== Two writer processes and a reader share $db"
 "$arbor" stress "$db" --writer 0 --count 200 &

@@ -7,7 +7,7 @@ struct ArborCommand: ParsableCommand {
         commandName: "arbor",
         abstract: "Inspect and maintain Arbor database files, and demonstrate the object graph.",
         version: "0.1.0",
-        subcommands: [Demo.self, Info.self, Check.self, Get.self, Put.self, Delete.self, Scan.self, Dump.self, Load.self, Stress.self]
+        subcommands: [Demo.self, Query.self, Info.self, Check.self, Get.self, Put.self, Delete.self, Scan.self, Dump.self, Load.self, Stress.self]
     )
 }
 

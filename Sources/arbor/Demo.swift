@@ -34,6 +34,7 @@ func demoModel() throws -> ManagedObjectModel {
             Relationship("department", to: "Department", inverse: "employees")
             Relationship("manager", to: "Employee", inverse: "reports")
             Relationship("reports", to: "Employee", inverse: "manager").toMany()
+            Indexed("lastName", caseInsensitive: true)
         }
     }
 }
@@ -108,6 +109,17 @@ struct Demo: ParsableCommand {
         print("payroll: \(try department.value(forKeyPath: "employees.@sum.salary") ?? 0)")
         let gracesReports = (reader.object(with: ids.grace) as! DemoEmployee).reports.map(\.fullName)
         print("Grace manages: \(gracesReports.joined(separator: ", "))")
+
+        step("Fetch: employees earning over 100 000, by last name (the store plans with its indexes)")
+        var wellPaid = FetchRequest<DemoEmployee>()
+        wellPaid.predicate = try ObjectPredicate(format: "salary > %@", Decimal(100_000))
+        wellPaid.sortDescriptors = [ObjectSortDescriptor(key: "lastName")]
+        print(try reader.fetch(wellPaid).map { "\($0.fullName) (\($0.salary ?? 0))" }.joined(separator: ", "))
+        var byName = FetchRequest<DemoEmployee>()
+        byName.predicate = try ObjectPredicate(format: "lastName BEGINSWITH[cd] %@", "LOVE")
+        print("lastName BEGINSWITH[cd] \"LOVE\": \(try reader.fetch(byName).map(\.fullName))")
+        print(try byName.explain(in: reader))
+        print("employees per department: \(try reader.count(for: FetchRequest<DemoEmployee>(entityName: "Employee", format: "department.name == 'Engineering'"))) in Engineering")
 
         step("Uniquing: one instance per object ID in a context, another in each other context")
         let once = reader.object(with: ids.ada), twice = reader.object(with: ids.ada)

@@ -12,6 +12,7 @@ extension ManagedObjectContext {
     ///   ``ArborError/Code/unknownKey``, ``ArborError/Code/wrongValueType`` from evaluating the
     ///   predicate; ``ArborError/Code/store`` when a store fails.
     public func fetch<Result>(_ request: FetchRequest<Result>) throws -> [Result] {
+        let request = resolved(request)
         let results: [Any]
         switch request.resultType {
         case .count:
@@ -39,6 +40,7 @@ extension ManagedObjectContext {
     ///
     /// - Throws: as ``fetch(_:)``.
     public func count<Result>(for request: FetchRequest<Result>) throws -> Int {
+        let request = resolved(request)
         let coordinator = try requireCoordinator("fetch \(request.entityName)")
         processPendingChanges()
         let analysis = try FetchAnalysis(entityName: request.entityName, predicate: request.predicate,
@@ -55,6 +57,7 @@ extension ManagedObjectContext {
 
     /// The plan a fetch follows: the store's (``QueryPlan``), and what the context does after it.
     func explain<Result>(_ request: FetchRequest<Result>) throws -> String {
+        let request = resolved(request)
         let coordinator = try requireCoordinator("explain a fetch of \(request.entityName)")
         processPendingChanges()
         let analysis = try FetchAnalysis(entityName: request.entityName, predicate: request.predicate,
@@ -79,6 +82,17 @@ extension ManagedObjectContext {
     }
 
     // MARK: The parts
+
+    /// The request with its entity named as the model names it: a typed request made with
+    /// ``FetchRequest/init()`` names its class, which the model may give another entity name.
+    func resolved<Result>(_ request: FetchRequest<Result>) -> FetchRequest<Result> {
+        guard let model = persistentStoreCoordinator?.managedObjectModel, model.entity(named: request.entityName) == nil,
+              let type = Result.self as? ManagedObject.Type, type != ManagedObject.self,
+              let entity = model.entities.first(where: { $0.managedObjectClass == type }) else { return request }
+        var copy = request
+        copy.entityName = entity.name
+        return copy
+    }
 
     /// The objects of the request's entity with unsaved changes (inserted, updated, deleted),
     /// when the request includes pending changes.

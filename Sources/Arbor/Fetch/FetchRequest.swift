@@ -154,8 +154,8 @@ public struct FetchRequest<Result>: Sendable, Hashable {
 }
 
 extension FetchRequest where Result: ManagedObject {
-    /// A request for the objects of `Result`'s entity, named by the class (`Employee` →
-    /// `"Employee"`): the typed request of a subclass.
+    /// A request for the objects of `Result`'s entity: the entity the model declares with this
+    /// class (found when the request runs), else the entity named as the class.
     public init() {
         self.init(entityName: String(describing: Result.self))
     }

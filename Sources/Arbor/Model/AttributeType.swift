@@ -278,6 +278,14 @@ final class Transformer: Sendable {
         decodeValue = { data in try JSONDecoder().decode(T.self, from: data) }
     }
 
+    /// A transformer for a type this program does not have (a model read from a store's
+    /// schema): values stay their encoded `Data`.
+    init(opaqueTypeName: String) {
+        typeName = opaqueTypeName
+        encodeValue = { $0 as? Data }
+        decodeValue = { $0 }
+    }
+
     func encode(_ value: Any) throws -> Data? {
         do {
             return try encodeValue(value)

@@ -127,6 +127,9 @@ public struct Unique: EntityMember {
 
     /// A constraint on `keys` together.
     public init(_ keys: String...) { self.keys = keys }
+
+    /// A constraint on `keys` together.
+    public init(keys: [String]) { self.keys = keys }
 }
 
 /// Declares an index inside an ``Entity``, on attributes (or to-one relationships) in order.
@@ -138,6 +141,11 @@ public struct Indexed: EntityMember {
 
     /// An index on `keys`; with `caseInsensitive`, folded for `[cd]` comparisons.
     public init(_ keys: String..., caseInsensitive: Bool = false) {
+        self.init(keys: keys, caseInsensitive: caseInsensitive)
+    }
+
+    /// An index on `keys`; with `caseInsensitive`, folded for `[cd]` comparisons.
+    public init(keys: [String], caseInsensitive: Bool = false) {
         self.keys = keys
         self.caseInsensitive = caseInsensitive
     }

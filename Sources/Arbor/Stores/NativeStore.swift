@@ -70,13 +70,37 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                 let hashes = Dictionary(uniqueKeysWithValues: model.entities.map { ($0.name, $0.versionHashString) })
                 try metadata.put(Array("hashes".utf8), Array(try encoder.encode(hashes)))
                 try metadata.put(Array("model".utf8), Array(model.description.utf8))
+                try metadata.put(Array("schema".utf8), try Self.schemaBytes(model))
                 for root in model.entities where root.superentity == nil {
                     _ = try transaction.tree(named: Self.rowsTree(root), create: true)
                 }
                 return uuid
             }
         }
-        if !options.readOnly { try buildMissingIndexes() }
+        if !options.readOnly {
+            try buildMissingIndexes()
+            try recordMissingSchema()
+        }
+    }
+
+    /// The model's schema as stored (``ModelSchema``): sorted-key JSON.
+    static func schemaBytes(_ model: ManagedObjectModel) throws -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return Array(try encoder.encode(ModelSchema(model)))
+    }
+
+    /// Records the model's schema in a store made before stores kept it.
+    func recordMissingSchema() throws {
+        let present = try Self.storeError("open the store at \(path ?? "memory")", code: .storeOpen) {
+            try database.read { try $0.tree(named: "arbor.metadata")?.get(Array("schema".utf8)) != nil }
+        }
+        guard !present else { return }
+        try Self.storeError("record the schema of \(path ?? "memory")", code: .storeOpen) {
+            try database.write { transaction in
+                try transaction.tree(named: "arbor.metadata", create: true)!.put(Array("schema".utf8), try Self.schemaBytes(model))
+            }
+        }
     }
 
     /// Builds the index trees the model declares and the file lacks (a store written before

@@ -1,0 +1,142 @@
+import Foundation
+
+/// A model's structure as JSON, kept in every store's metadata so that tools (`arbor query`) can
+/// read a store without the application's code: entities, their own attributes (type,
+/// optionality, transience), relationships, uniqueness constraints and indexes — everything the
+/// version hashes cover. Validation rules, default values and classes are not kept; a model made
+/// from a schema has the same version hashes as the model that wrote it.
+struct ModelSchema: Codable, Equatable {
+    struct AttributeSchema: Codable, Equatable {
+        var name: String
+        var type: String
+        /// For transformable attributes, the Swift type's name.
+        var valueType: String?
+        var optional: Bool
+        var transient: Bool
+    }
+
+    struct RelationshipSchema: Codable, Equatable {
+        var name: String
+        var destination: String
+        var inverse: String
+        var toMany: Bool
+        var ordered: Bool
+        var optional: Bool
+        var minimumCount: Int
+        var maximumCount: Int
+        var deleteRule: String
+    }
+
+    struct IndexSchema: Codable, Equatable {
+        var keys: [String]
+        var folded: Bool
+    }
+
+    struct EntitySchema: Codable, Equatable {
+        var name: String
+        var parent: String?
+        var abstract: Bool
+        var attributes: [AttributeSchema]
+        var relationships: [RelationshipSchema]
+        var unique: [[String]]
+        var indexes: [IndexSchema]
+    }
+
+    var entities: [EntitySchema]
+    var configurations: [String: [String]]
+
+    init(_ model: ManagedObjectModel) {
+        entities = model.entities.map { entity in
+            EntitySchema(
+                name: entity.name, parent: entity.superentityName, abstract: entity.isAbstract,
+                attributes: entity.ownAttributes.map {
+                    AttributeSchema(name: $0.name, type: $0.type.kind.rawValue,
+                                    valueType: $0.type.kind == .transformable ? $0.type.valueTypeName : nil,
+                                    optional: $0.isOptional, transient: $0.isTransient)
+                },
+                relationships: entity.ownRelationships.map {
+                    RelationshipSchema(name: $0.name, destination: $0.destinationEntityName, inverse: $0.inverseName,
+                                       toMany: $0.isToMany, ordered: $0.isOrdered, optional: $0.isOptional,
+                                       minimumCount: $0.minimumCount, maximumCount: $0.maximumCount, deleteRule: $0.deleteRule.rawValue)
+                },
+                unique: entity.ownUniqueness,
+                indexes: entity.ownIndexes.map { IndexSchema(keys: $0.keys, folded: $0.caseAndDiacriticInsensitive) })
+        }
+        configurations = model.configurations.mapValues { $0.sorted() }
+    }
+
+    /// The model the schema describes.
+    ///
+    /// - Throws: ``ArborError/Code/invalidModel`` when the schema is inconsistent.
+    func model() throws -> ManagedObjectModel {
+        let specs = try entities.map { entity in
+            var members: [any EntityMember] = []
+            for attribute in entity.attributes {
+                guard let kind = AttributeType.Kind(rawValue: attribute.type) else {
+                    throw ArborError(.invalidModel, "the stored schema gives \(entity.name).\(attribute.name) the unknown type \(attribute.type)")
+                }
+                let type = kind == .transformable
+                    ? AttributeType(.transformable, transformer: Transformer(opaqueTypeName: attribute.valueType ?? "?"))
+                    : AttributeType(kind)
+                var member = Attribute(attribute.name, type).optional(attribute.optional)
+                if attribute.transient { member = member.transient() }
+                members.append(member)
+            }
+            for relationship in entity.relationships {
+                var member = Relationship(relationship.name, to: relationship.destination, inverse: relationship.inverse)
+                if relationship.toMany {
+                    member = member.toMany(ordered: relationship.ordered)
+                    member.minimumCount = relationship.minimumCount
+                    member.maximumCount = relationship.maximumCount
+                }
+                if !relationship.optional { member = member.required() }
+                if let rule = DeleteRule(rawValue: relationship.deleteRule) { member = member.deleteRule(rule) }
+                members.append(member)
+            }
+            for keys in entity.unique { members.append(Unique(keys: keys)) }
+            for index in entity.indexes { members.append(Indexed(keys: index.keys, caseInsensitive: index.folded)) }
+            return Entity(entity.name, abstract: entity.abstract, parent: entity.parent, members: members)
+        }
+        return try ManagedObjectModel(entities: specs, configurations: configurations.mapValues(Set.init))
+    }
+}
+
+extension ManagedObjectModel {
+    /// The model a store was made with, read from its metadata: its entities, attributes,
+    /// relationships, constraints and indexes (not validation rules, defaults or classes: every
+    /// object is a plain ``ManagedObject``, and transformable values read as their encoded
+    /// `Data`). What `arbor query` uses to read a store without the application.
+    ///
+    /// - Throws: ``ArborError/Code/storeOpen`` when the file cannot be read, is not an Arbor
+    ///   store, or was made before stores kept their schema.
+    public static func stored(in path: String, options: DatabaseOptions = DatabaseOptions()) throws -> ManagedObjectModel {
+        var options = options
+        options.readOnly = true
+        options.create = false
+        let database: Database
+        do {
+            database = try Database(path: path, options: options)
+        } catch let error as StoreError {
+            throw ArborError(.storeOpen, "\(path) could not be opened: \(error.message)", storeError: error)
+        }
+        defer { database.close() }
+        let bytes = try NativeStore.storeError("read the schema of \(path)", code: .storeOpen) {
+            try database.read { transaction -> [UInt8]? in
+                guard let metadata = try transaction.tree(named: "arbor.metadata") else {
+                    throw ArborError(.storeOpen, "\(path) is not an Arbor store: it has no arbor.metadata tree")
+                }
+                return try metadata.get(Array("schema".utf8))
+            }
+        }
+        guard let bytes else {
+            throw ArborError(.storeOpen, "\(path) was made before Arbor stores kept their model's schema; open it with the application's model")
+        }
+        do {
+            return try JSONDecoder().decode(ModelSchema.self, from: Data(bytes)).model()
+        } catch let error as ArborError {
+            throw error
+        } catch {
+            throw ArborError(.storeOpen, "the schema stored in \(path) is unreadable: \(error)")
+        }
+    }
+}

@@ -271,6 +271,40 @@ struct FetchTests {
         #expect(!team.isFault)
     }
 
+    @Test("fetchBatchSize: results are faults whose rows load a batch at a time, as they are used")
+    func batches() throws {
+        let people = try People()
+        for serial in 1...25 { try people.person(serial, "P\(serial)", age: serial) }
+        try people.context.save()
+        let fresh = people.stack.context()
+        let coordinator = people.stack.coordinator
+        let before = coordinator.rowCacheStatistics.snapshots
+        let results = try people.fetch(sort: [ObjectSortDescriptor(key: "serial")], in: fresh) { $0.fetchBatchSize = 10 }
+        #expect(results.count == 25 && results.allSatisfy { $0.isFault })
+        #expect(coordinator.rowCacheStatistics.snapshots == before, "no rows held yet")
+        #expect(try results[12].value(forKey: "serial") as? Int64 == 13)
+        #expect(coordinator.rowCacheStatistics.snapshots == before + 10, "the second batch (11…20) was loaded")
+        #expect(results[10].isFault && results[10].snapshotHolder != nil && results[9].snapshotHolder == nil)
+        #expect(try people.serials(results) == Array(1...25), "every batch loads when used, in order")
+        #expect(coordinator.rowCacheStatistics.snapshots == before + 25)
+    }
+
+    @Test("a model rebuilt from the schema a store keeps has the same version hashes")
+    func storedSchema() throws {
+        let directory = try temporaryDirectory()
+        let path = directory + "/people.arbor"
+        let stack = try Stack(model: fetchModel(), path: path)
+        _ = stack
+        let stored = try ManagedObjectModel.stored(in: path)
+        #expect(stored.versionHash == stack.model.versionHash)
+        #expect(stored.entities.map(\.versionHash) == stack.model.entities.map(\.versionHash))
+        #expect(try ModelSchema(employeeModel()).model().versionHash == employeeModel().versionHash)
+        #expect(try ModelSchema(typedModel()).model().versionHash == typedModel().versionHash)
+        struct Note: Codable, Sendable, Equatable { var text: String }
+        let transformable = try ManagedObjectModel { Entity("N") { Attribute("note", .transformable(Note.self)) } }
+        #expect(try ModelSchema(transformable).model().versionHash == transformable.versionHash)
+    }
+
     @Test("typed requests return subclass instances; a request whose results are not its type is a typed error")
     func typedRequests() throws {
         let stack = try Stack(model: typedModel())

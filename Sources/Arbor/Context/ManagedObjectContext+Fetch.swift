@@ -1,5 +1,14 @@
 import Foundation
 
+/// Faults a fetch returned together (``FetchRequest/fetchBatchSize``): the first to fire loads the
+/// rows of all.
+final class FaultBatch {
+    let ids: [ManagedObjectID]
+    var loaded = false
+
+    init(ids: [ManagedObjectID]) { self.ids = ids }
+}
+
 /// Fetching: the store's part (index or scan, DESIGN §3 "Fetch"), then the seeds' rules for
 /// pending changes (S000-20…S000-25): new objects that match are included, changed ones are judged
 /// by their in-memory values, deleted ones are left out, and registered objects keep their
@@ -169,10 +178,17 @@ extension ManagedObjectContext {
                 results.append(object)
             }
         }
+        let realize = !request.returnsObjectsAsFaults || analysis.residual != nil || (!pushdown && !request.sortDescriptors.isEmpty)
+        // With a batch size, new faults are left without rows: the first of each batch to fire
+        // loads the whole batch (below, once the order is final).
+        let batched = request.fetchBatchSize > 0 && !realize
+        if batched {
+            fresh = []
+            needSnapshots = []
+        }
         // The fetched rows go to the row cache, one reference per object that now holds them: a
         // fault returned fires from the cache.
         coordinator.retainSnapshots(needSnapshots)
-        let realize = !request.returnsObjectsAsFaults || analysis.residual != nil || (!pushdown && !request.sortDescriptors.isEmpty)
         for (object, row) in fresh {
             object.snapshotHolder = coordinator
             if realize {
@@ -198,8 +214,33 @@ extension ManagedObjectContext {
             if request.fetchOffset > 0 { results = Array(results.dropFirst(request.fetchOffset)) }
             if request.fetchLimit > 0, results.count > request.fetchLimit { results = Array(results.prefix(request.fetchLimit)) }
         }
+        if batched {
+            let faults = results.filter { $0.faulted && $0.snapshotHolder == nil }
+            for start in stride(from: 0, to: faults.count, by: request.fetchBatchSize) {
+                let members = faults[start..<min(faults.count, start + request.fetchBatchSize)]
+                let batch = FaultBatch(ids: members.map(\.objectID))
+                for object in members { object.faultBatch = batch }
+            }
+        }
         try prefetch(request.relationshipKeyPathsForPrefetching, of: results)
         return results
+    }
+
+    /// Loads the rows of a batch of faults (``FetchRequest/fetchBatchSize``) into the row cache,
+    /// in one read, for those still faults: each then fires from the cache.
+    func loadBatch(_ batch: FaultBatch) throws {
+        guard !batch.loaded, let coordinator = persistentStoreCoordinator else { return }
+        batch.loaded = true
+        let faults = batch.ids.compactMap { registeredObject(for: $0) }.filter { $0.faulted && $0.snapshotHolder == nil }
+        let rows = try coordinator.rows(for: faults.map(\.objectID))
+        var held: [(ManagedObjectID, StoreRow)] = []
+        for (object, row) in zip(faults, rows) {
+            object.faultBatch = nil
+            guard let row else { continue }
+            held.append((object.objectID, row))
+            object.snapshotHolder = coordinator
+        }
+        coordinator.retainSnapshots(held)
     }
 
     /// Loads the destinations of the given relationship key paths for `objects`.

@@ -209,6 +209,23 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
     }
 
+    /// The rows of `ids` (nil for those that are gone), read store by store, each store once.
+    func rows(for ids: [ManagedObjectID]) throws -> [StoreRow?] {
+        try locked {
+            var result = [StoreRow?](repeating: nil, count: ids.count)
+            var byStore: [UUID: [Int]] = [:]
+            for (position, id) in ids.enumerated() {
+                guard let store = id.storeIdentifier else { continue }
+                byStore[store, default: []].append(position)
+            }
+            for (identifier, positions) in byStore {
+                guard let store = store(identified: identifier) else { continue }
+                for (position, row) in zip(positions, try store.rows(for: positions.map { ids[$0] })) { result[position] = row }
+            }
+            return result
+        }
+    }
+
     /// The number of rows a fetch matches in `stores`.
     func count(_ request: StoreFetch, in stores: [any PersistentStore]) throws -> Int {
         try locked { try stores.reduce(0) { $0 + (try $1.count(request)) } }

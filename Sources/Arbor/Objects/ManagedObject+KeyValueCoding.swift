@@ -144,6 +144,10 @@ extension ManagedObject {
         guard let context = managedObjectContext else {
             throw ArborError(.misuse, "\(self) is not in a context any more: its values cannot be loaded", objectID: objectID)
         }
+        if let batch = faultBatch {
+            faultBatch = nil
+            try context.loadBatch(batch)
+        }
         try context.fulfillFault(self)
     }
 

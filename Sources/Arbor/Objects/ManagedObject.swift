@@ -75,6 +75,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Destinations a fetch prefetched for this object (``FetchRequest/relationshipKeyPathsForPrefetching``),
     /// held until the object turns into a fault.
     var prefetchedDestinations: [ManagedObject] = []
+    /// The batch of faults a fetch returned this one in, whose rows load together when the first
+    /// of them fires.
+    var faultBatch: FaultBatch?
 
     deinit {
         snapshotHolder?.releaseSnapshot(objectID)

@@ -88,6 +88,30 @@ extension NativeStore {
         }
     }
 
+    /// The rows of several objects in one read transaction (nil for those that have none).
+    public func rows(for objectIDs: [ManagedObjectID]) throws -> [StoreRow?] {
+        try Self.storeError("read \(objectIDs.count) rows") {
+            try database.read { transaction in
+                var trees: [ObjectIdentifier: Tree] = [:]
+                return try objectIDs.map { id -> StoreRow? in
+                    let entity = try entity(id.entityName)
+                    let root = entity.rootEntity
+                    let tree: Tree
+                    if let known = trees[ObjectIdentifier(root)] {
+                        tree = known
+                    } else {
+                        guard let opened = try transaction.tree(named: Self.rowsTree(entity)) else { return nil }
+                        trees[ObjectIdentifier(root)] = opened
+                        tree = opened
+                    }
+                    guard let bytes = try tree.get(Self.key(try primaryKey(of: id))) else { return nil }
+                    let row = try decode(bytes, objectID: id)
+                    return row.entityName == entity.name ? row : nil
+                }
+            }
+        }
+    }
+
     /// The number of rows a ``StoreFetch`` matches (its window applied).
     public func count(_ request: StoreFetch) throws -> Int {
         let entity = try entity(request.entityName)

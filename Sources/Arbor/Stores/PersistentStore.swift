@@ -167,4 +167,13 @@ public protocol PersistentStore: AnyObject, Sendable {
     func count(_ request: StoreFetch) throws -> Int
     /// How the store would run a fetch.
     func explain(_ request: StoreFetch) throws -> QueryPlan
+    /// The rows of several objects (nil for those that have none).
+    func rows(for objectIDs: [ManagedObjectID]) throws -> [StoreRow?]
+}
+
+extension PersistentStore {
+    /// The rows of several objects, one ``row(for:)`` at a time.
+    public func rows(for objectIDs: [ManagedObjectID]) throws -> [StoreRow?] {
+        try objectIDs.map { try row(for: $0) }
+    }
 }

@@ -134,6 +134,12 @@ let package = Package(
             dependencies: ["GraphWorkloads", "CommitWorkloads"],
             swiftSettings: swiftSettings
         ),
+        // Prints the fetch table of docs/performance.md (issue 5: Arbor and GRDB in one run).
+        .executableTarget(
+            name: "FetchReport",
+            dependencies: ["GraphWorkloads", "CommitWorkloads"],
+            swiftSettings: swiftSettings
+        ),
         // Prints the engine table of docs/performance.md (one process, both engines).
         .executableTarget(
             name: "EngineReport",

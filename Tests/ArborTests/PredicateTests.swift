@@ -227,6 +227,13 @@ struct PredicateTests {
         #expect(arborErrorCode { try ObjectPredicate(format: nested) } == .predicateSyntax)
     }
 
+    @Test("CONTAINS and IN on strings match Unicode scalars, as BEGINSWITH and the store do; MATCHES takes the whole string")
+    func scalarSubstrings() throws {
+        #expect(try matches("SELF CONTAINS 'cafe'", "cafe\u{301}") && !matches("SELF CONTAINS 'cafe\u{301}'", "café"))
+        #expect(try matches("'cafe' IN SELF", "cafe\u{301}") && matches("SELF BEGINSWITH 'cafe'", "cafe\u{301}"))
+        #expect(try !matches("SELF MATCHES 'abc'", "abc\n") && matches("SELF MATCHES 'abc'", "abc"))
+    }
+
     @Test("the builder makes what the parser makes")
     func builder() throws {
         let built: ObjectPredicate = .key("age") >= 18 && ObjectExpression.key("name").beginsWith("a", options: .caseInsensitive)

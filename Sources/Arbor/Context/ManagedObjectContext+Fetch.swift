@@ -284,7 +284,7 @@ extension ManagedObjectContext {
             objectRequest.fetchOffset = request.returnsDistinctResults ? 0 : request.fetchOffset
         }
         let objects = try fetchObjects(objectRequest)
-        guard let entity = objects.first?.entity ?? persistentStoreCoordinator?.managedObjectModel.entity(named: request.entityName) else { return [] }
+        guard let entity = persistentStoreCoordinator?.managedObjectModel.entity(named: request.entityName) else { return [] }
         let properties = request.propertiesToFetch ?? entity.attributes.filter { !$0.isTransient }.map { PropertyToFetch.key($0.name) }
         let evaluator = PredicateEvaluator(context: self)
 

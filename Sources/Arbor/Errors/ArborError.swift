@@ -137,7 +137,7 @@ public struct ArborError: Error, Sendable, CustomStringConvertible {
     public var detailedErrors: [ArborError] = []
     /// The engine's error underneath, for store failures.
     public var storeError: StoreError?
-    /// For ``Code/predicateSyntax``: the character offset (from 0) in the format string where
+    /// For ``Code/predicateSyntax``: the offset (from 0, in Unicode scalars) in the format string where
     /// the problem is.
     public var position: Int?
 

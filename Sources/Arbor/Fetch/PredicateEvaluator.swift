@@ -19,6 +19,8 @@ enum Operand {
     /// A store row of `entity` (evaluation inside a store; keys are its attributes and to-one
     /// relationships).
     case row(StoreRow, ManagedObjectID?)
+    /// A row read in place by a store's scan.
+    case raw(RawRow)
     /// A dictionary (filtering plain values).
     case dictionary([String: Any?])
     case collection([Operand])
@@ -90,7 +92,7 @@ enum Operand {
         case .data: "data"
         case .uuid: "a UUID"
         case .url: "a URL"
-        case .objectID, .object, .row: "an object"
+        case .objectID, .object, .row, .raw: "an object"
         case .dictionary: "a dictionary"
         case .collection: "a collection"
         case .opaque(let value): value.map { "a \(type(of: $0.base))" } ?? "nil"
@@ -211,7 +213,7 @@ final class PredicateEvaluator {
                     if a.isNull { return false }
                     throw typeError(op, a, b)
                 }
-                return Self.fold(haystack, options).contains(Self.fold(needle, options)) || needle.isEmpty
+                return Self.scalarContains(Self.fold(haystack, options), Self.fold(needle, options))
             default:
                 throw ArborError(.wrongValueType, "IN needs a collection or a string on its right; \(b.kindName) found")
             }
@@ -224,7 +226,7 @@ final class PredicateEvaluator {
                     if b.isNull { return false }
                     throw typeError(op, a, b)
                 }
-                return needle.isEmpty || Self.fold(haystack, options).contains(Self.fold(needle, options))
+                return Self.scalarContains(Self.fold(haystack, options), Self.fold(needle, options))
             default:
                 throw ArborError(.wrongValueType, "CONTAINS needs a collection or a string on its left; \(a.kindName) found")
             }
@@ -251,6 +253,22 @@ final class PredicateEvaluator {
         var folded = text.folding(options: .diacriticInsensitive, locale: nil)
         if options.contains(.caseInsensitive) { folded = folded.lowercased() }
         return folded
+    }
+
+    /// Whether `needle`'s Unicode scalars occur in a row in `haystack`'s (a byte search on UTF-8,
+    /// which finds exactly the scalar-aligned matches; not `String.contains`, which matches by
+    /// `Character` and would disagree with BEGINSWITH and the store's binary order).
+    static func scalarContains(_ haystack: String, _ needle: String) -> Bool {
+        let text = Array(haystack.utf8), pattern = Array(needle.utf8)
+        guard !pattern.isEmpty else { return true }
+        guard pattern.count <= text.count else { return false }
+        let first = pattern[0]
+        var start = 0
+        while start + pattern.count <= text.count {
+            if text[start] == first && text[start..<(start + pattern.count)].elementsEqual(pattern) { return true }
+            start += 1
+        }
+        return false
     }
 
     /// Equality: nil equals only nil; numbers (and booleans, as 0 and 1) compare by value;
@@ -284,6 +302,7 @@ final class PredicateEvaluator {
         case .objectID(let id): id
         case .object(let object): object.objectID
         case .row(_, let id): id
+        case .raw(let raw): raw.id
         default: nil
         }
     }
@@ -399,7 +418,7 @@ final class PredicateEvaluator {
             expression = cached
         } else {
             do {
-                expression = try NSRegularExpression(pattern: "^(?:" + Self.fold(pattern, options.subtracting(.caseInsensitive)) + ")$",
+                expression = try NSRegularExpression(pattern: "^(?:" + Self.fold(pattern, options.subtracting(.caseInsensitive)) + ")\\z",
                                                      options: options.contains(.caseInsensitive) ? [.caseInsensitive] : [])
             } catch {
                 throw ArborError(.wrongValueType, "MATCHES: \"\(pattern)\" is not a valid regular expression")
@@ -524,6 +543,11 @@ final class PredicateEvaluator {
             case .object(let id)?: result = .objectID(id)
             case .objects(let ids)?: result = .collection(ids.map(Operand.objectID))
             case .none?, nil: result = .null
+            }
+            return try value(of: rest, on: result)
+        case .raw(let raw):
+            guard let result = try raw.value(forKey: key) else {
+                throw ArborError(.unknownKey, "\(raw.layout?.entity.name ?? "the row") has no key \"\(key)\"", key: key)
             }
             return try value(of: rest, on: result)
         case .dictionary(let dictionary):
@@ -687,6 +711,7 @@ extension Operand {
         case .objectID(let id): id
         case .object(let object): object
         case .row(_, let id): id
+        case .raw(let raw): raw.id
         case .dictionary(let dictionary): dictionary
         case .collection(let elements): elements.map(\.swiftValue)
         case .opaque(let value): value?.base

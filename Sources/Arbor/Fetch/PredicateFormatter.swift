@@ -61,7 +61,7 @@ enum PredicateFormatter {
         return format(expression)
     }
 
-    /// A key of a key path: reserved words and anything that is not a plain name escaped.
+    /// A key of a key path: reserved words escaped with `#`.
     static func key(_ key: String) -> String {
         if key.hasPrefix("@") { return key }
         return PredicateReservedWords.isReserved(key) ? "#" + key : key

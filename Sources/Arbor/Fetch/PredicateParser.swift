@@ -9,7 +9,7 @@ extension ObjectPredicate {
     /// ```
     ///
     /// - Throws: ``ArborError/Code/predicateSyntax`` for a malformed string, with the offending
-    ///   position (``ArborError/position``, a character offset from 0) and what was expected;
+    ///   position (``ArborError/position``, an offset in Unicode scalars from 0) and what was expected;
     ///   ``ArborError/Code/wrongValueType`` for an argument that does not suit its specifier.
     public init(format: String, _ arguments: Any?...) throws {
         try self.init(format: format, argumentArray: arguments)

@@ -130,6 +130,27 @@ extension NativeStore {
                 }
             }
         }
+        // An exact index condition and a whole hierarchy (or an entity alone in its tree): count
+        // the index entries, reading no row.
+        let plan = plan(request, entity: entity)
+        let wholeTree = entity.superentity == nil && (request.includesSubentities || entity.subentities.isEmpty)
+        if plan.exact, let index = plan.index, wholeTree, request.offset == 0, request.limit == 0 {
+            let counted: Int? = try Self.storeError("count \(request.entityName)") {
+                try database.read { transaction in
+                    guard let tree = try transaction.tree(named: index.tree) else { return nil }
+                    var count = 0
+                    for range in plan.ranges {
+                        try tree.forEach(from: range.start) { entry, _ in
+                            guard entry.lexicographicallyPrecedes(range.end) else { return false }
+                            count += 1
+                            return true
+                        }
+                    }
+                    return count
+                }
+            }
+            if let counted { return counted }
+        }
         return try fetch(request).count
     }
 
@@ -175,6 +196,8 @@ struct FetchPlan {
 
     var index: StoreIndex?
     var ranges: [KeyRange] = []
+    /// The ranges hold exactly the matching rows (of the hierarchy): counting needs no row.
+    var exact = false
     /// The ranges are read backwards (a descending sort served by the index).
     var descending = false
     var orderedByIndex = false
@@ -205,6 +228,9 @@ extension NativeStore {
         var folded: Bool
         /// Whether rows with a nil key can match (only an index with every row can serve).
         var needsNil = false
+        /// Whether the ranges hold exactly the keys that match (no row needs checking): false for
+        /// floating point, where NaN sorts above every number but matches no range.
+        var exact = true
     }
 
     /// Chooses how to run `request`: the cheapest index condition among the predicate's
@@ -218,13 +244,32 @@ extension NativeStore {
         case let single?: conjuncts = [single]
         case nil: conjuncts = []
         }
-        var best: (Condition, StoreIndex)?
+        var candidates: [(Condition, StoreIndex)] = []
         for conjunct in conjuncts {
             guard let condition = condition(conjunct, entity: entity) else { continue }
             guard let path = paths.first(where: {
                 $0.keys.first == condition.key && $0.folded == condition.folded && (!condition.needsNil || $0.coversEveryRow)
             }) else { continue }
-            if condition.ranges.isEmpty == false, best.map({ condition.cost < $0.0.cost }) ?? true { best = (condition, path) }
+            if !condition.ranges.isEmpty { candidates.append((condition, path)) }
+        }
+        var best: (Condition, StoreIndex)?
+        if let bestIndex = candidates.indices.min(by: { candidates[$0].0.cost < candidates[$1].0.cost }) {
+            var (chosen, path) = candidates[bestIndex]
+            // Other single-range conditions on the same index narrow the range further
+            // (`salary >= a AND salary < b`).
+            var merged = 1
+            for (index, (other, otherPath)) in candidates.enumerated()
+            where index != bestIndex && otherPath.tree == path.tree && other.ranges.count == 1 && chosen.ranges.count == 1 {
+                let (a, b) = (chosen.ranges[0], other.ranges[0])
+                let start = a.start.lexicographicallyPrecedes(b.start) ? b.start : a.start
+                let end = a.end.lexicographicallyPrecedes(b.end) ? a.end : b.end
+                chosen.ranges = [FetchPlan.KeyRange(start: start, end: end, text: "\(a.text) and \(b.text)")]
+                chosen.exact = chosen.exact && other.exact
+                chosen.cost = min(chosen.cost, 2)
+                merged += 1
+            }
+            plan.exact = chosen.exact && merged == conjuncts.count
+            best = (chosen, path)
         }
         // The order an index gives: one ascending or descending key with an index on it.
         var sortIndex: StoreIndex?
@@ -285,8 +330,12 @@ extension NativeStore {
         }
         // The component each constant is stored as, for the key's kind.
         let component: (PredicateValue) -> KeyComponent?
+        var exact = true
         if let attribute = entity.attributesByName[key], !attribute.isTransient {
             let kind = attribute.type.kind
+            // Floating point and dates (a Double inside) can hold NaN, which sorts inside ranges
+            // and matches none.
+            exact = kind != .double && kind != .float && kind != .date
             if folded && kind != .string { return nil }
             component = { value in
                 switch (kind, value) {
@@ -324,47 +373,49 @@ extension NativeStore {
         case .equalTo:
             guard let value = component(constant) else {
                 // `== nil` (an index with every row), or a constant of another kind: nothing to narrow.
-                if case .null = constant { return Condition(key: key, ranges: [point(.null)], cost: 1, folded: folded, needsNil: true) }
+                if case .null = constant { return Condition(key: key, ranges: [point(.null)], cost: 1, folded: folded, needsNil: true, exact: exact) }
                 return nil
             }
-            return Condition(key: key, ranges: [point(value)], cost: 0, folded: folded)
+            return Condition(key: key, ranges: [point(value)], cost: 0, folded: folded, exact: exact)
         case .in:
             guard case .list(let values) = constant else { return nil }
             var components: [KeyComponent] = []
             for value in values {
-                // An element of another kind never matches; nil matches a nil key.
+                // Nil matches a nil key; an element the index cannot hold (3.0 for an integer
+                // key, 1 for a boolean) might still match: then the index cannot serve.
                 if case .null = value { components.append(.null); continue }
-                if let component = component(value) { components.append(component) }
+                guard let component = component(value) else { return nil }
+                components.append(component)
             }
             let sorted = Set(components.map { KeyEncoding.encode([$0]) }).sorted { $0.lexicographicallyPrecedes($1) }
             let ranges = sorted.map { bytes in
                 FetchPlan.KeyRange(start: bytes, end: bytes + [0xFF], text: "= \((try? KeyEncoding.decode(bytes))?.first?.description ?? "?")")
             }
-            if ranges.isEmpty { return Condition(key: key, ranges: [FetchPlan.KeyRange(start: [0xFF], end: [0xFF], text: "none")], cost: 0, folded: folded) }
-            return Condition(key: key, ranges: ranges, cost: 1, folded: folded, needsNil: components.contains(.null))
+            if ranges.isEmpty { return Condition(key: key, ranges: [FetchPlan.KeyRange(start: [0xFF], end: [0xFF], text: "none")], cost: 0, folded: folded, exact: exact) }
+            return Condition(key: key, ranges: ranges, cost: 1, folded: folded, needsNil: components.contains(.null), exact: exact)
         case .lessThan, .lessThanOrEqualTo, .greaterThan, .greaterThanOrEqualTo:
             guard let value = component(constant) else { return nil }
             let bytes = KeyEncoding.encode([value])
             let (kindStart, kindEnd) = Self.kindBounds(value)
             switch op {
-            case .lessThan: return Condition(key: key, ranges: [.init(start: kindStart, end: bytes, text: "< \(value)")], cost: 3, folded: folded)
-            case .lessThanOrEqualTo: return Condition(key: key, ranges: [.init(start: kindStart, end: bytes + [0xFF], text: "<= \(value)")], cost: 3, folded: folded)
-            case .greaterThan: return Condition(key: key, ranges: [.init(start: bytes + [0xFF], end: kindEnd, text: "> \(value)")], cost: 3, folded: folded)
-            default: return Condition(key: key, ranges: [.init(start: bytes, end: kindEnd, text: ">= \(value)")], cost: 3, folded: folded)
+            case .lessThan: return Condition(key: key, ranges: [.init(start: kindStart, end: bytes, text: "< \(value)")], cost: 3, folded: folded, exact: exact)
+            case .lessThanOrEqualTo: return Condition(key: key, ranges: [.init(start: kindStart, end: bytes + [0xFF], text: "<= \(value)")], cost: 3, folded: folded, exact: exact)
+            case .greaterThan: return Condition(key: key, ranges: [.init(start: bytes + [0xFF], end: kindEnd, text: "> \(value)")], cost: 3, folded: folded, exact: exact)
+            default: return Condition(key: key, ranges: [.init(start: bytes, end: kindEnd, text: ">= \(value)")], cost: 3, folded: folded, exact: exact)
             }
         case .between:
             guard case .list(let bounds) = constant, bounds.count == 2, let low = component(bounds[0]), let high = component(bounds[1]) else { return nil }
             let start = KeyEncoding.encode([low]), end = KeyEncoding.encode([high]) + [0xFF]
             guard start.lexicographicallyPrecedes(end) else {
-                return Condition(key: key, ranges: [FetchPlan.KeyRange(start: [0xFF], end: [0xFF], text: "none")], cost: 0, folded: folded)
+                return Condition(key: key, ranges: [FetchPlan.KeyRange(start: [0xFF], end: [0xFF], text: "none")], cost: 0, folded: folded, exact: exact)
             }
-            return Condition(key: key, ranges: [.init(start: start, end: end, text: "\(low) … \(high)")], cost: 2, folded: folded)
+            return Condition(key: key, ranges: [.init(start: start, end: end, text: "\(low) … \(high)")], cost: 2, folded: folded, exact: exact)
         case .beginsWith:
             guard case .string = constant, case .string(let prefix)? = component(constant) else { return nil }
             // The encoded prefix without its terminator: every string starting with it lies in
             // [prefix, prefix + FF) (no UTF-8 byte is FF).
             let bytes = Array(KeyEncoding.encode([.string(prefix)]).dropLast(2))
-            return Condition(key: key, ranges: [.init(start: bytes, end: bytes + [0xFF], text: "begins with \"\(prefix)\"")], cost: 2, folded: folded)
+            return Condition(key: key, ranges: [.init(start: bytes, end: bytes + [0xFF], text: "begins with \"\(prefix)\"")], cost: 2, folded: folded, exact: exact)
         default:
             return nil
         }
@@ -395,7 +446,10 @@ extension NativeStore {
                 throw ArborError(.store, "the row \(key) of \(rows.name) is malformed")
             }
             if name != entity.name {
-                guard request.includesSubentities, let other = model.entity(named: name), other.isKind(of: entity) else { return true }
+                guard let other = model.entity(named: name) else {
+                    throw ArborError(.store, "the row \(key) of \(rows.name) names \(name), which is not an entity of the model")
+                }
+                guard request.includesSubentities, other.isKind(of: entity) else { return true }
             }
             let id = objectID(name, key)
             let row = try decode(bytes, objectID: id)
@@ -412,37 +466,56 @@ extension NativeStore {
                 return try run(scan, request: request, entity: entity, transaction: transaction)
             }
             let ranges = plan.descending ? plan.ranges.reversed() : plan.ranges
-            var seen = Set<Int64>()
+            func row(_ key: Int64) throws -> [UInt8] {
+                guard let bytes = try rows.get(Self.key(key)) else {
+                    throw ArborError(.store, "the index \(index.tree) names row \(key), which \(rows.name) does not have")
+                }
+                return bytes
+            }
+            // The ranges are disjoint (sorted distinct points, or one range): no row comes twice.
             outer: for range in ranges {
-                var keys: [Int64] = []
                 if plan.descending {
-                    keys = try descendingKeys(tree, range, index: index)
+                    for key in try descendingKeys(tree, range, index: index) where try !take(key, row(key)) { break outer }
                 } else {
+                    var more = true
                     try tree.forEach(from: range.start) { entry, value in
                         guard entry.lexicographicallyPrecedes(range.end) else { return false }
-                        keys.append(try primaryKey(ofEntry: entry, value: value, index: index, tree: tree.name))
-                        return true
+                        let key = try primaryKey(ofEntry: entry, value: value, index: index, tree: tree.name)
+                        more = try take(key, row(key))
+                        return more
                     }
-                }
-                for key in keys where seen.insert(key).inserted {
-                    guard let bytes = try rows.get(Self.key(key)) else {
-                        throw ArborError(.store, "the index \(index.tree) names row \(key), which \(rows.name) does not have")
-                    }
-                    if try !take(key, bytes) { break outer }
+                    if !more { break outer }
                 }
             }
         } else {
-            var failure: Error?
+            // A scan reads each row in place: the filter decodes only the values it reads, and
+            // only matching rows are decoded whole.
+            let raw = RawRow(store: self, placeholder: objectID(entity.name, 0))
+            var lastName: [UInt8] = []
+            var lastLayout: RawRowLayout?
             try rows.forEach { entry, value in
-                do {
-                    let key = try Self.lastKey(of: entry, in: rows.name)
-                    return try take(key, Array(value))
-                } catch {
-                    failure = error
-                    return false
+                let key = try Self.lastKey(of: entry, in: rows.name)
+                guard raw.load(value) else { throw ArborError(.store, "the row \(key) of \(rows.name) is malformed") }
+                let nameBytes = raw.entityNameBytes
+                if lastLayout == nil || !nameBytes.elementsEqual(lastName) {
+                    lastName = Array(nameBytes)
+                    let name = String(decoding: lastName, as: UTF8.self)
+                    guard let rowEntity = model.entity(named: name) else { throw ArborError(.store, "the row \(key) of \(rows.name) names no entity of the model") }
+                    lastLayout = RawRowLayout(rowEntity)
                 }
+                guard let layout = lastLayout else { return true }
+                if layout.entity !== entity {
+                    guard request.includesSubentities, layout.entity.isKind(of: entity) else { return true }
+                }
+                let id = objectID(layout.entity.name, key)
+                if let filter = plan.filter {
+                    raw.id = id
+                    raw.layout = layout
+                    if try !evaluator.evaluate(filter, on: .raw(raw)) { return true }
+                }
+                result.append((id, try decode(raw.bytes, objectID: id)))
+                return !(ordered && result.count >= window)
             }
-            if let failure { throw failure }
         }
 
         if !plan.sort.isEmpty {

@@ -154,6 +154,61 @@ public enum KeyEncoding {
         return components
     }
 
+    /// The offset just past the component starting at `start` (nil when the bytes there are not
+    /// a valid component): skips a component without decoding it.
+    public static func componentEnd<C: RandomAccessCollection<UInt8>>(_ bytes: C, from start: C.Index) -> C.Index? {
+        guard start < bytes.endIndex else { return nil }
+        let tag = bytes[start]
+        var position = bytes.index(after: start)
+        func fixed(_ count: Int) -> C.Index? {
+            bytes.distance(from: position, to: bytes.endIndex) >= count ? bytes.index(position, offsetBy: count) : nil
+        }
+        switch tag {
+        case Tag.null, Tag.falseValue, Tag.trueValue: return position
+        case Tag.int, Tag.double, Tag.date: return fixed(8)
+        case Tag.uuid: return fixed(16)
+        case Tag.string, Tag.data:
+            while position < bytes.endIndex {
+                let byte = bytes[position]
+                position = bytes.index(after: position)
+                guard byte == 0 else { continue }
+                guard position < bytes.endIndex else { return nil }
+                let next = bytes[position]
+                position = bytes.index(after: position)
+                if next == 0 { return position }
+                guard next == 0xFF else { return nil }
+            }
+            return nil
+        default:
+            return nil
+        }
+    }
+
+    /// Decodes the one component in `bytes` (a range `componentEnd` delimited).
+    ///
+    /// - Throws: `corrupt` when the bytes are not exactly one valid component.
+    public static func decodeComponent(_ bytes: ArraySlice<UInt8>) throws -> KeyComponent {
+        guard let first = bytes.first else { throw StoreError(.corrupt, "malformed key encoding: an empty component") }
+        switch first {
+        case Tag.null: return .null
+        case Tag.falseValue: return .bool(false)
+        case Tag.trueValue: return .bool(true)
+        case Tag.int, Tag.double, Tag.date:
+            guard bytes.count == 9 else { throw StoreError(.corrupt, "malformed key encoding: a number of \(bytes.count - 1) bytes") }
+            let raw = bytes.dropFirst().reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            if first == Tag.int { return .int(Int64(bitPattern: raw ^ (1 << 63))) }
+            let value = double(fromOrderedBits: raw)
+            return first == Tag.double ? .double(value) : .date(Date(timeIntervalSinceReferenceDate: value))
+        case Tag.string:
+            // Most strings have no zero byte: their bytes are the text.
+            let body = bytes.dropFirst().dropLast(2)
+            if !body.contains(0), let text = String(validating: body, as: UTF8.self) { return .string(text) }
+            return try decode(Array(bytes)).first ?? .null
+        default:
+            return try decode(Array(bytes)).first ?? .null
+        }
+    }
+
     /// Doubles mapped to unsigned integers in the same order: −0 folds into +0, every NaN into one
     /// NaN above +∞; negative numbers have all bits flipped, positive ones the sign bit.
     static func orderedBits(_ value: Double) -> UInt64 {

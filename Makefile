@@ -7,6 +7,7 @@
 #   make bench           benchmarks against SQLite (Benchmarks/, its own package)
 #   make bench-engine    the engine workloads against SQLite at 1M rows (docs/performance.md)
 #   make bench-graph     the object graph against GRDB records (docs/performance.md)
+#   make bench-fetch     fetch requests against GRDB record requests (docs/performance.md)
 #   make fuzz-smoke      a short libFuzzer run of every fuzz target (Fuzz/, its own package)
 
 SWIFT ?= swift
@@ -20,7 +21,7 @@ FUZZ_TARGETS := FuzzPager FuzzPredicate
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := cd Fuzz && $(SWIFT) build -c release --sanitize=fuzzer -Xswiftc -sanitize=fuzzer,address
 
-.PHONY: all deps build test demo crash-campaign model-campaign bench bench-report bench-engine bench-graph fuzz-build fuzz-replay fuzz-smoke clean
+.PHONY: all deps build test demo crash-campaign model-campaign bench bench-report bench-engine bench-graph bench-fetch fuzz-build fuzz-replay fuzz-smoke clean
 
 all: build
 
@@ -70,6 +71,9 @@ bench-engine: deps-bench
 
 bench-graph: deps-bench
 	cd Benchmarks && $(SWIFT) run -c release ObjectGraphReport
+
+bench-fetch: deps-bench
+	cd Benchmarks && $(SWIFT) run -c release FetchReport
 
 # Fuzz targets are release builds with libFuzzer and AddressSanitizer (debug builds give the
 # fuzzer no guidance); the backtracer is off because it hangs under ASan.

@@ -135,6 +135,8 @@ struct PredicateTests {
         #expect(arborErrorCode { try ObjectPredicate(format: "%K == 1", 5) } == .wrongValueType)
         #expect(arborErrorCode { try ObjectPredicate(format: "a == %d", "x") } == .wrongValueType)
         #expect(arborErrorCode { try ObjectPredicate(format: "a == %@", NSObject()) } == .wrongValueType)
+        #expect(arborErrorCode { try ObjectPredicate(format: "a == %@", [String: Int]()) } == .wrongValueType, "a dictionary is no list")
+        #expect(arborErrorCode { try ObjectPredicate(format: "$x != {}").substituting(["x": [String: Any?]()]) } == .wrongValueType)
     }
 
     @Test("predicateFormat parses back to the same predicate", arguments: [

@@ -263,12 +263,21 @@ extension PredicateValue {
         if ObjectIdentifier(type(of: value)) == ObjectIdentifier(NSNull.self) { return .null }
         if let integer = value as? any BinaryInteger, let exact = Int64(exactly: integer) { return .int(exact) }
         if let number = value as? any BinaryFloatingPoint { return .double(Double(number)) }
+        // A dictionary is a sequence of pairs, not a list (an empty one would become `{}`).
+        if value is any DictionaryProtocol || value is NSDictionary {
+            throw ArborError(.wrongValueType, "a predicate cannot hold a dictionary (\(value))", value: "\(value)")
+        }
         if let sequence = value as? any Sequence, !(value is String) {
             return .list(try ManagedObject.elements(of: sequence).map { try from($0) })
         }
         throw ArborError(.wrongValueType, "a predicate cannot hold a \(type(of: value)) value (\(value))", value: "\(value)")
     }
 }
+
+/// Lets `PredicateValue.from` recognise dictionaries inside `Any`.
+protocol DictionaryProtocol {}
+
+extension Dictionary: DictionaryProtocol {}
 
 /// Lets `PredicateValue.from` see through optionals inside `Any`.
 protocol OptionalProtocol {

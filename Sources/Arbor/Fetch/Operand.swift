@@ -1,0 +1,125 @@
+import Foundation
+
+/// A value while a predicate is evaluated.
+enum Operand {
+    case null
+    case bool(Bool)
+    case int(Int64)
+    case double(Double)
+    case decimal(Decimal)
+    case string(String)
+    case date(Date)
+    case data(Data)
+    case uuid(UUID)
+    case url(URL)
+    case objectID(ManagedObjectID)
+    /// A managed object (evaluation in a context).
+    case object(ManagedObject)
+    /// A store row of `entity` (evaluation inside a store; keys are its attributes and to-one
+    /// relationships).
+    case row(StoreRow, ManagedObjectID?)
+    /// A row read in place by a store's scan.
+    case raw(RawRow)
+    /// A dictionary (filtering plain values).
+    case dictionary([String: Any?])
+    case collection([Operand])
+    /// Any other Swift value: it equals only itself, has no keys and no order.
+    case opaque(AnyHashable?)
+
+    init(_ value: PredicateValue) {
+        switch value {
+        case .null: self = .null
+        case .bool(let b): self = .bool(b)
+        case .int(let n): self = .int(n)
+        case .double(let d): self = .double(d)
+        case .decimal(let d): self = .decimal(d)
+        case .string(let s): self = .string(s)
+        case .date(let d): self = .date(d)
+        case .data(let d): self = .data(d)
+        case .uuid(let u): self = .uuid(u)
+        case .url(let u): self = .url(u)
+        case .objectID(let id): self = .objectID(id)
+        case .list(let values): self = .collection(values.map(Operand.init))
+        }
+    }
+
+    init(_ value: AttributeValue) {
+        switch value {
+        case .integer(let n): self = .int(n)
+        case .decimal(let d): self = .decimal(d)
+        case .double(let d): self = .double(d)
+        case .float(let f): self = .double(Double(f))
+        case .string(let s): self = .string(s)
+        case .boolean(let b): self = .bool(b)
+        case .date(let d): self = .date(d)
+        case .data(let d): self = .data(d)
+        case .uuid(let u): self = .uuid(u)
+        case .uri(let u): self = .url(u)
+        case .transformable(let d): self = .data(d)
+        }
+    }
+
+    /// Any Swift value (a dictionary's values, a plain value evaluated, a variable's value).
+    static func from(_ value: Any?) -> Operand {
+        guard let value else { return .null }
+        switch value {
+        case let object as ManagedObject: return .object(object)
+        case let dictionary as [String: Any?]: return .dictionary(dictionary)
+        case let dictionary as [String: Any]: return .dictionary(dictionary.mapValues { $0 as Any? })
+        case let operand as Operand: return operand
+        default: break
+        }
+        if let converted = try? PredicateValue.from(value) {
+            // Collections may hold objects: keep them as objects, not IDs.
+            if case .list = converted, let sequence = value as? any Sequence {
+                return .collection(ManagedObject.elements(of: sequence).map(from))
+            }
+            return Operand(converted)
+        }
+        return .opaque(value as? AnyHashable)
+    }
+
+    var isNull: Bool { if case .null = self { true } else { false } }
+
+    var kindName: String {
+        switch self {
+        case .null: "nil"
+        case .bool: "a boolean"
+        case .int, .double, .decimal: "a number"
+        case .string: "a string"
+        case .date: "a date"
+        case .data: "data"
+        case .uuid: "a UUID"
+        case .url: "a URL"
+        case .objectID, .object, .row, .raw: "an object"
+        case .dictionary: "a dictionary"
+        case .collection: "a collection"
+        case .opaque(let value): value.map { "a \(type(of: $0.base))" } ?? "nil"
+        }
+    }
+}
+
+extension Operand {
+    /// The value as Swift sees it (objects as objects, collections as arrays).
+    var swiftValue: Any? {
+        switch self {
+        case .null: nil
+        case .bool(let b): b
+        case .int(let n): n
+        case .double(let d): d
+        case .decimal(let d): d
+        case .string(let s): s
+        case .date(let d): d
+        case .data(let d): d
+        case .uuid(let u): u
+        case .url(let u): u
+        case .objectID(let id): id
+        case .object(let object): object
+        case .row(_, let id): id
+        case .raw(let raw): raw.id
+        case .dictionary(let dictionary): dictionary
+        case .collection(let elements): elements.map(\.swiftValue)
+        case .opaque(let value): value?.base
+        }
+    }
+}

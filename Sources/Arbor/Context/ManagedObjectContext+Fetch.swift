@@ -50,10 +50,7 @@ extension ManagedObjectContext {
     /// - Throws: as ``fetch(_:)``.
     public func count<Result>(for request: FetchRequest<Result>) throws -> Int {
         let request = resolved(request)
-        let coordinator = try requireCoordinator("fetch \(request.entityName)")
-        processPendingChanges()
-        let analysis = try FetchAnalysis(entityName: request.entityName, predicate: request.predicate,
-                                         sortDescriptors: request.sortDescriptors, model: coordinator.managedObjectModel)
+        let (coordinator, analysis) = try prepare(request)
         if request.resultType == .dictionary { return try fetchDictionaries(request).count }
         if analysis.residual == nil, pendingObjects(of: analysis.entity, request).isEmpty {
             var storeFetch = storeFetch(request, analysis: analysis, window: true)
@@ -61,16 +58,13 @@ extension ManagedObjectContext {
             let stores = coordinator.stores(holding: analysis.entity)
             if stores.count <= 1 { return try coordinator.count(storeFetch, in: stores) }
         }
-        return try fetchIDs(request).count
+        return try fetchIDs(request, analysis: analysis).count
     }
 
     /// The plan a fetch follows: the store's (``QueryPlan``), and what the context does after it.
     func explain<Result>(_ request: FetchRequest<Result>) throws -> String {
         let request = resolved(request)
-        let coordinator = try requireCoordinator("explain a fetch of \(request.entityName)")
-        processPendingChanges()
-        let analysis = try FetchAnalysis(entityName: request.entityName, predicate: request.predicate,
-                                         sortDescriptors: request.sortDescriptors, model: coordinator.managedObjectModel)
+        let (coordinator, analysis) = try prepare(request)
         let pending = pendingObjects(of: analysis.entity, request)
         let pushdown = analysis.residual == nil && analysis.storeSorts && pending.isEmpty
         let storeFetch = storeFetch(request, analysis: analysis, window: pushdown)
@@ -91,6 +85,16 @@ extension ManagedObjectContext {
     }
 
     // MARK: The parts
+
+    /// Where every fetch starts: the event ends (pending deletions propagate) and the request is
+    /// checked against the model — unless the caller has done so (`given`).
+    func prepare<Result>(_ request: FetchRequest<Result>, _ given: FetchAnalysis? = nil) throws -> (PersistentStoreCoordinator, FetchAnalysis) {
+        let coordinator = try requireCoordinator("fetch \(request.entityName)")
+        if let given { return (coordinator, given) }
+        processPendingChanges()
+        return (coordinator, try FetchAnalysis(entityName: request.entityName, predicate: request.predicate,
+                                                sortDescriptors: request.sortDescriptors, model: coordinator.managedObjectModel))
+    }
 
     /// The request with its entity named as the model names it: a typed request made with
     /// ``FetchRequest/init()`` names its class, which the model may give another entity name.
@@ -126,11 +130,8 @@ extension ManagedObjectContext {
     }
 
     /// Object IDs: straight from the rows when nothing needs objects, else through them.
-    func fetchIDs<Result>(_ request: FetchRequest<Result>) throws -> [ManagedObjectID] {
-        let coordinator = try requireCoordinator("fetch \(request.entityName)")
-        processPendingChanges()
-        let analysis = try FetchAnalysis(entityName: request.entityName, predicate: request.predicate,
-                                         sortDescriptors: request.sortDescriptors, model: coordinator.managedObjectModel)
+    func fetchIDs<Result>(_ request: FetchRequest<Result>, analysis given: FetchAnalysis? = nil) throws -> [ManagedObjectID] {
+        let (coordinator, analysis) = try prepare(request, given)
         let stores = coordinator.stores(holding: analysis.entity)
         if analysis.residual == nil, analysis.storeSorts, stores.count <= 1, pendingObjects(of: analysis.entity, request).isEmpty {
             return try coordinator.fetch(storeFetch(request, analysis: analysis, window: true), in: stores).map(\.0)
@@ -141,10 +142,7 @@ extension ManagedObjectContext {
     /// Managed objects: the store's rows made into (or matched with) registered objects, then the
     /// pending changes, the residual predicate, the order and the window.
     func fetchObjects<Result>(_ request: FetchRequest<Result>, analysis given: FetchAnalysis? = nil) throws -> [ManagedObject] {
-        let coordinator = try requireCoordinator("fetch \(request.entityName)")
-        processPendingChanges()
-        let analysis = try given ?? FetchAnalysis(entityName: request.entityName, predicate: request.predicate,
-                                                  sortDescriptors: request.sortDescriptors, model: coordinator.managedObjectModel)
+        let (coordinator, analysis) = try prepare(request, given)
         let stores = coordinator.stores(holding: analysis.entity)
         let pending = pendingObjects(of: analysis.entity, request)
         // The store applies the order and the window when nothing is left to do in memory.

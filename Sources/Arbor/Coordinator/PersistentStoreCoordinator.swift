@@ -198,15 +198,10 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         locked { stores.filter { managedObjectModel.configuration($0.configurationName, includes: entity) } }
     }
 
-    /// The rows of a fetch from each of `stores`, one after the other; with several stores and a
-    /// sort, merged in order (each store's window is applied by the caller).
+    /// The rows of a fetch from each of `stores`, one after the other (the caller merges the
+    /// order and applies the window when there are several).
     func fetch(_ request: StoreFetch, in stores: [any PersistentStore]) throws -> [(ManagedObjectID, StoreRow)] {
-        try locked {
-            if stores.count == 1 { return try stores[0].fetch(request) }
-            var rows: [(ManagedObjectID, StoreRow)] = []
-            for store in stores { rows += try store.fetch(request) }
-            return rows
-        }
+        try locked { try stores.flatMap { try $0.fetch(request) } }
     }
 
     /// The rows of `ids` (nil for those that are gone), read store by store, each store once.

@@ -94,12 +94,14 @@ struct FetchAnalysis {
 
     static func end(of expression: ObjectExpression, entity: EntityDescription, scope: [String: End]) throws -> End {
         switch expression {
-        case .constant, .aggregate, .arithmetic:
-            if case .aggregate(let elements) = expression { for element in elements { _ = try end(of: element, entity: entity, scope: scope) } }
-            if case .arithmetic(_, let a, let b) = expression {
-                _ = try end(of: a, entity: entity, scope: scope)
-                _ = try end(of: b, entity: entity, scope: scope)
-            }
+        case .constant:
+            return .value
+        case .aggregate(let elements):
+            for element in elements { _ = try end(of: element, entity: entity, scope: scope) }
+            return .value
+        case .arithmetic(_, let a, let b):
+            _ = try end(of: a, entity: entity, scope: scope)
+            _ = try end(of: b, entity: entity, scope: scope)
             return .value
         case .evaluatedObject: return .entity(entity)
         case .variable(let name): return scope[name] ?? .value

@@ -67,8 +67,9 @@ public struct ObjectSortDescriptor: Sendable, Hashable, CustomStringConvertible 
         default:
             if let order = PredicateEvaluator.order(a, b, options) { return order }
             if let x = PredicateEvaluator.objectID(a), let y = PredicateEvaluator.objectID(b) {
+                // By entity, then key (temporary IDs, whose keys are negative, first).
                 if x.entityName != y.entityName { return x.entityName < y.entityName ? -1 : 1 }
-                return x.primaryKey.map { p in y.primaryKey.map { p < $0 ? -1 : (p == $0 ? 0 : 1) } ?? 1 } ?? (y.primaryKey == nil ? 0 : -1)
+                return x.key < y.key ? -1 : (x.key == y.key ? 0 : 1)
             }
             return 0
         }

@@ -172,15 +172,9 @@ extension NativeStore {
 
     /// The entity name at the start of a row's bytes (nil when malformed).
     static func entityName(ofRow bytes: UnsafeRawBufferPointer) -> String? {
-        guard bytes.count > 2, bytes[0] == 0x40 else { return nil }
-        var end = 1
-        while end + 1 < bytes.count, !(bytes[end] == 0 && bytes[end + 1] == 0) {
-            if bytes[end] == 0 { end += 2 } else { end += 1 }
-        }
-        guard end + 1 < bytes.count else { return nil }
-        let raw = bytes[1..<end]
-        if !raw.contains(0) { return String(decoding: raw, as: UTF8.self) }
-        return (try? KeyEncoding.decode(Array(bytes[0..<(end + 2)])))?.first.flatMap { if case .string(let s) = $0 { s } else { nil } }
+        guard let end = KeyEncoding.componentEnd(bytes, from: 0),
+              case .string(let name)? = try? KeyEncoding.decodeComponent(ArraySlice(bytes[0..<end])) else { return nil }
+        return name
     }
 }
 
@@ -440,7 +434,10 @@ extension NativeStore {
         let ordered = plan.sort.isEmpty
         var result: [(ManagedObjectID, StoreRow)] = []
 
-        /// Takes one row (its key and bytes): false to stop.
+        /// Takes one row read through an index (its key and bytes): false to stop. Such rows
+        /// mostly match, so each is decoded whole at once; a scan (below) mostly rejects rows
+        /// and reads them in place instead (measured: the in-place read here cost index fetches
+        /// a third of their speed).
         func take(_ key: Int64, _ bytes: [UInt8]) throws -> Bool {
             guard let name = bytes.withUnsafeBytes({ Self.entityName(ofRow: $0) }) else {
                 throw ArborError(.store, "the row \(key) of \(rows.name) is malformed")
@@ -500,7 +497,9 @@ extension NativeStore {
                 if lastLayout == nil || !nameBytes.elementsEqual(lastName) {
                     lastName = Array(nameBytes)
                     let name = String(decoding: lastName, as: UTF8.self)
-                    guard let rowEntity = model.entity(named: name) else { throw ArborError(.store, "the row \(key) of \(rows.name) names no entity of the model") }
+                    guard let rowEntity = model.entity(named: name) else {
+                        throw ArborError(.store, "the row \(key) of \(rows.name) names \(name), which is not an entity of the model")
+                    }
                     lastLayout = RawRowLayout(rowEntity)
                 }
                 guard let layout = lastLayout else { return true }
@@ -521,9 +520,9 @@ extension NativeStore {
         if !plan.sort.isEmpty {
             // Ties keep primary-key order, whichever way the rows were read.
             if plan.index != nil { result.sort { $0.0.key < $1.0.key } }
-            let keyed = result.map { pair in (pair, plan.sort.map { descriptor -> Operand in
-                (try? evaluator.value(of: descriptor.keys[...], on: .row(pair.1, pair.0))) ?? .null
-            }) }
+            let keyed = try result.map { pair in
+                (pair, try plan.sort.map { try evaluator.value(of: $0.keys[...], on: .row(pair.1, pair.0)) })
+            }
             result = ObjectSortDescriptor.stableSort(keyed, plan.sort).map(\.0)
         }
         if request.offset > 0 { result = Array(result.dropFirst(request.offset)) }

@@ -401,6 +401,8 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     ///
     /// - Throws: ``ArborError/Code/store`` for an entry that is not such a key (a damaged tree).
     static func lastKey(of entryKey: UnsafeRawBufferPointer, in tree: String) throws -> Int64 {
+        // A rows tree's key is the primary key alone: read it in place.
+        if let key = KeyEncoding.integer(exactly: entryKey) { return key }
         guard case .int(let key)? = (try? KeyEncoding.decode(Array(entryKey)))?.last else {
             throw ArborError(.store, "the tree \(tree) holds a malformed entry (its key does not end with a primary key)")
         }

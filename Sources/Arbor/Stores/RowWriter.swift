@@ -19,6 +19,8 @@ final class RowWriter {
     private var rowTrees: [ObjectIdentifier: Tree] = [:]
     /// The last entity looked up by name (saves mostly write runs of one entity).
     private var lastEntity: EntityDescription?
+    /// The index trees of each entity met so far.
+    private var entityIndexes: [ObjectIdentifier: [StoreIndex]] = [:]
 
     init(store: NativeStore, transaction: WriteTransaction, changes: StoreChanges) {
         self.store = store
@@ -50,6 +52,14 @@ final class RowWriter {
         let tree = try tree(NativeStore.rowsTree(entity))
         rowTrees[ObjectIdentifier(entity)] = tree
         return tree
+    }
+
+    /// The index trees rows of `entity` have entries in (worked out once per entity and save).
+    func indexes(of entity: EntityDescription) -> [StoreIndex] {
+        if let known = entityIndexes[ObjectIdentifier(entity)] { return known }
+        let indexes = NativeStore.indexes(of: entity)
+        entityIndexes[ObjectIdentifier(entity)] = indexes
+        return indexes
     }
 
     func entity(_ name: String) throws -> EntityDescription {
@@ -136,7 +146,7 @@ final class RowWriter {
             guard let destination = row.destination(relationship.name) else { continue }
             try tree(NativeStore.foreignKeyTree(relationship)).put(NativeStore.pair(try self.key(destination), key), [])
         }
-        for index in NativeStore.indexes(of: entity) {
+        for index in indexes(of: entity) {
             try tree(index.tree).put(try store.indexEntry(row, index, key: key, permanent: permanent), [])
         }
         // An ordered relationship the saving context never loaded is not in the row: its stored
@@ -165,7 +175,7 @@ final class RowWriter {
             guard let destination = row.destination(relationship.name) else { continue }
             try tree(NativeStore.foreignKeyTree(relationship)).delete(NativeStore.pair(try store.primaryKey(of: destination), key))
         }
-        for index in NativeStore.indexes(of: entity) {
+        for index in indexes(of: entity) {
             try tree(index.tree).delete(try store.indexEntry(row, index, key: key))
         }
     }

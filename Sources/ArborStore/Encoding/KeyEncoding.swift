@@ -184,6 +184,15 @@ public enum KeyEncoding {
         }
     }
 
+    /// The integer `bytes` encode when they are exactly one integer component (a table's key),
+    /// read in place; nil for anything else.
+    public static func integer(exactly bytes: UnsafeRawBufferPointer) -> Int64? {
+        guard bytes.count == 9, bytes[0] == Tag.int else { return nil }
+        var raw: UInt64 = 0
+        for byte in bytes.dropFirst() { raw = raw << 8 | UInt64(byte) }
+        return Int64(bitPattern: raw ^ (1 << 63))
+    }
+
     /// Decodes the one component in `bytes` (a range `componentEnd` delimited).
     ///
     /// - Throws: `corrupt` when the bytes are not exactly one valid component.

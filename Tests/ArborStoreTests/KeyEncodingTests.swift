@@ -100,6 +100,33 @@ struct KeyEncodingTests {
         #expect(compareBytes(KeyEncoding.encode([.null]), KeyEncoding.encode([.bool(false)])) < 0)
     }
 
+    @Test("the in-place readers agree with the generic ones: component ends and byte order")
+    func inPlaceReaders() async {
+        await propertyCheck(count: 2000, input: componentGenerator.array(of: 1...4), componentGenerator.array(of: 1...4)) { a, b in
+            let x = KeyEncoding.encode(a), y = KeyEncoding.encode(b)
+            x.withUnsafeBytes { raw in
+                var position = 0
+                while position < x.count {
+                    let end = KeyEncoding.componentEnd(raw, from: position)
+                    #expect(end == KeyEncoding.componentEnd(x, from: position), "\(a) at \(position)")
+                    guard let end else { break }
+                    position = end
+                }
+                #expect(position == x.count, "\(a)")
+                // Every truncation is a malformed component somewhere, never a read past the end.
+                for cut in 0..<x.count {
+                    var at = 0
+                    let short = UnsafeRawBufferPointer(rebasing: raw[0..<cut])
+                    while let end = KeyEncoding.componentEnd(short, from: at) { at = end }
+                    #expect(at <= cut)
+                }
+                y.withUnsafeBytes { other in
+                    #expect(KeyEncoding.order(raw, other).signum() == compareBytes(x, y).signum(), "\(a) vs \(b)")
+                }
+            }
+        }
+    }
+
     @Test("malformed encodings are typed errors")
     func malformed() {
         for bytes: [UInt8] in [[0x99], [0x20, 1, 2], [0x40, 0x61], [0x40, 0x00, 0x07], [0x40, 0xFF, 0xFE, 0, 0]] {

@@ -7,7 +7,7 @@ import Testing
 /// predicate evaluated in memory on plain dictionaries must agree (issue 5, item 5).
 @Suite("Fetch properties")
 struct FetchPropertyTests {
-    static let names: [String?] = [nil, "", "Ann", "ann", "ANN", "Änn", "anne", "Bob", "bob", "böb", "Cid", "cid", "Zoë", "zoe", "a*b", "A?", "Ma%"]
+    static let names: [String?] = [nil, "", "Ann", "ann", "ANN", "Änn", "anne", "Bob", "bob", "böb", "Cid", "cid", "Zoë", "zoe", "a*b", "A?", "Ma%", "an\u{0}n", "7\u{0}"]
     static let teams = ["Red", "Blue", "Green"]
 
     /// A person's values, as the dictionary the in-memory evaluation sees.
@@ -56,7 +56,7 @@ struct FetchPropertyTests {
         if Int.random(in: 0..<10, using: &random) == 0 { return "\(key) == nil" }
         if Int.random(in: 0..<12, using: &random) == 0 { return "\(key) != nil" }
         var ops = ["==", "!=", "<", "<=", ">", ">=", "BETWEEN", "IN"]
-        if key == "name" { ops += ["BEGINSWITH", "BEGINSWITH[cd]", "==[cd]", "<[cd]", ">=[cd]", "LIKE", "CONTAINS[c]", "ENDSWITH", "IN[cd]"] }
+        if key == "name" { ops += ["BEGINSWITH", "BEGINSWITH[cd]", "==[cd]", "<[cd]", ">=[cd]", "LIKE", "CONTAINS[c]", "CONTAINS", "ENDSWITH", "IN[cd]"] }
         if key == "active" { ops = ["==", "!="] }
         let op = ops.randomElement(using: &random)!
         switch op {
@@ -105,7 +105,7 @@ struct FetchPropertyTests {
         let (indexed, _) = try Self.fill(indexed: true, rows: rows)
         let (plain, _) = try Self.fill(indexed: false, rows: rows)
         let sortKeys = ["age", "name", "score", "born", "serial"]
-        var usedIndex = 0
+        var usedIndex = 0, onBytes = 0
         for round in 0..<300 {
             let format = Self.randomPredicate(&random)
             let predicate = try ObjectPredicate(format: format)
@@ -145,8 +145,10 @@ struct FetchPropertyTests {
             request.predicate = predicate
             request.sortDescriptors = sort
             if try request.explain(in: indexed.context).contains("index ") { usedIndex += 1 }
+            if try request.explain(in: plain.context).contains("(on its encoded values)") { onBytes += 1 }
         }
         #expect(usedIndex > 60, "the random predicates exercise the indexes (\(usedIndex) of 300 plans used one)")
+        #expect(onBytes > 35, "the random predicates exercise the scan's filter on encoded values (\(onBytes) of 300 plans used it)")
     }
 
     @Test("with unsaved changes, fetches agree with in-memory evaluation of the context's current state")
@@ -215,6 +217,10 @@ struct FetchPropertyTests {
         #expect(try plan("score > 2", sort: [ObjectSortDescriptor(key: "score", ascending: false)]).contains("order: by the index (no sort)"))
         #expect(try plan(nil, sort: [ObjectSortDescriptor(key: "age")], limit: 5).contains("stops early"))
         #expect(try plan("age + 1 == 4").contains("scan rows.Person"))
+        #expect(try !plan("age + 1 == 4").contains("(on its encoded values)"), "arithmetic is evaluated on decoded values")
+        #expect(try plan("name ENDSWITH 'n' AND NOT (name IN {'a', 'b'})").contains("(on its encoded values)"))
+        #expect(try !plan("name ENDSWITH[c] 'n'").contains("(on its encoded values)"), "options need decoded strings")
+        #expect(try !plan("score > 2.5 AND name ENDSWITH 'n'").contains("(on its encoded values)"), "doubles are compared decoded")
         #expect(try plan("team.name == 'x'").contains("then in memory: check each object: team.name == \"x\""))
     }
 }

@@ -27,14 +27,19 @@ for make in [{ try ArborFetches() as FetchWorkload }, { try GRDBFetches() as Fet
     defer { engine.remove() }
     try engine.fill(count: count)
     func measure(_ key: String, _ queries: Int, _ body: () throws -> Int) throws {
+        // FETCH_ONLY=unindexed (comma-separated keys) runs only those workloads, for profiling.
+        if let only = ProcessInfo.processInfo.environment["FETCH_ONLY"], !only.split(separator: ",").contains(Substring(key)) { return }
         let start = clock.now
         let results = try body()
         figures[engine.engine, default: [:]][key] = Measured(rate: Double(queries) / (clock.now - start).seconds, results: results)
     }
-    try measure("equality", teams.count) { try engine.indexedEquality(teams) }
-    try measure("range", starts.count) { try engine.rangeSortLimit(starts) }
-    try measure("unindexed", ages.count) { try engine.unindexed(ages) }
-    try measure("count", bounds.count) { try engine.count(bounds) }
+    // FETCH_REPEAT=N runs each workload's queries N times (profiles of the queries, not the fill).
+    let repeats = Int(ProcessInfo.processInfo.environment["FETCH_REPEAT"] ?? "") ?? 1
+    func repeated<T>(_ values: [T]) -> [T] { Array([[T]](repeating: values, count: max(1, repeats)).joined()) }
+    try measure("equality", teams.count * repeats) { try engine.indexedEquality(repeated(teams)) / repeats }
+    try measure("range", starts.count * repeats) { try engine.rangeSortLimit(repeated(starts)) / repeats }
+    try measure("unindexed", ages.count * repeats) { try engine.unindexed(repeated(ages)) / repeats }
+    try measure("count", bounds.count * repeats) { try engine.count(repeated(bounds)) / repeats }
 }
 
 print("Fetch requests against GRDB record requests: \(grouped(count)) people; one run.")

@@ -141,7 +141,7 @@ extension NativeStore {
                     var count = 0
                     for range in plan.ranges {
                         try tree.forEach(from: range.start) { entry, _ in
-                            guard entry.lexicographicallyPrecedes(range.end) else { return false }
+                            guard entry.precedes(range.end) else { return false }
                             count += 1
                             return true
                         }
@@ -206,8 +206,10 @@ struct FetchPlan {
         } else {
             access = .scan(tree: NativeStore.rowsTree(entity))
         }
-        return QueryPlan(entityName: entity.name, access: access, filter: filter, orderedByIndex: orderedByIndex && !request.sortDescriptors.isEmpty,
-                         sort: sort, stopsEarly: request.limit > 0 && sort.isEmpty)
+        var plan = QueryPlan(entityName: entity.name, access: access, filter: filter, orderedByIndex: orderedByIndex && !request.sortDescriptors.isEmpty,
+                             sort: sort, stopsEarly: request.limit > 0 && sort.isEmpty)
+        if index == nil, let filter { plan.filterOnEncodedValues = ScanFilter.compiles(filter, layout: RawRowLayout(entity)) }
+        return plan
     }
 }
 
@@ -476,7 +478,7 @@ extension NativeStore {
                 } else {
                     var more = true
                     try tree.forEach(from: range.start) { entry, value in
-                        guard entry.lexicographicallyPrecedes(range.end) else { return false }
+                        guard entry.precedes(range.end) else { return false }
                         let key = try primaryKey(ofEntry: entry, value: value, index: index, tree: tree.name)
                         more = try take(key, row(key))
                         return more
@@ -485,36 +487,58 @@ extension NativeStore {
                 }
             }
         } else {
-            // A scan reads each row in place: the filter decodes only the values it reads, and
-            // only matching rows are decoded whole.
+            // A scan reads each row in place. Where it can, the filter is decided on the row's
+            // bytes (ScanFilter); otherwise (or when the bytes leave it undecided) the evaluator
+            // runs on a RawRow, which decodes only the values it reads. Only matching rows are
+            // decoded whole.
             let raw = RawRow(store: self, placeholder: objectID(entity.name, 0))
-            var lastName: [UInt8] = []
-            var lastLayout: RawRowLayout?
+            // One filter per entity met; the current one is used unretained (it lives in
+            // `filters`), so a row that stays with the same entity costs no reference counting.
+            var filters: [ScanFilter] = []
+            var current: Unmanaged<ScanFilter>?
+            func malformed(_ entry: UnsafeRawBufferPointer) -> ArborError {
+                let key = (try? Self.lastKey(of: entry, in: rows.name)).map { "\($0)" } ?? "?"
+                return ArborError(.store, "the row \(key) of \(rows.name) is malformed")
+            }
+            func filter(for entry: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Unmanaged<ScanFilter> {
+                if let known = filters.first(where: { $0.owns(value) }) { return Unmanaged.passUnretained(known) }
+                guard value.first == KeyEncoding.Tag.string, let nameEnd = KeyEncoding.componentEnd(value, from: 0) else {
+                    throw malformed(entry)
+                }
+                let name = String(decoding: UnsafeRawBufferPointer(rebasing: value[1..<(nameEnd - 2)]), as: UTF8.self)
+                guard let rowEntity = model.entity(named: name) else {
+                    let key = try Self.lastKey(of: entry, in: rows.name)
+                    throw ArborError(.store, "the row \(key) of \(rows.name) names \(name), which is not an entity of the model")
+                }
+                let accepted = rowEntity === entity || (request.includesSubentities && rowEntity.isKind(of: entity))
+                let made = ScanFilter(plan.filter, layout: RawRowLayout(rowEntity), accepted: accepted)
+                filters.append(made)
+                return Unmanaged.passUnretained(made)
+            }
             try rows.forEach { entry, value in
-                let key = try Self.lastKey(of: entry, in: rows.name)
-                guard raw.load(value) else { throw ArborError(.store, "the row \(key) of \(rows.name) is malformed") }
-                let nameBytes = raw.entityNameBytes
-                if lastLayout == nil || !nameBytes.elementsEqual(lastName) {
-                    lastName = Array(nameBytes)
-                    let name = String(decoding: lastName, as: UTF8.self)
-                    guard let rowEntity = model.entity(named: name) else {
-                        throw ArborError(.store, "the row \(key) of \(rows.name) names \(name), which is not an entity of the model")
-                    }
-                    lastLayout = RawRowLayout(rowEntity)
+                var scan = current
+                if scan?._withUnsafeGuaranteedRef({ $0.owns(value) }) != true {
+                    scan = try filter(for: entry, value)
+                    current = scan
                 }
-                guard let layout = lastLayout else { return true }
-                if layout.entity !== entity {
-                    guard request.includesSubentities, layout.entity.isKind(of: entity) else { return true }
+                guard let scan else { return true }
+                let (accepted, decided) = scan._withUnsafeGuaranteedRef { filter -> (Bool, Bool?) in
+                    filter.accepted ? (true, filter.decide(value)) : (false, nil)
                 }
-                let id = objectID(layout.entity.name, key)
-                if let filter = plan.filter {
+                guard accepted else { return true }
+                if decided == false { return true }
+                let layout = scan._withUnsafeGuaranteedRef { $0.layout }
+                let id = objectID(layout.entity.name, try Self.lastKey(of: entry, in: rows.name))
+                if decided == nil, let filter = plan.filter {
+                    guard raw.load(value) else { throw malformed(entry) }
                     raw.id = id
                     raw.layout = layout
                     if try !evaluator.evaluate(filter, on: .raw(raw)) { return true }
                 }
-                result.append((id, try decode(raw.bytes, objectID: id)))
+                result.append((id, try decode(Array(value), objectID: id)))
                 return !(ordered && result.count >= window)
             }
+            withExtendedLifetime(filters) {}
         }
 
         if !plan.sort.isEmpty {
@@ -543,7 +567,7 @@ extension NativeStore {
     func descendingKeys(_ tree: Tree, _ range: FetchPlan.KeyRange, index: StoreIndex) throws -> [Int64] {
         var entries: [([UInt8], Int64)] = []
         try tree.forEach(from: range.start) { entry, value in
-            guard entry.lexicographicallyPrecedes(range.end) else { return false }
+            guard entry.precedes(range.end) else { return false }
             entries.append((Array(entry.prefix(entry.count)), try primaryKey(ofEntry: entry, value: value, index: index, tree: tree.name)))
             return true
         }
@@ -556,5 +580,13 @@ extension NativeStore {
             lastValue = valuePart
         }
         return groups.reversed().flatMap { $0 }
+    }
+}
+
+extension UnsafeRawBufferPointer {
+    /// Whether these bytes sort before `bound` (byte order, a prefix first): the end test of
+    /// every index entry read.
+    func precedes(_ bound: [UInt8]) -> Bool {
+        bound.withUnsafeBytes { KeyEncoding.order(self, $0) < 0 }
     }
 }

@@ -53,17 +53,14 @@ final class RawRow {
         bytes.append(contentsOf: value)
         offsets.removeAll(keepingCapacity: true)
         var position = 0
-        while position < bytes.count {
+        while position < value.count {
             offsets.append(position)
-            guard let end = KeyEncoding.componentEnd(bytes, from: position) else { return false }
+            guard let end = KeyEncoding.componentEnd(value, from: position) else { return false }
             position = end
         }
         offsets.append(position)
         return offsets.count >= 3
     }
-
-    /// The bytes of the entity name (the first component, without tag and terminator).
-    var entityNameBytes: ArraySlice<UInt8> { bytes[1..<(offsets[1] - 2)] }
 
     func component(_ index: Int) throws -> KeyComponent {
         guard index + 1 < offsets.count else {

@@ -43,6 +43,9 @@ public struct QueryPlan: Sendable, Hashable, CustomStringConvertible {
     public var access: Access
     /// The condition every row read is checked against (nil: none).
     public var filter: ObjectPredicate?
+    /// Whether a scan checks rows on their encoded bytes, without decoding values (comparisons
+    /// of integer and string attributes with constants; docs/predicates.md).
+    public var filterOnEncodedValues = false
     /// Whether the index read gives the requested order (no sort needed).
     public var orderedByIndex: Bool
     /// The sort done after reading (empty: none).
@@ -59,7 +62,8 @@ public struct QueryPlan: Sendable, Hashable, CustomStringConvertible {
         case .index(let tree, let key, let ranges):
             lines.append("\(entityName): index \(tree) on \(key), \(ranges.count == 1 ? "range" : "ranges") \(ranges.joined(separator: ", "))")
         }
-        lines.append(filter.map { "  check each row: \($0.predicateFormat)" } ?? "  check each row: nothing")
+        lines.append(filter.map { "  check each row: \($0.predicateFormat)\(filterOnEncodedValues ? " (on its encoded values)" : "")" }
+            ?? "  check each row: nothing")
         if orderedByIndex { lines.append("  order: by the index (no sort)") }
         if !sort.isEmpty { lines.append("  sort: \(sort.map(\.description).joined(separator: ", "))") }
         if stopsEarly { lines.append("  stops early at the limit") }

@@ -163,32 +163,37 @@ struct BTreeCursor {
     /// Calls `body` with the key and value of each cell of the current leaf from the current
     /// position on, reading values in place (values in overflow chains or compressed are
     /// assembled in a scratch buffer; keys, split between the node's prefix, the slot and the
-    /// cell, are assembled in `keyBuffer`). Stops early when `body` returns false; returns whether
-    /// it did.
-    func forEachInLeaf(keyBuffer: inout [UInt8], _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws -> Bool {
+    /// cell, are assembled in `keyBuffer`, which holds ``NodeLayout/maxKeySize(usable:)`` bytes).
+    /// Stops early when `body` returns false; returns whether it did.
+    func forEachInLeaf(keyBuffer: UnsafeMutableRawBufferPointer, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws -> Bool {
         guard isValid, let leaf = path.last else { return false }
         return try pager.withPage(leaf.page) { page -> Bool in
             let node = NodeView(body: page)
             let prefixLength = node.prefixLength
-            keyBuffer.removeAll(keepingCapacity: true)
-            keyBuffer.append(contentsOf: node.prefix)
+            guard prefixLength <= keyBuffer.count else {
+                throw StoreError.corrupt(page: leaf.page, "a leaf claims a \(prefixLength)-byte key prefix", path: pager.path)
+            }
+            if prefixLength > 0 { keyBuffer.baseAddress!.copyMemory(from: node.prefix.baseAddress!, byteCount: prefixLength) }
             for index in leaf.index..<node.count {
-                keyBuffer.removeSubrange(prefixLength...)
                 let offset = node.cellOffset(index)
                 let (suffix, tail, end) = node.keyPart(at: offset)
+                guard prefixLength + suffix <= keyBuffer.count, end <= page.count else {
+                    throw StoreError.corrupt(page: leaf.page, "cell \(index) claims a \(prefixLength + suffix)-byte key", path: pager.path)
+                }
                 let head = node.head(index)
-                if suffix > 0 { keyBuffer.append(UInt8(head >> 8)) }
-                if suffix > 1 { keyBuffer.append(UInt8(head & 0xFF)) }
-                if end > tail { keyBuffer.append(contentsOf: UnsafeRawBufferPointer(rebasing: page[tail..<end])) }
+                if suffix > 0 { keyBuffer[prefixLength] = UInt8(head >> 8) }
+                if suffix > 1 { keyBuffer[prefixLength + 1] = UInt8(head & 0xFF) }
+                if end > tail { (keyBuffer.baseAddress! + prefixLength + 2).copyMemory(from: page.baseAddress! + tail, byteCount: end - tail) }
+                let key = UnsafeRawBufferPointer(rebasing: keyBuffer[0..<(prefixLength + suffix)])
                 let flags = page[offset] & NodeLayout.flagMask
-                let keepGoing = try keyBuffer.withUnsafeBytes { key -> Bool in
-                    if flags == 0 {
-                        var position = end
-                        let storedLength = Varint.read(page, &position)
-                        return try body(key, UnsafeRawBufferPointer(rebasing: page[position..<(position + storedLength)]))
-                    }
+                let keepGoing: Bool
+                if flags == 0 {
+                    var position = end
+                    let storedLength = Varint.read(page, &position)
+                    keepGoing = try body(key, UnsafeRawBufferPointer(rebasing: page[position..<(position + storedLength)]))
+                } else {
                     let value = try LeafCell(node, index).value(tree: tree)
-                    return try value.withUnsafeBytes { try body(key, $0) }
+                    keepGoing = try value.withUnsafeBytes { try body(key, $0) }
                 }
                 if !keepGoing { return true }
             }

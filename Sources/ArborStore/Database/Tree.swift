@@ -115,10 +115,10 @@ public final class Tree {
         defer { cache.scanning = wasScanning }
         var cursor = BTreeCursor(tree: btree)
         var valid = try start.map { try cursor.seek($0) } ?? cursor.first()
-        var keyBuffer: [UInt8] = []
-        keyBuffer.reserveCapacity(64)
+        let keyBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: NodeLayout.maxKeySize(usable: btree.usable), alignment: 1)
+        defer { keyBuffer.deallocate() }
         while valid {
-            if try cursor.forEachInLeaf(keyBuffer: &keyBuffer, body) { return }
+            if try cursor.forEachInLeaf(keyBuffer: keyBuffer, body) { return }
             valid = try cursor.nextLeaf()
         }
     }

@@ -48,16 +48,27 @@ public enum KeyComponent: Hashable, Sendable, CustomStringConvertible {
 
 /// The order-preserving encoding of key tuples. See `docs/file-format.md`, "Key encoding".
 public enum KeyEncoding {
-    enum Tag {
-        static let null: UInt8 = 0x05
-        static let falseValue: UInt8 = 0x10
-        static let trueValue: UInt8 = 0x11
-        static let int: UInt8 = 0x20
-        static let double: UInt8 = 0x30
-        static let date: UInt8 = 0x38
-        static let string: UInt8 = 0x40
-        static let data: UInt8 = 0x50
-        static let uuid: UInt8 = 0x60
+    /// The first byte of each kind of component (docs/file-format.md, "Key encoding"): readers
+    /// that test encoded values in place (a store's scan filter) compare against these.
+    public enum Tag {
+        /// `null`.
+        public static let null: UInt8 = 0x05
+        /// `false`.
+        public static let falseValue: UInt8 = 0x10
+        /// `true`.
+        public static let trueValue: UInt8 = 0x11
+        /// An integer: eight big-endian bytes with the sign bit flipped.
+        public static let int: UInt8 = 0x20
+        /// A double: eight bytes of its ordered bits.
+        public static let double: UInt8 = 0x30
+        /// A date: a double of seconds since the reference date.
+        public static let date: UInt8 = 0x38
+        /// A string: its UTF-8 with zero bytes escaped as `00 FF`, then `00 00`.
+        public static let string: UInt8 = 0x40
+        /// Bytes, escaped as strings are.
+        public static let data: UInt8 = 0x50
+        /// A UUID: its sixteen bytes.
+        public static let uuid: UInt8 = 0x60
     }
 
     /// Encodes a tuple.
@@ -177,6 +188,39 @@ public enum KeyEncoding {
                 position = bytes.index(after: position)
                 if next == 0 { return position }
                 guard next == 0xFF else { return nil }
+            }
+            return nil
+        default:
+            return nil
+        }
+    }
+
+    /// The byte order of two encodings (negative, zero or positive; a prefix sorts first), as
+    /// the B-tree compares keys: eight bytes at a time (keys and components are short, and a
+    /// call to `memcmp` costs more than the comparison).
+    public static func order(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
+        compareBytes(a, b)  // the B-tree's own key comparison
+    }
+
+    /// ``componentEnd(_:from:)`` on bytes in place, without generic dispatch: the skip a scan
+    /// makes for every component of every row it reads (strings are skipped with `memchr`).
+    public static func componentEnd(_ bytes: UnsafeRawBufferPointer, from start: Int) -> Int? {
+        guard start < bytes.count, let base = bytes.baseAddress else { return nil }
+        let count = bytes.count
+        switch base.load(fromByteOffset: start, as: UInt8.self) {
+        case Tag.null, Tag.falseValue, Tag.trueValue: return start + 1
+        case Tag.int, Tag.double, Tag.date: return start + 9 <= count ? start + 9 : nil
+        case Tag.uuid: return start + 17 <= count ? start + 17 : nil
+        case Tag.string, Tag.data:
+            var position = start + 1
+            while position < count {
+                guard let zero = memchr(base + position, 0, count - position) else { return nil }
+                let at = base.distance(to: UnsafeRawPointer(zero))
+                guard at + 1 < count else { return nil }
+                let next = base.load(fromByteOffset: at + 1, as: UInt8.self)
+                if next == 0 { return at + 2 }
+                guard next == 0xFF else { return nil }
+                position = at + 2
             }
             return nil
         default:

@@ -1,0 +1,296 @@
+import ArborStore
+import Foundation
+
+/// A scan's filter decided on a row's encoded bytes, where the predicate allows: comparisons of
+/// an integer or string attribute with a constant (`==`, `!=`, `<`, `<=`, `>`, `>=`, `BETWEEN`,
+/// `IN` a list, and `BEGINSWITH`, `ENDSWITH`, `CONTAINS` without `[c]`/`[d]`), joined by `AND`,
+/// `OR` and `NOT`.
+///
+/// The key encoding preserves order and is canonical, so these tests on the bytes give exactly
+/// what ``PredicateEvaluator`` gives on decoded values: integers compare as their nine encoded
+/// bytes; strings compare by their UTF-8 (the evaluator's scalar order), and a pattern without
+/// zero bytes occurs in a string's escaped bytes exactly where it occurs in the string. A row
+/// whose bytes do not settle the question (a value of an unexpected kind) is left undecided, and
+/// the scan evaluates it the general way — so errors and edge cases stay the evaluator's.
+///
+/// One filter serves the rows of one entity: it recognizes them by their first component (the
+/// entity's name) and locates their components in a scratch buffer. Everything it reads per row
+/// is in buffers it owns (nodes, constants, offsets), so testing a row retains and releases
+/// nothing.
+final class ScanFilter {
+    /// What a node does.
+    enum Kind: UInt8 {
+        case constantFalse, constantTrue, not, and, or
+        /// Compares the component with the node's one constant (`op`).
+        case compare
+        /// The component lies between the node's two constants.
+        case between
+        /// The component equals one of the node's constants.
+        case oneOf
+        /// The string's escaped UTF-8 begins with, ends with or contains the node's constant (a
+        /// pattern without zero bytes, so escaping does not change where it occurs).
+        case beginsWith, endsWith, contains
+    }
+
+    /// A node of the compiled predicate. `first` and `count` name its children (in `links`) for
+    /// `not`, `and` and `or`, and its constants (in `spans`) for tests.
+    struct Node {
+        var kind: Kind
+        var op: ComparisonPredicate.Operator = .equalTo
+        /// The tag of the component kind the test reads (int or string).
+        var tag: UInt8 = 0
+        var component = 0
+        var first = 0
+        var count = 0
+    }
+
+    /// A constant's bytes in `pool`.
+    struct Span {
+        var start: Int
+        var count: Int
+    }
+
+    /// Whether rows of this entity belong in the result (the fetched entity, or a subentity when
+    /// the request includes them).
+    let accepted: Bool
+    /// The layout of the entity's rows (for the evaluator, when bytes do not decide).
+    let layout: RawRowLayout
+    /// Whether the predicate compiled: false leaves every row to the evaluator.
+    let compiled: Bool
+    /// The encoded entity name, each row's first component.
+    private let name: UnsafeMutableRawBufferPointer
+    private let nodes: UnsafeMutableBufferPointer<Node>
+    private let links: UnsafeMutableBufferPointer<Int>
+    private let spans: UnsafeMutableBufferPointer<Span>
+    private let pool: UnsafeMutableRawBufferPointer
+    /// The start of each component of the current row, then the end of the last one read.
+    private let components: UnsafeMutableBufferPointer<Int>
+    /// The highest component any test reads.
+    let lastComponent: Int
+
+    /// Compiles `predicate` (nil: no filter) for rows of `layout`'s entity.
+    init(_ predicate: ObjectPredicate?, layout: RawRowLayout, accepted: Bool) {
+        self.layout = layout
+        self.accepted = accepted
+        let encodedName = KeyEncoding.encode([.string(layout.entity.name)])
+        name = .allocate(byteCount: encodedName.count, alignment: 1)
+        name.copyBytes(from: encodedName)
+        var compiler = Compiler(layout: layout)
+        let root = predicate.flatMap { compiler.compile($0) }
+        compiled = root != nil
+        if let root { compiler.nodes.append(root) }  // the root is the last node
+        nodes = .allocate(capacity: max(1, compiler.nodes.count))
+        _ = nodes.initialize(from: compiler.nodes)
+        links = .allocate(capacity: max(1, compiler.links.count))
+        _ = links.initialize(from: compiler.links)
+        spans = .allocate(capacity: max(1, compiler.spans.count))
+        _ = spans.initialize(from: compiler.spans)
+        pool = .allocate(byteCount: max(1, compiler.pool.count), alignment: 1)
+        pool.copyBytes(from: compiler.pool)
+        lastComponent = compiler.lastComponent
+        components = .allocate(capacity: compiler.lastComponent + 2)
+    }
+
+    deinit {
+        name.deallocate()
+        nodes.deallocate()
+        links.deallocate()
+        spans.deallocate()
+        pool.deallocate()
+        components.deallocate()
+    }
+
+    /// Whether `predicate` compiles for rows of `layout`'s entity (for explain).
+    static func compiles(_ predicate: ObjectPredicate, layout: RawRowLayout) -> Bool {
+        var compiler = Compiler(layout: layout)
+        return compiler.compile(predicate) != nil
+    }
+
+    /// Whether `row` is a row of this filter's entity (its first component is the name).
+    func owns(_ row: UnsafeRawBufferPointer) -> Bool {
+        row.count >= name.count && KeyEncoding.order(UnsafeRawBufferPointer(rebasing: row[0..<name.count]), UnsafeRawBufferPointer(name)) == 0
+    }
+
+    /// Whether `row` (one of this entity's) matches; nil when its bytes do not decide it
+    /// (including a row whose components cannot be located: the evaluator reports it).
+    func decide(_ row: UnsafeRawBufferPointer) -> Bool? {
+        guard compiled else { return nil }
+        components[0] = 0
+        var position = name.count, index = 1
+        while index <= lastComponent {
+            components[index] = position
+            guard let end = KeyEncoding.componentEnd(row, from: position) else { return nil }
+            position = end
+            index += 1
+        }
+        components[index] = position
+        return evaluate(nodes.count - 1, row)
+    }
+
+    private func evaluate(_ index: Int, _ row: UnsafeRawBufferPointer) -> Bool? {
+        let node = nodes[index]
+        switch node.kind {
+        case .constantFalse: return false
+        case .constantTrue: return true
+        case .not: return evaluate(links[node.first], row).map(!)
+        case .and, .or:
+            // In order, as the evaluator goes: an undecided term before a deciding one leaves the
+            // whole undecided (the evaluator may throw there).
+            let decisive = node.kind == .or
+            for link in node.first..<(node.first + node.count) {
+                guard let value = evaluate(links[link], row) else { return nil }
+                if value == decisive { return decisive }
+            }
+            return !decisive
+        default:
+            let value = UnsafeRawBufferPointer(rebasing: row[components[node.component]..<components[node.component + 1]])
+            return test(node, value)
+        }
+    }
+
+    private func constant(_ node: Node, _ index: Int) -> UnsafeRawBufferPointer {
+        let span = spans[node.first + index]
+        return UnsafeRawBufferPointer(rebasing: pool[span.start..<(span.start + span.count)])
+    }
+
+    private static func order(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
+        KeyEncoding.order(a, b)
+    }
+
+    private func test(_ node: Node, _ value: UnsafeRawBufferPointer) -> Bool? {
+        guard let tag = value.first else { return nil }
+        if tag == KeyEncoding.Tag.null {
+            // nil: equal to no constant (these are never nil), in no order, no string.
+            return node.kind == .compare && node.op == .notEqualTo
+        }
+        guard tag == node.tag else { return nil }
+        switch node.kind {
+        case .compare:
+            let c = Self.order(value, constant(node, 0))
+            switch node.op {
+            case .equalTo: return c == 0
+            case .notEqualTo: return c != 0
+            case .lessThan: return c < 0
+            case .lessThanOrEqualTo: return c <= 0
+            case .greaterThan: return c > 0
+            default: return c >= 0
+            }
+        case .between:
+            return Self.order(value, constant(node, 0)) >= 0 && Self.order(value, constant(node, 1)) <= 0
+        case .oneOf:
+            for index in 0..<node.count where Self.order(value, constant(node, index)) == 0 { return true }
+            return false
+        default:
+            // The string's escaped UTF-8, without its tag and terminator.
+            guard value.count >= 3 else { return nil }
+            let text = UnsafeRawBufferPointer(rebasing: value[1..<(value.count - 2)])
+            let pattern = constant(node, 0)
+            if pattern.count > text.count { return false }
+            if pattern.isEmpty { return true }
+            switch node.kind {
+            case .beginsWith:
+                return memcmp(text.baseAddress!, pattern.baseAddress!, pattern.count) == 0
+            case .endsWith:
+                return memcmp(text.baseAddress! + (text.count - pattern.count), pattern.baseAddress!, pattern.count) == 0
+            default:
+                // memchr for the first byte, then memcmp (memmem is a GNU extension).
+                let base = text.baseAddress!, first = Int32(pattern[0])
+                let lastStart = text.count - pattern.count
+                var start = 0
+                while start <= lastStart {
+                    guard let hit = memchr(base + start, first, lastStart - start + 1) else { return false }
+                    let at = base.distance(to: UnsafeRawPointer(hit))
+                    if memcmp(base + at, pattern.baseAddress!, pattern.count) == 0 { return true }
+                    start = at + 1
+                }
+                return false
+            }
+        }
+    }
+
+    /// Turns a predicate into nodes (children before parents), links and constants.
+    struct Compiler {
+        let layout: RawRowLayout
+        var nodes: [Node] = []
+        var links: [Int] = []
+        var spans: [Span] = []
+        var pool: [UInt8] = []
+        var lastComponent = 0
+
+        init(layout: RawRowLayout) {
+            self.layout = layout
+        }
+
+        /// The node for `predicate` (not yet appended; its children are); nil when some part
+        /// of it is not decided on bytes.
+        mutating func compile(_ predicate: ObjectPredicate) -> Node? {
+            switch predicate {
+            case .constant(let value): return Node(kind: value ? .constantTrue : .constantFalse)
+            case .not(let inner):
+                guard let child = compile(inner) else { return nil }
+                nodes.append(child)
+                links.append(nodes.count - 1)
+                return Node(kind: .not, first: links.count - 1, count: 1)
+            case .and(let terms), .or(let terms):
+                var children: [Int] = []
+                for term in terms {
+                    guard let child = compile(term) else { return nil }
+                    nodes.append(child)
+                    children.append(nodes.count - 1)
+                }
+                links += children
+                if case .and = predicate { return Node(kind: .and, first: links.count - children.count, count: children.count) }
+                return Node(kind: .or, first: links.count - children.count, count: children.count)
+            case .comparison(let comparison):
+                guard comparison.modifier == .direct, comparison.options.isEmpty,
+                      case .keyPath(let keys) = comparison.left, keys.count == 1,
+                      case .attribute(let component, let type)? = layout.slots[keys[0]],
+                      case .constant(let constant) = comparison.right,
+                      var node = test(comparison.operator, constant, type.kind) else { return nil }
+                node.component = component
+                lastComponent = max(lastComponent, component)
+                return node
+            }
+        }
+
+        /// Adds constants to the pool; the node's `first` and `count` name them.
+        private mutating func node(_ kind: Kind, _ op: ComparisonPredicate.Operator, tag: UInt8, _ constants: [[UInt8]]) -> Node {
+            let first = spans.count
+            for constant in constants {
+                spans.append(Span(start: pool.count, count: constant.count))
+                pool += constant
+            }
+            return Node(kind: kind, op: op, tag: tag, first: first, count: constants.count)
+        }
+
+        private mutating func test(_ op: ComparisonPredicate.Operator, _ constant: PredicateValue, _ kind: AttributeType.Kind) -> Node? {
+            let tag: UInt8
+            let encoded: (PredicateValue) -> [UInt8]?
+            switch kind {
+            case .integer16, .integer32, .integer64:
+                tag = KeyEncoding.Tag.int
+                encoded = { if case .int(let n) = $0 { KeyEncoding.encode([.int(n)]) } else { nil } }
+            case .string:
+                tag = KeyEncoding.Tag.string
+                encoded = { if case .string(let s) = $0 { KeyEncoding.encode([.string(s)]) } else { nil } }
+            default:
+                return nil
+            }
+            switch op {
+            case .equalTo, .notEqualTo, .lessThan, .lessThanOrEqualTo, .greaterThan, .greaterThanOrEqualTo:
+                return encoded(constant).map { node(.compare, op, tag: tag, [$0]) }
+            case .between, .in:
+                guard case .list(let values) = constant, op == .in || values.count == 2 else { return nil }
+                let all = values.compactMap(encoded)
+                guard all.count == values.count else { return nil }
+                return node(op == .in ? .oneOf : .between, op, tag: tag, all)
+            case .beginsWith, .endsWith, .contains:
+                guard tag == KeyEncoding.Tag.string, case .string(let s) = constant, !s.utf8.contains(0) else { return nil }
+                let kind: Kind = op == .beginsWith ? .beginsWith : (op == .endsWith ? .endsWith : .contains)
+                return node(kind, op, tag: tag, [Array(s.utf8)])
+            default:
+                return nil
+            }
+        }
+    }
+}

@@ -10,6 +10,8 @@
 // - `…KeyedFetches`: 1,000 random objects fetched one at a time by key, each read on its own
 //   (Arbor: `existingObject(with:)` in a fresh context; GRDB: `fetchOne(db, key:)` in its own
 //   `read`); figures are per fetch.
+// - `…FetchAll20k`: one fetch of all 20,000 stored objects, each one's salary read (Arbor: a
+//   fetch request in a fresh context; GRDB: `fetchAll` in one `read`).
 // - `…DurableSaves`: 10 saves of one new object each, each synced (figures per save).
 // - `ArborFaultFires`: 1,000 faults fired from the row cache (another context holds every
 //   snapshot); figures per fire.
@@ -90,6 +92,13 @@ let benchmarks: @Sendable () -> Void = {
 
         readBenchmark("\(name)KeyedFetches", scalingFactor: .kilo, make: make) { _, engine, slot, count in
             try engine.keyedFetches(slot.sample(count))
+        }
+
+        readBenchmark("\(name)FetchAll20k", scalingFactor: .one, make: make) { _, engine, slot, count in
+            for _ in 0..<count {
+                let fetched = try engine.fetchAll()
+                guard fetched == slot.keys.count else { throw WorkloadError("\(name): fetched \(fetched) of \(slot.keys.count)") }
+            }
         }
 
         readBenchmark("\(name)DurableSaves", scalingFactor: .one, make: make) { _, engine, slot, count in

@@ -18,6 +18,8 @@ public protocol GraphWorkload: AnyObject {
     func insertAndSave(count: Int, from first: Int) throws -> [Int64]
     /// Reads each of `keys` by key, one at a time, each in a read of its own.
     func keyedFetches(_ keys: [Int64]) throws
+    /// Fetches every employee in one fetch, reading each one's salary; returns how many.
+    func fetchAll() throws -> Int
     /// `count` saves of one new employee each, each durable.
     func durableSaves(count: Int, from first: Int) throws
     /// Closes and removes the files.
@@ -91,6 +93,17 @@ public final class ArborGraph: GraphWorkload {
             let object = try context.existingObject(with: id(key))
             guard try object.value(forKey: "salary") as? Int64 != nil else { throw WorkloadError("Arbor: row \(key) has no salary") }
         }
+    }
+
+    /// See ``GraphWorkload/fetchAll()``: a fetch request in a fresh context (objects come as
+    /// faults whose rows the fetch put in the row cache; reading the salary fires each).
+    public func fetchAll() throws -> Int {
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let objects = try context.fetch(Arbor.FetchRequest<ManagedObject>(entityName: "Employee"))
+        for object in objects {
+            guard try object.value(forKey: "salary") is Int64 else { throw WorkloadError("Arbor: an employee has no salary") }
+        }
+        return objects.count
     }
 
     /// See ``GraphWorkload/durableSaves(count:from:)``.
@@ -188,6 +201,13 @@ public final class GRDBGraph: GraphWorkload {
             let record = try queue.read { db in try EmployeeRecord.fetchOne(db, key: key) }
             guard record != nil else { throw WorkloadError("GRDB: row \(key) is missing") }
         }
+    }
+
+    /// See ``GraphWorkload/fetchAll()``: `fetchAll` of every record in one `read`.
+    public func fetchAll() throws -> Int {
+        let records = try queue.read { db in try EmployeeRecord.fetchAll(db) }
+        for record in records where record.salary < 0 { throw WorkloadError("GRDB: a negative salary") }
+        return records.count
     }
 
     /// See ``GraphWorkload/durableSaves(count:from:)``.

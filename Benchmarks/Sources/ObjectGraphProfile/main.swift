@@ -45,6 +45,19 @@ do {
 // `ObjectGraphProfile N insert` stops here (a profile of insert+save alone).
 if CommandLine.arguments.count > 2 && CommandLine.arguments[2] == "insert" { exit(0) }
 do {
+    // Fetch of all: one fetch request in a fresh context, each object's salary read.
+    // `ObjectGraphProfile N fetch` repeats it ten times and stops (a profile of fetching alone).
+    let rounds = CommandLine.arguments.count > 2 && CommandLine.arguments[2] == "fetch" ? 10 : 1
+    let start = clock.now
+    for _ in 0..<rounds {
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let objects = try context.fetch(FetchRequest<ManagedObject>(entityName: "Employee"))
+        for object in objects { _ = try object.value(forKey: "salary") }
+    }
+    print("fetch of all: \(rate(count * rounds, clock.now - start))")
+    if rounds > 1 { exit(0) }
+}
+do {
     // Keyed fetches: a fresh object each time (nothing holds the snapshots), so every one reads the store.
     let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
     var random = SystemRandomNumberGenerator()

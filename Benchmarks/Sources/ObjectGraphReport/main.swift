@@ -29,6 +29,10 @@ for make in [{ try ArborGraph() as GraphWorkload }, { try GRDBGraph() as GraphWo
     try engine.keyedFetches(sample)
     rates[engine.engine, default: [:]]["keyed"] = Double(keyed) / (clock.now - start).seconds
     start = clock.now
+    let fetched = try engine.fetchAll()
+    rates[engine.engine, default: [:]]["all"] = Double(fetched) / (clock.now - start).seconds
+    guard fetched == count else { throw WorkloadError("\(engine.engine): fetched \(fetched) of \(count)") }
+    start = clock.now
     try engine.durableSaves(count: saves, from: count)
     rates[engine.engine, default: [:]]["saves"] = Double(saves) / (clock.now - start).seconds
     if let arbor = engine as? ArborGraph {
@@ -45,6 +49,7 @@ print("")
 print("| Workload | Arbor | GRDB | Arbor/GRDB | Goal | Met |")
 print("|---|---:|---:|---:|---|---|")
 for (key, label, goal) in [("insert", "insert + save of \(grouped(Double(count))) objects in one save (objects/s)", 2.0),
+                           ("all", "fetch of all \(grouped(Double(count))) objects in one fetch, each one's salary read (objects/s)", 2.0),
                            ("keyed", "keyed fetches, one object at a time by key, \(grouped(Double(keyed))) (fetches/s)", 10.0),
                            ("saves", "durable one-object saves, \(saves) (saves/s)", 0)] {
     let a = rates["Arbor"]?[key] ?? 0, g = rates["GRDB"]?[key] ?? 0

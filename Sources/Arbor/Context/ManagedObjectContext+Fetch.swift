@@ -157,6 +157,7 @@ extension ManagedObjectContext {
         let evaluator = PredicateEvaluator(context: self)
         var results: [ManagedObject] = []
         results.reserveCapacity(rows.count)
+        reserveRegistrations(rows.count)
         var needSnapshots: [(ManagedObjectID, StoreRow)] = []
         var fresh: [(ManagedObject, StoreRow)] = []
         for (id, row) in rows {

@@ -87,6 +87,11 @@ public final class ManagedObjectContext {
         registry.register(object, strongly: retainsRegisteredObjects)
     }
 
+    /// Makes room for `count` more registrations (a fetch's results).
+    func reserveRegistrations(_ count: Int) {
+        registry.reserve(count)
+    }
+
     /// Forgets the object registered for `objectID`.
     func unregister(_ objectID: ManagedObjectID) {
         registry.remove(objectID)

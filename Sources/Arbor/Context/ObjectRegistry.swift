@@ -44,6 +44,12 @@ struct ObjectRegistry {
         entries[object.objectID] = Entry(object, strongly: strongly)
     }
 
+    /// Makes room for `extra` more entries at once (a fetch about to register its results):
+    /// one resize instead of a doubling series.
+    mutating func reserve(_ extra: Int) {
+        entries.reserveCapacity(entries.count + extra)
+    }
+
     /// Moves the entry registered under `oldID` to `newID`.
     mutating func move(from oldID: ManagedObjectID, to newID: ManagedObjectID) {
         guard let entry = entries.removeValue(forKey: oldID) else { return }

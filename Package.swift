@@ -8,10 +8,13 @@ import PackageDescription
 /// Settings shared by every target: Swift 6 language mode everywhere.
 ///
 /// `ARBOR_INVARIANTS` compiles in expensive invariant checks (`checkInvariants()`) in debug builds
-/// only; release builds never pay for them.
+/// only; release builds never pay for them. `ARBOR_QUEUE_CHECKS` (debug only) checks every
+/// context and managed-object entry point runs on its context's queue.
 let swiftSettings: [SwiftSetting] = [
     .swiftLanguageMode(.v6),
     .define("ARBOR_INVARIANTS", .when(configuration: .debug)),
+    // Debug builds check that contexts and managed objects are used on their context's queue.
+    .define("ARBOR_QUEUE_CHECKS", .when(configuration: .debug)),
 ]
 
 let package = Package(

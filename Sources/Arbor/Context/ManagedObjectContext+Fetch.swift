@@ -21,6 +21,7 @@ extension ManagedObjectContext {
     ///   ``ArborError/Code/unknownKey``, ``ArborError/Code/wrongValueType`` from evaluating the
     ///   predicate; ``ArborError/Code/store`` when a store fails.
     public func fetch<Result>(_ request: FetchRequest<Result>) throws -> [Result] {
+        checkQueue()
         let request = resolved(request)
         let results: [Any]
         switch request.resultType {
@@ -49,6 +50,7 @@ extension ManagedObjectContext {
     ///
     /// - Throws: as ``fetch(_:)``.
     public func count<Result>(for request: FetchRequest<Result>) throws -> Int {
+        checkQueue()
         let request = resolved(request)
         let (coordinator, analysis) = try prepare(request)
         if request.resultType == .dictionary { return try fetchDictionaries(request).count }

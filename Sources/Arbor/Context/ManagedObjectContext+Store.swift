@@ -90,6 +90,7 @@ extension ManagedObjectContext {
     ///
     /// - Throws: ``ArborError/Code/objectNotFound`` when there is no such row (S000-26).
     public func existingObject(with objectID: ManagedObjectID) throws -> ManagedObject {
+        checkQueue()
         if let object = registeredObject(for: objectID) {
             if object.faulted { try fulfillFault(object, strict: true) }
             return object
@@ -113,6 +114,7 @@ extension ManagedObjectContext {
     ///
     /// - Throws: when the store cannot allocate keys (no object changes then).
     public func obtainPermanentIDs(for objects: [ManagedObject]) throws {
+        checkQueue()
         let coordinator = try requireCoordinator("obtain permanent IDs")
         var seen = Set<ObjectIdentifier>()
         let temporary = objects.filter {
@@ -138,6 +140,7 @@ extension ManagedObjectContext {
     /// - Throws: ``ArborError/Code/misuse`` when the object is not new, belongs to another
     ///   context, or its entity is not in the store's configuration.
     public func assign(_ object: ManagedObject, to store: any PersistentStore) throws {
+        checkQueue()
         guard object.managedObjectContext === self, object.objectID.isTemporaryID else {
             throw ArborError(.misuse, "only new objects of this context can be assigned to a store", objectID: object.objectID)
         }
@@ -199,6 +202,7 @@ extension ManagedObjectContext {
     ///   ``ArborError/Code/mergeConflict`` when another context changed or deleted a row since it
     ///   was read, ``ArborError/Code/constraintConflict`` for a uniqueness violation, store errors.
     public func save() throws {
+        checkQueue()
         propagateDeletes()
         guard hasChanges else { return }
         let coordinator = try requireCoordinator("save to")
@@ -391,6 +395,7 @@ extension ManagedObjectContext {
     /// `willTurnIntoFault()` and `didTurnIntoFault()` run either way (S002-36). New objects are
     /// not affected.
     public func refresh(_ object: ManagedObject, mergeChanges: Bool) {
+        checkQueue()
         guard object.managedObjectContext === self, !object.insertedFlag, !object.faulted else { return }
         let pendingKeys = object.changedKeys
         let pending = Dictionary(uniqueKeysWithValues: pendingKeys.map { ($0, object.values[$0] ?? PropertyValue.none) })
@@ -434,6 +439,7 @@ extension ManagedObjectContext {
     /// Refreshes every registered object, keeping this context's pending changes (as
     /// ``refresh(_:mergeChanges:)`` with `mergeChanges` true; S001-22).
     public func refreshAllObjects() {
+        checkQueue()
         for object in registeredObjects { refresh(object, mergeChanges: true) }
     }
 }

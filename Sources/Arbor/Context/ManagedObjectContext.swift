@@ -1,13 +1,18 @@
+import Dispatch
 import Foundation
 import OrderedCollections
 
 /// A scratch pad of managed objects: it registers the objects you insert and fetch (one instance
-/// per object ID: uniquing), tracks their changes, applies delete rules, validates, and — once
-/// the persistent store coordinator arrives (the next milestone of this issue) — saves them and
-/// fires faults.
+/// per object ID: uniquing), tracks their changes, applies delete rules, validates, saves them
+/// through its coordinator and fires their faults.
 ///
-/// Not thread-safe: use a context, and its objects, from one thread at a time.
-public final class ManagedObjectContext {
+/// A context is used from one queue (docs/concurrency.md): a private-queue context's work runs in
+/// ``perform(_:)`` and ``performAndWait(_:)``; a main-queue context's on the main thread; a
+/// confinement context (what ``init(persistentStoreCoordinator:)`` makes) on one thread at a
+/// time of the caller's choosing. Its setters may be called from any thread. In debug builds
+/// every entry point of the context and of its objects checks that it runs where it may.
+/// Managed objects never cross queues; their ``ManagedObjectID``s do.
+public final class ManagedObjectContext: @unchecked Sendable {
     /// The registered objects (see ``ObjectRegistry``): read and changed only through
     /// ``registeredObject(for:)``, ``allRegistered()``, ``register(_:strongly:)``,
     /// ``unregister(_:)`` and ``reregister(from:to:)`` (those that read or add purge the objects that
@@ -25,50 +30,117 @@ public final class ManagedObjectContext {
     /// New objects assigned to a store with `assign(_:to:)`, by (temporary) ID.
     var assignments: [ManagedObjectID: any PersistentStore] = [:]
 
+    /// How the context is used from threads.
+    public let concurrencyType: ConcurrencyType
+    /// The queue work on the context runs on (nil for confinement).
+    let queue: DispatchQueue?
+    /// The lock of ``lock()``, ``unlock()`` and ``tryLock()``.
+    let contextLock = NSRecursiveLock()
+
+    private var _retainsRegisteredObjects = false
+    private var _propagatesDeletesAtEndOfEvent = true
+    private var _shouldDeleteInaccessibleFaults = true
+    private var _stalenessInterval: TimeInterval = -1
+    private var _persistentStoreCoordinator: PersistentStoreCoordinator?
+    private var _name: String?
+    private var _userInfo: [String: any Sendable] = [:]
+
     /// Whether the context keeps every registered object alive (false by default: unchanged
     /// objects are not held, and go away when the application drops them).
-    public var retainsRegisteredObjects = false {
-        didSet {
-            for object in allRegistered() { register(object) }
+    public var retainsRegisteredObjects: Bool {
+        get { _retainsRegisteredObjects }
+        set {
+            onQueue {
+                _retainsRegisteredObjects = newValue
+                for object in allRegistered() { register(object) }
+            }
         }
     }
 
     /// Whether delete rules are applied at the end of each event — at ``processPendingChanges()``
     /// — (true, the default) or only when saving (false).
-    public var propagatesDeletesAtEndOfEvent = true
+    public var propagatesDeletesAtEndOfEvent: Bool {
+        get { _propagatesDeletesAtEndOfEvent }
+        set { onQueue { _propagatesDeletesAtEndOfEvent = newValue } }
+    }
 
     /// Whether a fault whose row is gone is treated as deleted (true, as in Core Data) instead of
     /// failing with ``ArborError/Code/objectNotFound`` when it fires.
-    public var shouldDeleteInaccessibleFaults = true
+    public var shouldDeleteInaccessibleFaults: Bool {
+        get { _shouldDeleteInaccessibleFaults }
+        set { onQueue { _shouldDeleteInaccessibleFaults = newValue } }
+    }
 
     /// How old cached row data may be when a fault fires or an object is refreshed: negative (the
     /// default, -1) means any age, 0 means always read the store.
-    public var stalenessInterval: TimeInterval = -1
+    public var stalenessInterval: TimeInterval {
+        get { _stalenessInterval }
+        set { onQueue { _stalenessInterval = newValue } }
+    }
 
     /// The coordinator the context saves to and loads from (nil: a scratch context that can
-    /// insert, relate, validate and roll back, but not save or fire faults).
-    public let persistentStoreCoordinator: PersistentStoreCoordinator?
+    /// insert, relate, validate and roll back, but not save or fire faults). Setting another
+    /// coordinator first resets the context (its objects belong to the old one).
+    public var persistentStoreCoordinator: PersistentStoreCoordinator? {
+        get { _persistentStoreCoordinator }
+        set {
+            onQueue {
+                guard newValue !== _persistentStoreCoordinator else { return }
+                if _persistentStoreCoordinator != nil { reset() }
+                _persistentStoreCoordinator = newValue
+            }
+        }
+    }
 
-    /// Makes an empty context on `coordinator`.
-    public init(persistentStoreCoordinator coordinator: PersistentStoreCoordinator? = nil) {
-        persistentStoreCoordinator = coordinator
+    /// A name for the context, for the application's own use and in Arbor's messages.
+    public var name: String? {
+        get { _name }
+        set { onQueue { _name = newValue } }
+    }
+
+    /// Values the application keeps with the context.
+    public var userInfo: [String: any Sendable] {
+        get { _userInfo }
+        set { onQueue { _userInfo = newValue } }
+    }
+
+    /// Makes an empty confinement context on `coordinator`: used by one thread at a time, with
+    /// no queue of its own (see ``ConcurrencyType/confinement``).
+    public convenience init(persistentStoreCoordinator coordinator: PersistentStoreCoordinator? = nil) {
+        self.init(concurrencyType: .confinement)
+        _persistentStoreCoordinator = coordinator
+    }
+
+    /// Makes an empty context of `concurrencyType`; set its ``persistentStoreCoordinator`` next
+    /// (from any thread).
+    public init(concurrencyType: ConcurrencyType) {
+        self.concurrencyType = concurrencyType
+        switch concurrencyType {
+        case .confinement: queue = nil
+        case .mainQueue:
+            queue = DispatchQueue.main
+            _ = ContextQueue.mainKey
+        case .privateQueue: queue = DispatchQueue(label: "Arbor.ManagedObjectContext")
+        }
+        if concurrencyType == .privateQueue { queue?.setSpecific(key: ContextQueue.key, value: ObjectIdentifier(self)) }
     }
 
     // MARK: Objects
 
     /// The objects inserted and not yet saved (never those inserted and deleted again).
-    public var insertedObjects: Set<ManagedObject> { Set(inserted.objects) }
+    public var insertedObjects: Set<ManagedObject> { checkQueue(); return Set(inserted.objects) }
     /// The registered objects with unsaved changes (neither new nor deleted).
-    public var updatedObjects: Set<ManagedObject> { Set(updated.objects) }
+    public var updatedObjects: Set<ManagedObject> { checkQueue(); return Set(updated.objects) }
     /// The objects deleted and not yet saved (never those inserted and deleted again).
-    public var deletedObjects: Set<ManagedObject> { Set(deleted.objects) }
+    public var deletedObjects: Set<ManagedObject> { checkQueue(); return Set(deleted.objects) }
     /// Every object registered in the context: faults, fetched, inserted and deleted ones.
-    public var registeredObjects: Set<ManagedObject> { Set(allRegistered()) }
+    public var registeredObjects: Set<ManagedObject> { checkQueue(); return Set(allRegistered()) }
     /// Whether the context has unsaved changes.
-    public var hasChanges: Bool { !inserted.isEmpty || !updated.isEmpty || !deleted.isEmpty || !pendingDeletes.isEmpty }
+    public var hasChanges: Bool { checkQueue(); return !inserted.isEmpty || !updated.isEmpty || !deleted.isEmpty || !pendingDeletes.isEmpty }
 
     /// The object registered for `objectID`, or nil; never fetches and never makes a fault.
     public func registeredObject(for objectID: ManagedObjectID) -> ManagedObject? {
+        checkQueue()
         registry.purge(retired)
         return registry[objectID]
     }
@@ -114,6 +186,7 @@ public final class ManagedObjectContext {
     ///
     /// - Precondition: the context has a coordinator whose model has the ID's entity.
     public func object(with objectID: ManagedObjectID) -> ManagedObject {
+        checkQueue()
         if let object = registeredObject(for: objectID) { return object }
         guard let entity = modelEntity(of: objectID) else {
             preconditionFailure("\(objectID) is not registered, and the context has no coordinator whose model has \(objectID.entityName)")
@@ -144,6 +217,7 @@ public final class ManagedObjectContext {
     /// Inserts a new object: it is registered with its temporary ID, its default values are set,
     /// and ``ManagedObject/awakeFromInsert()`` runs. It is saved by the next save.
     public func insert(_ object: ManagedObject) {
+        checkQueue()
         if object.managedObjectContext === self && registeredObject(for: object.objectID) === object {
             if object.deletedFlag && object.insertedFlag {
                 // Inserted, deleted, inserted again before the deletion was processed.
@@ -169,6 +243,7 @@ public final class ManagedObjectContext {
     /// dropped: it never appears there). Its delete rules are applied at the end of the event
     /// (``processPendingChanges()``), or at save when ``propagatesDeletesAtEndOfEvent`` is false.
     public func delete(_ object: ManagedObject) {
+        checkQueue()
         precondition(object.managedObjectContext === self, "\(object) does not belong to this context")
         guard !object.deletedFlag else { return }
         object.deletedFlag = true
@@ -184,6 +259,7 @@ public final class ManagedObjectContext {
     /// Ends the current event: applies the delete rules of the objects deleted since (when
     /// ``propagatesDeletesAtEndOfEvent``), and forgets new objects that were deleted again.
     public func processPendingChanges() {
+        checkQueue()
         if propagatesDeletesAtEndOfEvent { propagateDeletes() }
     }
 
@@ -228,6 +304,7 @@ public final class ManagedObjectContext {
     /// changed ones return to their last committed values (from the context's own copies: the
     /// store is not read again).
     public func rollback() {
+        checkQueue()
         // Only changed objects have anything to undo: the change sets and the pending deletions
         // (which also hold new objects deleted again, not yet processed).
         let pending = pendingDeletes
@@ -252,6 +329,7 @@ public final class ManagedObjectContext {
     /// Forgets every object: the context is as new, and the objects it had must not be used
     /// again (they no longer belong to it).
     public func reset() {
+        checkQueue()
         for object in allRegistered() { object.managedObjectContext = nil }
         registry.removeAll()
         inserted.removeAll()

@@ -13,6 +13,7 @@ extension ManagedObject {
     /// - Throws: ``ArborError/Code/unknownKey`` when the entity has no such property;
     ///   ``ArborError/Code/objectNotFound`` when a fault fires for a row that is gone.
     public func value(forKey key: String) throws -> Any? {
+        checkQueue()
         // One lookup by name: the slot tells attribute from relationship.
         guard let slot = entity.propertyLayout.index[key] else { throw unknownKey(key) }
         if let attribute = entity.attributeInSlot[slot] {
@@ -34,7 +35,8 @@ extension ManagedObject {
     ///
     /// - Throws: as ``value(forKey:)``; ``ArborError/Code/unknownKey`` for an unknown operator.
     public func value(forKeyPath keyPath: String) throws -> Any? {
-        try KeyPathEvaluator.evaluate(Substring(keyPath).split(separator: ".", omittingEmptySubsequences: false).map(String.init)[...],
+        checkQueue()
+        return try KeyPathEvaluator.evaluate(Substring(keyPath).split(separator: ".", omittingEmptySubsequences: false).map(String.init)[...],
                                       on: self)
     }
 
@@ -49,6 +51,7 @@ extension ManagedObject {
     ///   the wrong type or entity (nothing changes); ``ArborError/Code/misuse`` for an object of
     ///   another context.
     public func setValue(_ value: Any?, forKey key: String) throws {
+        checkQueue()
         if let attribute = entity.attributesByName[key] {
             let stored: PropertyValue
             if let value, !isNull(value) {
@@ -85,12 +88,14 @@ extension ManagedObject {
     /// A proxy for mutating the to-many relationship `key`: insertions and removals through it
     /// update the inverse and are recorded as changes (Core Data's `mutableSetValue(forKey:)`).
     public func mutableSetValue(forKey key: String) throws -> RelationshipSet {
+        checkQueue()
         guard let relationship = entity.relationshipsByName[key], relationship.isToMany else { throw unknownKey(key, toMany: true) }
         return RelationshipSet(owner: self, relationship: relationship)
     }
 
     /// A proxy for mutating the ordered to-many relationship `key`, keeping the order.
     public func mutableOrderedSetValue(forKey key: String) throws -> OrderedRelationshipSet {
+        checkQueue()
         guard let relationship = entity.relationshipsByName[key], relationship.isToMany, relationship.isOrdered else {
             throw unknownKey(key, toMany: true, ordered: true)
         }
@@ -105,6 +110,7 @@ extension ManagedObject {
     ///
     /// - Throws: the ``ArborError`` of the first rule broken.
     public func validateValue(_ value: Any?, forKey key: String) throws {
+        checkQueue()
         if let attribute = entity.attributesByName[key] {
             let stored: AttributeValue?
             if let value, !isNull(value) {

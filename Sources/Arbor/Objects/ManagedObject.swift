@@ -121,6 +121,15 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     // MARK: State
 
     /// Whether the object was inserted into its context and not yet saved.
+    /// In debug builds, stops the program when the object's context may not be used on the
+    /// calling thread (see ``ManagedObjectContext/isOnContextQueue``).
+    @inline(__always)
+    func checkQueue(_ call: StaticString = #function) {
+        #if ARBOR_QUEUE_CHECKS
+        managedObjectContext?.checkQueue(call)
+        #endif
+    }
+
     public var isInserted: Bool { insertedFlag && !deletedFlag }
     /// Whether the object was deleted in its context and not yet saved.
     public var isDeleted: Bool { deletedFlag }
@@ -134,6 +143,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The persistent properties changed since the last save or fetch, with their new values
     /// (nil for a property set to nil): relationships as objects.
     public func changedValues() -> [String: Any?] {
+        checkQueue()
         var result: [String: Any?] = [:]
         for key in changedKeys { result[key] = presentable(values[key] ?? .none, key: key) }
         return result
@@ -142,6 +152,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The last committed values of `keys` (all persistent properties when nil): what the store
     /// held when the object was last fetched or saved. Empty for an object never saved.
     public func committedValues(forKeys keys: [String]?) -> [String: Any?] {
+        checkQueue()
         guard let committed else { return [:] }
         var result: [String: Any?] = [:]
         for key in keys ?? Array(committed.keys) {

@@ -1,0 +1,206 @@
+import Dispatch
+import Foundation
+import Testing
+@testable import Arbor
+
+/// Issue 6, items 1 and 7: concurrency types, perform, performAndWait, the async perform, the
+/// debug queue checks, thread-safe setters, locks and identity (seed 001, "Concurrency").
+@Suite("Concurrency")
+struct ConcurrencyTests {
+    struct Failure: Error, Equatable {
+        let code: Int
+    }
+
+    @Test("S001: a private-queue context runs perform and performAndWait on its own queue; performAndWait is reentrant and returns or rethrows")
+    func privateQueue() async throws {
+        let stack = try Stack()
+        let context = ManagedObjectContext(concurrencyType: .privateQueue)
+        context.persistentStoreCoordinator = stack.coordinator
+        #expect(context.concurrencyType == .privateQueue)
+        #expect(!context.isOnContextQueue, "the test's thread is not the context's queue")
+
+        let inside = context.performAndWait { context.isOnContextQueue }
+        #expect(inside)
+        let nested = context.performAndWait { context.performAndWait { context.isOnContextQueue } }
+        #expect(nested, "performAndWait inside the context's own block runs at once (no deadlock)")
+        #expect(throws: Failure(code: 7)) {
+            try context.performAndWait { () throws(Failure) -> Int in throw Failure(code: 7) }
+        }
+
+        // perform returns at once; the block runs later, on the queue.
+        let ran = DispatchSemaphore(value: 0)
+        let flag = Flag()
+        func schedule() {
+            context.perform {
+                flag.set(context.isOnContextQueue)
+                ran.signal()
+            }
+        }
+        schedule()
+        ran.wait()
+        #expect(flag.value)
+
+        // The async perform returns the block's value (IDs cross queues; objects do not).
+        let entity = stack.model.entity(named: "Department")!
+        let id = try await context.perform { () throws -> ManagedObjectID in
+            let department = ManagedObject(entity: entity, insertInto: context)
+            try department.setValue("Sales", forKey: "name")
+            try context.save()
+            return department.objectID
+        }
+        #expect(!id.isTemporaryID)
+        await #expect(throws: Failure(code: 3)) {
+            try await context.perform { () throws(Failure) -> Int in throw Failure(code: 3) }
+        }
+        let name = try await context.perform { try context.existingObject(with: id).value(forKey: "name") as? String }
+        #expect(name == "Sales")
+    }
+
+    @Test("S001: a main-queue context runs its blocks on the main queue")
+    func mainQueue() async throws {
+        let stack = try Stack()
+        let context = ManagedObjectContext(concurrencyType: .mainQueue)
+        context.persistentStoreCoordinator = stack.coordinator
+        // Blocks on the main queue need not run on the main thread (on Linux they may not): the
+        // test marks the main queue to see where they run.
+        let key = DispatchSpecificKey<Int>()
+        DispatchQueue.main.setSpecific(key: key, value: 42)
+        let onMain = await context.perform(schedule: .enqueued) { DispatchQueue.getSpecific(key: key) == 42 && context.isOnContextQueue }
+        #expect(onMain)
+        let fromBackground = await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                let outside = context.isOnContextQueue
+                continuation.resume(returning: !outside && context.performAndWait { DispatchQueue.getSpecific(key: key) == 42 })
+            }
+        }
+        #expect(fromBackground, "performAndWait from another thread runs the block on the main queue")
+    }
+
+    @Test("private-queue contexts on one coordinator save concurrently; every object arrives")
+    func concurrentSaves() async throws {
+        let stack = try Stack()
+        let coordinator = stack.coordinator
+        let entity = stack.model.entity(named: "Department")!
+        let contexts = 4, objects = 150
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<contexts {
+                group.addTask {
+                    let context = ManagedObjectContext(concurrencyType: .privateQueue)
+                    context.persistentStoreCoordinator = coordinator
+                    context.name = "importer \(worker)"
+                    for batch in 0..<3 {
+                        try await context.perform {
+                            for i in 0..<(objects / 3) {
+                                let department = ManagedObject(entity: entity, insertInto: context)
+                                try department.setValue("d\(worker)-\(batch)-\(i)", forKey: "name")
+                            }
+                            try context.save()
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let reader = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let names = try reader.fetch(FetchRequest<ManagedObject>(entityName: "Department")).map { try $0.value(forKey: "name") as! String }
+        #expect(names.count == contexts * objects)
+        #expect(Set(names).count == contexts * objects, "no object lost or written twice")
+    }
+
+    @Test("S001: setters of a queue-based context may be called from any thread while its queue works")
+    func settersFromAnyThread() async throws {
+        let stack = try Stack()
+        let context = ManagedObjectContext(concurrencyType: .privateQueue)
+        context.persistentStoreCoordinator = stack.coordinator
+        let entity = stack.model.entity(named: "Department")!
+        func schedule() {
+            context.perform {
+                for i in 0..<300 {
+                    let department = ManagedObject(entity: entity, insertInto: context)
+                    try? department.setValue("d\(i)", forKey: "name")
+                    _ = context.hasChanges
+                }
+            }
+        }
+        schedule()
+        DispatchQueue.concurrentPerform(iterations: 200) { i in
+            context.name = "context \(i)"
+            context.stalenessInterval = Double(i)
+            context.retainsRegisteredObjects = i % 2 == 0
+            context.userInfo = ["round": i]
+        }
+        context.stalenessInterval = 5
+        context.name = "done"
+        let (inserted, staleness, name) = context.performAndWait { (context.insertedObjects.count, context.stalenessInterval, context.name) }
+        #expect(inserted == 300 && staleness == 5 && name == "done")
+    }
+
+    @Test("lock, unlock and tryLock: a recursive lock, held by one thread at a time")
+    func locks() async {
+        let context = ManagedObjectContext(concurrencyType: .privateQueue)
+        context.lock()
+        #expect(context.tryLock(), "the holding thread may take it again")
+        context.unlock()
+        let fromOtherThread = await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: context.tryLock()) }
+        }
+        #expect(!fromOtherThread, "another thread cannot take a held lock")
+        context.unlock()
+        let afterUnlock = await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                let taken = context.tryLock()
+                if taken { context.unlock() }
+                continuation.resume(returning: taken)
+            }
+        }
+        #expect(afterUnlock)
+    }
+
+    @Test("identity: concurrency type, name, user info, coordinator; a new coordinator resets the context")
+    func identity() throws {
+        let stack = try Stack()
+        let context = ManagedObjectContext(persistentStoreCoordinator: stack.coordinator)
+        #expect(context.concurrencyType == .confinement && context.isOnContextQueue)
+        context.name = "editor"
+        context.userInfo["owner"] = "tests"
+        #expect(context.name == "editor" && context.userInfo["owner"] as? String == "tests")
+        let object = try stack.insert("Department", in: context, ["name": "Sales"])
+        context.persistentStoreCoordinator = stack.coordinator
+        #expect(context.insertedObjects == [object], "setting the same coordinator changes nothing")
+        let other = try Stack()
+        context.persistentStoreCoordinator = other.coordinator
+        #expect(context.persistentStoreCoordinator === other.coordinator)
+        #expect(context.registeredObjects.isEmpty && !context.hasChanges, "the objects belonged to the old coordinator")
+    }
+
+    #if ARBOR_QUEUE_CHECKS
+    @Test("debug builds stop a context used outside its queue, naming the context and the call")
+    func queueChecks() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let context = ManagedObjectContext(concurrencyType: .privateQueue)
+            context.name = "importer"
+            _ = context.hasChanges
+        }
+        let message = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        #expect(message.contains("hasChanges") && message.contains("\"importer\"") && message.contains("perform"), "\(message)")
+        await #expect(processExitsWith: .failure) {
+            let model = try! ManagedObjectModel { Entity("Item") { Attribute("title", .string) } }
+            let context = ManagedObjectContext(concurrencyType: .privateQueue)
+            let item = context.performAndWait { ManagedObject(entity: model.entity(named: "Item")!, insertInto: context) }
+            _ = try? item.value(forKey: "title")
+        }
+        await #expect(processExitsWith: .success) {
+            let context = ManagedObjectContext(concurrencyType: .privateQueue)
+            context.performAndWait { _ = context.hasChanges }
+        }
+    }
+    #endif
+}
+
+/// A Bool set on one thread and read on another.
+final class Flag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored = false
+    var value: Bool { lock.withLock { stored } }
+    func set(_ value: Bool) { lock.withLock { stored = value } }
+}

@@ -107,6 +107,54 @@ struct ConcurrencyTests {
         #expect(Set(names).count == contexts * objects, "no object lost or written twice")
     }
 
+    @Test("readers fetch and fire faults on their queues while writers save on theirs; every read sees whole saves")
+    func readersAndWriters() async throws {
+        let stack = try Stack()
+        let coordinator = stack.coordinator
+        let entity = stack.model.entity(named: "Department")!
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for writer in 0..<2 {
+                group.addTask {
+                    let context = ManagedObjectContext(concurrencyType: .privateQueue)
+                    context.persistentStoreCoordinator = coordinator
+                    for batch in 0..<10 {
+                        try await context.perform {
+                            // Each save writes 20 departments: readers must never see part of one.
+                            for i in 0..<20 {
+                                let department = ManagedObject(entity: entity, insertInto: context)
+                                try department.setValue("w\(writer)-\(batch)-\(i)", forKey: "name")
+                            }
+                            try context.save()
+                            context.reset()
+                        }
+                    }
+                }
+            }
+            for reader in 0..<2 {
+                group.addTask {
+                    let context = ManagedObjectContext(concurrencyType: .privateQueue)
+                    context.persistentStoreCoordinator = coordinator
+                    context.stalenessInterval = reader == 0 ? 0 : -1
+                    for _ in 0..<15 {
+                        try await context.perform {
+                            let departments = try context.fetch(FetchRequest<ManagedObject>(entityName: "Department"))
+                            var perSave: [String: Int] = [:]
+                            for department in departments {
+                                let name = try department.value(forKey: "name") as! String
+                                perSave[String(name.split(separator: "-").prefix(2).joined(separator: "-")), default: 0] += 1
+                            }
+                            #expect(perSave.values.allSatisfy { $0 == 20 }, "a fetch saw part of a save: \(perSave)")
+                            context.reset()
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let count = try ManagedObjectContext(persistentStoreCoordinator: coordinator).count(for: FetchRequest<ManagedObject>(entityName: "Department"))
+        #expect(count == 2 * 10 * 20)
+    }
+
     @Test("S001: setters of a queue-based context may be called from any thread while its queue works")
     func settersFromAnyThread() async throws {
         let stack = try Stack()
@@ -136,24 +184,30 @@ struct ConcurrencyTests {
     }
 
     @Test("lock, unlock and tryLock: a recursive lock, held by one thread at a time")
-    func locks() async {
+    func locks() {
+        // Synchronous on purpose: a recursive lock belongs to a thread, and an async test may
+        // resume on another thread after each await.
         let context = ManagedObjectContext(concurrencyType: .privateQueue)
+        func onAnotherThread(_ body: @escaping @Sendable () -> Bool) -> Bool {
+            let done = DispatchSemaphore(value: 0)
+            let result = Flag()
+            Thread.detachNewThread {
+                result.set(body())
+                done.signal()
+            }
+            done.wait()
+            return result.value
+        }
         context.lock()
         #expect(context.tryLock(), "the holding thread may take it again")
         context.unlock()
-        let fromOtherThread = await withCheckedContinuation { continuation in
-            Thread.detachNewThread { continuation.resume(returning: context.tryLock()) }
-        }
-        #expect(!fromOtherThread, "another thread cannot take a held lock")
+        #expect(!onAnotherThread { context.tryLock() }, "another thread cannot take a held lock")
         context.unlock()
-        let afterUnlock = await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
-                let taken = context.tryLock()
-                if taken { context.unlock() }
-                continuation.resume(returning: taken)
-            }
-        }
-        #expect(afterUnlock)
+        #expect(onAnotherThread {
+            let taken = context.tryLock()
+            if taken { context.unlock() }
+            return taken
+        })
     }
 
     @Test("identity: concurrency type, name, user info, coordinator; a new coordinator resets the context")

@@ -53,13 +53,6 @@ extension ManagedObjectContext {
         return "<\(concurrencyType) context \(UInt(bitPattern: ObjectIdentifier(self).hashValue))>"
     }
 
-    /// Runs `body` on the context's queue, waiting for it (at once when already there): how the
-    /// setters of queue-based contexts are safe to call from any thread.
-    func onQueue<T>(_ body: () throws -> T) rethrows -> T {
-        if isOnContextQueue || queue == nil { return try body() }
-        return try queue!.sync(execute: body)
-    }
-
     // MARK: Performing work
 
     /// Schedules `body` on the context's queue and returns at once (a confinement context runs
@@ -75,10 +68,7 @@ extension ManagedObjectContext {
     /// context) it runs at once.
     public func performAndWait<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
         guard let queue, !isOnContextQueue else { return try body() }
-        let result: Result<T, E> = queue.sync {
-            do throws(E) { return .success(try body()) } catch { return .failure(error) }
-        }
-        return try result.get()
+        return try queue.sync { Result(catching: body) }.get()
     }
 
     /// When the async ``perform(schedule:_:)`` runs its block.
@@ -98,9 +88,7 @@ extension ManagedObjectContext {
                                                _ body: @escaping @Sendable () throws(E) -> T) async throws(E) -> T {
         guard let queue, !(schedule == .immediate && isOnContextQueue) else { return try body() }
         let result: Result<T, E> = await withCheckedContinuation { continuation in
-            queue.async {
-                do throws(E) { continuation.resume(returning: .success(try body())) } catch { continuation.resume(returning: .failure(error)) }
-            }
+            queue.async { continuation.resume(returning: Result(catching: body)) }
         }
         return try result.get()
     }

@@ -50,7 +50,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     public var retainsRegisteredObjects: Bool {
         get { _retainsRegisteredObjects }
         set {
-            onQueue {
+            performAndWait {
                 _retainsRegisteredObjects = newValue
                 for object in allRegistered() { register(object) }
             }
@@ -61,21 +61,21 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// — (true, the default) or only when saving (false).
     public var propagatesDeletesAtEndOfEvent: Bool {
         get { _propagatesDeletesAtEndOfEvent }
-        set { onQueue { _propagatesDeletesAtEndOfEvent = newValue } }
+        set { performAndWait { _propagatesDeletesAtEndOfEvent = newValue } }
     }
 
     /// Whether a fault whose row is gone is treated as deleted (true, as in Core Data) instead of
     /// failing with ``ArborError/Code/objectNotFound`` when it fires.
     public var shouldDeleteInaccessibleFaults: Bool {
         get { _shouldDeleteInaccessibleFaults }
-        set { onQueue { _shouldDeleteInaccessibleFaults = newValue } }
+        set { performAndWait { _shouldDeleteInaccessibleFaults = newValue } }
     }
 
     /// How old cached row data may be when a fault fires or an object is refreshed: negative (the
     /// default, -1) means any age, 0 means always read the store.
     public var stalenessInterval: TimeInterval {
         get { _stalenessInterval }
-        set { onQueue { _stalenessInterval = newValue } }
+        set { performAndWait { _stalenessInterval = newValue } }
     }
 
     /// The coordinator the context saves to and loads from (nil: a scratch context that can
@@ -84,7 +84,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     public var persistentStoreCoordinator: PersistentStoreCoordinator? {
         get { _persistentStoreCoordinator }
         set {
-            onQueue {
+            performAndWait {
                 guard newValue !== _persistentStoreCoordinator else { return }
                 if _persistentStoreCoordinator != nil { reset() }
                 _persistentStoreCoordinator = newValue
@@ -95,13 +95,13 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// A name for the context, for the application's own use and in Arbor's messages.
     public var name: String? {
         get { _name }
-        set { onQueue { _name = newValue } }
+        set { performAndWait { _name = newValue } }
     }
 
     /// Values the application keeps with the context.
     public var userInfo: [String: any Sendable] {
         get { _userInfo }
-        set { onQueue { _userInfo = newValue } }
+        set { performAndWait { _userInfo = newValue } }
     }
 
     /// Makes an empty confinement context on `coordinator`: used by one thread at a time, with

@@ -436,21 +436,29 @@ extension NativeStore {
         let ordered = plan.sort.isEmpty
         var result: [(ManagedObjectID, StoreRow)] = []
 
+        /// The entity a row names (its first component), or a typed error for a malformed row or
+        /// an entity the model lacks.
+        func rowEntity(_ bytes: UnsafeRawBufferPointer, key: () throws -> Int64) throws -> EntityDescription {
+            guard let name = Self.entityName(ofRow: bytes) else {
+                throw ArborError(.store, "the row \((try? key()).map(String.init) ?? "?") of \(rows.name) is malformed")
+            }
+            if name == entity.name { return entity }
+            guard let other = model.entity(named: name) else {
+                throw ArborError(.store, "the row \(try key()) of \(rows.name) names \(name), which is not an entity of the model")
+            }
+            return other
+        }
+
         /// Takes one row read through an index (its key and bytes): false to stop. Such rows
         /// mostly match, so each is decoded whole at once; a scan (below) mostly rejects rows
         /// and reads them in place instead (measured: the in-place read here cost index fetches
         /// a third of their speed).
         func take(_ key: Int64, _ bytes: [UInt8]) throws -> Bool {
-            guard let name = bytes.withUnsafeBytes({ Self.entityName(ofRow: $0) }) else {
-                throw ArborError(.store, "the row \(key) of \(rows.name) is malformed")
+            let rowEntity = try bytes.withUnsafeBytes { try rowEntity($0) { key } }
+            if rowEntity !== entity {
+                guard request.includesSubentities, rowEntity.isKind(of: entity) else { return true }
             }
-            if name != entity.name {
-                guard let other = model.entity(named: name) else {
-                    throw ArborError(.store, "the row \(key) of \(rows.name) names \(name), which is not an entity of the model")
-                }
-                guard request.includesSubentities, other.isKind(of: entity) else { return true }
-            }
-            let id = objectID(name, key)
+            let id = objectID(rowEntity.name, key)
             let row = try decode(bytes, objectID: id)
             if let filter = plan.filter, try !evaluator.evaluate(filter, on: .row(row, id)) { return true }
             result.append((id, row))
@@ -502,14 +510,7 @@ extension NativeStore {
             }
             func filter(for entry: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Unmanaged<ScanFilter> {
                 if let known = filters.first(where: { $0.owns(value) }) { return Unmanaged.passUnretained(known) }
-                guard value.first == KeyEncoding.Tag.string, let nameEnd = KeyEncoding.componentEnd(value, from: 0) else {
-                    throw malformed(entry)
-                }
-                let name = String(decoding: UnsafeRawBufferPointer(rebasing: value[1..<(nameEnd - 2)]), as: UTF8.self)
-                guard let rowEntity = model.entity(named: name) else {
-                    let key = try Self.lastKey(of: entry, in: rows.name)
-                    throw ArborError(.store, "the row \(key) of \(rows.name) names \(name), which is not an entity of the model")
-                }
+                let rowEntity = try rowEntity(value) { try Self.lastKey(of: entry, in: rows.name) }
                 let accepted = rowEntity === entity || (request.includesSubentities && rowEntity.isKind(of: entity))
                 let made = ScanFilter(plan.filter, layout: RawRowLayout(rowEntity), accepted: accepted)
                 filters.append(made)

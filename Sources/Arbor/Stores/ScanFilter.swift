@@ -153,10 +153,6 @@ final class ScanFilter {
         return UnsafeRawBufferPointer(rebasing: pool[span.start..<(span.start + span.count)])
     }
 
-    private static func order(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
-        KeyEncoding.order(a, b)
-    }
-
     private func test(_ node: Node, _ value: UnsafeRawBufferPointer) -> Bool? {
         guard let tag = value.first else { return nil }
         if tag == KeyEncoding.Tag.null {
@@ -166,7 +162,7 @@ final class ScanFilter {
         guard tag == node.tag else { return nil }
         switch node.kind {
         case .compare:
-            let c = Self.order(value, constant(node, 0))
+            let c = KeyEncoding.order(value, constant(node, 0))
             switch node.op {
             case .equalTo: return c == 0
             case .notEqualTo: return c != 0
@@ -176,9 +172,9 @@ final class ScanFilter {
             default: return c >= 0
             }
         case .between:
-            return Self.order(value, constant(node, 0)) >= 0 && Self.order(value, constant(node, 1)) <= 0
+            return KeyEncoding.order(value, constant(node, 0)) >= 0 && KeyEncoding.order(value, constant(node, 1)) <= 0
         case .oneOf:
-            for index in 0..<node.count where Self.order(value, constant(node, index)) == 0 { return true }
+            for index in 0..<node.count where KeyEncoding.order(value, constant(node, index)) == 0 { return true }
             return false
         default:
             // The string's escaped UTF-8, without its tag and terminator.

@@ -59,14 +59,29 @@ extension ManagedObjectContext {
     /// it now, on the calling thread). Each block is a body of work of its own: when it ends,
     /// other blocks may run; end it with `save()` when its changes should be kept.
     public func perform(_ body: @escaping @Sendable () -> Void) {
-        guard let queue else { return body() }
-        queue.async(execute: body)
+        guard let queue else {
+            body()
+            return processPendingChanges()
+        }
+        queue.async {
+            body()
+            self.processPendingChanges()
+        }
     }
 
     /// Runs `body` on the context's queue and returns when it has run, with its value or its
     /// error. Reentrant: inside a block of this context (or on the main thread, for a main-queue
     /// context) it runs at once.
     public func performAndWait<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        try onQueue { () throws(E) -> T in
+            defer { processPendingChanges() }
+            return try body()
+        }
+    }
+
+    /// Runs `body` on the context's queue and waits for it, without ending the event (the
+    /// setters' way in).
+    func onQueue<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
         guard let queue, !isOnContextQueue else { return try body() }
         return try queue.sync { Result(catching: body) }.get()
     }
@@ -86,9 +101,16 @@ extension ManagedObjectContext {
     /// means this one (as in Core Data): `await` it.
     public func perform<T: Sendable, E: Error>(schedule: ScheduledTaskType = .immediate,
                                                _ body: @escaping @Sendable () throws(E) -> T) async throws(E) -> T {
-        guard let queue, !(schedule == .immediate && isOnContextQueue) else { return try body() }
+        guard let queue, !(schedule == .immediate && isOnContextQueue) else {
+            defer { processPendingChanges() }
+            return try body()
+        }
         let result: Result<T, E> = await withCheckedContinuation { continuation in
-            queue.async { continuation.resume(returning: Result(catching: body)) }
+            queue.async {
+                let result = Result(catching: body)
+                self.processPendingChanges()
+                continuation.resume(returning: result)
+            }
         }
         return try result.get()
     }

@@ -203,9 +203,12 @@ extension ManagedObjectContext {
     ///   was read, ``ArborError/Code/constraintConflict`` for a uniqueness violation, store errors.
     public func save() throws {
         checkQueue()
+        // The event ends (even when delete rules wait for the save).
         propagateDeletes()
+        postObjectsDidChange()
         guard hasChanges else { return }
         let coordinator = try requireCoordinator("save to")
+        postWillSave()
         // willSave once per object; what it changes (and the deletions that propagates) is saved
         // too, its objects announced in turn.
         saveCount += 1
@@ -226,6 +229,8 @@ extension ManagedObjectContext {
             for object in pending { object.willSave() }
             propagateDeletes()
         }
+        // What willSave changed is an event of its own.
+        postObjectsDidChange()
         let insertedObjects = inserted.objects
         let updatedObjects = updated.objects
         let deletedObjects = deleted.objects
@@ -375,6 +380,7 @@ extension ManagedObjectContext {
         deleted.removeAll()
         for (object, _) in savedRows { object.didSave() }
         for object in deletedObjects { object.didSave() }
+        postDidSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects)
     }
 }
 
@@ -418,14 +424,14 @@ extension ManagedObjectContext {
             pendingDeletes.removeAll { $0 === object }
         }
         updated.remove(object)
-        guard mergeChanges else { return }
+        guard mergeChanges else { return noteRefreshed(object) }
         // Reload now, then put this context's changes back over the new values (a pending
         // deletion stays pending).
         do {
             try fulfillFault(object)
         } catch {
             // The row is gone or unreadable: the object stays a fault and reports that when used.
-            return
+            return noteRefreshed(object)
         }
         for (key, value) in pending {
             object.values[key] = value
@@ -433,7 +439,8 @@ extension ManagedObjectContext {
             if object.entity.relationshipsByName[key]?.isToMany == true { object.unloadedRelationships.remove(key) }
         }
         for (key, value) in transient { object.values[key] = value }
-        objectDidChange(object)
+        objectDidChange(object, noting: false)
+        noteRefreshed(object)
     }
 
     /// Refreshes every registered object, keeping this context's pending changes (as

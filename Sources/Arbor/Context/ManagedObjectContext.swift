@@ -27,6 +27,10 @@ public final class ManagedObjectContext: @unchecked Sendable {
     var saveCount = 0
     /// Deleted objects whose delete rules have not been applied yet.
     var pendingDeletes: [ManagedObject] = []
+    /// What the current event changed (posted by ``processPendingChanges()``).
+    var event = EventChanges()
+    /// The streams of ``changes``.
+    let changeStreams = ChangeStreams()
     /// New objects assigned to a store with `assign(_:to:)`, by (temporary) ID.
     var assignments: [ManagedObjectID: any PersistentStore] = [:]
 
@@ -37,11 +41,17 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// The lock of ``lock()``, ``unlock()`` and ``tryLock()``.
     let contextLock = NSRecursiveLock()
 
+    /// The observer of other contexts' saves, while ``automaticallyMergesChangesFromParent``.
+    var mergeObserver: (any NSObjectProtocol)?
+
     private var _retainsRegisteredObjects = false
     private var _propagatesDeletesAtEndOfEvent = true
     private var _shouldDeleteInaccessibleFaults = true
     private var _stalenessInterval: TimeInterval = -1
     private var _persistentStoreCoordinator: PersistentStoreCoordinator?
+    private var _parent: ManagedObjectContext?
+    /// The contexts whose parent this context is (told the permanent IDs of a root save).
+    let children = ChildContexts()
     private var _name: String?
     private var _userInfo: [String: any Sendable] = [:]
 
@@ -50,7 +60,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     public var retainsRegisteredObjects: Bool {
         get { _retainsRegisteredObjects }
         set {
-            performAndWait {
+            onQueue {
                 _retainsRegisteredObjects = newValue
                 for object in allRegistered() { register(object) }
             }
@@ -61,47 +71,91 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// — (true, the default) or only when saving (false).
     public var propagatesDeletesAtEndOfEvent: Bool {
         get { _propagatesDeletesAtEndOfEvent }
-        set { performAndWait { _propagatesDeletesAtEndOfEvent = newValue } }
+        set { onQueue { _propagatesDeletesAtEndOfEvent = newValue } }
     }
 
     /// Whether a fault whose row is gone is treated as deleted (true, as in Core Data) instead of
     /// failing with ``ArborError/Code/objectNotFound`` when it fires.
     public var shouldDeleteInaccessibleFaults: Bool {
         get { _shouldDeleteInaccessibleFaults }
-        set { performAndWait { _shouldDeleteInaccessibleFaults = newValue } }
+        set { onQueue { _shouldDeleteInaccessibleFaults = newValue } }
     }
 
     /// How old cached row data may be when a fault fires or an object is refreshed: negative (the
     /// default, -1) means any age, 0 means always read the store.
     public var stalenessInterval: TimeInterval {
         get { _stalenessInterval }
-        set { performAndWait { _stalenessInterval = newValue } }
+        set { onQueue { _stalenessInterval = newValue } }
     }
 
     /// The coordinator the context saves to and loads from (nil: a scratch context that can
     /// insert, relate, validate and roll back, but not save or fire faults). Setting another
     /// coordinator first resets the context (its objects belong to the old one).
+    ///
+    /// A child context (one with a ``parent``) has its root's coordinator; setting one makes the
+    /// context a root again.
     public var persistentStoreCoordinator: PersistentStoreCoordinator? {
-        get { _persistentStoreCoordinator }
+        get { _parent?.persistentStoreCoordinator ?? _persistentStoreCoordinator }
         set {
-            performAndWait {
-                guard newValue !== _persistentStoreCoordinator else { return }
-                if _persistentStoreCoordinator != nil { reset() }
+            onQueue {
+                guard newValue !== persistentStoreCoordinator || _parent != nil else { return }
+                if persistentStoreCoordinator != nil { reset() }
+                detachFromParent()
                 _persistentStoreCoordinator = newValue
             }
         }
     }
 
+    /// The context this one reads from and saves to, when it is a child context (nil for a root
+    /// context, which uses its ``persistentStoreCoordinator``; S001-07). Setting one resets the
+    /// context when it had a parent or coordinator before. A child's fetches and faults see its
+    /// parent's unsaved state, and its saves go to the parent only (docs/contexts.md, "Parent and
+    /// child contexts").
+    ///
+    /// - Precondition: the parent is not a confinement context unless this one is too (S001-05),
+    ///   and is not this context or one of its descendants.
+    public var parent: ManagedObjectContext? {
+        get { _parent }
+        set {
+            onQueue {
+                guard newValue !== _parent else { return }
+                if let newValue {
+                    precondition(newValue.concurrencyType != .confinement || concurrencyType == .confinement,
+                                 "a confinement context can be the parent of confinement contexts only (it has no queue to serve other queues' children from)")
+                    var ancestor: ManagedObjectContext? = newValue
+                    while let next = ancestor {
+                        precondition(next !== self, "a context cannot be its own ancestor")
+                        ancestor = next.parent
+                    }
+                }
+                if persistentStoreCoordinator != nil { reset() }
+                detachFromParent()
+                _persistentStoreCoordinator = nil
+                _parent = newValue
+                newValue?.children.add(self)
+            }
+        }
+    }
+
+    private func detachFromParent() {
+        _parent?.children.remove(self)
+        _parent = nil
+    }
+
     /// A name for the context, for the application's own use and in Arbor's messages.
     public var name: String? {
         get { _name }
-        set { performAndWait { _name = newValue } }
+        set { onQueue { _name = newValue } }
     }
 
     /// Values the application keeps with the context.
     public var userInfo: [String: any Sendable] {
         get { _userInfo }
-        set { performAndWait { _userInfo = newValue } }
+        set { onQueue { _userInfo = newValue } }
+    }
+
+    deinit {
+        if let mergeObserver { NotificationCenter.default.removeObserver(mergeObserver) }
     }
 
     /// Makes an empty confinement context on `coordinator`: used by one thread at a time, with
@@ -224,6 +278,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
                 object.deletedFlag = false
                 pendingDeletes.removeAll { $0 === object }
                 inserted.append(object)
+                noteInserted(object)
             }
             return
         }
@@ -236,6 +291,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         object.announcedInSave = 0
         register(object)
         inserted.append(object)
+        noteInserted(object)
         object.awakeFromInsert()
     }
 
@@ -247,6 +303,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         precondition(object.managedObjectContext === self, "\(object) does not belong to this context")
         guard !object.deletedFlag else { return }
         object.deletedFlag = true
+        noteDeleted(object)
         if object.insertedFlag {
             inserted.remove(object)
         } else {
@@ -257,10 +314,14 @@ public final class ManagedObjectContext: @unchecked Sendable {
     }
 
     /// Ends the current event: applies the delete rules of the objects deleted since (when
-    /// ``propagatesDeletesAtEndOfEvent``), and forgets new objects that were deleted again.
+    /// ``propagatesDeletesAtEndOfEvent``), forgets new objects that were deleted again, and posts
+    /// ``didChangeObjectsNotification`` with what the event changed (S000-92). The context calls
+    /// it before every fetch and save and at the end of every `perform` and `performAndWait`
+    /// block; calling it again when nothing changed does nothing.
     public func processPendingChanges() {
         checkQueue()
         if propagatesDeletesAtEndOfEvent { propagateDeletes() }
+        postObjectsDidChange()
     }
 
     /// Applies the delete rules of every pending deletion: nullify unlinks the destinations,
@@ -305,6 +366,9 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// store is not read again).
     public func rollback() {
         checkQueue()
+        // What the event changed so far is told first; then the rollback reports the objects it
+        // restored as refreshed and the new ones it dropped as invalidated.
+        postObjectsDidChange()
         // Only changed objects have anything to undo: the change sets and the pending deletions
         // (which also hold new objects deleted again, not yet processed).
         let pending = pendingDeletes
@@ -312,6 +376,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         for object in inserted.objects + pending where object.insertedFlag {
             unregister(object.objectID)
             object.managedObjectContext = nil
+            noteInvalidated(object)
         }
         for object in updated.objects + deleted.objects + pending where !object.insertedFlag {
             if let committed = object.committed {
@@ -319,30 +384,39 @@ public final class ManagedObjectContext: @unchecked Sendable {
             }
             object.deletedFlag = false
             object.changedSlots.removeAll()
+            noteRefreshed(object)
         }
         inserted.removeAll()
         updated.removeAll()
         deleted.removeAll()
         assignments.removeAll()
+        postObjectsDidChange()
     }
 
     /// Forgets every object: the context is as new, and the objects it had must not be used
     /// again (they no longer belong to it).
     public func reset() {
         checkQueue()
-        for object in allRegistered() { object.managedObjectContext = nil }
+        for object in allRegistered() {
+            object.managedObjectContext = nil
+            object.eventMarks = 0
+        }
         registry.removeAll()
+        event = EventChanges()
+        event.invalidatedAll = true
         inserted.removeAll()
         updated.removeAll()
         deleted.removeAll()
         pendingDeletes.removeAll()
         assignments.removeAll()
+        postObjectsDidChange()
     }
 
     // MARK: Called by objects
 
     /// Records that `object` changed (or changed back).
-    func objectDidChange(_ object: ManagedObject) {
+    func objectDidChange(_ object: ManagedObject, noting: Bool = true) {
+        if noting { noteUpdated(object) }
         guard !object.insertedFlag, !object.deletedFlag else { return }
         if object.changedSlots.isEmpty {
             updated.remove(object)

@@ -182,6 +182,24 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
     }
 
+    /// Reads again the rows of those of `ids` the cache holds (another coordinator saved them):
+    /// the snapshots take the stored rows, and those whose rows are gone are dropped.
+    func reloadSnapshots(_ ids: [ManagedObjectID]) throws {
+        try locked {
+            let cached = ids.filter { cache[$0] != nil }
+            guard !cached.isEmpty else { return }
+            let now = ContinuousClock.now
+            for (id, row) in zip(cached, try rows(for: cached)) {
+                if let row {
+                    cache[id]?.row = row
+                    cache[id]?.readAt = now
+                } else {
+                    cache[id] = nil
+                }
+            }
+        }
+    }
+
     /// A managed object no longer holds data from `objectID`'s snapshot; the last one drops it.
     func releaseSnapshot(_ objectID: ManagedObjectID) {
         locked {

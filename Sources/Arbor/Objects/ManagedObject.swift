@@ -65,6 +65,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var deletedFlag = false
     /// The object's place in its context's inserted, updated or deleted ``ChangeList`` (-1: none).
     var changeSlot = -1
+    /// How the context's current event reports the object so far (``EventMarks`` bits).
+    var eventMarks: UInt8 = 0
     /// The last save (by the context's count of saves) whose `willSave` round included the object.
     var announcedInSave = 0
     /// The version of the row the committed values came from (0: never saved).

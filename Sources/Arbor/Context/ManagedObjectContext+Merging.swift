@@ -1,0 +1,160 @@
+import Foundation
+
+/// Merging what other contexts saved (S000-37, S001-25; docs/contexts.md, "Merging another
+/// context's save").
+extension ManagedObjectContext {
+    /// Brings in a save of another context, from its ``didSaveObjectsNotification``: objects it
+    /// updated that are registered here are refreshed (this context's unsaved changes stay on
+    /// top, as with ``refresh(_:mergeChanges:)``), objects it inserted are registered as faults,
+    /// and objects it deleted are deleted here and forgotten. Only the notification's object IDs
+    /// are used, so it may come from a context on another queue (S003-15) — or on another
+    /// coordinator of the same store file, whose rows are then read afresh. Ends with a
+    /// ``didChangeObjectsNotification`` naming what changed here.
+    public func mergeChanges(fromContextDidSave notification: Notification) {
+        checkQueue()
+        guard let change = ContextChange(notification), change.kind == .didSave else { return }
+        let sender = notification.userInfo?[Self.coordinatorKey] as? PersistentStoreCoordinator
+        merge(change, fromOwnCoordinator: sender === persistentStoreCoordinator)
+    }
+
+    /// Merges a save made elsewhere (another process, say) into each of `contexts`, on each
+    /// context's queue: `changes` holds, under ``NotificationKey/insertedObjects``,
+    /// ``NotificationKey/updatedObjects`` and ``NotificationKey/deletedObjects`` (or their ID
+    /// keys), collections of ``ManagedObjectID``s or of their URIs. IDs no context's coordinator
+    /// knows are skipped. The rows are read afresh from the store.
+    public static func mergeChanges(fromRemoteContextSave changes: [AnyHashable: Any], into contexts: [ManagedObjectContext]) {
+        func values(_ keys: NotificationKey...) -> [Any] {
+            keys.flatMap { key -> [Any] in
+                guard let value = changes[key.rawValue] else { return [] }
+                if let many = value as? any Sequence { return many.map { $0 as Any } }
+                return [value]
+            }
+        }
+        let inserted = values(.insertedObjects, .insertedObjectIDs)
+        let updated = values(.updatedObjects, .updatedObjectIDs)
+        let deleted = values(.deletedObjects, .deletedObjectIDs)
+        for context in contexts {
+            guard let coordinator = context.persistentStoreCoordinator else { continue }
+            func ids(_ values: [Any]) -> Set<ManagedObjectID> {
+                Set(values.compactMap { value -> ManagedObjectID? in
+                    let uri = (value as? ManagedObjectID)?.uriRepresentation() ?? (value as? URL)
+                    return uri.flatMap { coordinator.managedObjectID(forURIRepresentation: $0) }
+                })
+            }
+            var change = ContextChange(kind: .didSave)
+            change.insertedObjectIDs = ids(inserted)
+            change.updatedObjectIDs = ids(updated)
+            change.deletedObjectIDs = ids(deleted)
+            context.performAndWait { context.merge(change, fromOwnCoordinator: false) }
+        }
+    }
+
+    /// Whether the context merges, on its own queue, the saves of its parent context — or, with
+    /// no parent context, of the other contexts of its coordinator that have none either (S001-25).
+    /// False by default. A confinement context merges on the thread of the saving context, so
+    /// both must be used from one thread.
+    public var automaticallyMergesChangesFromParent: Bool {
+        get { mergeObserver != nil }
+        set {
+            onQueue {
+                guard newValue != (mergeObserver != nil) else { return }
+                if let mergeObserver {
+                    NotificationCenter.default.removeObserver(mergeObserver)
+                    self.mergeObserver = nil
+                    return
+                }
+                mergeObserver = NotificationCenter.default.addObserver(forName: Self.didSaveObjectsNotification, object: nil, queue: nil) {
+                    [weak self] notification in
+                    self?.anotherContextDidSave(notification)
+                }
+            }
+        }
+    }
+
+    /// A did-save of some context, seen by a context that merges automatically: merged when it
+    /// is its parent's, or a sibling root's on the same coordinator.
+    private func anotherContextDidSave(_ notification: Notification) {
+        guard let sender = notification.object as? ManagedObjectContext, sender !== self,
+              let change = ContextChange(notification) else { return }
+        if let parent {
+            guard sender === parent else { return }
+        } else {
+            guard sender.parent == nil, let coordinator = persistentStoreCoordinator,
+                  notification.userInfo?[Self.coordinatorKey] as? PersistentStoreCoordinator === coordinator else { return }
+        }
+        perform { self.merge(change, fromOwnCoordinator: true) }
+    }
+
+    /// Merges a save's changes (by ID). `fromOwnCoordinator`: the save went through this
+    /// context's coordinator (or parent), whose row cache already holds the saved rows.
+    func merge(_ change: ContextChange, fromOwnCoordinator: Bool) {
+        // What this context did so far is an event of its own.
+        processPendingChanges()
+        if !fromOwnCoordinator, parent == nil, let coordinator = persistentStoreCoordinator {
+            try? coordinator.reloadSnapshots(Array(change.updatedObjectIDs.union(change.deletedObjectIDs)))
+        }
+        for id in change.updatedObjectIDs {
+            guard let object = registeredObject(for: id), !object.insertedFlag else { continue }
+            if object.faulted {
+                // Fires with the saved row when next used.
+                object.faultBatch = nil
+            } else {
+                refresh(object, mergeChanges: true)
+            }
+        }
+        // Objects deleted there are deleted here: their delete rules unlink what this context
+        // still relates to them; then they leave the context (their rows are gone already).
+        var gone: [ManagedObject] = []
+        for id in change.deletedObjectIDs {
+            guard let object = registeredObject(for: id) else { continue }
+            gone.append(object)
+            if !object.deletedFlag {
+                object.deletedFlag = true
+                updated.remove(object)
+                pendingDeletes.append(object)
+            }
+            noteDeleted(object)
+        }
+        propagateDeletes()
+        for object in gone {
+            inserted.remove(object)
+            updated.remove(object)
+            deleted.remove(object)
+            pendingDeletes.removeAll { $0 === object }
+            unregister(object.objectID)
+            object.snapshotHolder?.releaseSnapshot(object.objectID)
+            object.snapshotHolder = nil
+            object.managedObjectContext = nil
+        }
+        for id in change.insertedObjectIDs where registeredObject(for: id) == nil {
+            if let object = resolve(id) { noteInserted(object) }
+        }
+        postObjectsDidChange()
+    }
+}
+
+/// The child contexts of a context, held weakly (a child holds its parent, not the reverse).
+final class ChildContexts: @unchecked Sendable {
+    private let lock = NSLock()
+    private var contexts: [ObjectIdentifier: WeakContext] = [:]
+
+    private struct WeakContext {
+        weak var context: ManagedObjectContext?
+    }
+
+    func add(_ context: ManagedObjectContext) {
+        lock.withLock { contexts[ObjectIdentifier(context)] = WeakContext(context: context) }
+    }
+
+    func remove(_ context: ManagedObjectContext) {
+        _ = lock.withLock { contexts.removeValue(forKey: ObjectIdentifier(context)) }
+    }
+
+    /// The children still alive.
+    var all: [ManagedObjectContext] {
+        lock.withLock {
+            contexts = contexts.filter { $0.value.context != nil }
+            return contexts.values.compactMap(\.context)
+        }
+    }
+}

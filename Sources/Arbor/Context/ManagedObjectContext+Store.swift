@@ -231,9 +231,9 @@ extension ManagedObjectContext {
         }
         // What willSave changed is an event of its own.
         postObjectsDidChange()
-        let insertedObjects = inserted.objects
-        let updatedObjects = updated.objects
-        let deletedObjects = deleted.objects
+        var insertedObjects = inserted.objects
+        var updatedObjects = updated.objects
+        var deletedObjects = deleted.objects
         // Deny rules need the relationships they guard loaded.
         for object in deletedObjects {
             for relationship in object.entity.relationships where relationship.deleteRule == .deny {
@@ -255,83 +255,111 @@ extension ManagedObjectContext {
         for object in deletedObjects { collect { try object.validateForDelete() } }
         if let error = ArborError.gathering(failures) { throw error }
 
-        // New objects go with their temporary IDs: each store allocates their keys inside the
-        // save's transaction, and the context takes the permanent IDs once the save succeeded.
-        // Each store's changes, with the new objects in the order of its inserted rows.
+        // The rows to write, store by store: built again after a merge policy settled conflicts
+        // (it changes objects), and written again — a few times at most, since another writer
+        // may slip in between.
         var parts: [(store: UUID, changes: StoreChanges, newObjects: [ManagedObject])] = []
-        func part(_ store: UUID) -> Int {
-            if let index = parts.firstIndex(where: { $0.store == store }) { return index }
-            parts.append((store, StoreChanges(), []))
-            return parts.count - 1
-        }
-        func part(of id: ManagedObjectID) throws -> Int {
-            guard let store = id.storeIdentifier else { throw ArborError(.misuse, "\(id) has no store", objectID: id) }
-            return part(store)
-        }
-        var defaultStores: [ObjectIdentifier: Int] = [:]
-        func part(ofNew object: ManagedObject) throws -> Int {
-            if !object.objectID.isTemporaryID { return try part(of: object.objectID) }
-            if !assignments.isEmpty, let store = assignments[object.objectID] { return part(store.identifier) }
-            if let index = defaultStores[ObjectIdentifier(object.entity)] { return index }
-            let index = part(try coordinator.store(for: object.entity).identifier)
-            defaultStores[ObjectIdentifier(object.entity)] = index
-            return index
-        }
-        // A row shares the object's values, minus transients and the to-many relationships it
-        // does not carry (unordered ones, and ordered ones never loaded).
-        func row(of object: ManagedObject, version: Int64) -> StoreRow {
-            let entity = object.entity
-            var values = object.values
-            for (attribute, slot) in zip(entity.attributes, entity.attributeSlots) {
-                if attribute.isTransient {
-                    if values[slot: slot] != nil { values[slot: slot] = nil }
-                } else if values[slot: slot] == nil {
-                    values[slot: slot] = PropertyValue.none
-                }
-            }
-            for (relationship, slot) in zip(entity.relationships, entity.relationshipSlots) {
-                if !relationship.isToMany {
-                    if values[slot: slot] == nil { values[slot: slot] = PropertyValue.none }
-                } else if !relationship.isOrdered || object.unloadedRelationships.contains(relationship.name) {
-                    if values[slot: slot] != nil { values[slot: slot] = nil }
-                } else if values[slot: slot] == nil {
-                    values[slot: slot] = .objects([])
-                }
-            }
-            return StoreRow(entityName: entity.name, version: version, values: values)
-        }
         var savedRows: [(ManagedObject, StoreRow)] = []
-        savedRows.reserveCapacity(insertedObjects.count + updatedObjects.count)
-        for object in insertedObjects {
-            let newRow = row(of: object, version: 1)
-            let index = try part(ofNew: object)
-            parts[index].changes.inserted.append((object.objectID, newRow))
-            parts[index].newObjects.append(object)
-            savedRows.append((object, newRow))
-        }
-        for object in updatedObjects {
-            let newRow = row(of: object, version: object.committedVersion + 1)
-            parts[try part(of: object.objectID)].changes.updated.append((object.objectID, newRow, object.committedVersion))
-            savedRows.append((object, newRow))
-        }
-        for object in deletedObjects where !object.objectID.isTemporaryID {
-            parts[try part(of: object.objectID)].changes.deleted.append((object.objectID, object.committedVersion))
-        }
-        // Many-to-many links: the difference between committed and current destinations.
-        for object in insertedObjects + updatedObjects {
-            for relationship in object.entity.relationships where relationship.isManyToMany && !object.unloadedRelationships.contains(relationship.name) {
-                let now = object.values[relationship.name]?.objectIDs ?? []
-                let before = object.committed?[relationship.name]?.objectIDs ?? []
-                let index = try part(ofNew: object)
-                for other in now where !before.contains(other) {
-                    parts[index].changes.linked.append((object.objectID, relationship.name, other))
+        var assigned: [[ManagedObjectID]] = []
+        var attempts = 0
+        while true {
+            insertedObjects = inserted.objects
+            updatedObjects = updated.objects
+            deletedObjects = deleted.objects
+            parts = []
+            savedRows = []
+            // New objects go with their temporary IDs: each store allocates their keys inside the
+            // save's transaction, and the context takes the permanent IDs once the save succeeded.
+            // Each store's changes, with the new objects in the order of its inserted rows.
+            func part(_ store: UUID) -> Int {
+                if let index = parts.firstIndex(where: { $0.store == store }) { return index }
+                parts.append((store, StoreChanges(), []))
+                return parts.count - 1
+            }
+            func part(of id: ManagedObjectID) throws -> Int {
+                guard let store = id.storeIdentifier else { throw ArborError(.misuse, "\(id) has no store", objectID: id) }
+                return part(store)
+            }
+            var defaultStores: [ObjectIdentifier: Int] = [:]
+            func part(ofNew object: ManagedObject) throws -> Int {
+                if !object.objectID.isTemporaryID { return try part(of: object.objectID) }
+                if !assignments.isEmpty, let store = assignments[object.objectID] { return part(store.identifier) }
+                if let index = defaultStores[ObjectIdentifier(object.entity)] { return index }
+                let index = part(try coordinator.store(for: object.entity).identifier)
+                defaultStores[ObjectIdentifier(object.entity)] = index
+                return index
+            }
+            // A row shares the object's values, minus transients and the to-many relationships it
+            // does not carry (unordered ones, and ordered ones never loaded).
+            func row(of object: ManagedObject, version: Int64) -> StoreRow {
+                let entity = object.entity
+                var values = object.values
+                for (attribute, slot) in zip(entity.attributes, entity.attributeSlots) {
+                    if attribute.isTransient {
+                        if values[slot: slot] != nil { values[slot: slot] = nil }
+                    } else if values[slot: slot] == nil {
+                        values[slot: slot] = PropertyValue.none
+                    }
                 }
-                for other in before where !now.contains(other) {
-                    parts[index].changes.unlinked.append((object.objectID, relationship.name, other))
+                for (relationship, slot) in zip(entity.relationships, entity.relationshipSlots) {
+                    if !relationship.isToMany {
+                        if values[slot: slot] == nil { values[slot: slot] = PropertyValue.none }
+                    } else if !relationship.isOrdered || object.unloadedRelationships.contains(relationship.name) {
+                        if values[slot: slot] != nil { values[slot: slot] = nil }
+                    } else if values[slot: slot] == nil {
+                        values[slot: slot] = .objects([])
+                    }
+                }
+                return StoreRow(entityName: entity.name, version: version, values: values)
+            }
+            savedRows.reserveCapacity(insertedObjects.count + updatedObjects.count)
+            for object in insertedObjects {
+                let newRow = row(of: object, version: 1)
+                let index = try part(ofNew: object)
+                parts[index].changes.inserted.append((object.objectID, newRow))
+                parts[index].newObjects.append(object)
+                savedRows.append((object, newRow))
+            }
+            for object in updatedObjects {
+                let newRow = row(of: object, version: object.committedVersion + 1)
+                parts[try part(of: object.objectID)].changes.updated.append((object.objectID, newRow, object.committedVersion))
+                savedRows.append((object, newRow))
+            }
+            for object in deletedObjects where !object.objectID.isTemporaryID {
+                parts[try part(of: object.objectID)].changes.deleted.append((object.objectID, object.committedVersion))
+            }
+            // Many-to-many links: the difference between committed and current destinations.
+            for object in insertedObjects + updatedObjects {
+                for relationship in object.entity.relationships where relationship.isManyToMany && !object.unloadedRelationships.contains(relationship.name) {
+                    let now = object.values[relationship.name]?.objectIDs ?? []
+                    let before = object.committed?[relationship.name]?.objectIDs ?? []
+                    let index = try part(ofNew: object)
+                    for other in now where !before.contains(other) {
+                        parts[index].changes.linked.append((object.objectID, relationship.name, other))
+                    }
+                    for other in before where !now.contains(other) {
+                        parts[index].changes.unlinked.append((object.objectID, relationship.name, other))
+                    }
                 }
             }
+            for (object, version) in lockChecks() {
+                parts[try part(of: object.objectID)].changes.checked.append((object.objectID, version))
+            }
+            do {
+                // Across several stores a refusal would come after earlier stores saved their
+                // part: conflicts are looked for before anything is written.
+                if parts.count > 1, case let found = try optimisticLockingConflicts(coordinator), !found.isEmpty {
+                    throw ArborError.conflicts(found)
+                }
+                assigned = try coordinator.save(parts.map { ($0.store, $0.changes) })
+                break
+            } catch let error as ArborError where error.code == .mergeConflict || error.code == .constraintConflict {
+                attempts += 1
+                guard attempts <= 5 else { throw error }
+                try resolveConflicts(after: error, coordinator)
+                guard hasChanges else { return }
+            }
         }
-        let assigned = try coordinator.save(parts.map { ($0.store, $0.changes) })
 
         // The save happened: bring the objects and the context up to date. New objects take
         // their permanent IDs (in the registry too), also in the changed objects' relationships
@@ -378,6 +406,7 @@ extension ManagedObjectContext {
         inserted.removeAll()
         updated.removeAll()
         deleted.removeAll()
+        conflictChecked.removeAll()
         for (object, _) in savedRows { object.didSave() }
         for object in deletedObjects { object.didSave() }
         postDidSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects)

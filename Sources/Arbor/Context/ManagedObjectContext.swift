@@ -41,6 +41,10 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// The lock of ``lock()``, ``unlock()`` and ``tryLock()``.
     let contextLock = NSRecursiveLock()
 
+    /// The merge policy (``mergePolicy``).
+    var _mergePolicy = MergePolicy.error
+    /// Unchanged objects marked with ``detectConflicts(for:)`` since the last save.
+    var conflictChecked: [ManagedObject] = []
     /// The observer of other contexts' saves, while ``automaticallyMergesChangesFromParent``.
     var mergeObserver: (any NSObjectProtocol)?
 
@@ -409,6 +413,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         deleted.removeAll()
         pendingDeletes.removeAll()
         assignments.removeAll()
+        conflictChecked.removeAll()
         postObjectsDidChange()
     }
 

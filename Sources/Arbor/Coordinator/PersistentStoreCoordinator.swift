@@ -200,6 +200,16 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
     }
 
+    /// The cached row of `objectID`, if the cache holds one.
+    func cachedRow(for objectID: ManagedObjectID) -> StoreRow? {
+        locked { cache[objectID]?.row }
+    }
+
+    /// The object whose row holds `row`'s values of `constraint` in `store`.
+    func objectID(holding constraint: [String], of row: StoreRow, in store: any PersistentStore) throws -> ManagedObjectID? {
+        try locked { try store.objectID(holding: constraint, of: row) }
+    }
+
     /// A managed object no longer holds data from `objectID`'s snapshot; the last one drops it.
     func releaseSnapshot(_ objectID: ManagedObjectID) {
         locked {

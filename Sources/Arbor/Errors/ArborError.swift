@@ -137,6 +137,11 @@ public struct ArborError: Error, Sendable, CustomStringConvertible {
     public var detailedErrors: [ArborError] = []
     /// The engine's error underneath, for store failures.
     public var storeError: StoreError?
+    /// For ``Code/mergeConflict``: the optimistic-locking conflicts the save found (the error
+    /// merge policy's failure), to examine before choosing another policy.
+    public var conflicts: [MergeConflict] = []
+    /// For ``Code/constraintConflict``: the uniqueness conflicts the save found.
+    public var constraintConflicts: [ConstraintConflict] = []
     /// For ``Code/predicateSyntax``: the offset (from 0, in Unicode scalars) in the format string where
     /// the problem is.
     public var position: Int?

@@ -424,6 +424,22 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         }
     }
 
+    /// The object whose row holds `row`'s values of the uniqueness constraint `constraint` of
+    /// `row`'s entity (nil: none, or values that cannot be held: a relationship to a new object).
+    public func objectID(holding constraint: [String], of row: StoreRow) throws -> ManagedObjectID? {
+        let entity = try entity(row.entityName)
+        guard let value = try? uniqueKey(row, constraint) else { return nil }
+        return try Self.storeError("look up the holder of \(entity.rootEntity.name)(\(constraint.joined(separator: ", ")))") {
+            try database.read { transaction -> ManagedObjectID? in
+                guard let holder = try transaction.tree(named: Self.uniqueTree(entity, constraint))?.get(value),
+                      case .int(let key)? = try KeyEncoding.decode(holder).first else { return nil }
+                let id = objectID(entity.rootEntity.name, key)
+                guard let bytes = try transaction.tree(named: Self.rowsTree(entity))?.get(Self.key(key)) else { return id }
+                return objectID(try decode(bytes, objectID: id).entityName, key)
+            }
+        }
+    }
+
     /// Writes one save's changes in one engine write transaction: rows, indexes, links,
     /// constraints; primary keys for rows that come with temporary IDs are allocated in it.
     public func save(_ changes: StoreChanges) throws -> [ManagedObjectID] {

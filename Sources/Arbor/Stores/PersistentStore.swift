@@ -105,6 +105,9 @@ public struct StoreChanges: Sendable {
     public var updated: [(ManagedObjectID, StoreRow, expectedVersion: Int64)] = []
     /// Deleted rows, with the version the saving context's copy was read at.
     public var deleted: [(ManagedObjectID, expectedVersion: Int64)] = []
+    /// Rows that must still be at a version, though this save does not change them (objects
+    /// marked with ``ManagedObjectContext/detectConflicts(for:)``).
+    public var checked: [(ManagedObjectID, expectedVersion: Int64)] = []
     /// Many-to-many links added: (object, relationship name, destination).
     public var linked: [(ManagedObjectID, String, ManagedObjectID)] = []
     /// Many-to-many links removed: (object, relationship name, destination).
@@ -169,6 +172,9 @@ public protocol PersistentStore: AnyObject, Sendable {
     func explain(_ request: StoreFetch) throws -> QueryPlan
     /// The rows of several objects (nil for those that have none).
     func rows(for objectIDs: [ManagedObjectID]) throws -> [StoreRow?]
+    /// The object whose row holds `row`'s values of the uniqueness constraint `constraint` (nil:
+    /// none), for the conflict records of a save the store refused.
+    func objectID(holding constraint: [String], of row: StoreRow) throws -> ManagedObjectID?
 }
 
 extension PersistentStore {
@@ -176,4 +182,7 @@ extension PersistentStore {
     public func rows(for objectIDs: [ManagedObjectID]) throws -> [StoreRow?] {
         try objectIDs.map { try row(for: $0) }
     }
+
+    /// No holder known: a store that does not enforce uniqueness constraints.
+    public func objectID(holding constraint: [String], of row: StoreRow) throws -> ManagedObjectID? { nil }
 }

@@ -89,7 +89,10 @@ final class RowWriter {
 
     func apply() throws {
         // Deletions first (their unique values and links go), then updates, then insertions.
+        for (id, expected) in changes.checked { _ = try current(id, expected: expected) }
         for (id, expected) in changes.deleted {
+            // Deleting a row another context deleted already is no conflict (S004-15).
+            guard try readRow(id) != nil else { continue }
             let old = try current(id, expected: expected)
             try removeIndexes(of: id, row: old)
             try rowsTree(try entity(id.entityName)).delete(NativeStore.key(try store.primaryKey(of: id)))

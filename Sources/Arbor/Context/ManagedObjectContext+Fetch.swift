@@ -54,7 +54,7 @@ extension ManagedObjectContext {
         let request = resolved(request)
         let (coordinator, analysis) = try prepare(request)
         if request.resultType == .dictionary { return try fetchDictionaries(request).count }
-        if analysis.residual == nil, pendingObjects(of: analysis.entity, request).isEmpty {
+        if parent == nil, analysis.residual == nil, pendingObjects(of: analysis.entity, request).isEmpty {
             var storeFetch = storeFetch(request, analysis: analysis, window: true)
             storeFetch.sortDescriptors = []
             let stores = coordinator.stores(holding: analysis.entity)
@@ -68,6 +68,7 @@ extension ManagedObjectContext {
         let request = resolved(request)
         let (coordinator, analysis) = try prepare(request)
         let pending = pendingObjects(of: analysis.entity, request)
+        if parent != nil { return "served by the parent context (its own plan, over its unsaved state)" }
         let pushdown = analysis.residual == nil && analysis.storeSorts && pending.isEmpty
         let storeFetch = storeFetch(request, analysis: analysis, window: pushdown)
         var plans: [String] = []
@@ -135,7 +136,7 @@ extension ManagedObjectContext {
     func fetchIDs<Result>(_ request: FetchRequest<Result>, analysis given: FetchAnalysis? = nil) throws -> [ManagedObjectID] {
         let (coordinator, analysis) = try prepare(request, given)
         let stores = coordinator.stores(holding: analysis.entity)
-        if analysis.residual == nil, analysis.storeSorts, stores.count <= 1, pendingObjects(of: analysis.entity, request).isEmpty {
+        if parent == nil, analysis.residual == nil, analysis.storeSorts, stores.count <= 1, pendingObjects(of: analysis.entity, request).isEmpty {
             return try coordinator.fetch(storeFetch(request, analysis: analysis, window: true), in: stores).map(\.0)
         }
         return try fetchObjects(request, analysis: analysis).map(\.objectID)
@@ -147,14 +148,32 @@ extension ManagedObjectContext {
         let (coordinator, analysis) = try prepare(request, given)
         let stores = coordinator.stores(holding: analysis.entity)
         let pending = pendingObjects(of: analysis.entity, request)
-        // The store applies the order and the window when nothing is left to do in memory.
-        let pushdown = analysis.residual == nil && analysis.storeSorts && pending.isEmpty && stores.count <= 1
-        var storeFetch = storeFetch(request, analysis: analysis, window: pushdown)
-        if !pushdown, analysis.residual == nil, analysis.storeSorts, pending.isEmpty, request.fetchLimit > 0 {
-            // Several stores: each gives its first offset + limit rows.
-            storeFetch.limit = request.fetchOffset + request.fetchLimit
+        let pushdown: Bool
+        let rows: [(ManagedObjectID, StoreRow)]
+        if let parent {
+            // A child context's rows come from its parent, which runs the whole request over its
+            // own state (S001-04); the window is the parent's to apply when nothing here changes
+            // the result.
+            pushdown = pending.isEmpty
+            var parentRequest = FetchRequest<ManagedObject>(entityName: request.entityName)
+            parentRequest.predicate = request.predicate
+            parentRequest.sortDescriptors = request.sortDescriptors
+            parentRequest.includesSubentities = request.includesSubentities
+            if pushdown {
+                parentRequest.fetchLimit = request.fetchLimit
+                parentRequest.fetchOffset = request.fetchOffset
+            }
+            rows = try parent.performAndWait { try parent.rowsForChild(parentRequest) }
+        } else {
+            // The store applies the order and the window when nothing is left to do in memory.
+            pushdown = analysis.residual == nil && analysis.storeSorts && pending.isEmpty && stores.count <= 1
+            var storeFetch = storeFetch(request, analysis: analysis, window: pushdown)
+            if !pushdown, analysis.residual == nil, analysis.storeSorts, pending.isEmpty, request.fetchLimit > 0 {
+                // Several stores: each gives its first offset + limit rows.
+                storeFetch.limit = request.fetchOffset + request.fetchLimit
+            }
+            rows = try coordinator.fetch(storeFetch, in: stores)
         }
-        let rows = try coordinator.fetch(storeFetch, in: stores)
 
         let evaluator = PredicateEvaluator(context: self)
         var results: [ManagedObject] = []
@@ -179,7 +198,8 @@ extension ManagedObjectContext {
                 results.append(object)
             }
         }
-        let realize = !request.returnsObjectsAsFaults || analysis.residual != nil || (!pushdown && !request.sortDescriptors.isEmpty)
+        // A child's rows are in hand (no row cache would serve its faults): its objects take them.
+        let realize = parent != nil || !request.returnsObjectsAsFaults || analysis.residual != nil || (!pushdown && !request.sortDescriptors.isEmpty)
         // With a batch size, new faults are left without rows: the first of each batch to fire
         // loads the whole batch (below, once the order is final).
         let batched = request.fetchBatchSize > 0 && !realize
@@ -189,9 +209,9 @@ extension ManagedObjectContext {
         }
         // The fetched rows go to the row cache, one reference per object that now holds them: a
         // fault returned fires from the cache.
-        coordinator.retainSnapshots(needSnapshots)
+        if parent == nil { coordinator.retainSnapshots(needSnapshots) }
         for (object, row) in fresh {
-            object.snapshotHolder = coordinator
+            if parent == nil { object.snapshotHolder = coordinator }
             if realize {
                 populate(object, from: row)
                 object.awakeFromFetch()

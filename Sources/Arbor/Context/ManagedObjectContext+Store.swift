@@ -18,7 +18,12 @@ extension ManagedObjectContext {
     /// (``existingObject(with:)``).
     func fulfillFault(_ object: ManagedObject, strict: Bool = false) throws {
         let coordinator = try requireCoordinator("load \(object.objectID)")
-        guard let row = try coordinator.fetchSnapshot(for: object.objectID, staleness: stalenessInterval) else {
+        let row = if let parent {
+            try parentRow(parent, object.objectID)
+        } else {
+            try coordinator.fetchSnapshot(for: object.objectID, staleness: stalenessInterval)
+        }
+        guard let row else {
             if shouldDeleteInaccessibleFaults && !strict {
                 object.faulted = false
                 object.deletedFlag = true
@@ -29,7 +34,8 @@ extension ManagedObjectContext {
                              entity: object.entity.name, objectID: object.objectID)
         }
         object.snapshotHolder?.releaseSnapshot(object.objectID)
-        object.snapshotHolder = coordinator
+        // A child's objects hold no snapshot: their rows come from the parent's objects.
+        object.snapshotHolder = parent == nil ? coordinator : nil
         populate(object, from: row)
         object.awakeFromFetch()
     }
@@ -78,7 +84,11 @@ extension ManagedObjectContext {
     func loadRelationship(_ key: String, of object: ManagedObject) throws {
         guard let relationship = object.entity.relationshipsByName[key] else { return }
         let coordinator = try requireCoordinator("load \(object.objectID).\(key)")
-        let ids = OrderedSet(try coordinator.relatedObjectIDs(of: object.objectID, relationship: relationship))
+        let ids = if let parent {
+            OrderedSet(try parent.performAndWait { try parent.relatedIDsForChild(object.objectID, key) })
+        } else {
+            OrderedSet(try coordinator.relatedObjectIDs(of: object.objectID, relationship: relationship))
+        }
         object.unloadedRelationships.remove(key)
         object.values[key] = .objects(ids)
         object.committed?[key] = .objects(ids)
@@ -95,7 +105,8 @@ extension ManagedObjectContext {
             if object.faulted { try fulfillFault(object, strict: true) }
             return object
         }
-        guard let entity = modelEntity(of: objectID), !objectID.isTemporaryID else {
+        // A child context may load a new object of its parent (by its temporary ID).
+        guard let entity = modelEntity(of: objectID), !objectID.isTemporaryID || parent != nil else {
             throw ArborError(.objectNotFound, "\(objectID) is not registered in this context and names no saved object", objectID: objectID)
         }
         let object = makeFault(objectID, entity: entity)
@@ -188,6 +199,31 @@ extension ManagedObjectContext {
         }
     }
 
+    /// The row of an object's persistent values: its values (sharing their storage) minus
+    /// transients and the to-many relationships a row does not carry (unordered ones, and ordered
+    /// ones never loaded).
+    func persistentRow(of object: ManagedObject, version: Int64) -> StoreRow {
+        let entity = object.entity
+        var values = object.values
+        for (attribute, slot) in zip(entity.attributes, entity.attributeSlots) {
+            if attribute.isTransient {
+                if values[slot: slot] != nil { values[slot: slot] = nil }
+            } else if values[slot: slot] == nil {
+                values[slot: slot] = PropertyValue.none
+            }
+        }
+        for (relationship, slot) in zip(entity.relationships, entity.relationshipSlots) {
+            if !relationship.isToMany {
+                if values[slot: slot] == nil { values[slot: slot] = PropertyValue.none }
+            } else if !relationship.isOrdered || object.unloadedRelationships.contains(relationship.name) {
+                if values[slot: slot] != nil { values[slot: slot] = nil }
+            } else if values[slot: slot] == nil {
+                values[slot: slot] = .objects([])
+            }
+        }
+        return StoreRow(entityName: entity.name, version: version, values: values)
+    }
+
     // MARK: Save
 
     /// Commits the unsaved changes to the stores: delete rules are applied, `willSave` runs,
@@ -254,6 +290,7 @@ extension ManagedObjectContext {
         for object in updatedObjects { collect { try object.validateForUpdate() } }
         for object in deletedObjects { collect { try object.validateForDelete() } }
         if let error = ArborError.gathering(failures) { throw error }
+        if let parent { return try saveToParent(parent, insertedObjects, updatedObjects, deletedObjects) }
 
         // The rows to write, store by store: built again after a merge policy settled conflicts
         // (it changes objects), and written again — a few times at most, since another writer
@@ -289,39 +326,16 @@ extension ManagedObjectContext {
                 defaultStores[ObjectIdentifier(object.entity)] = index
                 return index
             }
-            // A row shares the object's values, minus transients and the to-many relationships it
-            // does not carry (unordered ones, and ordered ones never loaded).
-            func row(of object: ManagedObject, version: Int64) -> StoreRow {
-                let entity = object.entity
-                var values = object.values
-                for (attribute, slot) in zip(entity.attributes, entity.attributeSlots) {
-                    if attribute.isTransient {
-                        if values[slot: slot] != nil { values[slot: slot] = nil }
-                    } else if values[slot: slot] == nil {
-                        values[slot: slot] = PropertyValue.none
-                    }
-                }
-                for (relationship, slot) in zip(entity.relationships, entity.relationshipSlots) {
-                    if !relationship.isToMany {
-                        if values[slot: slot] == nil { values[slot: slot] = PropertyValue.none }
-                    } else if !relationship.isOrdered || object.unloadedRelationships.contains(relationship.name) {
-                        if values[slot: slot] != nil { values[slot: slot] = nil }
-                    } else if values[slot: slot] == nil {
-                        values[slot: slot] = .objects([])
-                    }
-                }
-                return StoreRow(entityName: entity.name, version: version, values: values)
-            }
             savedRows.reserveCapacity(insertedObjects.count + updatedObjects.count)
             for object in insertedObjects {
-                let newRow = row(of: object, version: 1)
+                let newRow = persistentRow(of: object, version: 1)
                 let index = try part(ofNew: object)
                 parts[index].changes.inserted.append((object.objectID, newRow))
                 parts[index].newObjects.append(object)
                 savedRows.append((object, newRow))
             }
             for object in updatedObjects {
-                let newRow = row(of: object, version: object.committedVersion + 1)
+                let newRow = persistentRow(of: object, version: object.committedVersion + 1)
                 parts[try part(of: object.objectID)].changes.updated.append((object.objectID, newRow, object.committedVersion))
                 savedRows.append((object, newRow))
             }
@@ -364,7 +378,8 @@ extension ManagedObjectContext {
         // The save happened: bring the objects and the context up to date. New objects take
         // their permanent IDs (in the registry too), also in the changed objects' relationships
         // — the mapping is made only when some changed object has relationships.
-        let mapsRelationships = [insertedObjects, updatedObjects, deletedObjects].contains { objects in
+        let descendants = !children.all.isEmpty
+        let mapsRelationships = descendants || [insertedObjects, updatedObjects, deletedObjects].contains { objects in
             objects.contains { !$0.entity.relationships.isEmpty }
         }
         var permanent: [ManagedObjectID: ManagedObjectID] = [:]
@@ -377,6 +392,7 @@ extension ManagedObjectContext {
             }
         }
         replaceInChangedObjects(permanent)
+        if descendants { sendPermanentIDs(permanent) }
         var snapshots: [(ManagedObjectID, StoreRow)] = []
         snapshots.reserveCapacity(savedRows.count)
         for (object, savedRow) in savedRows {
@@ -409,6 +425,36 @@ extension ManagedObjectContext {
         conflictChecked.removeAll()
         for (object, _) in savedRows { object.didSave() }
         for object in deletedObjects { object.didSave() }
+        postDidSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects)
+    }
+}
+
+extension ManagedObjectContext {
+    /// A child context's save: the changes go to the parent as its own unsaved changes, and the
+    /// objects here are saved as far as this context knows (their IDs stay temporary until the
+    /// root saves).
+    func saveToParent(_ parent: ManagedObjectContext, _ insertedObjects: [ManagedObject], _ updatedObjects: [ManagedObject],
+                      _ deletedObjects: [ManagedObject]) throws {
+        try pushToParent(parent, inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects)
+        for object in insertedObjects + updatedObjects {
+            var committed = object.values
+            if object.entity.hasTransientAttributes {
+                for attribute in object.entity.attributes where attribute.isTransient { committed[attribute.name] = nil }
+            }
+            for key in object.unloadedRelationships { committed[key] = nil }
+            object.committed = committed
+            object.changedSlots.removeAll()
+            object.insertedFlag = false
+        }
+        for object in deletedObjects {
+            unregister(object.objectID)
+            object.managedObjectContext = nil
+        }
+        inserted.removeAll()
+        updated.removeAll()
+        deleted.removeAll()
+        conflictChecked.removeAll()
+        for object in insertedObjects + updatedObjects + deletedObjects { object.didSave() }
         postDidSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects)
     }
 }

@@ -1,0 +1,139 @@
+import Foundation
+import OrderedCollections
+
+/// What a child context's save hands its parent (S001-06): values only, so it crosses queues.
+struct ChildSave: Sendable {
+    /// New objects: their IDs (temporary until the root saves) and persistent values.
+    var inserted: [(ManagedObjectID, String, PropertyStorage)] = []
+    /// Changed objects: the properties changed, with their new values.
+    var updated: [(ManagedObjectID, [(String, PropertyValue)])] = []
+    /// Deleted objects.
+    var deleted: [ManagedObjectID] = []
+}
+
+/// Child contexts (S001-02…S001-08; docs/contexts.md, "Parent and child contexts"): the child
+/// reads and saves through its parent, reached with `performAndWait` on the parent's queue. The
+/// parent serves values, never its objects.
+extension ManagedObjectContext {
+    // MARK: Served by the parent (called on the parent's queue)
+
+    /// The object's current values in this context as a row (its committed version), for a
+    /// child's fault; nil when this context has no such object or has deleted it.
+    func rowForChild(_ id: ManagedObjectID) throws -> StoreRow? {
+        guard let object = registeredObject(for: id) ?? (id.isTemporaryID ? nil : resolve(id)) else { return nil }
+        if object.faulted {
+            do {
+                try object.fireFault()
+            } catch ArborError.objectNotFound {
+                return nil
+            }
+        }
+        guard !object.deletedFlag else { return nil }
+        return childRow(of: object)
+    }
+
+    /// An object's persistent values (to-many relationships only where loaded), as a row.
+    func childRow(of object: ManagedObject) -> StoreRow {
+        var values = object.values
+        if object.entity.hasTransientAttributes {
+            for attribute in object.entity.attributes where attribute.isTransient { values[attribute.name] = nil }
+        }
+        for key in object.unloadedRelationships { values[key] = nil }
+        return StoreRow(entityName: object.entity.name, version: object.committedVersion, values: values)
+    }
+
+    /// The destinations of a to-many relationship of an object of this context, for a child.
+    func relatedIDsForChild(_ id: ManagedObjectID, _ key: String) throws -> [ManagedObjectID] {
+        guard let object = registeredObject(for: id) ?? (id.isTemporaryID ? nil : resolve(id)) else { return [] }
+        if object.faulted { try object.fireFault() }
+        try object.loadRelationship(key)
+        return Array(object.values[key]?.objectIDs ?? [])
+    }
+
+    /// The rows of a child's fetch: the request run over this context's state, pending changes
+    /// included.
+    func rowsForChild(_ request: FetchRequest<ManagedObject>) throws -> [(ManagedObjectID, StoreRow)] {
+        var request = request
+        request.includesPendingChanges = true
+        request.returnsObjectsAsFaults = false
+        request.relationshipKeyPathsForPrefetching = []
+        return try fetch(request).map { object in
+            if object.faulted { try object.fireFault() }
+            return (object.objectID, childRow(of: object))
+        }
+    }
+
+    /// Takes a child's save as this context's own unsaved changes: new objects under their IDs,
+    /// changed properties over this context's values, deletions (S001-06).
+    func acceptChildSave(_ save: ChildSave) throws {
+        for (id, entityName, values) in save.inserted {
+            if let existing = registeredObject(for: id) {
+                for (key, value) in values where existing.entity.propertyLayout.index[key] != nil {
+                    existing.setPrimitive(value, forKey: key, persistent: true)
+                }
+                continue
+            }
+            guard let entity = persistentStoreCoordinator?.managedObjectModel.entity(named: entityName) else { continue }
+            let object = entity.managedObjectClass.init(fault: id, entity: entity, context: self)
+            object.values = entity.initialValues
+            for (key, value) in values where entity.propertyLayout.index[key] != nil { object.values[key] = value }
+            object.faulted = false
+            object.insertedFlag = true
+            register(object)
+            inserted.append(object)
+            noteInserted(object)
+        }
+        for (id, changes) in save.updated {
+            guard let object = registeredObject(for: id) ?? (id.isTemporaryID ? nil : resolve(id)) else { continue }
+            if object.faulted { try object.fireFault() }
+            for (key, value) in changes {
+                // A to-many relationship is loaded first: its committed destinations are what
+                // the root's save compares with.
+                if object.entity.relationshipsByName[key]?.isToMany == true { try object.loadRelationship(key) }
+                object.setPrimitive(value, forKey: key, persistent: true)
+            }
+        }
+        for id in save.deleted {
+            guard let object = registeredObject(for: id) ?? (id.isTemporaryID ? nil : resolve(id)) else { continue }
+            if !object.deletedFlag { delete(object) }
+        }
+    }
+
+    // MARK: Used by the child
+
+    /// The row of `id` from the parent context (nil: the parent has no such object).
+    func parentRow(_ parent: ManagedObjectContext, _ id: ManagedObjectID) throws -> StoreRow? {
+        try parent.performAndWait { try parent.rowForChild(id) }
+    }
+
+    /// Hands the pending changes to the parent context: the child's save (S001-06).
+    func pushToParent(_ parent: ManagedObjectContext, inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject]) throws {
+        var save = ChildSave()
+        save.inserted = inserted.map { ($0.objectID, $0.entity.name, childRow(of: $0).values) }
+        save.updated = updated.map { object in
+            (object.objectID, object.changedKeys.map { ($0, object.values[$0] ?? PropertyValue.none) })
+        }
+        save.deleted = deleted.map(\.objectID)
+        try parent.performAndWait { try parent.acceptChildSave(save) }
+    }
+
+    /// Tells the child contexts (and theirs) the permanent IDs of new objects the root saved;
+    /// each applies them on its own queue before its next block.
+    func sendPermanentIDs(_ mapping: [ManagedObjectID: ManagedObjectID]) {
+        guard !mapping.isEmpty else { return }
+        for child in children.all {
+            child.perform { child.applyPermanentIDs(mapping) }
+        }
+    }
+
+    /// Replaces temporary IDs by permanent ones everywhere in this context, then in its children.
+    func applyPermanentIDs(_ mapping: [ManagedObjectID: ManagedObjectID]) {
+        for (oldID, newID) in mapping {
+            guard let object = registeredObject(for: oldID) else { continue }
+            reregister(from: oldID, to: newID)
+            object.objectID = newID
+        }
+        for object in allRegistered() where !object.entity.relationships.isEmpty { object.replaceObjectIDs(mapping) }
+        sendPermanentIDs(mapping)
+    }
+}

@@ -21,7 +21,7 @@ final class ReadmeEmployee: ManagedObject {
 @Suite("README object-graph example")
 struct ReadmeObjectGraphTests {
     @Test("the README's object-graph example runs and prints what the README says")
-    func example() throws {
+    func example() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("arbor-readme-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -40,22 +40,28 @@ struct ReadmeObjectGraphTests {
                 Relationship("department", to: "Department", inverse: "employees")
             }
         }
-        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
-        try coordinator.addNativeStore(at: path)
+        let container = PersistentContainer(name: "Employees", managedObjectModel: model)
+        container.persistentStoreDescriptions = [PersistentStoreDescription(url: URL(fileURLWithPath: path))]
+        try container.loadPersistentStores()
 
-        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
-        let engineering = ReadmeDepartment(context: context)
-        engineering.name = "Engineering"
-        let ada = ReadmeEmployee(context: context)
-        ada.firstName = "Ada"
-        ada.lastName = "Lovelace"
-        ada.department = engineering
-        try context.save()
+        let id = try await container.performBackgroundTask { context in
+            let engineering = ReadmeDepartment(context: context)
+            engineering.name = "Engineering"
+            let ada = ReadmeEmployee(context: context)
+            ada.firstName = "Ada"
+            ada.lastName = "Lovelace"
+            ada.department = engineering
+            try context.save()
+            return engineering.objectID
+        }
 
-        let other = ManagedObjectContext(persistentStoreCoordinator: coordinator)
-        let fault = other.object(with: engineering.objectID) as! ReadmeDepartment
-        printed.append("\(fault.name ?? "") \(fault.employees.map(\.lastName))")
-        printed.append("\(try fault.value(forKeyPath: "employees.@sum.salary") ?? 0)")
+        let view = container.viewContext
+        let lines = try await view.perform {
+            let fault = view.object(with: id) as! ReadmeDepartment
+            return ["\(fault.name ?? "") \(fault.employees.map(\.lastName))",
+                    "\(try fault.value(forKeyPath: "employees.@sum.salary") ?? 0)"]
+        }
+        printed = lines
         #expect(printed == ["Engineering [Optional(\"Lovelace\")]", "50000"])
     }
 }

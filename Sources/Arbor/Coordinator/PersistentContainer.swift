@@ -1,0 +1,166 @@
+import ArborStore
+import Foundation
+
+/// Where and how a ``PersistentContainer`` opens one store (Core Data's
+/// `NSPersistentStoreDescription`).
+public struct PersistentStoreDescription: Sendable, CustomStringConvertible {
+    /// The kinds of store a container opens.
+    public enum StoreType: String, Sendable, Hashable {
+        /// A native store file (``NativeStore``).
+        case native
+        /// The engine over memory: gone when the coordinator goes.
+        case inMemory
+    }
+
+    /// The kind of store.
+    public var type: StoreType
+    /// The store file (ignored for ``StoreType/inMemory``).
+    public var url: URL?
+    /// The model configuration whose entities the store holds (nil: every entity).
+    public var configuration: String?
+    /// The engine's options for the file (page size, cache size, compression, busy timeout).
+    public var options: DatabaseOptions
+
+    /// A native store at `url`.
+    public init(url: URL, configuration: String? = nil, options: DatabaseOptions = DatabaseOptions()) {
+        type = .native
+        self.url = url
+        self.configuration = configuration
+        self.options = options
+    }
+
+    /// A store of `type` (an in-memory store needs no URL).
+    public init(type: StoreType, url: URL? = nil, configuration: String? = nil, options: DatabaseOptions = DatabaseOptions()) {
+        self.type = type
+        self.url = url
+        self.configuration = configuration
+        self.options = options
+    }
+
+    public var description: String {
+        type == .inMemory ? "in-memory store" : "native store at \(url?.path ?? "?")"
+    }
+}
+
+/// The stack in one object (Core Data's `NSPersistentContainer`): a model, a coordinator, its
+/// stores, a main-queue ``viewContext`` for the user interface, and private-queue contexts for
+/// background work.
+///
+/// ```swift
+/// let container = PersistentContainer(name: "Employees", managedObjectModel: model)
+/// try container.loadPersistentStores()
+/// try await container.performBackgroundTask { context in
+///     let ada = Employee(context: context)
+///     ada.firstName = "Ada"
+///     try context.save()                 // the viewContext merges it
+/// }
+/// ```
+public final class PersistentContainer: @unchecked Sendable {
+    /// The container's name: the default store file is `<name>.arbor` in
+    /// ``defaultDirectoryURL()``.
+    public let name: String
+    /// The model.
+    public let managedObjectModel: ManagedObjectModel
+    /// The coordinator every context of the container uses.
+    public let persistentStoreCoordinator: PersistentStoreCoordinator
+    /// The stores ``loadPersistentStores()`` opens (by default one native store file). Change
+    /// them before loading.
+    public var persistentStoreDescriptions: [PersistentStoreDescription] {
+        get { lock.withLock { descriptions } }
+        set { lock.withLock { descriptions = newValue } }
+    }
+    /// The main-queue context, for the user interface: it merges the saves of the container's
+    /// other contexts automatically (``ManagedObjectContext/automaticallyMergesChangesFromParent``).
+    public let viewContext: ManagedObjectContext
+
+    private let lock = NSLock()
+    private var descriptions: [PersistentStoreDescription]
+
+    /// The directory default store files go to: `$ARBOR_STORE_DIRECTORY` when set, else the
+    /// user's application-support directory (`~/.local/share` on Linux) under `Arbor`.
+    public static func defaultDirectoryURL() -> URL {
+        if let path = ProcessInfo.processInfo.environment["ARBOR_STORE_DIRECTORY"], !path.isEmpty {
+            return URL(fileURLWithPath: path, isDirectory: true)
+        }
+        let base = FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask).first
+            ?? FileManager.default.temporaryDirectory
+        return base.appendingPathComponent("Arbor", isDirectory: true)
+    }
+
+    /// A container for `model`, with one native store at `<defaultDirectoryURL>/<name>.arbor`
+    /// (not opened until ``loadPersistentStores()``).
+    public init(name: String, managedObjectModel: ManagedObjectModel) {
+        self.name = name
+        self.managedObjectModel = managedObjectModel
+        persistentStoreCoordinator = PersistentStoreCoordinator(managedObjectModel: managedObjectModel)
+        descriptions = [PersistentStoreDescription(url: Self.defaultDirectoryURL().appendingPathComponent("\(name).arbor"))]
+        viewContext = ManagedObjectContext(concurrencyType: .mainQueue)
+        viewContext.persistentStoreCoordinator = persistentStoreCoordinator
+        viewContext.name = "\(name).viewContext"
+        viewContext.automaticallyMergesChangesFromParent = true
+    }
+
+    /// Opens every store of ``persistentStoreDescriptions`` (creating files and their
+    /// directories when missing) and adds it to the coordinator.
+    ///
+    /// - Throws: the first store's failure (``ArborError/Code/storeOpen``,
+    ///   ``ArborError/Code/incompatibleModel``, …); the stores opened before it stay open.
+    public func loadPersistentStores() throws {
+        for description in persistentStoreDescriptions {
+            try load(description)
+        }
+    }
+
+    /// Opens every store of ``persistentStoreDescriptions``, calling `completion` once per store
+    /// with its description and its failure, if any (Core Data's form).
+    public func loadPersistentStores(completionHandler completion: (PersistentStoreDescription, (any Error)?) -> Void) {
+        for description in persistentStoreDescriptions {
+            do {
+                try load(description)
+                completion(description, nil)
+            } catch {
+                completion(description, error)
+            }
+        }
+    }
+
+    private func load(_ description: PersistentStoreDescription) throws {
+        switch description.type {
+        case .inMemory:
+            try persistentStoreCoordinator.addInMemoryStore(configuration: description.configuration)
+        case .native:
+            guard let url = description.url else {
+                throw ArborError(.misuse, "the native store description has no URL")
+            }
+            let directory = url.deletingLastPathComponent().path
+            do {
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            } catch {
+                throw ArborError(.storeOpen, "cannot create the directory \(directory) for \(url.path): \(error)")
+            }
+            try persistentStoreCoordinator.addNativeStore(at: url.path, configuration: description.configuration, options: description.options)
+        }
+    }
+
+    /// A new private-queue context on the container's coordinator (its saves reach the
+    /// ``viewContext`` by automatic merging).
+    public func newBackgroundContext() -> ManagedObjectContext {
+        let context = ManagedObjectContext(concurrencyType: .privateQueue)
+        context.persistentStoreCoordinator = persistentStoreCoordinator
+        context.name = "\(name).background"
+        return context
+    }
+
+    /// Runs `body` on a new private-queue context, on that context's queue, and returns at once.
+    public func performBackgroundTask(_ body: @escaping @Sendable (ManagedObjectContext) -> Void) {
+        let context = newBackgroundContext()
+        context.perform { body(context) }
+    }
+
+    /// Runs `body` on a new private-queue context, on that context's queue, and returns its value
+    /// or rethrows its error.
+    public func performBackgroundTask<T: Sendable, E: Error>(_ body: @escaping @Sendable (ManagedObjectContext) throws(E) -> T) async throws(E) -> T {
+        let context = newBackgroundContext()
+        return try await context.perform(schedule: .enqueued) { () throws(E) -> T in try body(context) }
+    }
+}

@@ -8,11 +8,16 @@
 #   make bench-engine    the engine workloads against SQLite at 1M rows (docs/performance.md)
 #   make bench-graph     the object graph against GRDB records (docs/performance.md)
 #   make bench-fetch     fetch requests against GRDB record requests (docs/performance.md)
+#   make bench-contexts  saves/s from 1, 2 and 4 contexts at once against SQLite (docs/performance.md);
+#                        CONTEXT_SAVES=N saves per measurement, CONTEXT_ROUNDS=N rounds
 #   make fuzz-smoke      a short libFuzzer run of every fuzz target (Fuzz/, its own package)
+#   make tsan            the concurrency tests under Thread Sanitizer (.build-tsan)
 
 SWIFT ?= swift
 CRASH_TRANSACTIONS ?= 400
 MODEL_OPERATIONS ?= 2000000
+CONTEXT_SAVES ?= 2000
+CONTEXT_ROUNDS ?= 3
 SHELL := /bin/bash
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export SWIFT_BACKTRACE ?= enable=no
@@ -21,7 +26,7 @@ FUZZ_TARGETS := FuzzPager FuzzPredicate
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := cd Fuzz && $(SWIFT) build -c release --sanitize=fuzzer -Xswiftc -sanitize=fuzzer,address
 
-.PHONY: all deps build test demo crash-campaign model-campaign bench bench-report bench-engine bench-graph bench-fetch fuzz-build fuzz-replay fuzz-smoke clean
+.PHONY: all deps build test tsan demo crash-campaign model-campaign bench bench-report bench-engine bench-graph bench-fetch bench-contexts fuzz-build fuzz-replay fuzz-smoke clean
 
 all: build
 
@@ -42,6 +47,15 @@ test: deps
 	@set -o pipefail; $(SWIFT) test --skip-build 2>&1 | tee .build/test.log
 	$(MAKE) fuzz-replay
 	@Scripts/test-summary.sh .build/test.log
+
+# The tests of contexts used from several threads (and two processes), built with Thread
+# Sanitizer in a build folder of their own: a data race fails the run. Scripts/tsan-suppressions.txt
+# says which reports are known false positives, and why. Not part of `make test` (a second,
+# instrumented build).
+TSAN_TESTS ?= Concurrency|ConcurrentSaveStress|ParentContext|Notification|Container|Conflict
+tsan: deps
+	$(SWIFT) build --build-tests --sanitize=thread --build-path .build-tsan
+	set -o pipefail; TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/Scripts/tsan-suppressions.txt" $(SWIFT) test --skip-build --sanitize=thread --build-path .build-tsan --filter "$(TSAN_TESTS)" 2>&1 | tee .build-tsan/tsan.log
 
 demo: deps
 	$(SWIFT) build -c release --product arbor
@@ -74,6 +88,9 @@ bench-graph: deps-bench
 
 bench-fetch: deps-bench
 	cd Benchmarks && $(SWIFT) run -c release FetchReport
+
+bench-contexts: deps-bench
+	cd Benchmarks && $(SWIFT) run -c release ContextSaveReport $(CONTEXT_SAVES) $(CONTEXT_ROUNDS)
 
 # Fuzz targets are release builds with libFuzzer and AddressSanitizer (debug builds give the
 # fuzzer no guidance); the backtracer is off because it hangs under ASan.

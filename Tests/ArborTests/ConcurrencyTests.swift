@@ -11,7 +11,7 @@ struct ConcurrencyTests {
         let code: Int
     }
 
-    @Test("S001: a private-queue context runs perform and performAndWait on its own queue; performAndWait is reentrant and returns or rethrows")
+    @Test("S001-13/S001-30/S001-17/S003-10/S003-11: a private-queue context runs perform and performAndWait on its own queue; perform returns at once; performAndWait is reentrant and returns or rethrows")
     func privateQueue() async throws {
         let stack = try Stack()
         let context = ManagedObjectContext(concurrencyType: .privateQueue)
@@ -56,7 +56,7 @@ struct ConcurrencyTests {
         #expect(name == "Sales")
     }
 
-    @Test("S001: a main-queue context runs its blocks on the main queue")
+    @Test("S001-14/S001-16: a main-queue context runs its blocks on the main queue, and is used directly there")
     func mainQueue() async throws {
         let stack = try Stack()
         let context = ManagedObjectContext(concurrencyType: .mainQueue)
@@ -76,7 +76,7 @@ struct ConcurrencyTests {
         #expect(fromBackground, "performAndWait from another thread runs the block on the main queue")
     }
 
-    @Test("private-queue contexts on one coordinator save concurrently; every object arrives")
+    @Test("S001-11: private-queue contexts made per thread on one shared coordinator save concurrently; every object arrives")
     func concurrentSaves() async throws {
         let stack = try Stack()
         let coordinator = stack.coordinator
@@ -155,7 +155,7 @@ struct ConcurrencyTests {
         #expect(count == 2 * 10 * 20)
     }
 
-    @Test("S001: setters of a queue-based context may be called from any thread while its queue works")
+    @Test("S001-15: setters of a queue-based context may be called from any thread while its queue works")
     func settersFromAnyThread() async throws {
         let stack = try Stack()
         let context = ManagedObjectContext(concurrencyType: .privateQueue)
@@ -183,7 +183,7 @@ struct ConcurrencyTests {
         #expect(inserted == 300 && staleness == 5 && name == "done")
     }
 
-    @Test("lock, unlock and tryLock: a recursive lock, held by one thread at a time")
+    @Test("S000-34/S000-35/S000-36/S003-08: lock, unlock and tryLock: a recursive lock, held by one thread at a time")
     func locks() {
         // Synchronous on purpose: a recursive lock belongs to a thread, and an async test may
         // resume on another thread after each await.
@@ -210,7 +210,7 @@ struct ConcurrencyTests {
         })
     }
 
-    @Test("identity: concurrency type, name, user info, coordinator; a new coordinator resets the context")
+    @Test("S001-20/S003-12/S003-13/S003-01/S003-02/S003-04: identity — concurrency type (confinement for init(persistentStoreCoordinator:), used directly), name, user info, coordinator; a new coordinator resets the context")
     func identity() throws {
         let stack = try Stack()
         let context = ManagedObjectContext(persistentStoreCoordinator: stack.coordinator)
@@ -228,7 +228,7 @@ struct ConcurrencyTests {
     }
 
     #if ARBOR_QUEUE_CHECKS
-    @Test("debug builds stop a context used outside its queue, naming the context and the call")
+    @Test("S003-14: debug builds stop a context or its objects (those a notification carries too) used outside its queue, naming the context and the call")
     func queueChecks() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let context = ManagedObjectContext(concurrencyType: .privateQueue)

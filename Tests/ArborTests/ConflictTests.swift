@@ -147,7 +147,7 @@ struct ConflictTests {
         #expect(!conflict.local.hasChanges)
     }
 
-    @Test("S000-16/S000-17: detectConflicts(for:) checks an unchanged object at the next save; unmarked unchanged objects are not checked")
+    @Test("S000-16/S000-17/S004-06: detectConflicts(for:) checks an unchanged object at the next save; unmarked unchanged objects are not checked")
     func detectConflicts() throws {
         let conflict = try Conflict(storeChanges: false, localChanges: false)
         let department = try conflict.stack.insert("Department", in: conflict.local, ["name": "Research"])
@@ -215,7 +215,7 @@ struct ConflictTests {
         #expect(try conflict.saved()?.lastName == "Local")
     }
 
-    @Test("S000-58/S004-08: with two coordinators on one file, stalenessInterval decides whether a fault shows the cached row or the other side's save; refresh with mergeChanges brings it in and keeps local changes")
+    @Test("S000-58/S000-72/S000-74/S002-33/S002-37/S004-08: with two coordinators on one file, stalenessInterval decides whether a fault shows the cached row or the other side's save; refresh with mergeChanges brings it in and keeps local changes")
     func stalenessAcrossCoordinators() throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -233,6 +233,7 @@ struct ConflictTests {
         try ada.setValue(2000, forKey: "salary")
         try writer.save()
 
+        #expect(here.context().stalenessInterval == -1, "S000-72: infinite staleness by default")
         func salary(staleness: TimeInterval) throws -> Decimal? {
             let context = here.context()
             context.stalenessInterval = staleness

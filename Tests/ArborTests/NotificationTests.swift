@@ -48,13 +48,18 @@ final class NotificationRecorder: @unchecked Sendable {
 /// (seed 000 "Notifications", 004 "Change Management").
 @Suite("Notifications and merging")
 struct NotificationTests {
-    @Test("S000-92/S000-93/S000-94/S000-81: objects-did-change comes from processPendingChanges with the event's inserted, updated and deleted objects; never for fetched objects")
+    @Test("S000-92/S000-93/S000-94/S000-81/S000-11/S001-09: objects-did-change comes from processPendingChanges with the event's inserted, updated and deleted objects; never for fetched objects")
     func objectsDidChange() throws {
         let stack = try Stack()
         let context = stack.context()
         let recorder = NotificationRecorder(context)
         let sales = try stack.insert("Department", in: context, ["name": "Sales"])
-        #expect(recorder.take().isEmpty, "nothing is posted before the event ends")
+        #expect(recorder.take().isEmpty, "nothing is posted before the event ends (S000-11: the notifications are the only signal, and come at the event's end)")
+        // S001-09: notifications name their context; an observer of this one hears no other.
+        let neighbour = stack.context()
+        _ = try stack.insert("Department", in: neighbour, ["name": "Elsewhere"])
+        neighbour.processPendingChanges()
+        #expect(recorder.take().isEmpty)
         context.processPendingChanges()
         var posted = recorder.take()
         #expect(posted.count == 1)
@@ -164,6 +169,41 @@ struct NotificationTests {
         #expect(reset[0].userInfo?[ManagedObjectContext.NotificationKey.invalidatedAllObjects.rawValue] as? Bool == true)
     }
 
+    @Test("S003-09/S000-50/S001-18: every perform block ends an event (objects-did-change without an explicit call), so does a fetch; blocks run one after another in the order given")
+    func eventsEndWithBlocks() throws {
+        let stack = try Stack()
+        let context = ManagedObjectContext(concurrencyType: .privateQueue)
+        context.persistentStoreCoordinator = stack.coordinator
+        let recorder = NotificationRecorder(context)
+        let entity = stack.model.entity(named: "Department")!
+        let order = Order()
+        let done = DispatchSemaphore(value: 0)
+        func schedule() {
+            for index in 0..<20 {
+                context.perform {
+                    let department = ManagedObject(entity: entity, insertInto: context)
+                    try? department.setValue("D\(index)", forKey: "name")
+                    order.append(index)
+                    if index == 19 { done.signal() }
+                }
+            }
+        }
+        schedule()
+        done.wait()
+        context.performAndWait {}
+        #expect(order.values == Array(0..<20), "FIFO")
+        let events = recorder.take()
+        #expect(events.count == 20 && events.allSatisfy { $0.change.insertedObjectIDs.count == 1 }, "one event per block")
+
+        // A fetch ends the event before it reads.
+        let posted = try context.performAndWait { () throws -> Int in
+            _ = ManagedObject(entity: entity, insertInto: context)
+            _ = try context.fetch(FetchRequest<ManagedObject>(entityName: "Department"))
+            return recorder.take().count
+        }
+        #expect(posted == 1)
+    }
+
     @Test("context.changes delivers every notification as a Sendable ContextChange, in order")
     func changeStream() async throws {
         let stack = try Stack()
@@ -190,7 +230,7 @@ struct NotificationTests {
         #expect(saved?.insertedObjectIDs == [id])
     }
 
-    @Test("S004-12/S000-37: another context's save changes nothing here until merged; the merge refreshes updated objects (local changes on top), faults in inserted ones and deletes deleted ones")
+    @Test("S004-12/S000-37/S000-38/S003-16: another context's save changes nothing here until merged; the merge refreshes updated objects (local changes on top), faults in inserted ones and deletes deleted ones")
     func mergeFromDidSave() throws {
         let stack = try Stack()
         let writer = stack.context()
@@ -214,7 +254,12 @@ struct NotificationTests {
 
         reader.processPendingChanges()
         let recorder = NotificationRecorder(reader)
-        reader.mergeChanges(fromContextDidSave: try #require(writerRecorder.take().last { $0.name == ManagedObjectContext.didSaveObjectsNotification }).notification)
+        // S000-38/S003-16: the merge takes a did-save; a will-save (000's typo) changes nothing.
+        let written = writerRecorder.take()
+        let willSave = try #require(written.first { $0.name == ManagedObjectContext.willSaveObjectsNotification })
+        reader.mergeChanges(fromContextDidSave: willSave.notification)
+        #expect(try readerSales.value(forKey: "budget") as? Int32 == 10 && recorder.take().isEmpty)
+        reader.mergeChanges(fromContextDidSave: try #require(written.last { $0.name == ManagedObjectContext.didSaveObjectsNotification }).notification)
         #expect(try readerSales.value(forKey: "budget") as? Int32 == 99, "the saved value is merged in")
         #expect(try readerSales.value(forKey: "name") as? String == "Sales EU", "this context's unsaved change stays on top")
         #expect(readerSales.hasChanges)
@@ -232,7 +277,7 @@ struct NotificationTests {
         #expect(try stack.context().existingObject(with: sales.objectID).value(forKey: "name") as? String == "Sales EU")
     }
 
-    @Test("S001-25: automaticallyMergesChangesFromParent merges the saves of other root contexts of the coordinator, on the merging context's queue")
+    @Test("S001-25/S003-15: automaticallyMergesChangesFromParent merges the saves of other root contexts of the coordinator, on the merging context's queue, by object ID")
     func automaticMerge() throws {
         let stack = try Stack()
         let viewer = ManagedObjectContext(concurrencyType: .privateQueue)
@@ -296,4 +341,12 @@ struct NotificationTests {
                                           into: [reader])
         #expect(try readerSales.value(forKey: "budget") as? Int32 == 3)
     }
+}
+
+/// Integers appended from a context's queue, read from the test.
+final class Order: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: [Int] = []
+    func append(_ value: Int) { lock.withLock { stored.append(value) } }
+    var values: [Int] { lock.withLock { stored } }
 }

@@ -21,7 +21,7 @@ struct ParentContextTests {
         return try reader.fetch(request).map { try $0.value(forKey: "name") as? String ?? "" }
     }
 
-    @Test("S001-06/S001-07/S001-02: a child's save goes one level up only; the root's save reaches the store and gives the child's objects permanent IDs")
+    @Test("S001-06/S001-07/S001-02/S001-03/S003-06/S003-07: a child's save goes one level up only; the root's save reaches the store and gives the child's objects permanent IDs")
     func oneLevelUp() throws {
         let stack = try Stack()
         let root = privateContext(stack.coordinator, name: "root")
@@ -164,6 +164,22 @@ struct ParentContextTests {
         #expect(root.performAndWait { root.deletedObjects.count == 1 && root.insertedObjects.isEmpty })
         try root.performAndWait { try root.save() }
         #expect(try storedNames(stack).isEmpty)
+    }
+
+    @Test("S001-05/S003-03: a confinement context can be neither a parent nor a child (a programmer error that stops the program)")
+    func confinementParents() async {
+        await #expect(processExitsWith: .failure) {
+            let child = ManagedObjectContext(concurrencyType: .privateQueue)
+            child.parent = ManagedObjectContext(persistentStoreCoordinator: nil)
+        }
+        await #expect(processExitsWith: .failure) {
+            let child = ManagedObjectContext(persistentStoreCoordinator: nil)
+            child.parent = ManagedObjectContext(concurrencyType: .privateQueue)
+        }
+        await #expect(processExitsWith: .success) {
+            let child = ManagedObjectContext(concurrencyType: .privateQueue)
+            child.parent = ManagedObjectContext(concurrencyType: .mainQueue)
+        }
     }
 
     @Test("S001-25: a child that merges automatically sees its parent's saves")

@@ -116,16 +116,16 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// parent's unsaved state, and its saves go to the parent only (docs/contexts.md, "Parent and
     /// child contexts").
     ///
-    /// - Precondition: the parent is not a confinement context unless this one is too (S001-05),
-    ///   and is not this context or one of its descendants.
+    /// - Precondition: neither context is a confinement context (S001-05, S003-03), and the
+    ///   parent is not this context or one of its descendants.
     public var parent: ManagedObjectContext? {
         get { _parent }
         set {
             onQueue {
                 guard newValue !== _parent else { return }
                 if let newValue {
-                    precondition(newValue.concurrencyType != .confinement || concurrencyType == .confinement,
-                                 "a confinement context can be the parent of confinement contexts only (it has no queue to serve other queues' children from)")
+                    precondition(newValue.concurrencyType != .confinement && concurrencyType != .confinement,
+                                 "confinement contexts cannot be parent or child contexts (S001-05, S003-03): a parent serves children on other queues, through its own queue; use .privateQueue or .mainQueue")
                     var ancestor: ManagedObjectContext? = newValue
                     while let next = ancestor {
                         precondition(next !== self, "a context cannot be its own ancestor")

@@ -265,4 +265,36 @@ struct ConflictTests {
         check.stalenessInterval = 0
         #expect(try check.existingObject(with: ada.objectID).value(forKey: "lastName") as? String == "Byron")
     }
+
+    @Test("S004-08/S000-58: with two processes on one file, stalenessInterval decides whether a fault shows the cached row or the other process's save")
+    func stalenessAcrossProcesses() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/processes.arbor"
+        let here = try Stack(path: path)
+        let writer = here.context()
+        let ada = try here.insert("Employee", in: writer, ["firstName": "Ada", "lastName": "Lovelace", "salary": 1000])
+        try writer.save()
+        // The row is cached while this object lives.
+        let held = try here.context().existingObject(with: ada.objectID)
+        let uri = ada.objectID.uriRepresentation()
+
+        // Another process, with a coordinator of its own, saves a new salary.
+        await #expect(processExitsWith: .success) { [path = path as String, uri = uri as URL] in
+            let other = try! Stack(path: path)
+            let context = other.context()
+            let id = other.coordinator.managedObjectID(forURIRepresentation: uri)!
+            try! context.existingObject(with: id).setValue(Decimal(2000), forKey: "salary")
+            try! context.save()
+        }
+        func salary(staleness: TimeInterval) throws -> Decimal? {
+            let context = here.context()
+            context.stalenessInterval = staleness
+            return try context.object(with: ada.objectID).value(forKey: "salary") as? Decimal
+        }
+        #expect(try salary(staleness: -1) == 1000, "any age: the cached row")
+        #expect(try salary(staleness: 3600) == 1000, "a young snapshot: the cached row")
+        #expect(try salary(staleness: 0) == 2000, "0: the other process's save")
+        #expect(try held.value(forKey: "salary") as? Decimal == 1000, "a loaded object keeps its values until refreshed (S002-37)")
+    }
 }

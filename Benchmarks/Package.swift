@@ -5,6 +5,7 @@
 //   swift package --allow-writing-to-package-directory benchmark   # package-benchmark run
 //   swift run -c release CommitReport [commits]                     # the commit table in docs/performance.md
 //   swift run -c release EngineReport [rows]                        # the engine table in docs/performance.md
+//   swift run -c release ContextSaveReport [saves] [rounds]         # concurrent saves from 1, 2, 4 contexts
 //
 // Needs libsqlite3-dev (the Makefile's `bench` and `bench-report` targets install it).
 
@@ -138,6 +139,35 @@ let package = Package(
         .executableTarget(
             name: "FetchReport",
             dependencies: ["GraphWorkloads", "CommitWorkloads"],
+            swiftSettings: swiftSettings
+        ),
+        // Durable saves from 1, 2 and 4 writers at once on one file (issue 6, item 10): private-queue
+        // contexts on one coordinator, SQLite with as many connections and with one shared connection.
+        .target(
+            name: "ContextSaveWorkloads",
+            dependencies: [
+                "CSQLite",
+                "CommitWorkloads",
+                .product(name: "Arbor", package: "Arbor"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // package-benchmark target for the concurrent saves (Arbor and SQLite in one run).
+        .executableTarget(
+            name: "ContextSaves",
+            dependencies: [
+                "ContextSaveWorkloads",
+                "CommitWorkloads",
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/ContextSaves",
+            swiftSettings: swiftSettings,
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        // Prints the concurrent-saves table of docs/performance.md (all engines in one run).
+        .executableTarget(
+            name: "ContextSaveReport",
+            dependencies: ["ContextSaveWorkloads", "CommitWorkloads"],
             swiftSettings: swiftSettings
         ),
         // Prints the engine table of docs/performance.md (one process, both engines).

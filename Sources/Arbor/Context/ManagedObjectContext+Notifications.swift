@@ -75,8 +75,8 @@ extension ManagedObjectContext {
     /// event is simply no longer reported.
     func noteDeleted(_ object: ManagedObject) {
         if object.eventMarks & EventMarks.inserted != 0 {
+            // Left in the list, unmarked: the notification skips it (no search per deletion).
             object.eventMarks &= ~EventMarks.inserted
-            event.inserted.removeAll { $0 === object }
             return
         }
         guard object.eventMarks & EventMarks.deleted == 0 else { return }
@@ -101,11 +101,18 @@ extension ManagedObjectContext {
     /// one.
     func postObjectsDidChange() {
         guard !event.isEmpty else { return }
-        let ended = event
+        var ended = event
         event = EventChanges()
-        for list in [ended.inserted, ended.updated, ended.deleted, ended.refreshed] {
+        for list in [ended.updated, ended.deleted, ended.refreshed] {
             for object in list { object.eventMarks = 0 }
         }
+        // New objects deleted again within the event lost their mark: they are not reported.
+        ended.inserted = ended.inserted.filter { object in
+            defer { object.eventMarks = 0 }
+            return object.eventMarks & EventMarks.inserted != 0
+        }
+        ended.updated.removeAll { $0.deletedFlag }
+        guard !ended.isEmpty else { return }
         var info: [AnyHashable: Any] = [:]
         var change = ContextChange(kind: .objectsDidChange)
         func add(_ objects: [ManagedObject], _ key: NotificationKey, _ idKey: NotificationKey) -> Set<ManagedObjectID> {
@@ -116,7 +123,7 @@ extension ManagedObjectContext {
             return ids
         }
         change.insertedObjectIDs = add(ended.inserted, .insertedObjects, .insertedObjectIDs)
-        change.updatedObjectIDs = add(ended.updated.filter { !$0.deletedFlag }, .updatedObjects, .updatedObjectIDs)
+        change.updatedObjectIDs = add(ended.updated, .updatedObjects, .updatedObjectIDs)
         change.deletedObjectIDs = add(ended.deleted, .deletedObjects, .deletedObjectIDs)
         change.refreshedObjectIDs = add(ended.refreshed, .refreshedObjects, .refreshedObjectIDs)
         change.invalidatedObjectIDs = add(ended.invalidated, .invalidatedObjects, .invalidatedObjectIDs)

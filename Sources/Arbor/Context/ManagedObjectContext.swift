@@ -41,6 +41,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// The lock of ``lock()``, ``unlock()`` and ``tryLock()``.
     let contextLock = NSRecursiveLock()
 
+    /// The entity ``modelEntity(of:)`` found last.
+    private var lastModelEntity: EntityDescription?
     /// The merge policy (``mergePolicy``).
     var _mergePolicy = MergePolicy.error
     /// Unchanged objects marked with ``detectConflicts(for:)`` since the last save.
@@ -105,6 +107,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
                 guard newValue !== persistentStoreCoordinator || _parent != nil else { return }
                 if persistentStoreCoordinator != nil { reset() }
                 detachFromParent()
+                lastModelEntity = nil
                 _persistentStoreCoordinator = newValue
             }
         }
@@ -134,6 +137,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
                 }
                 if persistentStoreCoordinator != nil { reset() }
                 detachFromParent()
+                lastModelEntity = nil
                 _persistentStoreCoordinator = nil
                 _parent = newValue
                 newValue?.children.add(self)
@@ -262,7 +266,12 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// The entity of `objectID` in the coordinator's model (nil without a coordinator, or for an
     /// entity the model does not have).
     func modelEntity(of objectID: ManagedObjectID) -> EntityDescription? {
-        persistentStoreCoordinator?.managedObjectModel.entity(named: objectID.entityName)
+        // IDs come in runs of one entity: the last answer is checked first (equal names share
+        // their storage, so the comparison rarely reads characters).
+        if let last = lastModelEntity, last.name == objectID.entityName { return last }
+        let entity = persistentStoreCoordinator?.managedObjectModel.entity(named: objectID.entityName)
+        lastModelEntity = entity
+        return entity
     }
 
     /// A new fault for `objectID` (not registered yet), registered.

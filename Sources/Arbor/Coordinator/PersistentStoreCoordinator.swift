@@ -136,12 +136,18 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// Nil when there is no such row.
     func fetchSnapshot(for objectID: ManagedObjectID, staleness: TimeInterval) throws -> StoreRow? {
         try locked {
-            // One lookup: the snapshot is updated in place through its index.
+            // One lookup: the snapshot is read and updated in place through its index (an
+            // `inout` access; reading a field through the getter would copy the whole snapshot,
+            // retaining and releasing its row).
             if let index = cache.index(forKey: objectID) {
-                if staleness < 0 || Self.seconds(since: cache.values[index].readAt) <= staleness {
+                func take(_ snapshot: inout Snapshot) -> StoreRow? {
+                    guard staleness < 0 || Self.seconds(since: snapshot.readAt) <= staleness else { return nil }
+                    snapshot.references += 1
+                    return snapshot.row
+                }
+                if let row = take(&cache.values[index]) {
                     statistics.hits += 1
-                    cache.values[index].references += 1
-                    return cache.values[index].row
+                    return row
                 }
                 statistics.staleReads += 1
             } else {
@@ -214,8 +220,11 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     func releaseSnapshot(_ objectID: ManagedObjectID) {
         locked {
             guard let index = cache.index(forKey: objectID) else { return }
-            cache.values[index].references -= 1
-            if cache.values[index].references <= 0 { cache.remove(at: index) }
+            func release(_ snapshot: inout Snapshot) -> Int {
+                snapshot.references -= 1
+                return snapshot.references
+            }
+            if release(&cache.values[index]) <= 0 { cache.remove(at: index) }
         }
     }
 

@@ -5,10 +5,14 @@ import OrderedCollections
 final class PropertyLayout: Sendable {
     let names: [String]
     let index: [String: Int]
+    /// A slot array holding nothing, shared by every new storage of the layout until it is
+    /// written (a fault's values cost no allocation).
+    let emptySlots: [PropertyValue?]
 
     init(names: [String]) {
         self.names = names
         index = Dictionary(uniqueKeysWithValues: names.enumerated().map { ($1, $0) })
+        emptySlots = Array(repeating: nil, count: names.count)
     }
 }
 
@@ -22,7 +26,7 @@ struct PropertyStorage: Equatable, Sequence, Sendable {
 
     init(layout: PropertyLayout) {
         self.layout = layout
-        slots = Array(repeating: nil, count: layout.names.count)
+        slots = layout.emptySlots
     }
 
     static func == (a: PropertyStorage, b: PropertyStorage) -> Bool { a.layout === b.layout && a.slots == b.slots }

@@ -241,6 +241,7 @@ extension ManagedObjectContext {
         checkQueue()
         // The event ends (even when delete rules wait for the save).
         propagateDeletes()
+        registerPendingUndo()
         postObjectsDidChange()
         guard hasChanges else { return }
         let coordinator = try requireCoordinator("save to")
@@ -266,6 +267,7 @@ extension ManagedObjectContext {
             propagateDeletes()
         }
         // What willSave changed is an event of its own.
+        registerPendingUndo()
         postObjectsDidChange()
         var insertedObjects = inserted.objects
         var updatedObjects = updated.objects

@@ -41,6 +41,12 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// The lock of ``lock()``, ``unlock()`` and ``tryLock()``.
     let contextLock = NSRecursiveLock()
 
+    /// The undo manager (``undoManager``).
+    var _undoManager: ObjectUndoManager?
+    /// What the current event changed, for undo (nil without an undo manager).
+    var pendingUndo: PendingUndo?
+    /// Whether an undo or redo is changing objects (which records nothing).
+    var applyingUndo = false
     /// The entity ``modelEntity(of:)`` found last.
     private var lastModelEntity: EntityDescription?
     /// The merge policy (``mergePolicy``).
@@ -287,6 +293,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         checkQueue()
         if object.managedObjectContext === self && registeredObject(for: object.objectID) === object {
             if object.deletedFlag && object.insertedFlag {
+                recordUndoExistence(object)
                 // Inserted, deleted, inserted again before the deletion was processed.
                 object.deletedFlag = false
                 pendingDeletes.removeAll { $0 === object }
@@ -296,6 +303,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
             return
         }
         precondition(object.managedObjectContext == nil, "\(object) already belongs to another context")
+        recordUndoExistence(object)
         object.managedObjectContext = self
         object.insertedFlag = true
         // An object inserted, deleted and dropped by a context may come back (and its willSave
@@ -315,6 +323,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         checkQueue()
         precondition(object.managedObjectContext === self, "\(object) does not belong to this context")
         guard !object.deletedFlag else { return }
+        recordUndoExistence(object)
         object.deletedFlag = true
         noteDeleted(object)
         if object.insertedFlag {
@@ -334,6 +343,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     public func processPendingChanges() {
         checkQueue()
         if propagatesDeletesAtEndOfEvent { propagateDeletes() }
+        registerPendingUndo()
         postObjectsDidChange()
     }
 
@@ -380,8 +390,11 @@ public final class ManagedObjectContext: @unchecked Sendable {
     public func rollback() {
         checkQueue()
         // What the event changed so far is told first; then the rollback reports the objects it
-        // restored as refreshed and the new ones it dropped as invalidated.
+        // restored as refreshed and the new ones it dropped as invalidated. The undo stack goes
+        // (S002-24).
         postObjectsDidChange()
+        pendingUndo?.clear()
+        _undoManager?.removeAllActions()
         // Only changed objects have anything to undo: the change sets and the pending deletions
         // (which also hold new objects deleted again, not yet processed).
         let pending = pendingDeletes
@@ -417,6 +430,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
         registry.removeAll()
         event = EventChanges()
         event.invalidatedAll = true
+        pendingUndo?.clear()
+        _undoManager?.removeAllActions()
         inserted.removeAll()
         updated.removeAll()
         deleted.removeAll()

@@ -170,6 +170,7 @@ extension ManagedObject {
     /// context.
     func setPrimitive(_ value: PropertyValue, forKey key: String, persistent: Bool) {
         guard let slot = entity.propertyLayout.index[key], values[slot: slot] != value else { return }
+        managedObjectContext?.recordUndo(self, slot: slot)
         values[slot: slot] = value
         guard persistent else { return }
         if committed?[slot: slot] == value {

@@ -49,6 +49,7 @@ extension ManagedObject {
         try loadRelationship(key)
         var ids = values[key]?.objectIDs ?? []
         guard !ids.contains(id) else { return false }
+        if let slot = entity.propertyLayout.index[key] { managedObjectContext?.recordUndo(self, slot: slot) }
         // The slot lets go of the set first, so that changing it does not copy it (adding n
         // objects one by one stays linear).
         values[key] = nil
@@ -63,6 +64,7 @@ extension ManagedObject {
         try loadRelationship(key)
         var ids = values[key]?.objectIDs ?? []
         guard ids.contains(id) else { return false }
+        if let slot = entity.propertyLayout.index[key] { managedObjectContext?.recordUndo(self, slot: slot) }
         values[key] = nil
         ids.remove(id)
         setPrimitive(.objects(ids), forKey: key, persistent: true)

@@ -226,4 +226,28 @@ struct UndoTests {
         manager.removeAllActions()
         #expect(!manager.canUndo && !manager.canRedo)
     }
+
+    @Test("S000-49/S000-50: processPendingChanges is the one place events end — explicit calls coalesce, save and fetch call it — and a merge of another context's save is not undoable")
+    func eventsAndMerges() throws {
+        let scene = try Scene()
+        try scene.sales.setValue(11, forKey: "budget")
+        _ = try scene.context.fetch(FetchRequest<ManagedObject>(entityName: "Department"))
+        #expect(scene.undo.undoCount == 1, "the fetch ended the event")
+        try scene.sales.setValue(12, forKey: "budget")
+        scene.context.processPendingChanges()
+        scene.context.processPendingChanges()
+        #expect(scene.undo.undoCount == 2, "a second call with nothing new adds nothing")
+        try scene.sales.setValue(13, forKey: "budget")
+        try scene.context.save()
+        #expect(scene.undo.undoCount == 3, "the save ended the event")
+
+        let other = scene.stack.context()
+        let recorder = NotificationRecorder(other)
+        try other.existingObject(with: scene.ada.objectID).setValue("Byron", forKey: "lastName")
+        try other.save()
+        let didSave = try #require(recorder.take().last { $0.name == ManagedObjectContext.didSaveObjectsNotification })
+        scene.context.mergeChanges(fromContextDidSave: didSave.notification)
+        #expect(try scene.ada.value(forKey: "lastName") as? String == "Byron")
+        #expect(scene.undo.undoCount == 3, "the merge registered nothing")
+    }
 }

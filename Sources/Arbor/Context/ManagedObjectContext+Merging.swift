@@ -88,8 +88,12 @@ extension ManagedObjectContext {
     /// Merges a save's changes (by ID). `fromOwnCoordinator`: the save went through this
     /// context's coordinator (or parent), whose row cache already holds the saved rows.
     func merge(_ change: ContextChange, fromOwnCoordinator: Bool) {
-        // What this context did so far is an event of its own.
+        // What this context did so far is an event of its own. The merge itself is not undoable:
+        // it brings in what is saved, and undoing it would put back values the store no longer has.
         processPendingChanges()
+        let suspended = undoRecordingSuspended
+        undoRecordingSuspended = true
+        defer { undoRecordingSuspended = suspended }
         if !fromOwnCoordinator, parent == nil, let coordinator = persistentStoreCoordinator {
             try? coordinator.reloadSnapshots(Array(change.updatedObjectIDs.union(change.deletedObjectIDs)))
         }

@@ -75,6 +75,7 @@ extension ManagedObjectContext {
             }
             guard let entity = persistentStoreCoordinator?.managedObjectModel.entity(named: entityName) else { continue }
             let object = entity.managedObjectClass.init(fault: id, entity: entity, context: self)
+            recordUndoExistence(object, existed: false)
             object.values = entity.initialValues
             for (key, value) in values where entity.propertyLayout.index[key] != nil { object.values[key] = value }
             object.faulted = false

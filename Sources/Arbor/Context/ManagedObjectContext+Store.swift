@@ -239,10 +239,8 @@ extension ManagedObjectContext {
     ///   was read, ``ArborError/Code/constraintConflict`` for a uniqueness violation, store errors.
     public func save() throws {
         checkQueue()
-        // The event ends (even when delete rules wait for the save).
-        propagateDeletes()
-        registerPendingUndo()
-        postObjectsDidChange()
+        // The event ends (delete rules apply now even when they wait for the save).
+        endEvent(propagatingDeletes: true)
         guard hasChanges else { return }
         let coordinator = try requireCoordinator("save to")
         postWillSave()
@@ -267,8 +265,7 @@ extension ManagedObjectContext {
             propagateDeletes()
         }
         // What willSave changed is an event of its own.
-        registerPendingUndo()
-        postObjectsDidChange()
+        endEvent(propagatingDeletes: true)
         var insertedObjects = inserted.objects
         var updatedObjects = updated.objects
         var deletedObjects = deleted.objects

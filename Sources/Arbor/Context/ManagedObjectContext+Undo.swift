@@ -52,9 +52,9 @@ extension ManagedObjectContext {
     /// Records, the first time in the event, whether `object` existed before it is inserted or
     /// deleted.
     @inline(__always)
-    func recordUndoExistence(_ object: ManagedObject) {
+    func recordUndoExistence(_ object: ManagedObject, existed: Bool? = nil) {
         guard let pendingUndo else { return }
-        pendingUndo.touch(object, context: self)
+        pendingUndo.touch(object, context: self, existed: existed)
     }
 
     /// Turns the event's recorded changes into one undo action (called at the end of every
@@ -100,8 +100,8 @@ extension ManagedObjectContext {
     /// Puts the objects of `steps` in their states before (`forward` false: undo) or after
     /// (redo) their event, and registers the opposite with the undo manager.
     func apply(_ steps: [UndoStep], forward: Bool) {
-        applyingUndo = true
-        defer { applyingUndo = false }
+        undoRecordingSuspended = true
+        defer { undoRecordingSuspended = false }
         for step in forward ? steps : steps.reversed() {
             let object = step.object
             let state = forward ? step.after : step.before
@@ -200,18 +200,18 @@ final class PendingUndo {
 
     /// The entry of `object`, made (with its existence now) the first time it is touched.
     @discardableResult
-    func touch(_ object: ManagedObject, context: ManagedObjectContext) -> Int {
+    func touch(_ object: ManagedObject, context: ManagedObjectContext, existed: Bool? = nil) -> Int {
         let key = ObjectIdentifier(object)
         if let position = index[key] { return position }
-        guard !context.applyingUndo else { return -1 }
-        entries.append(Entry(object: object, before: ObjectState(exists: context.exists(object), values: [:])))
+        guard !context.undoRecordingSuspended else { return -1 }
+        entries.append(Entry(object: object, before: ObjectState(exists: existed ?? context.exists(object), values: [:])))
         index[key] = entries.count - 1
         return entries.count - 1
     }
 
     /// Keeps the value `slot` of `object` has now, unless the event recorded one already.
     func record(_ object: ManagedObject, slot: Int, context: ManagedObjectContext) {
-        guard !context.applyingUndo else { return }
+        guard !context.undoRecordingSuspended else { return }
         let position = touch(object, context: context)
         guard position >= 0, entries[position].before.values.index(forKey: slot) == nil else { return }
         entries[position].before.values[slot] = .some(object.values[slot: slot])

@@ -45,8 +45,9 @@ public final class ManagedObjectContext: @unchecked Sendable {
     var _undoManager: ObjectUndoManager?
     /// What the current event changed, for undo (nil without an undo manager).
     var pendingUndo: PendingUndo?
-    /// Whether an undo or redo is changing objects (which records nothing).
-    var applyingUndo = false
+    /// Whether changes are made that undo must not record: an undo or redo applying states, a
+    /// merge of another context's save.
+    var undoRecordingSuspended = false
     /// The entity ``modelEntity(of:)`` found last.
     private var lastModelEntity: EntityDescription?
     /// The merge policy (``mergePolicy``).
@@ -342,7 +343,14 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// block; calling it again when nothing changed does nothing.
     public func processPendingChanges() {
         checkQueue()
-        if propagatesDeletesAtEndOfEvent { propagateDeletes() }
+        endEvent(propagatingDeletes: propagatesDeletesAtEndOfEvent)
+    }
+
+    /// The end of an event, the one place it happens: delete rules (when asked), the event's undo
+    /// step, its objects-did-change notification. A save ends its events here too, always
+    /// applying delete rules.
+    func endEvent(propagatingDeletes: Bool) {
+        if propagatingDeletes { propagateDeletes() }
         registerPendingUndo()
         postObjectsDidChange()
     }

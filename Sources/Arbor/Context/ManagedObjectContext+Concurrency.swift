@@ -25,8 +25,12 @@ extension ManagedObjectContext {
         // Blocks on the main queue may run on a thread other than the main thread (on Linux,
         // after `dispatch_main()`, or under the main actor of an async `main`): the main queue
         // carries a key of its own.
-        case .mainQueue: Thread.isMainThread || DispatchQueue.getSpecific(key: ContextQueue.mainKey) != nil
-        case .privateQueue: DispatchQueue.getSpecific(key: ContextQueue.key) == ObjectIdentifier(self)
+        case .mainQueue:
+            Thread.isMainThread || DispatchQueue.getSpecific(key: ContextQueue.mainKey) != nil || HeldQueues.current.holdsMain
+        case .privateQueue:
+            // The innermost queue, else one an enclosing performAndWait holds (a child's block
+            // calling its parent: `DispatchQueue.getSpecific` sees only the child's queue).
+            DispatchQueue.getSpecific(key: ContextQueue.key) == ObjectIdentifier(self) || HeldQueues.current.holds(self)
         }
     }
 
@@ -83,7 +87,21 @@ extension ManagedObjectContext {
     /// setters' way in).
     func onQueue<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
         guard let queue, !isOnContextQueue else { return try body() }
-        return try queue.sync { Result(catching: body) }.get()
+        // `sync` runs the block on this thread: the queues this thread holds stay held inside it
+        // (the main queue too, which a block of another queue cannot otherwise see).
+        // (The block may run on another thread — the main queue's — while this one waits: it
+        // inherits what this thread holds.)
+        let caller = HeldQueues.current
+        var inherited = caller.contexts
+        inherited.append(ObjectIdentifier(self))
+        let holdsMain = concurrencyType == .mainQueue || caller.holdsMain || Thread.isMainThread
+            || DispatchQueue.getSpecific(key: ContextQueue.mainKey) != nil
+        return try queue.sync {
+            let executing = HeldQueues.current
+            let saved = executing.replace(contexts: inherited, main: holdsMain)
+            defer { executing.restore(saved) }
+            return Result(catching: body)
+        }.get()
     }
 
     /// When the async ``perform(schedule:_:)`` runs its block.
@@ -145,4 +163,50 @@ enum ContextQueue {
         DispatchQueue.main.setSpecific(key: key, value: true)
         return key
     }()
+}
+
+/// The context queues the current thread holds through `performAndWait` (thread-local): inside
+/// a block that `DispatchQueue.sync` runs on this thread, `DispatchQueue.getSpecific` sees only
+/// the innermost queue, yet the outer ones are held too — a child context's block may call its
+/// parent, whose queue an enclosing block already holds.
+final class HeldQueues {
+    private(set) var contexts: [ObjectIdentifier] = []
+    private(set) var holdsMain = false
+
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key) { pointer in
+            #if canImport(Darwin)
+            Unmanaged<HeldQueues>.fromOpaque(pointer).release()
+            #else
+            if let pointer { Unmanaged<HeldQueues>.fromOpaque(pointer).release() }
+            #endif
+        }
+        return key
+    }()
+
+    /// This thread's record.
+    static var current: HeldQueues {
+        if let pointer = pthread_getspecific(key) { return Unmanaged<HeldQueues>.fromOpaque(pointer).takeUnretainedValue() }
+        let held = HeldQueues()
+        pthread_setspecific(key, Unmanaged.passRetained(held).toOpaque())
+        return held
+    }
+
+    func holds(_ context: ManagedObjectContext) -> Bool {
+        contexts.contains(ObjectIdentifier(context))
+    }
+
+    /// Sets what the thread holds for a block; returns what to restore after it.
+    func replace(contexts newContexts: [ObjectIdentifier], main: Bool) -> ([ObjectIdentifier], Bool) {
+        defer {
+            contexts = newContexts
+            holdsMain = main
+        }
+        return (contexts, holdsMain)
+    }
+
+    func restore(_ saved: ([ObjectIdentifier], Bool)) {
+        (contexts, holdsMain) = saved
+    }
 }

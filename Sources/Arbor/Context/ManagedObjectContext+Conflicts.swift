@@ -16,14 +16,14 @@ extension ManagedObjectContext {
     public func detectConflicts(for object: ManagedObject) {
         checkQueue()
         guard object.managedObjectContext === self, !object.objectID.isTemporaryID,
-              !conflictChecked.contains(where: { $0 === object }) else { return }
+              conflictChecked[ObjectIdentifier(object)] == nil else { return }
         if object.faulted { try? object.fireFault() }
-        conflictChecked.append(object)
+        conflictChecked[ObjectIdentifier(object)] = object
     }
 
     /// The rows the marked, unchanged objects must still be at, for each store's save.
     func lockChecks() -> [(ManagedObject, Int64)] {
-        conflictChecked.filter { $0.managedObjectContext === self && !$0.hasChanges && !$0.faulted }.map { ($0, $0.committedVersion) }
+        conflictChecked.values.filter { $0.managedObjectContext === self && !$0.hasChanges && !$0.faulted }.map { ($0, $0.committedVersion) }
     }
 
     // MARK: Finding conflicts
@@ -203,14 +203,15 @@ extension ManagedObjectContext {
     /// Objects whose rows are gone (deleted by another context): deleted here and forgotten,
     /// without a pending deletion.
     func forget(_ objects: [ManagedObject]) {
+        let gone = Set(objects.map(ObjectIdentifier.init))
+        if !pendingDeletes.isEmpty { pendingDeletes.removeAll { gone.contains(ObjectIdentifier($0)) } }
         for object in objects {
             object.deletedFlag = true
             noteDeleted(object)
             inserted.remove(object)
             updated.remove(object)
             deleted.remove(object)
-            pendingDeletes.removeAll { $0 === object }
-            conflictChecked.removeAll { $0 === object }
+            conflictChecked[ObjectIdentifier(object)] = nil
             unregister(object.objectID)
             object.snapshotHolder?.releaseSnapshot(object.objectID)
             object.snapshotHolder = nil

@@ -93,6 +93,7 @@ extension ManagedObjectContext {
     /// checked against the model — unless the caller has done so (`given`).
     func prepare<Result>(_ request: FetchRequest<Result>, _ given: FetchAnalysis? = nil) throws -> (PersistentStoreCoordinator, FetchAnalysis) {
         let coordinator = try requireCoordinator("fetch \(request.entityName)")
+        takePermanentIDs()
         if let given { return (coordinator, given) }
         processPendingChanges()
         return (coordinator, try FetchAnalysis(entityName: request.entityName, predicate: request.predicate,

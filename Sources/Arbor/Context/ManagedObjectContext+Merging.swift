@@ -55,19 +55,21 @@ extension ManagedObjectContext {
     /// both must be used from one thread.
     public var automaticallyMergesChangesFromParent: Bool {
         get { mergeObserver != nil }
-        set {
-            onQueue {
-                guard newValue != (mergeObserver != nil) else { return }
-                if let mergeObserver {
-                    NotificationCenter.default.removeObserver(mergeObserver)
-                    self.mergeObserver = nil
-                    return
-                }
-                mergeObserver = NotificationCenter.default.addObserver(forName: Self.didSaveObjectsNotification, object: nil, queue: nil) {
-                    [weak self] notification in
-                    self?.anotherContextDidSave(notification)
-                }
-            }
+        set { onQueue { setMergesAutomatically(newValue) } }
+    }
+
+    /// Starts or stops observing other contexts' saves (on the context's queue, or before anyone
+    /// else can see the context).
+    func setMergesAutomatically(_ merges: Bool) {
+        guard merges != (mergeObserver != nil) else { return }
+        if let mergeObserver {
+            NotificationCenter.default.removeObserver(mergeObserver)
+            self.mergeObserver = nil
+            return
+        }
+        mergeObserver = NotificationCenter.default.addObserver(forName: Self.didSaveObjectsNotification, object: nil, queue: nil) {
+            [weak self] notification in
+            self?.anotherContextDidSave(notification)
         }
     }
 
@@ -107,8 +109,11 @@ extension ManagedObjectContext {
             }
         }
         // Objects deleted there are deleted here: their delete rules unlink what this context
-        // still relates to them; then they leave the context (their rows are gone already).
+        // still relates to them; then they leave the context (their rows are gone already). Only
+        // their rules run now: this context's own deletions wait as they would have.
         var gone: [ManagedObject] = []
+        let waiting = pendingDeletes
+        pendingDeletes = []
         for id in change.deletedObjectIDs {
             guard let object = registeredObject(for: id) else { continue }
             gone.append(object)
@@ -117,19 +122,11 @@ extension ManagedObjectContext {
                 updated.remove(object)
                 pendingDeletes.append(object)
             }
-            noteDeleted(object)
         }
         propagateDeletes()
-        for object in gone {
-            inserted.remove(object)
-            updated.remove(object)
-            deleted.remove(object)
-            pendingDeletes.removeAll { $0 === object }
-            unregister(object.objectID)
-            object.snapshotHolder?.releaseSnapshot(object.objectID)
-            object.snapshotHolder = nil
-            object.managedObjectContext = nil
-        }
+        let goneIDs = Set(gone.map(ObjectIdentifier.init))
+        pendingDeletes = waiting.filter { !goneIDs.contains(ObjectIdentifier($0)) }
+        forget(gone)
         for id in change.insertedObjectIDs where registeredObject(for: id) == nil {
             if let object = resolve(id) { noteInserted(object) }
         }

@@ -1,5 +1,6 @@
 import Foundation
 import OrderedCollections
+import Synchronization
 
 /// What a child context's save hands its parent (S001-06): values only, so it crosses queues.
 struct ChildSave: Sendable {
@@ -120,11 +121,23 @@ extension ManagedObjectContext {
 
     /// Tells the child contexts (and theirs) the permanent IDs of new objects the root saved;
     /// each applies them on its own queue before its next block.
+    ///
+    /// The mapping goes into each child's mailbox at once, and the child takes it before its next
+    /// save, fetch, fault or lookup — even within a block that is running now (a child block that
+    /// saves, has the root save, and saves again) — or in a block of its own, whichever is first.
     func sendPermanentIDs(_ mapping: [ManagedObjectID: ManagedObjectID]) {
         guard !mapping.isEmpty else { return }
         for child in children.all {
-            child.perform { child.applyPermanentIDs(mapping) }
+            child.permanentIDMailbox.post(mapping)
+            child.perform { child.takePermanentIDs() }
         }
+    }
+
+    /// Applies the permanent IDs the parent sent, if any (on the context's queue).
+    @inline(__always)
+    func takePermanentIDs() {
+        guard !permanentIDMailbox.isEmpty else { return }
+        for mapping in permanentIDMailbox.take() { applyPermanentIDs(mapping) }
     }
 
     /// Replaces temporary IDs by permanent ones everywhere in this context, then in its children.
@@ -136,5 +149,32 @@ extension ManagedObjectContext {
         }
         for object in allRegistered() where !object.entity.relationships.isEmpty { object.replaceObjectIDs(mapping) }
         sendPermanentIDs(mapping)
+    }
+}
+
+/// Permanent IDs a parent sent a child, waiting for the child's queue.
+final class PermanentIDMailbox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var mappings: [[ManagedObjectID: ManagedObjectID]] = []
+    private let count = Atomic<Int>(0)
+
+    @inline(__always)
+    var isEmpty: Bool { count.load(ordering: .acquiring) == 0 }
+
+    func post(_ mapping: [ManagedObjectID: ManagedObjectID]) {
+        lock.withLock {
+            mappings.append(mapping)
+            count.add(1, ordering: .releasing)
+        }
+    }
+
+    func take() -> [[ManagedObjectID: ManagedObjectID]] {
+        lock.withLock {
+            defer {
+                mappings = []
+                count.store(0, ordering: .releasing)
+            }
+            return mappings
+        }
     }
 }

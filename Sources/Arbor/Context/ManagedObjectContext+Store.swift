@@ -17,6 +17,7 @@ extension ManagedObjectContext {
     /// `strict` reports a missing row whatever ``shouldDeleteInaccessibleFaults`` says
     /// (``existingObject(with:)``).
     func fulfillFault(_ object: ManagedObject, strict: Bool = false) throws {
+        takePermanentIDs()
         let coordinator = try requireCoordinator("load \(object.objectID)")
         let row = if let parent {
             try parentRow(parent, object.objectID)
@@ -83,6 +84,7 @@ extension ManagedObjectContext {
     /// Loads a to-many relationship's destinations from the store.
     func loadRelationship(_ key: String, of object: ManagedObject) throws {
         guard let relationship = object.entity.relationshipsByName[key] else { return }
+        takePermanentIDs()
         let coordinator = try requireCoordinator("load \(object.objectID).\(key)")
         let ids = if let parent {
             OrderedSet(try parent.performAndWait { try parent.relatedIDsForChild(object.objectID, key) })
@@ -142,6 +144,8 @@ extension ManagedObjectContext {
         }
         let changes = Dictionary(uniqueKeysWithValues: mapping.map { ($0.0.objectID, $0.1) })
         changeIDs(changes)
+        // Children that know these objects by their temporary IDs learn the new ones.
+        sendPermanentIDs(changes)
         for id in changes.keys { assignments[id] = nil }
     }
 
@@ -239,6 +243,7 @@ extension ManagedObjectContext {
     ///   was read, ``ArborError/Code/constraintConflict`` for a uniqueness violation, store errors.
     public func save() throws {
         checkQueue()
+        takePermanentIDs()
         // The event ends (delete rules apply now even when they wait for the save).
         endEvent(propagatingDeletes: true)
         guard hasChanges else { return }

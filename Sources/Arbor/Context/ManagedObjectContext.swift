@@ -53,7 +53,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// The merge policy (``mergePolicy``).
     var _mergePolicy = MergePolicy.error
     /// Unchanged objects marked with ``detectConflicts(for:)`` since the last save.
-    var conflictChecked: [ManagedObject] = []
+    var conflictChecked: [ObjectIdentifier: ManagedObject] = [:]
     /// The observer of other contexts' saves, while ``automaticallyMergesChangesFromParent``.
     var mergeObserver: (any NSObjectProtocol)?
 
@@ -65,6 +65,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
     private var _parent: ManagedObjectContext?
     /// The contexts whose parent this context is (told the permanent IDs of a root save).
     let children = ChildContexts()
+    /// Permanent IDs sent by the parent, not applied yet.
+    let permanentIDMailbox = PermanentIDMailbox()
     private var _name: String?
     private var _userInfo: [String: any Sendable] = [:]
 
@@ -180,6 +182,15 @@ public final class ManagedObjectContext: @unchecked Sendable {
         _persistentStoreCoordinator = coordinator
     }
 
+    /// A context set up before anyone else can see it (no hop to its queue: a main-queue
+    /// context made off the main thread must not wait for the main queue).
+    convenience init(concurrencyType: ConcurrencyType, coordinator: PersistentStoreCoordinator, name: String, mergesAutomatically: Bool) {
+        self.init(concurrencyType: concurrencyType)
+        _persistentStoreCoordinator = coordinator
+        _name = name
+        setMergesAutomatically(mergesAutomatically)
+    }
+
     /// Makes an empty context of `concurrencyType`; set its ``persistentStoreCoordinator`` next
     /// (from any thread).
     public init(concurrencyType: ConcurrencyType) {
@@ -210,6 +221,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// The object registered for `objectID`, or nil; never fetches and never makes a fault.
     public func registeredObject(for objectID: ManagedObjectID) -> ManagedObject? {
         checkQueue()
+        takePermanentIDs()
         registry.purge(retired)
         return registry[objectID]
     }
@@ -246,7 +258,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// The registered object's `deinit` reports its end here.
     func objectDidEnd(_ objectID: ManagedObjectID, _ identity: ObjectIdentifier) {
-        retired.objects.append((objectID, identity))
+        retired.append(objectID, identity)
     }
 
     /// The object for `objectID`: the registered instance when there is one, else a new fault
@@ -343,6 +355,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// block; calling it again when nothing changed does nothing.
     public func processPendingChanges() {
         checkQueue()
+        takePermanentIDs()
         endEvent(propagatingDeletes: propagatesDeletesAtEndOfEvent)
     }
 
@@ -359,8 +372,13 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// cascade deletes them (their own rules follow; cycles end because each object is deleted
     /// once), deny and no action do nothing here (deny fails the save's validation).
     func propagateDeletes() {
-        while !pendingDeletes.isEmpty {
-            let object = pendingDeletes.removeFirst()
+        // Taken in order through a cursor (removing from the front would make a large deletion
+        // quadratic); rules append the deletions they cause, which the loop reaches in turn.
+        var next = 0
+        defer { pendingDeletes.removeFirst(min(next, pendingDeletes.count)) }
+        while next < pendingDeletes.count {
+            let object = pendingDeletes[next]
+            next += 1
             // A deleted fault is loaded: its version is checked at save, and its relationships
             // carry the rules on.
             try? object.fireFault()

@@ -70,7 +70,9 @@ public final class PersistentContainer: @unchecked Sendable {
         set { lock.withLock { descriptions = newValue } }
     }
     /// The main-queue context, for the user interface: it merges the saves of the container's
-    /// other contexts automatically (``ManagedObjectContext/automaticallyMergesChangesFromParent``).
+    /// other contexts automatically (``ManagedObjectContext/automaticallyMergesChangesFromParent``),
+    /// in blocks on the main queue — which the application must drain (a run loop, `dispatch_main()`,
+    /// or an `async` main), or merges wait.
     public let viewContext: ManagedObjectContext
 
     private let lock = NSLock()
@@ -94,10 +96,10 @@ public final class PersistentContainer: @unchecked Sendable {
         self.managedObjectModel = managedObjectModel
         persistentStoreCoordinator = PersistentStoreCoordinator(managedObjectModel: managedObjectModel)
         descriptions = [PersistentStoreDescription(url: Self.defaultDirectoryURL().appendingPathComponent("\(name).arbor"))]
-        viewContext = ManagedObjectContext(concurrencyType: .mainQueue)
-        viewContext.persistentStoreCoordinator = persistentStoreCoordinator
-        viewContext.name = "\(name).viewContext"
-        viewContext.automaticallyMergesChangesFromParent = true
+        // Set up directly: the container may be made off the main thread, with the main queue
+        // not drained yet (a server's main thread starts its loop later).
+        viewContext = ManagedObjectContext(concurrencyType: .mainQueue, coordinator: persistentStoreCoordinator,
+                                           name: "\(name).viewContext", mergesAutomatically: true)
     }
 
     /// Opens every store of ``persistentStoreDescriptions`` (creating files and their
@@ -145,10 +147,8 @@ public final class PersistentContainer: @unchecked Sendable {
     /// A new private-queue context on the container's coordinator (its saves reach the
     /// ``viewContext`` by automatic merging).
     public func newBackgroundContext() -> ManagedObjectContext {
-        let context = ManagedObjectContext(concurrencyType: .privateQueue)
-        context.persistentStoreCoordinator = persistentStoreCoordinator
-        context.name = "\(name).background"
-        return context
+        ManagedObjectContext(concurrencyType: .privateQueue, coordinator: persistentStoreCoordinator, name: "\(name).background",
+                             mergesAutomatically: false)
     }
 
     /// Runs `body` on a new private-queue context, on that context's queue, and returns at once.

@@ -126,7 +126,7 @@ public struct StoreChanges: Sendable {
 
     /// Whether there is nothing to write.
     public var isEmpty: Bool {
-        inserted.isEmpty && updated.isEmpty && deleted.isEmpty && linked.isEmpty && unlinked.isEmpty
+        inserted.isEmpty && updated.isEmpty && deleted.isEmpty && linked.isEmpty && unlinked.isEmpty && checked.isEmpty
     }
 }
 

@@ -98,11 +98,13 @@ final class RowWriter {
             try rowsTree(try entity(id.entityName)).delete(NativeStore.key(try store.primaryKey(of: id)))
             try removeLinks(of: id)
         }
-        for (id, row, expected) in changes.updated {
+        // Every changed row leaves its index and uniqueness entries before any is written back,
+        // so that rows may trade unique values within one save.
+        for (id, _, expected) in changes.updated {
             let old = try current(id, expected: expected)
             try removeIndexes(of: id, row: old)
-            try write(id, row)
         }
+        for (id, row, _) in changes.updated { try write(id, row) }
         for ((_, row), id) in zip(changes.inserted, insertedIDs) { try write(id, row) }
         for (id, key, other) in changes.unlinked { try link(id, key, other, add: false) }
         for (id, key, other) in changes.linked { try link(id, key, other, add: true) }

@@ -199,3 +199,152 @@ struct ParentContextTests {
         #expect(try child.performAndWait { try held.value(forKey: "budget") as? Int32 } == 42)
     }
 }
+
+/// Fixes found in review: permanent IDs reaching a child mid-block, nested blocks of a parent and
+/// its child on one thread, to-many changes carried as additions and removals, unique values
+/// traded within a save.
+@Suite("Parent and child contexts: edge cases")
+struct ParentContextEdgeTests {
+    static func tagModel() throws -> ManagedObjectModel {
+        try ManagedObjectModel {
+            Entity("Post") {
+                Attribute("title", .string).required()
+                Relationship("tags", to: "Tag", inverse: "posts").toMany()
+            }
+            Entity("Tag") {
+                Attribute("name", .string).required()
+                Relationship("posts", to: "Post", inverse: "tags").toMany()
+                Unique("name")
+            }
+        }
+    }
+
+    /// A post tagged t1 and t2, saved.
+    static func taggedPost(_ stack: Stack) throws -> (post: ManagedObjectID, t1: ManagedObjectID, t2: ManagedObjectID) {
+        let context = stack.context()
+        let t1 = try stack.insert("Tag", in: context, ["name": "t1"])
+        let t2 = try stack.insert("Tag", in: context, ["name": "t2"])
+        let post = try stack.insert("Post", in: context, ["title": "P"])
+        try post.setValue(Set([t1, t2]), forKey: "tags")
+        try context.save()
+        return (post.objectID, t1.objectID, t2.objectID)
+    }
+
+    static func storedTags(_ stack: Stack, _ post: ManagedObjectID) throws -> Set<String> {
+        let reader = stack.context()
+        let tags = try reader.existingObject(with: post).value(forKey: "tags") as? Set<ManagedObject> ?? []
+        return Set(try tags.map { try $0.value(forKey: "name") as? String ?? "" })
+    }
+
+    @Test("a child block that saves, has the root save, changes the object again and saves again loses nothing (also after obtainPermanentIDs in the parent)")
+    func childSavesAgain() throws {
+        for usePermanentIDs in [false, true] {
+            let stack = try Stack()
+            let root = ManagedObjectContext(concurrencyType: .privateQueue)
+            root.persistentStoreCoordinator = stack.coordinator
+            let child = ManagedObjectContext(concurrencyType: .privateQueue)
+            child.parent = root
+            try child.performAndWait {
+                let sales = try stack.insert("Department", in: child, ["name": "a"])
+                try child.save()
+                try root.performAndWait {
+                    if usePermanentIDs { try root.obtainPermanentIDs(for: Array(root.insertedObjects)) }
+                    try root.save()
+                }
+                try sales.setValue("b", forKey: "name")
+                try child.save()
+                #expect(!sales.objectID.isTemporaryID)
+                try root.performAndWait { try root.save() }
+            }
+            let reader = stack.context()
+            let names = try reader.fetch(FetchRequest<ManagedObject>(entityName: "Department")).map { try $0.value(forKey: "name") as? String }
+            #expect(names == ["b"], "obtainPermanentIDs: \(usePermanentIDs)")
+        }
+    }
+
+    @Test("a parent's block may use a child whose block uses the parent, on one thread: no trap, no deadlock")
+    func nestedBlocks() throws {
+        let stack = try Stack()
+        let root = ManagedObjectContext(concurrencyType: .privateQueue)
+        root.persistentStoreCoordinator = stack.coordinator
+        let child = ManagedObjectContext(concurrencyType: .privateQueue)
+        child.parent = root
+        let count = try root.performAndWait {
+            _ = try stack.insert("Department", in: root, ["name": "Sales"])
+            return try child.performAndWait { () throws -> Int in
+                _ = try stack.insert("Department", in: child, ["name": "HR"])
+                try child.save()
+                return try child.count(for: FetchRequest<ManagedObject>(entityName: "Department"))
+            }
+        }
+        #expect(count == 2)
+        #expect(root.performAndWait { root.insertedObjects.count } == 2)
+    }
+
+    @Test("a pending to-many change survives refreshAllObjects and a merge as additions and removals: the removal is written, and another context's removal is not undone")
+    func toManyDeltas() throws {
+        let stack = try Stack(model: try Self.tagModel())
+        let (post, t1, t2) = try Self.taggedPost(stack)
+
+        // Own removal, then refreshAllObjects (which keeps pending changes): the removal is saved.
+        let context = stack.context()
+        let p = try context.existingObject(with: post)
+        try p.mutableSetValue(forKey: "tags").remove(try context.existingObject(with: t1))
+        context.refreshAllObjects()
+        try context.save()
+        #expect(try Self.storedTags(stack, post) == ["t2"])
+
+        // This context adds t3; another removes t2 and saves; the merge keeps both changes.
+        let editor = stack.context()
+        let editorPost = try editor.existingObject(with: post)
+        let t3 = try stack.insert("Tag", in: editor, ["name": "t3"])
+        try editorPost.mutableSetValue(forKey: "tags").insert(t3)
+        let other = stack.context()
+        let recorder = NotificationRecorder(other)
+        try other.existingObject(with: post).mutableSetValue(forKey: "tags").remove(try other.existingObject(with: t2))
+        try other.save()
+        let didSave = try #require(recorder.take().last { $0.name == ManagedObjectContext.didSaveObjectsNotification })
+        editor.mergeChanges(fromContextDidSave: didSave.notification)
+        try editor.save()
+        #expect(try Self.storedTags(stack, post) == ["t3"], "t2's removal by the other context stands; t3 is added")
+    }
+
+    @Test("a child's to-many change lands in its parent as additions and removals over the parent's own change")
+    func childToManyDelta() throws {
+        let stack = try Stack(model: try Self.tagModel())
+        let (post, t1, _) = try Self.taggedPost(stack)
+        let root = ManagedObjectContext(concurrencyType: .privateQueue)
+        root.persistentStoreCoordinator = stack.coordinator
+        let child = ManagedObjectContext(concurrencyType: .privateQueue)
+        child.parent = root
+        // The child loads the tags first; then the parent removes t1 (unsaved).
+        let held = try child.performAndWait { () throws -> ManagedObject in
+            let p = try child.existingObject(with: post)
+            _ = try p.value(forKey: "tags")
+            return p
+        }
+        try root.performAndWait {
+            try root.existingObject(with: post).mutableSetValue(forKey: "tags").remove(try root.existingObject(with: t1))
+        }
+        try child.performAndWait {
+            let t3 = try stack.insert("Tag", in: child, ["name": "t3"])
+            try held.mutableSetValue(forKey: "tags").insert(t3)
+            try child.save()
+        }
+        try root.performAndWait { try root.save() }
+        #expect(try Self.storedTags(stack, post) == ["t2", "t3"], "the parent's removal of t1 stands")
+    }
+
+    @Test("two saved objects trade unique values in one save")
+    func tradeUniqueValues() throws {
+        let stack = try Stack()
+        let context = stack.context()
+        let a = try stack.insert("Department", in: context, ["name": "A"])
+        let b = try stack.insert("Department", in: context, ["name": "B"])
+        try context.save()
+        try a.setValue("B", forKey: "name")
+        try b.setValue("A", forKey: "name")
+        try context.save()
+        #expect(try stack.context().existingObject(with: a.objectID).value(forKey: "name") as? String == "B")
+    }
+}

@@ -8,6 +8,9 @@ struct ChildSave: Sendable {
     var inserted: [(ManagedObjectID, String, PropertyStorage)] = []
     /// Changed objects: the properties changed, with their new values.
     var updated: [(ManagedObjectID, [(String, PropertyValue)])] = []
+    /// Changed to-many relationships of changed objects, as what was added and removed (applied
+    /// over the parent's own destinations).
+    var relationshipDeltas: [(ManagedObjectID, String, RelationshipDelta)] = []
     /// Deleted objects.
     var deleted: [ManagedObjectID] = []
 }
@@ -67,6 +70,20 @@ extension ManagedObjectContext {
     /// Takes a child's save as this context's own unsaved changes: new objects under their IDs,
     /// changed properties over this context's values, deletions (S001-06).
     func acceptChildSave(_ save: ChildSave) throws {
+        // Everything that can fail (loading the objects changed or deleted) happens before
+        // anything changes: a child's save lands whole or not at all.
+        // (The loaded objects are held until the end: an unchanged object nobody holds would
+        // leave the registry, and come back as a fault.)
+        var loaded: [ManagedObject] = []
+        for id in save.updated.map(\.0) + save.relationshipDeltas.map(\.0) + save.deleted {
+            guard let object = registeredObject(for: id) ?? (id.isTemporaryID ? nil : resolve(id)) else { continue }
+            if object.faulted { try object.fireFault() }
+            loaded.append(object)
+        }
+        defer { withExtendedLifetime(loaded) {} }
+        for (id, key, _) in save.relationshipDeltas {
+            try registeredObject(for: id)?.loadRelationship(key)
+        }
         for (id, entityName, values) in save.inserted {
             if let existing = registeredObject(for: id) {
                 for (key, value) in values where existing.entity.propertyLayout.index[key] != nil {
@@ -87,13 +104,18 @@ extension ManagedObjectContext {
         }
         for (id, changes) in save.updated {
             guard let object = registeredObject(for: id) ?? (id.isTemporaryID ? nil : resolve(id)) else { continue }
-            if object.faulted { try object.fireFault() }
             for (key, value) in changes {
                 // A to-many relationship is loaded first: its committed destinations are what
                 // the root's save compares with.
                 if object.entity.relationshipsByName[key]?.isToMany == true { try object.loadRelationship(key) }
                 object.setPrimitive(value, forKey: key, persistent: true)
             }
+        }
+        for (id, key, delta) in save.relationshipDeltas {
+            guard let object = registeredObject(for: id) ?? (id.isTemporaryID ? nil : resolve(id)) else { continue }
+            try object.loadRelationship(key)
+            let current = object.values[key]?.objectIDs ?? []
+            object.setPrimitive(.objects(delta.applied(to: current)), forKey: key, persistent: true)
         }
         for id in save.deleted {
             guard let object = registeredObject(for: id) ?? (id.isTemporaryID ? nil : resolve(id)) else { continue }
@@ -112,8 +134,21 @@ extension ManagedObjectContext {
     func pushToParent(_ parent: ManagedObjectContext, inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject]) throws {
         var save = ChildSave()
         save.inserted = inserted.map { ($0.objectID, $0.entity.name, childRow(of: $0).values) }
-        save.updated = updated.map { object in
-            (object.objectID, object.changedKeys.map { ($0, object.values[$0] ?? PropertyValue.none) })
+        for object in updated {
+            var changes: [(String, PropertyValue)] = []
+            for key in object.changedKeys {
+                let value = object.values[key] ?? PropertyValue.none
+                if object.entity.relationshipsByName[key]?.isToMany == true, let before = object.committed?[key]?.objectIDs {
+                    let delta = RelationshipDelta(from: before, to: value.objectIDs)
+                    // An ordered relationship whose members stayed but whose order changed goes whole.
+                    if !(delta.added.isEmpty && delta.removed.isEmpty) || object.entity.relationshipsByName[key]?.isOrdered != true {
+                        save.relationshipDeltas.append((object.objectID, key, delta))
+                        continue
+                    }
+                }
+                changes.append((key, value))
+            }
+            save.updated.append((object.objectID, changes))
         }
         save.deleted = deleted.map(\.objectID)
         try parent.performAndWait { try parent.acceptChildSave(save) }
@@ -176,5 +211,23 @@ final class PermanentIDMailbox: @unchecked Sendable {
             }
             return mappings
         }
+    }
+}
+
+/// What a to-many relationship gained and lost between two sets of destinations.
+struct RelationshipDelta: Sendable {
+    var added: [ManagedObjectID]
+    var removed: Set<ManagedObjectID>
+
+    init(from before: OrderedSet<ManagedObjectID>, to after: OrderedSet<ManagedObjectID>) {
+        added = after.filter { !before.contains($0) }
+        removed = Set(before.filter { !after.contains($0) })
+    }
+
+    /// `base` with the removals taken out and the additions appended.
+    func applied(to base: OrderedSet<ManagedObjectID>) -> OrderedSet<ManagedObjectID> {
+        var result = removed.isEmpty ? base : base.filter { !removed.contains($0) }
+        for id in added { result.append(id) }
+        return result
     }
 }

@@ -484,6 +484,15 @@ extension ManagedObjectContext {
         guard object.managedObjectContext === self, !object.insertedFlag, !object.faulted else { return }
         let pendingKeys = object.changedKeys
         let pending = Dictionary(uniqueKeysWithValues: pendingKeys.map { ($0, object.values[$0] ?? PropertyValue.none) })
+        // A changed to-many relationship comes back as what this context added and removed,
+        // applied over the destinations loaded afresh (not as a whole set, which would undo what
+        // others changed — and leave the removals unwritten).
+        var deltas: [String: RelationshipDelta] = [:]
+        for key in pendingKeys where object.entity.relationshipsByName[key]?.isToMany == true {
+            if let before = object.committed?[key]?.objectIDs, let now = pending[key]?.objectIDs {
+                deltas[key] = RelationshipDelta(from: before, to: now)
+            }
+        }
         var transient: [String: PropertyValue] = [:]
         for attribute in object.entity.attributes where attribute.isTransient {
             transient[attribute.name] = object.values[attribute.name] ?? PropertyValue.none
@@ -512,7 +521,11 @@ extension ManagedObjectContext {
             // The row is gone or unreadable: the object stays a fault and reports that when used.
             return noteRefreshed(object)
         }
-        for (key, value) in pending {
+        for (key, var value) in pending {
+            if let delta = deltas[key] {
+                try? object.loadRelationship(key)
+                value = .objects(delta.applied(to: object.values[key]?.objectIDs ?? []))
+            }
             object.values[key] = value
             if object.committed?[key] != value, let slot = object.entity.propertyLayout.index[key] { object.changedSlots.insert(slot) }
             if object.entity.relationshipsByName[key]?.isToMany == true { object.unloadedRelationships.remove(key) }

@@ -335,6 +335,27 @@ struct ParentContextEdgeTests {
         #expect(try Self.storedTags(stack, post) == ["t2", "t3"], "the parent's removal of t1 stands")
     }
 
+    @Test("S001-25: a child that merges automatically sees its siblings' saves into the shared parent")
+    func siblingMerges() throws {
+        let stack = try Stack()
+        let setup = stack.context()
+        let sales = try stack.insert("Department", in: setup, ["name": "Sales", "budget": 1])
+        try setup.save()
+        let root = ManagedObjectContext(concurrencyType: .privateQueue)
+        root.persistentStoreCoordinator = stack.coordinator
+        let viewer = ManagedObjectContext(concurrencyType: .privateQueue)
+        viewer.parent = root
+        viewer.automaticallyMergesChangesFromParent = true
+        let editor = ManagedObjectContext(concurrencyType: .privateQueue)
+        editor.parent = root
+        let held = try viewer.performAndWait { try viewer.existingObject(with: sales.objectID) }
+        try editor.performAndWait {
+            try editor.existingObject(with: sales.objectID).setValue(7, forKey: "budget")
+            try editor.save()
+        }
+        #expect(try viewer.performAndWait { try held.value(forKey: "budget") as? Int32 } == 7)
+    }
+
     @Test("two saved objects trade unique values in one save")
     func tradeUniqueValues() throws {
         let stack = try Stack()
@@ -346,5 +367,64 @@ struct ParentContextEdgeTests {
         try b.setValue("A", forKey: "name")
         try context.save()
         #expect(try stack.context().existingObject(with: a.objectID).value(forKey: "name") as? String == "B")
+    }
+}
+
+/// A store that forwards to a native store, and refuses saves while `failing` is set.
+final class FailingStore: PersistentStore, @unchecked Sendable {
+    let base: NativeStore
+    var failing = false
+
+    init(_ base: NativeStore) { self.base = base }
+
+    var identifier: UUID { base.identifier }
+    var type: String { base.type }
+    var path: String? { base.path }
+    var configurationName: String? { base.configurationName }
+    func row(for objectID: ManagedObjectID) throws -> StoreRow? { try base.row(for: objectID) }
+    func relatedObjectIDs(of objectID: ManagedObjectID, relationship: RelationshipDescription) throws -> [ManagedObjectID] {
+        try base.relatedObjectIDs(of: objectID, relationship: relationship)
+    }
+    func allocatePrimaryKeys(for entity: EntityDescription, count: Int) throws -> [Int64] { try base.allocatePrimaryKeys(for: entity, count: count) }
+    func save(_ changes: StoreChanges) throws -> [ManagedObjectID] {
+        if failing { throw ArborError(.storeSave, "the disk is full (simulated)") }
+        return try base.save(changes)
+    }
+    func objectID(entityName: String, primaryKey: Int64) -> ManagedObjectID { base.objectID(entityName: entityName, primaryKey: primaryKey) }
+    func fetch(_ request: StoreFetch) throws -> [(ManagedObjectID, StoreRow)] { try base.fetch(request) }
+    func count(_ request: StoreFetch) throws -> Int { try base.count(request) }
+    func explain(_ request: StoreFetch) throws -> QueryPlan { try base.explain(request) }
+}
+
+@Suite("Saves over several stores")
+struct MultiStoreSaveTests {
+    @Test("a later store failing after an earlier one saved: the earlier objects are saved in the context too, the rest stays pending, and saving again writes nothing twice")
+    func partialSave() throws {
+        let model = try ManagedObjectModel(configurations: ["Catalog": ["Product"], "Logs": ["Entry"]]) {
+            Entity("Product") { Attribute("name", .string) }
+            Entity("Entry") { Attribute("text", .string) }
+        }
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        try coordinator.addInMemoryStore(configuration: "Catalog")
+        let logs = FailingStore(try NativeStore.inMemory(model: model, configuration: "Logs"))
+        coordinator.addPersistentStore(logs)
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let product = ManagedObject(entity: model.entity(named: "Product")!, insertInto: context)
+        try product.setValue("lamp", forKey: "name")
+        let entry = ManagedObject(entity: model.entity(named: "Entry")!, insertInto: context)
+        try entry.setValue("first", forKey: "text")
+
+        logs.failing = true
+        let error = try #require(throws: ArborError.self) { try context.save() }
+        #expect(error.code == .storeSave && error.message.contains("still pending"))
+        #expect(!product.objectID.isTemporaryID && !product.isInserted, "the first store's object is saved")
+        #expect(entry.objectID.isTemporaryID && context.insertedObjects == [entry], "the failed store's object is pending")
+
+        logs.failing = false
+        try context.save()
+        #expect(!context.hasChanges)
+        let reader = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        #expect(try reader.count(for: FetchRequest<ManagedObject>(entityName: "Product")) == 1, "nothing written twice")
+        #expect(try reader.count(for: FetchRequest<ManagedObject>(entityName: "Entry")) == 1)
     }
 }

@@ -49,8 +49,9 @@ extension ManagedObjectContext {
         }
     }
 
-    /// Whether the context merges, on its own queue, the saves of its parent context — or, with
-    /// no parent context, of the other contexts of its coordinator that have none either (S001-25).
+    /// Whether the context merges, on its own queue, the saves of its parent context and of the
+    /// parent's other children — or, with no parent context, of the other contexts of its
+    /// coordinator that have none either (S001-25).
     /// False by default. A confinement context merges on the thread of the saving context, so
     /// both must be used from one thread.
     public var automaticallyMergesChangesFromParent: Bool {
@@ -79,7 +80,8 @@ extension ManagedObjectContext {
         guard let sender = notification.object as? ManagedObjectContext, sender !== self,
               let change = ContextChange(notification) else { return }
         if let parent {
-            guard sender === parent else { return }
+            // The parent's saves, and its other children's (they saved into the parent).
+            guard sender === parent || sender.parent === parent else { return }
         } else {
             guard sender.parent == nil, let coordinator = persistentStoreCoordinator,
                   notification.userInfo?[Self.coordinatorKey] as? PersistentStoreCoordinator === coordinator else { return }

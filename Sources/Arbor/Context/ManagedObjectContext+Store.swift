@@ -235,8 +235,9 @@ extension ManagedObjectContext {
     /// error), new objects get permanent IDs, and each store writes its part in one transaction.
     /// On failure the context keeps its changes, and nothing is written (S000-66, S002-08) —
     /// with one store. With several, each store's part is atomic but the parts are not: when a
-    /// later store fails, the earlier ones have saved theirs (the context still holds every
-    /// change, so saving again after fixing the cause completes it).
+    /// later store fails, the earlier ones have saved theirs — their objects are saved in the
+    /// context too, and the rest of the changes stay pending, so saving again after fixing the
+    /// cause completes it. Conflicts of both kinds are settled before a multi-store save writes.
     ///
     /// - Throws: validation errors (``ArborError/Code/validationMultipleErrors`` for several),
     ///   ``ArborError/Code/mergeConflict`` when another context changed or deleted a row since it
@@ -303,6 +304,9 @@ extension ManagedObjectContext {
         var savedRows: [(ManagedObject, StoreRow)] = []
         var assigned: [[ManagedObjectID]] = []
         var attempts = 0
+        // Set when a later store failed after earlier ones saved: those are brought up to date
+        // below, the rest stays pending, and the failure is thrown at the end.
+        var partialFailure: (any Error)?
         while true {
             insertedObjects = inserted.objects
             updatedObjects = updated.objects
@@ -365,11 +369,31 @@ extension ManagedObjectContext {
             }
             do {
                 // Across several stores a refusal would come after earlier stores saved their
-                // part: conflicts are looked for before anything is written.
-                if parts.count > 1, case let found = try optimisticLockingConflicts(coordinator), !found.isEmpty {
-                    throw ArborError.conflicts(found)
+                // part: conflicts of both kinds are looked for, and settled, before anything is
+                // written.
+                if parts.count > 1 {
+                    let locking = try optimisticLockingConflicts(coordinator)
+                    if !locking.isEmpty { throw ArborError.conflicts(locking) }
+                    let constraints = try constraintConflicts(coordinator)
+                    if !constraints.isEmpty { throw ArborError.constraintConflicts(constraints) }
                 }
                 assigned = try coordinator.save(parts.map { ($0.store, $0.changes) })
+                break
+            } catch let partial as PartialSave {
+                // The first stores saved their parts; only their objects are saved now.
+                let saved = Array(parts.prefix(partial.assigned.count))
+                let stores = Set(saved.map(\.store))
+                let newObjects = Set(saved.flatMap(\.newObjects).map(ObjectIdentifier.init))
+                func inSavedPart(_ object: ManagedObject) -> Bool {
+                    newObjects.contains(ObjectIdentifier(object)) || object.objectID.storeIdentifier.map(stores.contains) == true
+                }
+                insertedObjects = insertedObjects.filter { newObjects.contains(ObjectIdentifier($0)) }
+                updatedObjects = updatedObjects.filter(inSavedPart)
+                deletedObjects = deletedObjects.filter(inSavedPart)
+                savedRows = savedRows.filter { inSavedPart($0.0) }
+                parts = saved
+                assigned = partial.assigned
+                partialFailure = partial.failure
                 break
             } catch let error as ArborError where error.code == .mergeConflict || error.code == .constraintConflict {
                 attempts += 1
@@ -423,13 +447,24 @@ extension ManagedObjectContext {
             object.snapshotHolder = nil
             object.managedObjectContext = nil
         }
-        inserted.removeAll()
-        updated.removeAll()
-        deleted.removeAll()
-        conflictChecked.removeAll()
+        if partialFailure == nil {
+            inserted.removeAll()
+            updated.removeAll()
+            deleted.removeAll()
+            conflictChecked.removeAll()
+        } else {
+            for object in insertedObjects { inserted.remove(object) }
+            for object in updatedObjects { updated.remove(object) }
+            for object in deletedObjects { deleted.remove(object) }
+        }
         for (object, _) in savedRows { object.didSave() }
         for object in deletedObjects { object.didSave() }
         postDidSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects)
+        if let partialFailure {
+            var error = partialFailure as? ArborError ?? ArborError(.storeSave, "\(partialFailure)")
+            error.message += " (the objects of the stores before it were saved, and are saved in this context too; the rest of the changes are still pending)"
+            throw error
+        }
     }
 }
 

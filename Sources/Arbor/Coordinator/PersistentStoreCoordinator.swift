@@ -289,7 +289,14 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 guard let store = store(identified: identifier) else {
                     throw ArborError(.misuse, "a save names a store the coordinator does not have")
                 }
-                let assigned = try store.save(part)
+                let assigned: [ManagedObjectID]
+                do {
+                    assigned = try store.save(part)
+                } catch {
+                    // The stores before this one saved their parts: the caller must know which.
+                    if !result.isEmpty { throw PartialSave(assigned: result, failure: error) }
+                    throw error
+                }
                 guard assigned.count == part.inserted.count else {
                     throw ArborError(.storeSave, "the store \(identifier) returned \(assigned.count) IDs for \(part.inserted.count) new rows")
                 }
@@ -308,4 +315,11 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             return result
         }
     }
+}
+
+/// A save over several stores that failed after the first stores had saved their parts:
+/// `assigned` holds the committed parts' new IDs (the first `assigned.count` parts).
+struct PartialSave: Error {
+    let assigned: [[ManagedObjectID]]
+    let failure: any Error
 }

@@ -10,6 +10,8 @@
 #   make bench-fetch     fetch requests against GRDB record requests (docs/performance.md)
 #   make bench-contexts  saves/s from 1, 2 and 4 contexts at once against SQLite (docs/performance.md);
 #                        CONTEXT_SAVES=N saves per measurement, CONTEXT_ROUNDS=N rounds
+#   make bench-undo      100k property changes with and without an undo manager (docs/performance.md);
+#                        UNDO_CHANGES=N changes, UNDO_OBJECTS=N objects, UNDO_ROUNDS=N rounds
 #   make fuzz-smoke      a short libFuzzer run of every fuzz target (Fuzz/, its own package)
 #   make tsan            the concurrency tests under Thread Sanitizer (.build-tsan)
 
@@ -18,6 +20,9 @@ CRASH_TRANSACTIONS ?= 400
 MODEL_OPERATIONS ?= 2000000
 CONTEXT_SAVES ?= 2000
 CONTEXT_ROUNDS ?= 3
+UNDO_CHANGES ?= 100000
+UNDO_OBJECTS ?= 10000
+UNDO_ROUNDS ?= 5
 SHELL := /bin/bash
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export SWIFT_BACKTRACE ?= enable=no
@@ -26,7 +31,7 @@ FUZZ_TARGETS := FuzzPager FuzzPredicate
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := cd Fuzz && $(SWIFT) build -c release --sanitize=fuzzer -Xswiftc -sanitize=fuzzer,address
 
-.PHONY: all deps build test tsan demo crash-campaign model-campaign bench bench-report bench-engine bench-graph bench-fetch bench-contexts fuzz-build fuzz-replay fuzz-smoke clean
+.PHONY: all deps build test tsan demo crash-campaign model-campaign bench bench-report bench-engine bench-graph bench-fetch bench-contexts bench-undo fuzz-build fuzz-replay fuzz-smoke clean
 
 all: build
 
@@ -52,7 +57,7 @@ test: deps
 # Sanitizer in a build folder of their own: a data race fails the run. Scripts/tsan-suppressions.txt
 # says which reports are known false positives, and why. Not part of `make test` (a second,
 # instrumented build).
-TSAN_TESTS ?= Concurrency|ConcurrentSaveStress|ParentContext|Notification|Container|Conflict
+TSAN_TESTS ?= Concurrency|ConcurrentSaveStress|ParentContext|Notification|Container|Conflict|Undo|MultiStore
 tsan: deps
 	$(SWIFT) build --build-tests --sanitize=thread --build-path .build-tsan
 	set -o pipefail; TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/Scripts/tsan-suppressions.txt" $(SWIFT) test --skip-build --sanitize=thread --build-path .build-tsan --filter "$(TSAN_TESTS)" 2>&1 | tee .build-tsan/tsan.log
@@ -91,6 +96,9 @@ bench-fetch: deps-bench
 
 bench-contexts: deps-bench
 	cd Benchmarks && $(SWIFT) run -c release ContextSaveReport $(CONTEXT_SAVES) $(CONTEXT_ROUNDS)
+
+bench-undo: deps-bench
+	cd Benchmarks && $(SWIFT) run -c release UndoReport $(UNDO_CHANGES) $(UNDO_OBJECTS) $(UNDO_ROUNDS)
 
 # Fuzz targets are release builds with libFuzzer and AddressSanitizer (debug builds give the
 # fuzzer no guidance); the backtracer is off because it hangs under ASan.

@@ -6,6 +6,7 @@
 //   swift run -c release CommitReport [commits]                     # the commit table in docs/performance.md
 //   swift run -c release EngineReport [rows]                        # the engine table in docs/performance.md
 //   swift run -c release ContextSaveReport [saves] [rounds]         # concurrent saves from 1, 2, 4 contexts
+//   swift run -c release UndoReport [changes] [objects] [rounds]    # change tracking with and without undo
 //
 // Needs libsqlite3-dev (the Makefile's `bench` and `bench-report` targets install it).
 
@@ -168,6 +169,13 @@ let package = Package(
         .executableTarget(
             name: "ContextSaveReport",
             dependencies: ["ContextSaveWorkloads", "CommitWorkloads"],
+            swiftSettings: swiftSettings
+        ),
+        // Change tracking with and without an undo manager (issue 7, item 5): prints the undo
+        // table of docs/performance.md (make bench-undo).
+        .executableTarget(
+            name: "UndoReport",
+            dependencies: ["CommitWorkloads", "EngineWorkloads", .product(name: "Arbor", package: "Arbor")],
             swiftSettings: swiftSettings
         ),
         // Prints the engine table of docs/performance.md (one process, both engines).

@@ -251,3 +251,31 @@ struct UndoTests {
         #expect(scene.undo.undoCount == 3, "the merge registered nothing")
     }
 }
+
+@Suite("Key paths and relationship faults")
+struct KeyPathWriteTests {
+    @Test("S002-02/S002-05: setValue(_:forKeyPath:) sets through to-one relationships; hasFault(forRelationshipNamed:) tells whether a relationship is loaded")
+    func keyPathsAndFaults() throws {
+        let stack = try Stack()
+        let context = stack.context()
+        let sales = try stack.insert("Department", in: context, ["name": "Sales"])
+        let grace = try stack.insert("Employee", in: context, ["firstName": "Grace", "lastName": "Hopper", "department": sales])
+        let ada = try stack.insert("Employee", in: context, ["firstName": "Ada", "lastName": "Lovelace", "manager": grace])
+        try ada.setValue(Decimal(2000), forKeyPath: "manager.salary")
+        #expect(try grace.value(forKey: "salary") as? Decimal == 2000)
+        try ada.setValue(7, forKeyPath: "manager.department.budget")
+        #expect(try sales.value(forKey: "budget") as? Int32 == 7)
+        #expect(throws: ArborError.self) { try sales.setValue("x", forKeyPath: "employees.lastName") }
+        #expect(throws: ArborError.self) { try ada.setValue("x", forKeyPath: "lastName.size") }
+        try context.save()
+
+        let reader = stack.context()
+        let fault = reader.object(with: sales.objectID)
+        #expect(try fault.hasFault(forRelationshipNamed: "employees"))
+        _ = try fault.value(forKey: "name")
+        #expect(try fault.hasFault(forRelationshipNamed: "employees"), "firing the object does not load its to-many relationships")
+        _ = try fault.value(forKey: "employees")
+        #expect(try !fault.hasFault(forRelationshipNamed: "employees"))
+        #expect(throws: ArborError.self) { try fault.hasFault(forRelationshipNamed: "name") }
+    }
+}

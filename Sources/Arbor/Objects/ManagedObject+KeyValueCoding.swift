@@ -40,7 +40,51 @@ extension ManagedObject {
                                       on: self)
     }
 
+    /// Whether the relationship `key` has not been loaded: the object is a fault, or the
+    /// to-many relationship's destinations have not been read yet (Core Data's
+    /// `hasFaultForRelationshipNamed:`). Never loads anything.
+    ///
+    /// - Throws: ``ArborError/Code/unknownKey`` when `key` names no relationship.
+    public func hasFault(forRelationshipNamed key: String) throws -> Bool {
+        checkQueue()
+        guard entity.relationshipsByName[key] != nil else {
+            throw ArborError(.unknownKey, "\(entity.name) has no relationship \"\(key)\"", entity: entity.name, key: key, objectID: objectID)
+        }
+        return faulted || unloadedRelationships.contains(key)
+    }
+
     // MARK: Writing
+
+    /// Sets the property at the end of `keyPath` (keys separated by dots): the path up to the
+    /// last key is followed through to-one relationships, and the last key is set on the object
+    /// reached (`setValue(1000, forKeyPath: "manager.salary")`). Nothing happens when a
+    /// relationship on the way is nil.
+    ///
+    /// - Throws: as ``setValue(_:forKey:)``; ``ArborError/Code/wrongValueType`` when the path
+    ///   goes through a to-many relationship or an attribute.
+    public func setValue(_ value: Any?, forKeyPath keyPath: String) throws {
+        checkQueue()
+        var keys = keyPath.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        let last = keys.removeLast()
+        var object: ManagedObject = self
+        for key in keys {
+            guard let relationship = object.entity.relationshipsByName[key] else {
+                if object.entity.attributesByName[key] != nil {
+                    throw ArborError(.wrongValueType, "\(keyPath): \(object.entity.name).\(key) is an attribute, not a relationship to follow",
+                                     entity: object.entity.name, key: key, objectID: object.objectID)
+                }
+                throw ArborError(.unknownKey, "\(object.entity.name) has no property \"\(key)\" (in \(keyPath))", entity: object.entity.name, key: key,
+                                 objectID: object.objectID)
+            }
+            guard !relationship.isToMany else {
+                throw ArborError(.wrongValueType, "\(keyPath): \(object.entity.name).\(key) is to-many; a key path to set goes through to-one relationships",
+                                 entity: object.entity.name, key: key, objectID: object.objectID)
+            }
+            guard let next = try object.value(forKey: key) as? ManagedObject else { return }
+            object = next
+        }
+        try object.setValue(value, forKey: last)
+    }
 
     /// Sets the property `key`: an attribute to a value of its type (or nil), a to-one
     /// relationship to an object of its destination entity (or nil), a to-many relationship to a

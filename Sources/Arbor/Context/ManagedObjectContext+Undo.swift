@@ -68,16 +68,15 @@ extension ManagedObjectContext {
         for entry in entries {
             let object = entry.object
             var before = entry.before
-            var after = ObjectState(exists: exists(object), values: [:])
+            var after = ObjectState(exists: exists(object), values: [])
             // Out of the graph before and after (inserted and deleted in the event): nothing to undo.
             guard before.exists || after.exists else { continue }
-            for (slot, value) in before.values {
+            // Slots changed back are dropped from both states.
+            before.values.removeAll { slot, value in
                 let now = object.values[slot: slot]
-                if now == value {
-                    before.values[slot] = nil
-                } else {
-                    after.values[slot] = .some(now)
-                }
+                if now == value { return true }
+                after.values.append((slot, now))
+                return false
             }
             guard before.exists != after.exists || !before.values.isEmpty else { continue }
             steps.append(UndoStep(object: object, before: before, after: after))
@@ -178,7 +177,8 @@ extension ManagedObjectContext {
 /// An object's state for undo: whether it is in the graph, and the values of some slots.
 struct ObjectState {
     var exists: Bool
-    var values: [Int: PropertyValue?]
+    /// Slots and their values (a few per object: a list, not a table).
+    var values: [(slot: Int, value: PropertyValue?)]
 }
 
 /// What one event did to one object: its state before and after.
@@ -204,7 +204,7 @@ final class PendingUndo {
         let key = ObjectIdentifier(object)
         if let position = index[key] { return position }
         guard !context.undoRecordingSuspended else { return -1 }
-        entries.append(Entry(object: object, before: ObjectState(exists: existed ?? context.exists(object), values: [:])))
+        entries.append(Entry(object: object, before: ObjectState(exists: existed ?? context.exists(object), values: [])))
         index[key] = entries.count - 1
         return entries.count - 1
     }
@@ -212,9 +212,11 @@ final class PendingUndo {
     /// Keeps the value `slot` of `object` has now, unless the event recorded one already.
     func record(_ object: ManagedObject, slot: Int, context: ManagedObjectContext) {
         guard !context.undoRecordingSuspended else { return }
-        let position = touch(object, context: context)
-        guard position >= 0, entries[position].before.values.index(forKey: slot) == nil else { return }
-        entries[position].before.values[slot] = .some(object.values[slot: slot])
+        // The object reached its context through its own reference: it is in the graph unless
+        // deleted (no second load of that weak reference).
+        let position = touch(object, context: context, existed: !object.deletedFlag)
+        guard position >= 0, !entries[position].before.values.contains(where: { $0.slot == slot }) else { return }
+        entries[position].before.values.append((slot, object.values[slot: slot]))
     }
 
     /// The entries, leaving none.

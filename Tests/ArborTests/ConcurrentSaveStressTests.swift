@@ -30,15 +30,23 @@ struct ConcurrentSaveStressTests {
     /// read, add one, save; a refused save is counted, the counter refreshed from the store, and
     /// the increment tried again.
     static func increment(_ id: ManagedObjectID, times: Int, on coordinator: PersistentStoreCoordinator) throws -> Tally {
+        try increment(id, on: coordinator, while: { $0.saved < times })
+    }
+
+    /// Increments the counter while `going` says so: read, add one, `meet`, save, `meet` again;
+    /// a refused save is counted and the counter refreshed from the store.
+    static func increment(_ id: ManagedObjectID, on coordinator: PersistentStoreCoordinator, while going: (Tally) -> Bool,
+                          meet: () -> Void = {}) throws -> Tally {
         let context = ManagedObjectContext(concurrencyType: .privateQueue)
         context.persistentStoreCoordinator = coordinator
         context.stalenessInterval = 0
         return try context.performAndWait { () throws -> Tally in
             let counter = try context.existingObject(with: id)
             var tally = Tally()
-            while tally.saved < times {
+            while going(tally) {
                 let value = try counter.value(forKey: "value") as! Int64
                 try counter.setValue(value + 1, forKey: "value")
+                meet()
                 do {
                     try context.save()
                     tally.saved += 1
@@ -49,6 +57,7 @@ struct ConcurrentSaveStressTests {
                     }
                     context.refresh(counter, mergeChanges: false)
                 }
+                meet()
             }
             return tally
         }
@@ -85,27 +94,7 @@ struct ConcurrentSaveStressTests {
         let threads = (0..<contexts).map { _ in
             Thread {
                 tallies.add(Result {
-                    let context = ManagedObjectContext(concurrencyType: .privateQueue)
-                    context.persistentStoreCoordinator = coordinator
-                    return try context.performAndWait { () throws -> Tally in
-                        let counter = try context.existingObject(with: id)
-                        var tally = Tally()
-                        for _ in 0..<rounds {
-                            let value = try counter.value(forKey: "value") as! Int64
-                            try counter.setValue(value + 1, forKey: "value")
-                            barrier.wait()
-                            do {
-                                try context.save()
-                                tally.saved += 1
-                            } catch let error as ArborError where error.code == .mergeConflict {
-                                tally.conflicts += 1
-                                if error.conflicts.map(\.objectID) != [id] { tally.unexplained += 1 }
-                                context.refresh(counter, mergeChanges: false)
-                            }
-                            barrier.wait()
-                        }
-                        return tally
-                    }
+                    try Self.increment(id, on: coordinator, while: { $0.saved + $0.conflicts < rounds }, meet: barrier.wait)
                 })
                 barrier.leave()
             }

@@ -142,9 +142,7 @@ extension ManagedObjectContext {
                 object.committedVersion = stored.version
                 return
             }
-            object.deletedFlag = false
-            deleted.remove(object)
-            pendingDeletes.removeAll { $0 === object }
+            withdrawDeletion(object)
         }
         switch type {
         case .error, .overwrite:
@@ -170,8 +168,8 @@ extension ManagedObjectContext {
             let relationship = entity.relationshipsByName[name]
             guard isAttribute || relationship.map({ !$0.isToMany || ($0.isOrdered && row.orderedDestinations(name) != nil) }) == true else { continue }
             let stored: PropertyValue = isAttribute
-                ? row.attribute(name).map(PropertyValue.attribute) ?? PropertyValue.none
-                : relationship!.isToMany ? row.values[name] ?? .objects([]) : row.destination(name).map(PropertyValue.object) ?? PropertyValue.none
+                ? row.attributeValue(name)
+                : relationship!.isToMany ? row.values[name] ?? .objects([]) : row.toOneValue(name)
             let before = committed[slot: index] ?? PropertyValue.none
             let changedHere = object.changedSlots.contains(index)
             if !keepsOwn(changedHere, stored != before) { object.values[slot: index] = stored }
@@ -212,10 +210,7 @@ extension ManagedObjectContext {
             updated.remove(object)
             deleted.remove(object)
             conflictChecked[ObjectIdentifier(object)] = nil
-            unregister(object.objectID)
-            object.snapshotHolder?.releaseSnapshot(object.objectID)
-            object.snapshotHolder = nil
-            object.managedObjectContext = nil
+            removeFromContext(object)
         }
     }
 

@@ -37,8 +37,8 @@ extension ManagedObjectContext {
             guard let coordinator = context.persistentStoreCoordinator else { continue }
             func ids(_ values: [Any]) -> Set<ManagedObjectID> {
                 Set(values.compactMap { value -> ManagedObjectID? in
-                    let uri = (value as? ManagedObjectID)?.uriRepresentation() ?? (value as? URL)
-                    return uri.flatMap { coordinator.managedObjectID(forURIRepresentation: $0) }
+                    if let id = value as? ManagedObjectID { return coordinator.knows(id) ? id : nil }
+                    return (value as? URL).flatMap(coordinator.managedObjectID(forURIRepresentation:))
                 })
             }
             var change = ContextChange(kind: .didSave)
@@ -121,13 +121,11 @@ extension ManagedObjectContext {
             gone.append(object)
             if !object.deletedFlag {
                 object.deletedFlag = true
-                updated.remove(object)
                 pendingDeletes.append(object)
             }
         }
         propagateDeletes()
-        let goneIDs = Set(gone.map(ObjectIdentifier.init))
-        pendingDeletes = waiting.filter { !goneIDs.contains(ObjectIdentifier($0)) }
+        pendingDeletes = waiting
         forget(gone)
         for id in change.insertedObjectIDs where registeredObject(for: id) == nil {
             if let object = resolve(id) { noteInserted(object) }

@@ -115,12 +115,9 @@ extension ManagedObjectContext {
         guard !ended.isEmpty else { return }
         var info: [AnyHashable: Any] = [:]
         var change = ContextChange(kind: .objectsDidChange)
+        // Only the kinds the event has.
         func add(_ objects: [ManagedObject], _ key: NotificationKey, _ idKey: NotificationKey) -> Set<ManagedObjectID> {
-            guard !objects.isEmpty else { return [] }
-            let ids = Set(objects.map(\.objectID))
-            info[key.rawValue] = Set(objects)
-            info[idKey.rawValue] = ids
-            return ids
+            objects.isEmpty ? [] : Self.put(objects, key, idKey, in: &info)
         }
         change.insertedObjectIDs = add(ended.inserted, .insertedObjects, .insertedObjectIDs)
         change.updatedObjectIDs = add(ended.updated, .updatedObjects, .updatedObjectIDs)
@@ -141,20 +138,23 @@ extension ManagedObjectContext {
 
     /// Posts did-save for the objects a save committed (inserted ones with their permanent IDs).
     func postDidSave(inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject]) {
-        var info: [AnyHashable: Any] = [
-            NotificationKey.insertedObjects.rawValue: Set(inserted),
-            NotificationKey.updatedObjects.rawValue: Set(updated),
-            NotificationKey.deletedObjects.rawValue: Set(deleted),
-        ]
+        // All three kinds, even when empty.
+        var info: [AnyHashable: Any] = [:]
         var change = ContextChange(kind: .didSave)
-        change.insertedObjectIDs = Set(inserted.map(\.objectID))
-        change.updatedObjectIDs = Set(updated.map(\.objectID))
-        change.deletedObjectIDs = Set(deleted.map(\.objectID))
-        info[NotificationKey.insertedObjectIDs.rawValue] = change.insertedObjectIDs
-        info[NotificationKey.updatedObjectIDs.rawValue] = change.updatedObjectIDs
-        info[NotificationKey.deletedObjectIDs.rawValue] = change.deletedObjectIDs
+        change.insertedObjectIDs = Self.put(inserted, .insertedObjects, .insertedObjectIDs, in: &info)
+        change.updatedObjectIDs = Self.put(updated, .updatedObjects, .updatedObjectIDs, in: &info)
+        change.deletedObjectIDs = Self.put(deleted, .deletedObjects, .deletedObjectIDs, in: &info)
         if let persistentStoreCoordinator { info[Self.coordinatorKey] = persistentStoreCoordinator }
         post(Self.didSaveObjectsNotification, info, change)
+    }
+
+    /// Puts `objects` and their IDs into a notification's user info; returns the IDs.
+    private static func put(_ objects: [ManagedObject], _ key: NotificationKey, _ idKey: NotificationKey,
+                            in info: inout [AnyHashable: Any]) -> Set<ManagedObjectID> {
+        let ids = Set(objects.map(\.objectID))
+        info[key.rawValue] = Set(objects)
+        info[idKey.rawValue] = ids
+        return ids
     }
 
     private func post(_ name: Notification.Name, _ info: [AnyHashable: Any]?, _ change: ContextChange) {

@@ -1,6 +1,5 @@
 import Foundation
 import OrderedCollections
-import Synchronization
 
 /// What a child context's save hands its parent (S001-06): values only, so it crosses queues.
 struct ChildSave: Sendable {
@@ -21,10 +20,16 @@ struct ChildSave: Sendable {
 extension ManagedObjectContext {
     // MARK: Served by the parent (called on the parent's queue)
 
+    /// The object a child names: the registered one, else (for a saved object) a fault. A
+    /// temporary ID this context does not have names nothing.
+    func objectForChild(_ id: ManagedObjectID) -> ManagedObject? {
+        registeredObject(for: id) ?? (id.isTemporaryID ? nil : resolve(id))
+    }
+
     /// The object's current values in this context as a row (its committed version), for a
     /// child's fault; nil when this context has no such object or has deleted it.
     func rowForChild(_ id: ManagedObjectID) throws -> StoreRow? {
-        guard let object = registeredObject(for: id) ?? (id.isTemporaryID ? nil : resolve(id)) else { return nil }
+        guard let object = objectForChild(id) else { return nil }
         if object.faulted {
             do {
                 try object.fireFault()
@@ -38,17 +43,12 @@ extension ManagedObjectContext {
 
     /// An object's persistent values (to-many relationships only where loaded), as a row.
     func childRow(of object: ManagedObject) -> StoreRow {
-        var values = object.values
-        if object.entity.hasTransientAttributes {
-            for attribute in object.entity.attributes where attribute.isTransient { values[attribute.name] = nil }
-        }
-        for key in object.unloadedRelationships { values[key] = nil }
-        return StoreRow(entityName: object.entity.name, version: object.committedVersion, values: values)
+        StoreRow(entityName: object.entity.name, version: object.committedVersion, values: persistentValues(of: object))
     }
 
     /// The destinations of a to-many relationship of an object of this context, for a child.
     func relatedIDsForChild(_ id: ManagedObjectID, _ key: String) throws -> [ManagedObjectID] {
-        guard let object = registeredObject(for: id) ?? (id.isTemporaryID ? nil : resolve(id)) else { return [] }
+        guard let object = objectForChild(id) else { return [] }
         if object.faulted { try object.fireFault() }
         try object.loadRelationship(key)
         return Array(object.values[key]?.objectIDs ?? [])
@@ -70,20 +70,27 @@ extension ManagedObjectContext {
     /// Takes a child's save as this context's own unsaved changes: new objects under their IDs,
     /// changed properties over this context's values, deletions (S001-06).
     func acceptChildSave(_ save: ChildSave) throws {
-        // Everything that can fail (loading the objects changed or deleted) happens before
-        // anything changes: a child's save lands whole or not at all.
-        // (The loaded objects are held until the end: an unchanged object nobody holds would
-        // leave the registry, and come back as a fault.)
-        var loaded: [ManagedObject] = []
-        for id in save.updated.map(\.0) + save.relationshipDeltas.map(\.0) + save.deleted {
-            guard let object = registeredObject(for: id) ?? (id.isTemporaryID ? nil : resolve(id)) else { continue }
+        // Everything that can fail (loading the objects and relationships changed, and the
+        // objects deleted) happens before anything changes: a child's save lands whole or not at
+        // all. The loaded objects are held here until the end (an unchanged object nobody holds
+        // would leave the registry, and come back as a fault).
+        var objects: [ManagedObjectID: ManagedObject] = [:]
+        func load(_ id: ManagedObjectID) throws -> ManagedObject? {
+            if let object = objects[id] { return object }
+            guard let object = objectForChild(id) else { return nil }
             if object.faulted { try object.fireFault() }
-            loaded.append(object)
+            objects[id] = object
+            return object
         }
-        defer { withExtendedLifetime(loaded) {} }
-        for (id, key, _) in save.relationshipDeltas {
-            try registeredObject(for: id)?.loadRelationship(key)
+        for (id, changes) in save.updated {
+            guard let object = try load(id) else { continue }
+            // A to-many relationship is loaded first: its committed destinations are what the
+            // root's save compares with.
+            for (key, _) in changes where object.entity.relationshipsByName[key]?.isToMany == true { try object.loadRelationship(key) }
         }
+        for (id, key, _) in save.relationshipDeltas { try load(id)?.loadRelationship(key) }
+        for id in save.deleted { _ = try load(id) }
+
         for (id, entityName, values) in save.inserted {
             if let existing = registeredObject(for: id) {
                 for (key, value) in values where existing.entity.propertyLayout.index[key] != nil {
@@ -103,22 +110,16 @@ extension ManagedObjectContext {
             noteInserted(object)
         }
         for (id, changes) in save.updated {
-            guard let object = registeredObject(for: id) ?? (id.isTemporaryID ? nil : resolve(id)) else { continue }
-            for (key, value) in changes {
-                // A to-many relationship is loaded first: its committed destinations are what
-                // the root's save compares with.
-                if object.entity.relationshipsByName[key]?.isToMany == true { try object.loadRelationship(key) }
-                object.setPrimitive(value, forKey: key, persistent: true)
-            }
+            guard let object = objects[id] else { continue }
+            for (key, value) in changes { object.setPrimitive(value, forKey: key, persistent: true) }
         }
         for (id, key, delta) in save.relationshipDeltas {
-            guard let object = registeredObject(for: id) ?? (id.isTemporaryID ? nil : resolve(id)) else { continue }
-            try object.loadRelationship(key)
+            guard let object = objects[id] else { continue }
             let current = object.values[key]?.objectIDs ?? []
             object.setPrimitive(.objects(delta.applied(to: current)), forKey: key, persistent: true)
         }
         for id in save.deleted {
-            guard let object = registeredObject(for: id) ?? (id.isTemporaryID ? nil : resolve(id)) else { continue }
+            guard let object = objects[id] else { continue }
             if !object.deletedFlag { delete(object) }
         }
     }
@@ -172,45 +173,7 @@ extension ManagedObjectContext {
     @inline(__always)
     func takePermanentIDs() {
         guard !permanentIDMailbox.isEmpty else { return }
-        for mapping in permanentIDMailbox.take() { applyPermanentIDs(mapping) }
-    }
-
-    /// Replaces temporary IDs by permanent ones everywhere in this context, then in its children.
-    func applyPermanentIDs(_ mapping: [ManagedObjectID: ManagedObjectID]) {
-        for (oldID, newID) in mapping {
-            guard let object = registeredObject(for: oldID) else { continue }
-            reregister(from: oldID, to: newID)
-            object.objectID = newID
-        }
-        for object in allRegistered() where !object.entity.relationships.isEmpty { object.replaceObjectIDs(mapping) }
-        sendPermanentIDs(mapping)
-    }
-}
-
-/// Permanent IDs a parent sent a child, waiting for the child's queue.
-final class PermanentIDMailbox: @unchecked Sendable {
-    private let lock = NSLock()
-    private var mappings: [[ManagedObjectID: ManagedObjectID]] = []
-    private let count = Atomic<Int>(0)
-
-    @inline(__always)
-    var isEmpty: Bool { count.load(ordering: .acquiring) == 0 }
-
-    func post(_ mapping: [ManagedObjectID: ManagedObjectID]) {
-        lock.withLock {
-            mappings.append(mapping)
-            count.add(1, ordering: .releasing)
-        }
-    }
-
-    func take() -> [[ManagedObjectID: ManagedObjectID]] {
-        lock.withLock {
-            defer {
-                mappings = []
-                count.store(0, ordering: .releasing)
-            }
-            return mappings
-        }
+        for mapping in permanentIDMailbox.take() { changeIDs(mapping) }
     }
 }
 

@@ -52,10 +52,10 @@ extension ManagedObjectContext {
         } else {
             committed = PropertyStorage(layout: entity.propertyLayout)
             for (attribute, slot) in zip(entity.attributes, entity.attributeSlots) where !attribute.isTransient {
-                committed[slot: slot] = row.attribute(attribute.name).map(PropertyValue.attribute) ?? PropertyValue.none
+                committed[slot: slot] = row.attributeValue(attribute.name)
             }
             for (relationship, slot) in zip(entity.relationships, entity.relationshipSlots) where !relationship.isToMany {
-                committed[slot: slot] = row.destination(relationship.name).map(PropertyValue.object) ?? PropertyValue.none
+                committed[slot: slot] = row.toOneValue(relationship.name)
             }
         }
         object.unloadedRelationships.removeAll()
@@ -115,8 +115,7 @@ extension ManagedObjectContext {
         do {
             try fulfillFault(object, strict: true)
         } catch {
-            unregister(objectID)
-            object.managedObjectContext = nil
+            removeFromContext(object)
             throw error
         }
         return object
@@ -144,8 +143,6 @@ extension ManagedObjectContext {
         }
         let changes = Dictionary(uniqueKeysWithValues: mapping.map { ($0.0.objectID, $0.1) })
         changeIDs(changes)
-        // Children that know these objects by their temporary IDs learn the new ones.
-        sendPermanentIDs(changes)
         for id in changes.keys { assignments[id] = nil }
     }
 
@@ -182,7 +179,8 @@ extension ManagedObjectContext {
     }
 
     /// Gives objects new IDs (old → new) everywhere the context knows them: the registry, the
-    /// change sets, the objects, and every relationship value that mentions them.
+    /// change sets, the objects, and every relationship value that mentions them — then in the
+    /// child contexts, which may know the objects by their old IDs.
     func changeIDs(_ mapping: [ManagedObjectID: ManagedObjectID]) {
         guard !mapping.isEmpty else { return }
         for (oldID, newID) in mapping {
@@ -190,7 +188,14 @@ extension ManagedObjectContext {
             reregister(from: oldID, to: newID)
             object.objectID = newID
         }
-        replaceInChangedObjects(mapping)
+        if parent == nil {
+            replaceInChangedObjects(mapping)
+        } else {
+            // In a child, unchanged objects may point at new ones too: its saves made values
+            // holding temporary IDs committed.
+            for object in allRegistered() where !object.entity.relationships.isEmpty { object.replaceObjectIDs(mapping) }
+        }
+        sendPermanentIDs(mapping)
     }
 
     /// Replaces the old IDs of `mapping` by the new ones in the relationships of the changed
@@ -424,42 +429,15 @@ extension ManagedObjectContext {
         var snapshots: [(ManagedObjectID, StoreRow)] = []
         snapshots.reserveCapacity(savedRows.count)
         for (object, savedRow) in savedRows {
-            // The committed values are the persistent values now held (sharing their storage
-            // unless there are transients or unloaded relationships to leave out).
-            var committed = object.values
-            if object.entity.hasTransientAttributes {
-                for attribute in object.entity.attributes where attribute.isTransient { committed[attribute.name] = nil }
-            }
-            for key in object.unloadedRelationships { committed[key] = nil }
-            object.committed = committed
+            markSaved(object)
             object.committedVersion = savedRow.version
-            object.changedSlots.removeAll()
-            object.insertedFlag = false
             if object.snapshotHolder == nil {
                 object.snapshotHolder = coordinator
                 snapshots.append((object.objectID, savedRow.translated(permanent)))
             }
         }
         coordinator.retainSnapshots(snapshots)
-        for object in deletedObjects {
-            unregister(object.objectID)
-            object.snapshotHolder?.releaseSnapshot(object.objectID)
-            object.snapshotHolder = nil
-            object.managedObjectContext = nil
-        }
-        if partialFailure == nil {
-            inserted.removeAll()
-            updated.removeAll()
-            deleted.removeAll()
-            conflictChecked.removeAll()
-        } else {
-            for object in insertedObjects { inserted.remove(object) }
-            for object in updatedObjects { updated.remove(object) }
-            for object in deletedObjects { deleted.remove(object) }
-        }
-        for (object, _) in savedRows { object.didSave() }
-        for object in deletedObjects { object.didSave() }
-        postDidSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects)
+        finishSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects, partial: partialFailure != nil)
         if let partialFailure {
             var error = partialFailure as? ArborError ?? ArborError(.storeSave, "\(partialFailure)")
             error.message += " (the objects of the stores before it were saved, and are saved in this context too; the rest of the changes are still pending)"
@@ -475,25 +453,48 @@ extension ManagedObjectContext {
     func saveToParent(_ parent: ManagedObjectContext, _ insertedObjects: [ManagedObject], _ updatedObjects: [ManagedObject],
                       _ deletedObjects: [ManagedObject]) throws {
         try pushToParent(parent, inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects)
-        for object in insertedObjects + updatedObjects {
-            var committed = object.values
-            if object.entity.hasTransientAttributes {
-                for attribute in object.entity.attributes where attribute.isTransient { committed[attribute.name] = nil }
-            }
-            for key in object.unloadedRelationships { committed[key] = nil }
-            object.committed = committed
-            object.changedSlots.removeAll()
-            object.insertedFlag = false
+        for object in insertedObjects + updatedObjects { markSaved(object) }
+        finishSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects, partial: false)
+    }
+
+    /// An object's persistent values as this context holds them: its values (sharing their
+    /// storage) without transients and without the to-many relationships never loaded.
+    func persistentValues(of object: ManagedObject) -> PropertyStorage {
+        var values = object.values
+        if object.entity.hasTransientAttributes {
+            for attribute in object.entity.attributes where attribute.isTransient { values[attribute.name] = nil }
         }
-        for object in deletedObjects {
-            unregister(object.objectID)
-            object.managedObjectContext = nil
+        for key in object.unloadedRelationships { values[key] = nil }
+        return values
+    }
+
+    /// A saved object's values become its committed values; it has no changes, and is new no
+    /// more (its committed version is the caller's to set).
+    func markSaved(_ object: ManagedObject) {
+        object.committed = persistentValues(of: object)
+        object.changedSlots.removeAll()
+        object.insertedFlag = false
+    }
+
+    /// The end of every save, root or child: deleted objects leave the context, the saved
+    /// objects leave the change sets (all of them, unless a save over several stores was
+    /// `partial`), `didSave` runs, and did-save is posted.
+    func finishSave(inserted insertedObjects: [ManagedObject], updated updatedObjects: [ManagedObject], deleted deletedObjects: [ManagedObject],
+                    partial: Bool) {
+        for object in deletedObjects { removeFromContext(object) }
+        if partial {
+            for object in insertedObjects { inserted.remove(object) }
+            for object in updatedObjects { updated.remove(object) }
+            for object in deletedObjects { deleted.remove(object) }
+        } else {
+            inserted.removeAll()
+            updated.removeAll()
+            deleted.removeAll()
+            conflictChecked.removeAll()
         }
-        inserted.removeAll()
-        updated.removeAll()
-        deleted.removeAll()
-        conflictChecked.removeAll()
-        for object in insertedObjects + updatedObjects + deletedObjects { object.didSave() }
+        for objects in [insertedObjects, updatedObjects, deletedObjects] {
+            for object in objects { object.didSave() }
+        }
         postDidSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects)
     }
 }
@@ -541,11 +542,7 @@ extension ManagedObjectContext {
         object.snapshotHolder = nil
         object.prefetchedDestinations = []
         object.didTurnIntoFault()
-        if object.deletedFlag && !mergeChanges {
-            object.deletedFlag = false
-            deleted.remove(object)
-            pendingDeletes.removeAll { $0 === object }
-        }
+        if object.deletedFlag && !mergeChanges { withdrawDeletion(object) }
         updated.remove(object)
         guard mergeChanges else { return noteRefreshed(object) }
         // Reload now, then put this context's changes back over the new values (a pending

@@ -132,9 +132,7 @@ extension ManagedObjectContext {
     /// is inserted again, under its own ID.
     private func revive(_ object: ManagedObject) {
         if object.managedObjectContext === self && object.deletedFlag {
-            object.deletedFlag = false
-            deleted.remove(object)
-            pendingDeletes.removeAll { $0 === object }
+            withdrawDeletion(object)
             if object.insertedFlag { inserted.append(object) }
             noteInserted(object)
             return
@@ -161,8 +159,7 @@ extension ManagedObjectContext {
         if object.insertedFlag {
             inserted.remove(object)
             pendingDeletes.removeAll { $0 === object }
-            unregister(object.objectID)
-            object.managedObjectContext = nil
+            removeFromContext(object)
             object.deletedFlag = false
             noteInvalidated(object)
         } else {

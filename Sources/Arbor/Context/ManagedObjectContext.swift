@@ -66,7 +66,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// The contexts whose parent this context is (told the permanent IDs of a root save).
     let children = ChildContexts()
     /// Permanent IDs sent by the parent, not applied yet.
-    let permanentIDMailbox = PermanentIDMailbox()
+    let permanentIDMailbox = LockedInbox<[ManagedObjectID: ManagedObjectID]>()
     private var _name: String?
     private var _userInfo: [String: any Sendable] = [:]
 
@@ -250,6 +250,22 @@ public final class ManagedObjectContext: @unchecked Sendable {
         registry.remove(objectID)
     }
 
+    /// Takes `object` out of the context for good: unregistered, its row-cache snapshot released,
+    /// no longer pointing at the context (a saved deletion, a new object dropped, a row gone).
+    func removeFromContext(_ object: ManagedObject) {
+        unregister(object.objectID)
+        object.snapshotHolder?.releaseSnapshot(object.objectID)
+        object.snapshotHolder = nil
+        object.managedObjectContext = nil
+    }
+
+    /// Withdraws the pending deletion of `object` (a refresh, a rollback policy, an undo).
+    func withdrawDeletion(_ object: ManagedObject) {
+        object.deletedFlag = false
+        deleted.remove(object)
+        pendingDeletes.removeAll { $0 === object }
+    }
+
     /// Moves the object registered under `oldID` to its new ID `newID`.
     func reregister(from oldID: ManagedObjectID, to newID: ManagedObjectID) {
         registry.purge(retired)
@@ -258,7 +274,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// The registered object's `deinit` reports its end here.
     func objectDidEnd(_ objectID: ManagedObjectID, _ identity: ObjectIdentifier) {
-        retired.append(objectID, identity)
+        retired.post((objectID, identity))
     }
 
     /// The object for `objectID`: the registered instance when there is one, else a new fault
@@ -404,8 +420,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
             }
             if object.insertedFlag {
                 // A new object deleted again: it leaves the context altogether.
-                unregister(object.objectID)
-                object.managedObjectContext = nil
+                removeFromContext(object)
             }
         }
     }
@@ -426,8 +441,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         let pending = pendingDeletes
         pendingDeletes.removeAll()
         for object in inserted.objects + pending where object.insertedFlag {
-            unregister(object.objectID)
-            object.managedObjectContext = nil
+            removeFromContext(object)
             noteInvalidated(object)
         }
         for object in updated.objects + deleted.objects + pending where !object.insertedFlag {

@@ -1,6 +1,3 @@
-import Foundation
-import Synchronization
-
 /// A context's registered objects, by ID: one instance per object ID (uniquing).
 ///
 /// An object is held strongly while it has changes or the context retains all its objects, and
@@ -66,40 +63,12 @@ struct ObjectRegistry {
     var objects: [ManagedObject] { entries.values.map(\.object) }
 }
 
-/// The registered objects of a context that have ended (their IDs and identities), appended by
-/// ``ManagedObject``'s `deinit` and taken by ``ObjectRegistry/purge(_:)``. A class of its own, so
+/// The registered objects of a context that have ended (their IDs and identities), posted by
+/// ``ManagedObject``'s `deinit` and taken by ``ObjectRegistry/purge(_:)``. An inbox of its own, so
 /// that an object ending while the context changes its registry touches nothing the change is
 /// using — and locked: the last reference to an object may go on any thread (an observer of a
 /// did-save notification holding the saved objects, say), while the context purges on its queue.
-/// An atomic count lets the purge skip the lock when nothing ended.
-final class RetiredObjects: @unchecked Sendable {
-    private let lock = NSLock()
-    private var ended: [(ManagedObjectID, ObjectIdentifier)] = []
-    private let count = Atomic<Int>(0)
-
-    /// Whether no object ended since the last ``take()``.
-    @inline(__always)
-    var isEmpty: Bool { count.load(ordering: .acquiring) == 0 }
-
-    /// Records that an object ended (any thread).
-    func append(_ id: ManagedObjectID, _ identity: ObjectIdentifier) {
-        lock.withLock {
-            ended.append((id, identity))
-            count.add(1, ordering: .releasing)
-        }
-    }
-
-    /// The objects that ended, leaving none.
-    func take() -> [(ManagedObjectID, ObjectIdentifier)] {
-        lock.withLock {
-            defer {
-                ended = []
-                count.store(0, ordering: .releasing)
-            }
-            return ended
-        }
-    }
-}
+typealias RetiredObjects = LockedInbox<(ManagedObjectID, ObjectIdentifier)>
 
 /// The objects of one of a context's change sets (inserted, updated or deleted), in the order
 /// they joined it. Membership is found through the object's ``ManagedObject/changeSlot`` (an

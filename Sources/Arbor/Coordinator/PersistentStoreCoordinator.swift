@@ -115,9 +115,14 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// The object ID a URI names (made by ``ManagedObjectID/uriRepresentation()``), when it names
     /// an entity of the model in one of the coordinator's stores (or is a temporary ID).
     public func managedObjectID(forURIRepresentation uri: URL) -> ManagedObjectID? {
-        guard let id = ManagedObjectID(uri: uri), managedObjectModel.entity(named: id.entityName) != nil else { return nil }
-        if id.isTemporaryID { return id }
-        return persistentStore(for: id) == nil ? nil : id
+        ManagedObjectID(uri: uri).flatMap { knows($0) ? $0 : nil }
+    }
+
+    /// Whether `id` names an entity of the model in one of the coordinator's stores (or is a
+    /// temporary ID of such an entity).
+    func knows(_ id: ManagedObjectID) -> Bool {
+        guard managedObjectModel.entity(named: id.entityName) != nil else { return false }
+        return id.isTemporaryID || persistentStore(for: id) != nil
     }
 
     // MARK: Row cache

@@ -72,6 +72,16 @@ public struct StoreRow: Sendable, Equatable {
         return nil
     }
 
+    /// The attribute value of `key` as a property value (`.none`: none).
+    func attributeValue(_ key: String) -> PropertyValue {
+        attribute(key).map(PropertyValue.attribute) ?? PropertyValue.none
+    }
+
+    /// The to-one destination of `key` as a property value (`.none`: none).
+    func toOneValue(_ key: String) -> PropertyValue {
+        destination(key).map(PropertyValue.object) ?? PropertyValue.none
+    }
+
     /// The destinations of the ordered relationship `key`, when the row carries its order.
     func orderedDestinations(_ key: String) -> OrderedSet<ManagedObjectID>? {
         if case .objects(let ids)? = values[key] { return ids }

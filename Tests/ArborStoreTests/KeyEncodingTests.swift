@@ -128,9 +128,17 @@ struct KeyEncodingTests {
     }
 
     @Test("malformed encodings are typed errors")
-    func malformed() {
+    func malformed() throws {
         for bytes: [UInt8] in [[0x99], [0x20, 1, 2], [0x40, 0x61], [0x40, 0x00, 0x07], [0x40, 0xFF, 0xFE, 0, 0]] {
             #expect(throws: StoreError.self) { try KeyEncoding.decode(bytes) }
+        }
+        // One component read alone: anything but exactly one valid component is refused.
+        for bytes: [UInt8] in [[], [0x40, 0x61, 0x62], [0x40, 0x61, 0x00], [0x10, 0x00], [0x20, 1, 2]]
+            + [KeyEncoding.encode([.int(1), .int(2)]), KeyEncoding.encode([.string("a"), .null])] {
+            #expect(throws: StoreError.self) { try KeyEncoding.decodeComponent(bytes[...]) }
+        }
+        for component: KeyComponent in [.null, .bool(true), .bool(false), .int(-5), .string("ab"), .string("a\u{0}b"), .double(1.5)] {
+            #expect(try KeyEncoding.decodeComponent(KeyEncoding.encode([component])[...]) == component)
         }
     }
 }

@@ -227,14 +227,8 @@ extension ManagedObjectContext {
             }
         }
         if !pushdown {
-            if !request.sortDescriptors.isEmpty {
-                let keyed = try results.map { object in
-                    (object, try request.sortDescriptors.map { try evaluator.value(of: $0.keys[...], on: .object(object)) })
-                }
-                results = ObjectSortDescriptor.stableSort(keyed, request.sortDescriptors).map(\.0)
-            }
-            if request.fetchOffset > 0 { results = Array(results.dropFirst(request.fetchOffset)) }
-            if request.fetchLimit > 0, results.count > request.fetchLimit { results = Array(results.prefix(request.fetchLimit)) }
+            results = try ObjectSortDescriptor.sort(results, by: request.sortDescriptors, evaluator: evaluator) { .object($0) }
+            results = results.window(offset: request.fetchOffset, limit: request.fetchLimit)
         }
         if batched {
             let faults = results.filter { $0.faulted && $0.snapshotHolder == nil }
@@ -365,8 +359,7 @@ extension ManagedObjectContext {
             rows = distinct
         }
         if grouped || aggregates || request.returnsDistinctResults {
-            if request.fetchOffset > 0 { rows = Array(rows.dropFirst(request.fetchOffset)) }
-            if request.fetchLimit > 0, rows.count > request.fetchLimit { rows = Array(rows.prefix(request.fetchLimit)) }
+            rows = rows.window(offset: request.fetchOffset, limit: request.fetchLimit)
         }
         return rows
     }

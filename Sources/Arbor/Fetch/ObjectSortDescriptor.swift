@@ -97,10 +97,15 @@ extension Array {
     ///
     /// - Throws: ``ArborError/Code/unknownKey`` for a key the elements do not have.
     public func sorted(by descriptors: [ObjectSortDescriptor]) throws -> [Element] {
-        guard !descriptors.isEmpty else { return self }
-        let evaluator = PredicateEvaluator()
-        let keyed = try map { element in (element, try descriptors.map { try evaluator.value(of: $0.keys[...], on: Operand.from(element)) }) }
-        return ObjectSortDescriptor.stableSort(keyed, descriptors).map(\.0)
+        try ObjectSortDescriptor.sort(self, by: descriptors, evaluator: PredicateEvaluator()) { Operand.from($0) }
+    }
+
+    /// The elements after the first `offset`, at most `limit` of them (0: no limit): a fetch's
+    /// window.
+    func window(offset: Int, limit: Int) -> [Element] {
+        var result = offset > 0 ? Array(dropFirst(offset)) : self
+        if limit > 0, result.count > limit { result = Array(result.prefix(limit)) }
+        return result
     }
 
     /// Whether `predicate` holds for each element, in order.
@@ -113,6 +118,20 @@ extension Array {
 }
 
 extension ObjectSortDescriptor {
+    /// `elements` in the order `descriptors` give, each element's sort values read once through
+    /// the operand `subject` makes of it (a stable sort: ties keep their order). The key paths
+    /// are split once, not per element.
+    static func sort<T>(_ elements: [T], by descriptors: [ObjectSortDescriptor], evaluator: PredicateEvaluator,
+                        subject: (T) -> Operand) throws -> [T] {
+        guard !descriptors.isEmpty else { return elements }
+        let paths = descriptors.map { $0.keys[...] }
+        let keyed = try elements.map { element in
+            let operand = subject(element)
+            return (element, try paths.map { try evaluator.value(of: $0, on: operand) })
+        }
+        return stableSort(keyed, descriptors).map(\.0)
+    }
+
     /// Sorts elements with precomputed sort values, stably.
     static func stableSort<T>(_ keyed: [(T, [Operand])], _ descriptors: [ObjectSortDescriptor]) -> [(T, [Operand])] {
         let indexed = keyed.enumerated().map { ($0.offset, $0.element) }

@@ -21,10 +21,10 @@ extension ManagedObject {
             guard case .attribute(let stored)? = values[slot: slot] else { return nil }
             return attribute.type.swiftValue(of: stored)
         }
-        guard entity.relationshipsByName[key] != nil else { throw unknownKey(key) }
+        // Not an attribute: a relationship.
         try fireFault()
         try loadRelationship(key)
-        return presentable(values[key] ?? .none, key: key)
+        return presentable(values[slot: slot] ?? .none, key: key)
     }
 
     /// The value at the end of `keyPath` (keys separated by dots), following relationships:

@@ -460,7 +460,8 @@ extension NativeStore {
             }
             let id = objectID(rowEntity.name, key)
             let row = try decode(bytes, objectID: id)
-            if let filter = plan.filter, try !evaluator.evaluate(filter, on: .row(row, id)) { return true }
+            // An exact plan's ranges hold only matching rows (as counting trusts too).
+            if !plan.exact, let filter = plan.filter, try !evaluator.evaluate(filter, on: .row(row, id)) { return true }
             result.append((id, row))
             return !(ordered && result.count >= window)
         }
@@ -468,8 +469,7 @@ extension NativeStore {
         if let index = plan.index {
             guard let tree = try transaction.tree(named: index.tree) else {
                 // A read-only store made before Arbor kept this index: scan instead.
-                var scan = FetchPlan(filter: plan.filter, sort: request.sortDescriptors)
-                scan.index = nil
+                let scan = FetchPlan(filter: plan.filter, sort: request.sortDescriptors)
                 return try run(scan, request: request, entity: entity, transaction: transaction)
             }
             let ranges = plan.descending ? plan.ranges.reversed() : plan.ranges
@@ -545,14 +545,9 @@ extension NativeStore {
         if !plan.sort.isEmpty {
             // Ties keep primary-key order, whichever way the rows were read.
             if plan.index != nil { result.sort { $0.0.key < $1.0.key } }
-            let keyed = try result.map { pair in
-                (pair, try plan.sort.map { try evaluator.value(of: $0.keys[...], on: .row(pair.1, pair.0)) })
-            }
-            result = ObjectSortDescriptor.stableSort(keyed, plan.sort).map(\.0)
+            result = try ObjectSortDescriptor.sort(result, by: plan.sort, evaluator: evaluator) { .row($0.1, $0.0) }
         }
-        if request.offset > 0 { result = Array(result.dropFirst(request.offset)) }
-        if request.limit > 0, result.count > request.limit { result = Array(result.prefix(request.limit)) }
-        return result
+        return result.window(offset: request.offset, limit: request.limit)
     }
 
     /// The primary key an index entry names.

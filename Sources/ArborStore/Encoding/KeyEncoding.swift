@@ -242,10 +242,17 @@ public enum KeyEncoding {
     /// - Throws: `corrupt` when the bytes are not exactly one valid component.
     public static func decodeComponent(_ bytes: ArraySlice<UInt8>) throws -> KeyComponent {
         guard let first = bytes.first else { throw StoreError(.corrupt, "malformed key encoding: an empty component") }
+        func exactlyOne() throws -> KeyComponent {
+            let components = try decode(Array(bytes))
+            guard components.count == 1 else {
+                throw StoreError(.corrupt, "malformed key encoding: \(components.count) components where one was expected")
+            }
+            return components[0]
+        }
         switch first {
-        case Tag.null: return .null
-        case Tag.falseValue: return .bool(false)
-        case Tag.trueValue: return .bool(true)
+        case Tag.null, Tag.falseValue, Tag.trueValue:
+            guard bytes.count == 1 else { throw StoreError(.corrupt, "malformed key encoding: \(bytes.count - 1) bytes after a one-byte component") }
+            return first == Tag.null ? .null : .bool(first == Tag.trueValue)
         case Tag.int, Tag.double, Tag.date:
             guard bytes.count == 9 else { throw StoreError(.corrupt, "malformed key encoding: a number of \(bytes.count - 1) bytes") }
             let raw = bytes.dropFirst().reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
@@ -253,12 +260,14 @@ public enum KeyEncoding {
             let value = double(fromOrderedBits: raw)
             return first == Tag.double ? .double(value) : .date(Date(timeIntervalSinceReferenceDate: value))
         case Tag.string:
-            // Most strings have no zero byte: their bytes are the text.
-            let body = bytes.dropFirst().dropLast(2)
-            if !body.contains(0), let text = String(validating: body, as: UTF8.self) { return .string(text) }
-            return try decode(Array(bytes)).first ?? .null
+            // Most strings have no zero byte: their bytes (before the 00 00 end) are the text.
+            if bytes.count >= 3, bytes[bytes.endIndex - 2] == 0, bytes[bytes.endIndex - 1] == 0 {
+                let body = bytes.dropFirst().dropLast(2)
+                if !body.contains(0), let text = String(validating: body, as: UTF8.self) { return .string(text) }
+            }
+            return try exactlyOne()
         default:
-            return try decode(Array(bytes)).first ?? .null
+            return try exactlyOne()
         }
     }
 

@@ -26,6 +26,7 @@ let package = Package(
             name: "FuzzPredicate",
             dependencies: [
                 .product(name: "Arbor", package: "Arbor"),
+                .product(name: "ArborTestSupport", package: "Arbor"),
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),

@@ -1,4 +1,5 @@
 import Arbor
+import ArborTestSupport
 import Foundation
 
 /// Input: one argument-selector byte, then the predicate format string (the rest, decoded as
@@ -176,18 +177,6 @@ func fuzzExpression(_ format: String, _ arguments: [Any?], seed: UInt64) {
     }
 }
 
-extension ObjectExpression {
-    /// `ObjectExpression(format:)` with an array of arguments (the public initializer is variadic).
-    init(format: String, argumentArray arguments: [Any?]) throws {
-        switch arguments.count {
-        case 0: try self.init(format: format)
-        case 1: try self.init(format: format, arguments[0])
-        case 2: try self.init(format: format, arguments[0], arguments[1])
-        default: try self.init(format: format, arguments[0], arguments[1], arguments[2])
-        }
-    }
-}
-
 /// Bounds on the evaluation work: nested SUBQUERYs multiply (each level runs over a collection),
 /// and MATCHES runs ICU regular expressions, exponential in the subject for some patterns, so only
 /// with short strings.
@@ -295,17 +284,9 @@ func makeValue(_ random: inout SplitMix64, depth: Int) -> Any? {
     }
 }
 
-/// A seeded generator, so an input always gives the same values.
-struct SplitMix64 {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+/// The test support's seeded generator (an input always gives the same values), with the
+/// choices the harness makes.
+extension SplitMix64 {
     mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
     mutating func pick<T>(_ choices: [T]) -> T { choices[below(choices.count)] }
 }

@@ -29,6 +29,13 @@ extension ObjectExpression {
     ///
     /// - Throws: as ``ObjectPredicate/init(format:_:)``.
     public init(format: String, _ arguments: Any?...) throws {
+        try self.init(format: format, argumentArray: arguments)
+    }
+
+    /// Parses an expression format string with its arguments in an array.
+    ///
+    /// - Throws: as ``ObjectPredicate/init(format:_:)``.
+    public init(format: String, argumentArray arguments: [Any?]) throws {
         var parser = try PredicateParser(format, arguments: arguments)
         self = try parser.parseWholeExpression()
     }

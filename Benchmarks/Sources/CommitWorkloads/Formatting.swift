@@ -36,3 +36,10 @@ extension Duration {
     /// The duration in seconds.
     public var seconds: Double { Double(components.seconds) + Double(components.attoseconds) * 1e-18 }
 }
+
+/// The middle value (the mean of the two middle ones for an even count; 0 for none).
+public func median(_ values: [Double]) -> Double {
+    let sorted = values.sorted()
+    guard !sorted.isEmpty else { return 0 }
+    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+}

@@ -95,45 +95,11 @@ public final class SQLiteOneRowCommits: DurableCommitWorkload {
         directory.remove()
     }
 
-    // MARK: Helpers
+    // MARK: Helpers (on this workload's connection)
 
-    private func failure(_ rc: Int32, _ what: String) -> WorkloadError {
-        let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(rc))
-        return WorkloadError("SQLite: \(what) failed (\(rc)): \(message)")
-    }
-
-    private func check(_ rc: Int32, _ what: String) throws {
-        guard rc == SQLITE_OK else { throw failure(rc, what) }
-    }
-
-    private func execute(_ sql: String) throws {
-        var message: UnsafeMutablePointer<CChar>?
-        let rc = sqlite3_exec(db, sql, nil, nil, &message)
-        if rc != SQLITE_OK {
-            let text = message.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(rc))
-            sqlite3_free(message)
-            throw WorkloadError("SQLite: \(text)")
-        }
-    }
-
-    /// Runs a query returning one row and hands its statement to `body`.
-    private func single<R>(_ sql: String, on connection: OpaquePointer?, _ body: (OpaquePointer?) -> R) throws -> R {
-        var statement: OpaquePointer?
-        defer { sqlite3_finalize(statement) }
-        try check(sqlite3_prepare_v2(connection, sql, -1, &statement, nil), "prepare \(sql)")
-        guard sqlite3_step(statement) == SQLITE_ROW else {
-            throw WorkloadError("SQLite: \(sql) returned no row: \(String(cString: sqlite3_errmsg(connection)))")
-        }
-        return body(statement)
-    }
-
-    private func integer(_ sql: String, on connection: OpaquePointer? = nil) throws -> Int64 {
-        try single(sql, on: connection ?? db) { sqlite3_column_int64($0, 0) }
-    }
-
-    private func text(_ sql: String) throws -> String {
-        try single(sql, on: db) { statement in
-            sqlite3_column_text(statement, 0).map { String(cString: $0) } ?? ""
-        }
-    }
+    private func failure(_ rc: Int32, _ what: String) -> WorkloadError { SQLite.failure(rc, db, what) }
+    private func check(_ rc: Int32, _ what: String) throws { try SQLite.check(rc, db, what) }
+    private func execute(_ sql: String) throws { try SQLite.execute(db, sql) }
+    private func integer(_ sql: String, on connection: OpaquePointer? = nil) throws -> Int64 { try SQLite.integer(connection ?? db, sql) }
+    private func text(_ sql: String) throws -> String { try SQLite.text(db, sql) }
 }

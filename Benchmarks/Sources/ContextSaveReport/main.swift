@@ -55,11 +55,6 @@ for round in 0..<rounds {
     }
 }
 
-func median(_ values: [Double]) -> Double {
-    let sorted = values.sorted()
-    guard !sorted.isEmpty else { return 0 }
-    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
-}
 @MainActor func rate(_ writers: Int, _ kind: Kind) -> Double { median((measured[writers]?[kind] ?? []).map(\.run.rate)) }
 func rateText(_ value: Double) -> String { grouped(Int(value.rounded())) }
 

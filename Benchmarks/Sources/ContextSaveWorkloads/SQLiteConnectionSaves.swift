@@ -64,15 +64,15 @@ public final class SQLiteConnectionSaves: ConcurrentSaveWorkload, @unchecked Sen
                 var db: OpaquePointer?
                 let rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | mutex, nil)
                 connections.append(db)
-                try Self.check(rc, db, "open \(path)")
+                try SQLite.check(rc, db, "open \(path)")
                 sqlite3_busy_timeout(db, Self.busyTimeout)
-                try Self.execute(db, "PRAGMA journal_mode=DELETE; PRAGMA synchronous=FULL;")
+                try SQLite.execute(db, "PRAGMA journal_mode=DELETE; PRAGMA synchronous=FULL;")
                 if index == 0 {
                     var rows = "PRAGMA page_size=4096; CREATE TABLE counters(id INTEGER PRIMARY KEY, name TEXT NOT NULL, value INTEGER NOT NULL);"
                     for writer in 0..<writers { rows += "INSERT INTO counters VALUES (\(writer + 1), 'Counter \(writer)', 0);" }
-                    try Self.execute(db, rows)
+                    try SQLite.execute(db, rows)
                 }
-                let settings = (try Self.integer(db, "PRAGMA page_size"), try Self.text(db, "PRAGMA journal_mode"), try Self.integer(db, "PRAGMA synchronous"))
+                let settings = (try SQLite.integer(db, "PRAGMA page_size"), try SQLite.text(db, "PRAGMA journal_mode"), try SQLite.integer(db, "PRAGMA synchronous"))
                 guard settings == (4096, "delete", 2) else {
                     throw WorkloadError("SQLite: settings are page_size=\(settings.0) journal_mode=\(settings.1) synchronous=\(settings.2), expected 4096, delete, 2 (FULL)")
                 }
@@ -80,10 +80,10 @@ public final class SQLiteConnectionSaves: ConcurrentSaveWorkload, @unchecked Sen
             for writer in 0..<writers {
                 let slot = WriterSlot(connection: connections[sharing == .oneConnection ? 0 : writer])
                 slots.append(slot)
-                try Self.check(sqlite3_prepare_v2(slot.connection, "UPDATE counters SET value = value + 1 WHERE id = ?1", -1, &slot.update, nil),
+                try SQLite.check(sqlite3_prepare_v2(slot.connection, "UPDATE counters SET value = value + 1 WHERE id = ?1", -1, &slot.update, nil),
                           slot.connection, "prepare the UPDATE")
                 // The binding stays across resets.
-                try Self.check(sqlite3_bind_int64(slot.update, 1, Int64(writer + 1)), slot.connection, "bind the row's key")
+                try SQLite.check(sqlite3_bind_int64(slot.update, 1, Int64(writer + 1)), slot.connection, "bind the row's key")
             }
         } catch {
             for slot in slots { sqlite3_finalize(slot.update) }
@@ -119,10 +119,10 @@ public final class SQLiteConnectionSaves: ConcurrentSaveWorkload, @unchecked Sen
     public func verify(savesPerWriter saves: Int) throws {
         var reader: OpaquePointer?
         defer { sqlite3_close_v2(reader) }
-        try Self.check(sqlite3_open_v2(path, &reader, SQLITE_OPEN_READONLY, nil), reader, "open \(path) to verify")
+        try SQLite.check(sqlite3_open_v2(path, &reader, SQLITE_OPEN_READONLY, nil), reader, "open \(path) to verify")
         sqlite3_busy_timeout(reader, Self.busyTimeout)
         for writer in 0..<writers {
-            let value = try Self.integer(reader, "SELECT value FROM counters WHERE id = \(writer + 1)")
+            let value = try SQLite.integer(reader, "SELECT value FROM counters WHERE id = \(writer + 1)")
             guard value == Int64(saves) else {
                 throw WorkloadError("SQLite: row \(writer + 1) holds \(value), expected \(saves)")
             }
@@ -140,41 +140,4 @@ public final class SQLiteConnectionSaves: ConcurrentSaveWorkload, @unchecked Sen
         directory.remove()
     }
 
-    // MARK: Helpers
-
-    private static func check(_ rc: Int32, _ db: OpaquePointer?, _ what: String) throws {
-        guard rc == SQLITE_OK else {
-            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(rc))
-            throw WorkloadError("SQLite: \(what) failed (\(rc)): \(message)")
-        }
-    }
-
-    private static func execute(_ db: OpaquePointer?, _ sql: String) throws {
-        var message: UnsafeMutablePointer<CChar>?
-        let rc = sqlite3_exec(db, sql, nil, nil, &message)
-        if rc != SQLITE_OK {
-            let text = message.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(rc))
-            sqlite3_free(message)
-            throw WorkloadError("SQLite: \(text)")
-        }
-    }
-
-    /// Runs a query returning one row and hands its statement to `body`.
-    private static func single<R>(_ db: OpaquePointer?, _ sql: String, _ body: (OpaquePointer?) -> R) throws -> R {
-        var statement: OpaquePointer?
-        defer { sqlite3_finalize(statement) }
-        try Self.check(sqlite3_prepare_v2(db, sql, -1, &statement, nil), db, "prepare \(sql)")
-        guard sqlite3_step(statement) == SQLITE_ROW else {
-            throw WorkloadError("SQLite: \(sql) returned no row: \(String(cString: sqlite3_errmsg(db)))")
-        }
-        return body(statement)
-    }
-
-    private static func integer(_ db: OpaquePointer?, _ sql: String) throws -> Int64 {
-        try Self.single(db, sql) { sqlite3_column_int64($0, 0) }
-    }
-
-    private static func text(_ db: OpaquePointer?, _ sql: String) throws -> String {
-        try Self.single(db, sql) { sqlite3_column_text($0, 0).map { String(cString: $0) } ?? "" }
-    }
 }

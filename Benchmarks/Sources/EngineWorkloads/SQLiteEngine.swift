@@ -240,10 +240,7 @@ public final class SQLiteEngine: EngineWorkload {
 
     private var message: String { db.map { String(cString: sqlite3_errmsg($0)) } ?? "closed" }
 
-    private func failure(_ rc: Int32, _ what: String) -> WorkloadError {
-        let text = db.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(rc))
-        return WorkloadError("SQLite: \(what) failed (\(rc)): \(text)")
-    }
+    private func failure(_ rc: Int32, _ what: String) -> WorkloadError { SQLite.failure(rc, db, what) }
 
     /// The prepared statement for `sql`, prepared once per open connection.
     private func statement(_ sql: String) throws -> OpaquePointer {
@@ -278,28 +275,7 @@ public final class SQLiteEngine: EngineWorkload {
         return result
     }
 
-    private func execute(_ sql: String) throws {
-        var text: UnsafeMutablePointer<CChar>?
-        let rc = sqlite3_exec(db, sql, nil, nil, &text)
-        if rc != SQLITE_OK {
-            let description = text.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(rc))
-            sqlite3_free(text)
-            throw WorkloadError("SQLite: \(sql): \(description)")
-        }
-    }
-
-    private func single<R>(_ sql: String, _ body: (OpaquePointer) -> R) throws -> R {
-        var prepared: OpaquePointer?
-        defer { sqlite3_finalize(prepared) }
-        let rc = sqlite3_prepare_v2(db, sql, -1, &prepared, nil)
-        guard rc == SQLITE_OK, let prepared else { throw failure(rc, "prepare \(sql)") }
-        guard sqlite3_step(prepared) == SQLITE_ROW else { throw WorkloadError("SQLite: \(sql) returned no row: \(message)") }
-        return body(prepared)
-    }
-
-    private func integer(_ sql: String) throws -> Int64 { try single(sql) { sqlite3_column_int64($0, 0) } }
-
-    private func text(_ sql: String) throws -> String {
-        try single(sql) { statement in sqlite3_column_text(statement, 0).map { String(cString: $0) } ?? "" }
-    }
+    private func execute(_ sql: String) throws { try SQLite.execute(db, sql) }
+    private func integer(_ sql: String) throws -> Int64 { try SQLite.integer(db, sql) }
+    private func text(_ sql: String) throws -> String { try SQLite.text(db, sql) }
 }

@@ -199,11 +199,6 @@ for tracking in Tracking.allCases {
     retained[tracking] = try measure(tracking, eventSize: eventSize, memory: true).retainedBytes
 }
 
-func median(_ values: [Double]) -> Double {
-    let sorted = values.sorted()
-    guard !sorted.isEmpty else { return 0 }
-    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
-}
 func rate(_ count: Int, _ durations: [Duration]) -> Double { median(durations.map { Double(count) / $0.seconds }) }
 func nanoseconds(_ perSecond: Double) -> String { perSecond > 0 ? fixed(1e9 / perSecond, 0) : "—" }
 func rateText(_ value: Double) -> String { grouped(Int(value.rounded())) }

@@ -265,18 +265,25 @@ extension ManagedObjectContext {
             var level = objects
             for key in keyPath.split(separator: ".").map(String.init) {
                 var next: [ManagedObject] = []
+                var seen = Set<ObjectIdentifier>()
                 for object in level {
                     guard object.entity.relationshipsByName[key] != nil else {
                         throw ArborError(.invalidFetchRequest, "\(object.entity.name) has no relationship \"\(key)\" to prefetch", entity: object.entity.name, key: key)
                     }
-                    switch try object.value(forKey: key) {
-                    case let destination as ManagedObject: next.append(destination)
-                    case let set as Set<ManagedObject>: next += set
-                    case let array as [ManagedObject]: next += array
-                    default: break
+                    let destinations: [ManagedObject] = switch try object.value(forKey: key) {
+                    case let destination as ManagedObject: [destination]
+                    case let set as Set<ManagedObject>: Array(set)
+                    case let array as [ManagedObject]: array
+                    default: []
                     }
+                    // Each destination once, however many objects share it.
+                    for destination in destinations where seen.insert(ObjectIdentifier(destination)).inserted { next.append(destination) }
                 }
-                for destination in next where destination.faulted { try? destination.fireFault() }
+                // The faults' rows in one read (per store), then each fires from the row cache.
+                let faults = next.filter(\.faulted)
+                let uncached = faults.filter { $0.snapshotHolder == nil }
+                if parent == nil, uncached.count > 1 { try loadBatch(FaultBatch(ids: uncached.map(\.objectID))) }
+                for destination in faults { try? destination.fireFault() }
                 // The objects hold what was prefetched for them (relationships hold IDs, and an
                 // unchanged object nobody holds would go away at once).
                 for object in level { object.prefetchedDestinations = next }
@@ -316,10 +323,9 @@ extension ManagedObjectContext {
                 case .expression(let expression): value = try members.first.map { try evaluator.value(of: expression, on: .object($0)) } ?? .null
                 case .aggregate(let function, let keyPath):
                     let values = try members.map { try plain($0, keyPath) }
-                    let name = ["count": "@count", "sum": "@sum", "average": "@avg", "min": "@min", "max": "@max"][function.rawValue]!
                     value = function == .count
                         ? .int(Int64(values.filter { !$0.isNull }.count))
-                        : try evaluator.collectionOperator(name, [], on: .collection(values))
+                        : try evaluator.collectionOperator(function.collectionOperator, [], on: .collection(values))
                 }
                 if let swift = value.swiftValue { result[property.name] = swift }
             }

@@ -28,6 +28,18 @@ public struct PropertyToFetch: Sendable, Hashable {
         case min
         /// The largest.
         case max
+
+        /// The key-path collection operator that computes it (`@count`, `@sum`, `@avg`, `@min`,
+        /// `@max`).
+        var collectionOperator: String {
+            switch self {
+            case .count: "@count"
+            case .sum: "@sum"
+            case .average: "@avg"
+            case .min: "@min"
+            case .max: "@max"
+            }
+        }
     }
 
     enum Kind: Sendable, Hashable {

@@ -41,7 +41,6 @@ extension ObjectExpression {
     }
 }
 
-/// One token of a format string, with its character offset.
 /// The recursive-descent parser of predicate format strings.
 struct PredicateParser {
     let characters: [Unicode.Scalar]

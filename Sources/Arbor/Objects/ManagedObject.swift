@@ -122,7 +122,6 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     // MARK: State
 
-    /// Whether the object was inserted into its context and not yet saved.
     /// In debug builds, stops the program when the object's context may not be used on the
     /// calling thread (see ``ManagedObjectContext/isOnContextQueue``).
     @inline(__always)
@@ -132,6 +131,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         #endif
     }
 
+    /// Whether the object was inserted into its context and not yet saved.
     public var isInserted: Bool { insertedFlag && !deletedFlag }
     /// Whether the object was deleted in its context and not yet saved.
     public var isDeleted: Bool { deletedFlag }

@@ -432,10 +432,11 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         return try Self.storeError("look up the holder of \(entity.rootEntity.name)(\(constraint.joined(separator: ", ")))") {
             try database.read { transaction -> ManagedObjectID? in
                 guard let holder = try transaction.tree(named: Self.uniqueTree(entity, constraint))?.get(value),
-                      case .int(let key)? = try KeyEncoding.decode(holder).first else { return nil }
-                let id = objectID(entity.rootEntity.name, key)
-                guard let bytes = try transaction.tree(named: Self.rowsTree(entity))?.get(Self.key(key)) else { return id }
-                return objectID(try decode(bytes, objectID: id).entityName, key)
+                      let key = holder.withUnsafeBytes({ KeyEncoding.integer(exactly: $0) }) else { return nil }
+                // The holder's own entity (a sub-entity's row names it first).
+                let name = try transaction.tree(named: Self.rowsTree(entity))?.get(Self.key(key))
+                    .flatMap { bytes in bytes.withUnsafeBytes { Self.entityName(ofRow: $0) } }
+                return objectID(name ?? entity.rootEntity.name, key)
             }
         }
     }

@@ -136,10 +136,7 @@ final class RowWriter {
             guard let value = try store.uniqueKey(row, constraint, permanent: permanent) else { continue }
             let unique = try tree(NativeStore.uniqueTree(entity, constraint))
             if let holder = try unique.get(value), holder != NativeStore.key(key) {
-                let other = (try? KeyEncoding.decode(holder)).flatMap { components -> Int64? in
-                    if case .int(let other) = components.first { return other }
-                    return nil
-                }
+                let other = holder.withUnsafeBytes { KeyEncoding.integer(exactly: $0) }
                 let values = constraint.map { "\($0) = \(row.attribute($0)?.description ?? row.destination($0)?.description ?? "nil")" }
                 throw ArborError(.constraintConflict,
                                  "\(id) would break the uniqueness of \(entity.rootEntity.name)(\(constraint.joined(separator: ", "))): \(values.joined(separator: ", ")) is already held by \(other.map { store.objectID(entity.rootEntity.name, $0).description } ?? "another object")",

@@ -127,6 +127,33 @@ struct KeyEncodingTests {
         }
     }
 
+    @Test("KeyReader reads each component in place, skips as componentEnd does, and refuses truncations")
+    func keyReader() async {
+        await propertyCheck(count: 1500, input: componentGenerator.array(of: 1...4)) { tuple in
+            let bytes = KeyEncoding.encode(tuple)
+            bytes.withUnsafeBytes { raw in
+                var reader = KeyReader(raw)
+                var skipper = KeyReader(raw)
+                for component in tuple {
+                    let read = try? reader.next()
+                    #expect(read.map { naturalOrder([$0], [component]) } == 0, "\(tuple)")
+                    let before = skipper.position
+                    #expect((try? skipper.skip()) != nil)
+                    #expect(skipper.position == KeyEncoding.componentEnd(raw, from: before))
+                    #expect(reader.position == skipper.position)
+                }
+                #expect(reader.isAtEnd && (try? reader.next()) == .some(nil))
+                #expect(throws: StoreError.self) { try skipper.skip() }
+                // A cut inside the last component is an error, never a read past the end.
+                let lastStart = KeyEncoding.encode(Array(tuple.dropLast())).count
+                for cut in (lastStart + 1)..<bytes.count {
+                    var short = KeyReader(UnsafeRawBufferPointer(rebasing: raw[0..<cut]))
+                    #expect(throws: StoreError.self) { while try short.next() != nil {} }
+                }
+            }
+        }
+    }
+
     @Test("malformed encodings are typed errors")
     func malformed() throws {
         for bytes: [UInt8] in [[0x99], [0x20, 1, 2], [0x40, 0x61], [0x40, 0x00, 0x07], [0x40, 0xFF, 0xFE, 0, 0]] {

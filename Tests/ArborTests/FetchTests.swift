@@ -284,7 +284,7 @@ struct FetchTests {
         #expect(coordinator.rowCacheStatistics.snapshots == before, "no rows held yet")
         #expect(try results[12].value(forKey: "serial") as? Int64 == 13)
         #expect(coordinator.rowCacheStatistics.snapshots == before + 10, "the second batch (11…20) was loaded")
-        #expect(results[10].isFault && results[10].snapshotHolder != nil && results[9].snapshotHolder == nil)
+        #expect(results[10].isFault && results[10].snapshot != nil && results[9].snapshot == nil)
         #expect(try people.serials(results) == Array(1...25), "every batch loads when used, in order")
         #expect(coordinator.rowCacheStatistics.snapshots == before + 25)
     }

@@ -180,22 +180,27 @@ extension ManagedObjectContext {
         var results: [ManagedObject] = []
         results.reserveCapacity(rows.count)
         reserveRegistrations(rows.count)
-        var needSnapshots: [(ManagedObjectID, StoreRow)] = []
-        var fresh: [(ManagedObject, StoreRow)] = []
-        for (id, row) in rows {
+        // The objects that take their rows, and the rows' places in `rows` (read in place: no
+        // row is copied but into its snapshot).
+        var fresh: [ManagedObject] = []
+        var freshRows: [Int] = []
+        fresh.reserveCapacity(rows.count)
+        freshRows.reserveCapacity(rows.count)
+        for position in rows.indices {
+            let id = rows[position].0
             if let object = registeredObject(for: id) {
                 // Objects with unsaved changes are judged below, on their in-memory values.
                 if request.includesPendingChanges && object.hasChanges { continue }
-                if object.faulted && object.snapshotHolder == nil {
-                    needSnapshots.append((id, row))
-                    fresh.append((object, row))
+                if object.faulted && object.snapshot == nil {
+                    fresh.append(object)
+                    freshRows.append(position)
                 }
                 results.append(object)
             } else {
                 let entity = id.entityName == analysis.entity.name ? analysis.entity : modelEntity(of: id) ?? analysis.entity
                 let object = makeFault(id, entity: entity)
-                needSnapshots.append((id, row))
-                fresh.append((object, row))
+                fresh.append(object)
+                freshRows.append(position)
                 results.append(object)
             }
         }
@@ -206,15 +211,16 @@ extension ManagedObjectContext {
         let batched = request.fetchBatchSize > 0 && !realize
         if batched {
             fresh = []
-            needSnapshots = []
+            freshRows = []
         }
         // The fetched rows go to the row cache, one reference per object that now holds them: a
         // fault returned fires from the cache.
-        if parent == nil { coordinator.retainSnapshots(needSnapshots) }
-        for (object, row) in fresh {
-            if parent == nil { object.snapshotHolder = coordinator }
-            if realize {
-                populate(object, from: row)
+        if parent == nil {
+            for (object, snapshot) in zip(fresh, coordinator.retainSnapshots(rows, at: freshRows)) { object.hold(snapshot, of: coordinator) }
+        }
+        if realize {
+            for (object, position) in zip(fresh, freshRows) {
+                populate(object, from: rows[position].1)
                 object.awakeFromFetch()
             }
         }
@@ -231,7 +237,7 @@ extension ManagedObjectContext {
             results = results.window(offset: request.fetchOffset, limit: request.fetchLimit)
         }
         if batched {
-            let faults = results.filter { $0.faulted && $0.snapshotHolder == nil }
+            let faults = results.filter { $0.faulted && $0.snapshot == nil }
             for start in stride(from: 0, to: faults.count, by: request.fetchBatchSize) {
                 let members = faults[start..<min(faults.count, start + request.fetchBatchSize)]
                 let batch = FaultBatch(ids: members.map(\.objectID))
@@ -247,16 +253,17 @@ extension ManagedObjectContext {
     func loadBatch(_ batch: FaultBatch) throws {
         guard !batch.loaded, let coordinator = persistentStoreCoordinator else { return }
         batch.loaded = true
-        let faults = batch.ids.compactMap { registeredObject(for: $0) }.filter { $0.faulted && $0.snapshotHolder == nil }
+        let faults = batch.ids.compactMap { registeredObject(for: $0) }.filter { $0.faulted && $0.snapshot == nil }
         let rows = try coordinator.rows(for: faults.map(\.objectID))
+        var holders: [ManagedObject] = []
         var held: [(ManagedObjectID, StoreRow)] = []
         for (object, row) in zip(faults, rows) {
             object.faultBatch = nil
             guard let row else { continue }
+            holders.append(object)
             held.append((object.objectID, row))
-            object.snapshotHolder = coordinator
         }
-        coordinator.retainSnapshots(held)
+        for (object, snapshot) in zip(holders, coordinator.retainSnapshots(held)) { object.hold(snapshot, of: coordinator) }
     }
 
     /// Loads the destinations of the given relationship key paths for `objects`.
@@ -281,7 +288,7 @@ extension ManagedObjectContext {
                 }
                 // The faults' rows in one read (per store), then each fires from the row cache.
                 let faults = next.filter(\.faulted)
-                let uncached = faults.filter { $0.snapshotHolder == nil }
+                let uncached = faults.filter { $0.snapshot == nil }
                 if parent == nil, uncached.count > 1 { try loadBatch(FaultBatch(ids: uncached.map(\.objectID))) }
                 for destination in faults { try? destination.fireFault() }
                 // The objects hold what was prefetched for them (relationships hold IDs, and an

@@ -19,10 +19,12 @@ extension ManagedObjectContext {
     func fulfillFault(_ object: ManagedObject, strict: Bool = false) throws {
         takePermanentIDs()
         let coordinator = try requireCoordinator("load \(object.objectID)")
-        let row = if let parent {
-            try parentRow(parent, object.objectID)
-        } else {
-            try coordinator.fetchSnapshot(for: object.objectID, staleness: stalenessInterval)
+        var row: StoreRow?
+        if let parent {
+            row = try parentRow(parent, object.objectID)
+        } else if let found = try coordinator.fetchSnapshot(for: object.objectID, held: object.snapshot, staleness: stalenessInterval) {
+            object.hold(found.0, of: coordinator)
+            row = found.1
         }
         guard let row else {
             if shouldDeleteInaccessibleFaults && !strict {
@@ -34,9 +36,8 @@ extension ManagedObjectContext {
             throw ArborError(.objectNotFound, "\(object.objectID) has no row in its store: the object was deleted, or never saved",
                              entity: object.entity.name, objectID: object.objectID)
         }
-        object.snapshotHolder?.releaseSnapshot(object.objectID)
         // A child's objects hold no snapshot: their rows come from the parent's objects.
-        object.snapshotHolder = parent == nil ? coordinator : nil
+        if parent != nil { object.releaseSnapshot() }
         populate(object, from: row)
         object.awakeFromFetch()
     }
@@ -426,17 +427,18 @@ extension ManagedObjectContext {
         }
         replaceInChangedObjects(permanent)
         if descendants { sendPermanentIDs(permanent) }
+        var holders: [ManagedObject] = []
         var snapshots: [(ManagedObjectID, StoreRow)] = []
         snapshots.reserveCapacity(savedRows.count)
         for (object, savedRow) in savedRows {
             markSaved(object)
             object.committedVersion = savedRow.version
-            if object.snapshotHolder == nil {
-                object.snapshotHolder = coordinator
+            if object.snapshot == nil {
+                holders.append(object)
                 snapshots.append((object.objectID, savedRow.translated(permanent)))
             }
         }
-        coordinator.retainSnapshots(snapshots)
+        for (object, snapshot) in zip(holders, coordinator.retainSnapshots(snapshots)) { object.hold(snapshot, of: coordinator) }
         finishSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects, partial: partialFailure != nil)
         if let partialFailure {
             var error = partialFailure as? ArborError ?? ArborError(.storeSave, "\(partialFailure)")
@@ -538,8 +540,7 @@ extension ManagedObjectContext {
         object.changedSlots.removeAll()
         object.unloadedRelationships.removeAll()
         object.faulted = true
-        object.snapshotHolder?.releaseSnapshot(object.objectID)
-        object.snapshotHolder = nil
+        object.releaseSnapshot()
         object.prefetchedDestinations = []
         object.didTurnIntoFault()
         if object.deletedFlag && !mergeChanges { withdrawDeletion(object) }

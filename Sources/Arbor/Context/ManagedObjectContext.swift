@@ -254,8 +254,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// no longer pointing at the context (a saved deletion, a new object dropped, a row gone).
     func removeFromContext(_ object: ManagedObject) {
         unregister(object.objectID)
-        object.snapshotHolder?.releaseSnapshot(object.objectID)
-        object.snapshotHolder = nil
+        object.releaseSnapshot()
         object.managedObjectContext = nil
     }
 

@@ -29,13 +29,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     private let lock = NSRecursiveLock()
     private var stores: [any PersistentStore] = []
 
-    struct Snapshot {
-        var row: StoreRow
-        var readAt: ContinuousClock.Instant
-        var references: Int
-    }
-
-    private var cache: [ManagedObjectID: Snapshot] = [:]
+    private var cache: [ManagedObjectID: RowSnapshot] = [:]
     private var statistics = RowCacheStatistics()
 
     /// A coordinator for `model`, with no store yet.
@@ -136,36 +130,53 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
     }
 
-    /// The row of `objectID` for a fault fire, from the cache when its age is within `staleness`
-    /// (negative: any age), else from the store; the caller now holds a reference to the snapshot.
-    /// Nil when there is no such row.
-    func fetchSnapshot(for objectID: ManagedObjectID, staleness: TimeInterval) throws -> StoreRow? {
+    /// The snapshot of `objectID` for a fault fire, and its row: the cached one when its age is
+    /// within `staleness` (negative: any age), else one read from the store. The caller holds a
+    /// reference to the snapshot returned, in place of `held` (the snapshot it held before, if
+    /// any; the one a fetch gave a fault is checked without a lookup). Nil when there is no such
+    /// row (`held` is then left as it was).
+    func fetchSnapshot(for objectID: ManagedObjectID, held: RowSnapshot?, staleness: TimeInterval) throws -> (RowSnapshot, StoreRow)? {
         try locked {
-            // One lookup: the snapshot is read and updated in place through its index (an
-            // `inout` access; reading a field through the getter would copy the whole snapshot,
-            // retaining and releasing its row).
-            if let index = cache.index(forKey: objectID) {
-                func take(_ snapshot: inout Snapshot) -> StoreRow? {
-                    guard staleness < 0 || Self.seconds(since: snapshot.readAt) <= staleness else { return nil }
-                    snapshot.references += 1
-                    return snapshot.row
-                }
-                if let row = take(&cache.values[index]) {
+            let cached = if let held, held.isCached, held.objectID == objectID { held } else { cache[objectID] }
+            if let cached {
+                if staleness < 0 || Self.seconds(since: cached.readAt) <= staleness {
                     statistics.hits += 1
-                    return row
+                    return (adopt(cached, replacing: held), cached.row)
                 }
                 statistics.staleReads += 1
             } else {
                 statistics.misses += 1
             }
             guard let row = try requireStore(of: objectID).row(for: objectID) else {
-                cache[objectID] = nil
+                if let cached { drop(cached) }
                 return nil
             }
-            let references = (cache[objectID]?.references ?? 0) + 1
-            cache[objectID] = Snapshot(row: row, readAt: .now, references: references)
-            return row
+            let now = ContinuousClock.now
+            if let cached {
+                cached.row = row
+                cached.readAt = now
+                return (adopt(cached, replacing: held), row)
+            }
+            let made = RowSnapshot(objectID: objectID, row: row, readAt: now)
+            cache[objectID] = made
+            return (adopt(made, replacing: held), row)
         }
+    }
+
+    /// One more reference to `snapshot`, in place of `held` (call with the lock held).
+    private func adopt(_ snapshot: RowSnapshot, replacing held: RowSnapshot?) -> RowSnapshot {
+        guard snapshot !== held else { return snapshot }
+        snapshot.references += 1
+        if let held { releaseLocked(held) }
+        return snapshot
+    }
+
+    /// Takes `snapshot` out of the cache (its row is gone); its holders keep it, unused (call
+    /// with the lock held).
+    private func drop(_ snapshot: RowSnapshot) {
+        guard snapshot.isCached else { return }
+        snapshot.isCached = false
+        cache[snapshot.objectID] = nil
     }
 
     /// The age of a snapshot in seconds (compared as a `Double`, so that any staleness interval,
@@ -175,21 +186,34 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         return Double(age.seconds) + Double(age.attoseconds) / 1e18
     }
 
-    /// One more managed object holds data from each row's snapshot (after a save): the saved
-    /// rows replace what the cache had.
-    func retainSnapshots(_ rows: [(ManagedObjectID, StoreRow)]) {
-        guard !rows.isEmpty else { return }
+    /// One more managed object holds data from each row's snapshot (after a fetch or a save): the
+    /// rows replace what the cache had. Returns the snapshots, in the order of `rows`.
+    func retainSnapshots(_ rows: [(ManagedObjectID, StoreRow)]) -> [RowSnapshot] {
+        retainSnapshots(rows, at: Array(rows.indices))
+    }
+
+    /// ``retainSnapshots(_:)`` for the rows at `positions` of `rows`, in that order.
+    func retainSnapshots(_ rows: [(ManagedObjectID, StoreRow)], at positions: [Int]) -> [RowSnapshot] {
+        guard !positions.isEmpty else { return [] }
         let now = ContinuousClock.now
-        locked {
-            cache.reserveCapacity(cache.count + rows.count)
-            func retain(_ snapshot: inout Snapshot, _ row: StoreRow) {
-                snapshot.row = row
-                snapshot.readAt = now
+        return locked {
+            cache.reserveCapacity(cache.count + positions.count)
+            var result: [RowSnapshot] = []
+            result.reserveCapacity(positions.count)
+            // One probe per row: the snapshot is found or inserted, then updated, in place.
+            func retain(_ snapshot: inout RowSnapshot, _ row: StoreRow) -> RowSnapshot {
+                if snapshot.references > 0 {
+                    snapshot.row = row
+                    snapshot.readAt = now
+                }
                 snapshot.references += 1
+                return snapshot
             }
-            for (objectID, row) in rows {
-                retain(&cache[objectID, default: Snapshot(row: row, readAt: now, references: 0)], row)
+            for position in positions {
+                let (objectID, row) = rows[position]
+                result.append(retain(&cache[objectID, default: RowSnapshot(objectID: objectID, row: row, readAt: now)], row))
             }
+            return result
         }
     }
 
@@ -197,15 +221,15 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// the snapshots take the stored rows, and those whose rows are gone are dropped.
     func reloadSnapshots(_ ids: [ManagedObjectID]) throws {
         try locked {
-            let cached = ids.filter { cache[$0] != nil }
+            let cached = ids.compactMap { cache[$0] }
             guard !cached.isEmpty else { return }
             let now = ContinuousClock.now
-            for (id, row) in zip(cached, try rows(for: cached)) {
+            for (snapshot, row) in zip(cached, try rows(for: cached.map(\.objectID))) {
                 if let row {
-                    cache[id]?.row = row
-                    cache[id]?.readAt = now
+                    snapshot.row = row
+                    snapshot.readAt = now
                 } else {
-                    cache[id] = nil
+                    drop(snapshot)
                 }
             }
         }
@@ -221,16 +245,16 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         try locked { try store.objectID(holding: constraint, of: row) }
     }
 
-    /// A managed object no longer holds data from `objectID`'s snapshot; the last one drops it.
-    func releaseSnapshot(_ objectID: ManagedObjectID) {
-        locked {
-            guard let index = cache.index(forKey: objectID) else { return }
-            func release(_ snapshot: inout Snapshot) -> Int {
-                snapshot.references -= 1
-                return snapshot.references
-            }
-            if release(&cache.values[index]) <= 0 { cache.remove(at: index) }
-        }
+    /// A managed object no longer holds data from `snapshot`; the last one drops it from the
+    /// cache.
+    func release(_ snapshot: RowSnapshot) {
+        locked { releaseLocked(snapshot) }
+    }
+
+    /// ``release(_:)`` with the lock held.
+    private func releaseLocked(_ snapshot: RowSnapshot) {
+        snapshot.references -= 1
+        if snapshot.references <= 0 { drop(snapshot) }
     }
 
     // MARK: Fetching
@@ -243,7 +267,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// The rows of a fetch from each of `stores`, one after the other (the caller merges the
     /// order and applies the window when there are several).
     func fetch(_ request: StoreFetch, in stores: [any PersistentStore]) throws -> [(ManagedObjectID, StoreRow)] {
-        try locked { try stores.flatMap { try $0.fetch(request) } }
+        try locked { stores.count == 1 ? try stores[0].fetch(request) : try stores.flatMap { try $0.fetch(request) } }
     }
 
     /// The rows of `ids` (nil for those that are gone), read store by store, each store once.
@@ -310,15 +334,37 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                     let mapping = part.permanentIDs(assigned)
                     let now = ContinuousClock.now
                     for (id, row, _) in part.updated {
-                        guard let index = cache.index(forKey: id) else { continue }
-                        cache.values[index].row = row.translated(mapping)
-                        cache.values[index].readAt = now
+                        guard let snapshot = cache[id] else { continue }
+                        snapshot.row = row.translated(mapping)
+                        snapshot.readAt = now
                     }
                 }
-                for (id, _) in part.deleted { cache[id] = nil }
+                for (id, _) in part.deleted {
+                    if let snapshot = cache[id] { drop(snapshot) }
+                }
             }
             return result
         }
+    }
+}
+
+/// One row's snapshot in a coordinator's row cache: the row, when it was read, and how many
+/// managed objects (in every context of the coordinator) hold data from it. An object keeps a
+/// reference to the snapshot it holds, so that its fault fires and its release need no lookup.
+/// Every field is guarded by the coordinator's lock.
+final class RowSnapshot: @unchecked Sendable {
+    let objectID: ManagedObjectID
+    var row: StoreRow
+    var readAt: ContinuousClock.Instant
+    var references = 0
+    /// Whether the cache holds this snapshot (false once dropped: at no references, or when its
+    /// row went away while objects still held it).
+    var isCached = true
+
+    init(objectID: ManagedObjectID, row: StoreRow, readAt: ContinuousClock.Instant) {
+        self.objectID = objectID
+        self.row = row
+        self.readAt = readAt
     }
 }
 

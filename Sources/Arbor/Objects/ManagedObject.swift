@@ -71,9 +71,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var announcedInSave = 0
     /// The version of the row the committed values came from (0: never saved).
     var committedVersion: Int64 = 0
-    /// The coordinator whose row-cache snapshot this object holds a reference to (released when
-    /// the object goes away or turns into a fault).
-    var snapshotHolder: PersistentStoreCoordinator?
+    /// The row-cache snapshot this object holds a reference to (released when the object goes
+    /// away or turns into a fault), and its coordinator.
+    private(set) var snapshot: RowSnapshot?
+    private(set) var snapshotHolder: PersistentStoreCoordinator?
     /// Destinations a fetch prefetched for this object (``FetchRequest/relationshipKeyPathsForPrefetching``),
     /// held until the object turns into a fault.
     var prefetchedDestinations: [ManagedObject] = []
@@ -82,8 +83,23 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var faultBatch: FaultBatch?
 
     deinit {
-        snapshotHolder?.releaseSnapshot(objectID)
+        if let snapshot { snapshotHolder?.release(snapshot) }
         managedObjectContext?.objectDidEnd(objectID, ObjectIdentifier(self))
+    }
+
+    /// Holds `snapshot` of `coordinator`'s row cache (a reference the caller counted), in place
+    /// of the one held before (which the caller released).
+    func hold(_ snapshot: RowSnapshot, of coordinator: PersistentStoreCoordinator) {
+        self.snapshot = snapshot
+        if snapshotHolder !== coordinator { snapshotHolder = coordinator }
+    }
+
+    /// Releases the row-cache snapshot held, if any.
+    func releaseSnapshot() {
+        guard let snapshot else { return }
+        snapshotHolder?.release(snapshot)
+        self.snapshot = nil
+        snapshotHolder = nil
     }
 
     /// Makes an object of `entity` and inserts it into `context` (when given), as Core Data's

@@ -29,6 +29,13 @@ struct PropertyStorage: Equatable, Sequence, Sendable {
         slots = layout.emptySlots
     }
 
+    /// Storage holding `slots` (one per name of `layout`).
+    init(layout: PropertyLayout, slots: [PropertyValue?]) {
+        assert(slots.count == layout.names.count)
+        self.layout = layout
+        self.slots = slots
+    }
+
     static func == (a: PropertyStorage, b: PropertyStorage) -> Bool { a.layout === b.layout && a.slots == b.slots }
 
     /// The value of `key` (nil: none held, or no such property).

@@ -459,7 +459,7 @@ extension NativeStore {
                 guard request.includesSubentities, rowEntity.isKind(of: entity) else { return true }
             }
             let id = objectID(rowEntity.name, key)
-            let row = try decode(bytes, objectID: id)
+            let row = try bytes.withUnsafeBytes { try decode($0, objectID: id, entity: rowEntity) }
             // An exact plan's ranges hold only matching rows (as counting trusts too).
             if !plan.exact, let filter = plan.filter, try !evaluator.evaluate(filter, on: .row(row, id)) { return true }
             result.append((id, row))
@@ -536,7 +536,7 @@ extension NativeStore {
                     raw.layout = layout
                     if try !evaluator.evaluate(filter, on: .raw(raw)) { return true }
                 }
-                result.append((id, try decode(Array(value), objectID: id)))
+                result.append((id, try decode(value, objectID: id, entity: layout.entity)))
                 return !(ordered && result.count >= window)
             }
             withExtendedLifetime(filters) {}

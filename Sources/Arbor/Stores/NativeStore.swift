@@ -26,6 +26,8 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     public let configurationName: String?
     let database: Database
     let model: ManagedObjectModel
+    /// Each entity's stored columns, in row order (``RowColumns``), made once.
+    let rowColumns: [ObjectIdentifier: RowColumns]
 
     /// Opens (creating when missing) the store at `path` for `model`.
     ///
@@ -49,6 +51,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         self.path = type == "memory" ? nil : path
         configurationName = configuration
         self.model = model
+        rowColumns = Dictionary(uniqueKeysWithValues: model.entities.map { (ObjectIdentifier($0), RowColumns($0)) })
         let database: Database
         do {
             database = try Database(path: path, options: options)
@@ -260,37 +263,56 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     }
 
     func decode(_ bytes: [UInt8], objectID: ManagedObjectID) throws -> StoreRow {
-        let components = try KeyEncoding.decode(bytes)
+        try bytes.withUnsafeBytes { try decode($0, objectID: objectID) }
+    }
+
+    /// Decodes a row in place (straight out of its page), component by component into the
+    /// slots of its entity's layout. `entity`, when given, is the row's entity as the caller
+    /// already read it (the name is then skipped, not decoded again).
+    func decode(_ bytes: UnsafeRawBufferPointer, objectID: ManagedObjectID, entity known: EntityDescription? = nil) throws -> StoreRow {
         func corrupt(_ why: String) -> ArborError {
             ArborError(.store, "the row of \(objectID) is malformed: \(why)", objectID: objectID)
         }
-        guard components.count >= 2, case .string(let entityName) = components[0], case .int(let version) = components[1] else {
-            throw corrupt("no entity and version")
-        }
-        guard let entity = model.entity(named: entityName) else { throw corrupt("its entity \(entityName) is not in the model") }
-        var values = PropertyStorage(layout: entity.propertyLayout)
-        var index = 2
-        for (attribute, slot) in zip(entity.attributes, entity.attributeSlots) where !attribute.isTransient {
-            guard index < components.count else { throw corrupt("too few values") }
-            values[slot: slot] = Self.attributeValue(components[index], type: attribute.type).map(PropertyValue.attribute) ?? PropertyValue.none
-            index += 1
-        }
-        for (relationship, slot) in zip(entity.relationships, entity.relationshipSlots) where !relationship.isToMany {
-            var destinationName = relationship.destinationEntityName
-            if relationship.destinationEntity.map({ !$0.subentities.isEmpty }) ?? false {
-                guard index < components.count else { throw corrupt("too few values") }
-                if case .string(let name) = components[index] { destinationName = name }
-                index += 1
-            }
-            guard index < components.count else { throw corrupt("too few values") }
-            if case .int(let key) = components[index] {
-                values[slot: slot] = .object(self.objectID(destinationName, key))
+        var reader = KeyReader(bytes)
+        do {
+            let entity: EntityDescription
+            let entityName: String
+            if let known {
+                try reader.skip()
+                entity = known
+                entityName = known.name
             } else {
-                values[slot: slot] = PropertyValue.none
+                guard case .string(let name)? = try reader.next() else { throw corrupt("no entity and version") }
+                guard let named = model.entity(named: name) else { throw corrupt("its entity \(name) is not in the model") }
+                entity = named
+                entityName = name
             }
-            index += 1
+            guard case .int(let version)? = try reader.next() else { throw corrupt("no entity and version") }
+            guard let columns = rowColumns[ObjectIdentifier(entity)] else { throw corrupt("its entity \(entityName) is not in the store's model") }
+            var slots = [PropertyValue?](repeating: nil, count: entity.propertyLayout.names.count)
+            for column in columns.columns {
+                switch column {
+                case .attribute(let slot, let type):
+                    guard let component = try reader.next() else { throw corrupt("too few values") }
+                    slots[slot] = Self.attributeValue(component, type: type).map(PropertyValue.attribute) ?? PropertyValue.none
+                case .toOne(let slot, let destination, let named):
+                    var destinationName = destination
+                    if named {
+                        guard let component = try reader.next() else { throw corrupt("too few values") }
+                        if case .string(let name) = component { destinationName = name }
+                    }
+                    guard let component = try reader.next() else { throw corrupt("too few values") }
+                    if case .int(let key) = component {
+                        slots[slot] = .object(self.objectID(destinationName, key))
+                    } else {
+                        slots[slot] = PropertyValue.none
+                    }
+                }
+            }
+            return StoreRow(entityName: entityName, version: version, values: PropertyStorage(layout: entity.propertyLayout, slots: slots))
+        } catch let error as StoreError {
+            throw corrupt(error.message)
         }
-        return StoreRow(entityName: entityName, version: version, values: values)
     }
 
     static func component(_ value: AttributeValue?) -> KeyComponent {

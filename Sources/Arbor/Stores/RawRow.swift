@@ -2,6 +2,34 @@ import Foundation
 
 /// Where each property of an entity's rows sits among a row's encoded components (the layout
 /// ``NativeStore/encode(_:entity:permanent:)`` writes).
+/// An entity's stored columns after a row's entity name and version, in row order: each
+/// persistent attribute, then each to-one relationship (preceded by its destination's entity
+/// name when the destination entity has sub-entities). The one statement of the row layout that
+/// decoding follows (``NativeStore/encode(_:entity:permanent:)`` writes it).
+struct RowColumns: Sendable {
+    enum Column: Sendable {
+        /// A persistent attribute, and its slot in the entity's property layout.
+        case attribute(slot: Int, type: AttributeType)
+        /// A to-one relationship: its slot, its destination entity, and whether the row names
+        /// the destination's entity before its key.
+        case toOne(slot: Int, destination: String, named: Bool)
+    }
+
+    let columns: [Column]
+
+    init(_ entity: EntityDescription) {
+        var columns: [Column] = []
+        for (attribute, slot) in zip(entity.attributes, entity.attributeSlots) where !attribute.isTransient {
+            columns.append(.attribute(slot: slot, type: attribute.type))
+        }
+        for (relationship, slot) in zip(entity.relationships, entity.relationshipSlots) where !relationship.isToMany {
+            let named = relationship.destinationEntity.map { !$0.subentities.isEmpty } ?? false
+            columns.append(.toOne(slot: slot, destination: relationship.destinationEntityName, named: named))
+        }
+        self.columns = columns
+    }
+}
+
 struct RawRowLayout {
     enum Slot {
         case attribute(Int, AttributeType)
@@ -17,14 +45,14 @@ struct RawRowLayout {
         self.entity = entity
         var slots: [String: Slot] = [:]
         var index = 2
-        for attribute in entity.attributes where !attribute.isTransient {
-            slots[attribute.name] = .attribute(index, attribute.type)
-            index += 1
-        }
-        for relationship in entity.relationships where !relationship.isToMany {
-            let named = relationship.destinationEntity.map { !$0.subentities.isEmpty } ?? false
-            if named { index += 1 }
-            slots[relationship.name] = .toOne(index, destination: relationship.destinationEntityName, named: named)
+        for column in RowColumns(entity).columns {
+            switch column {
+            case .attribute(let slot, let type):
+                slots[entity.propertyLayout.names[slot]] = .attribute(index, type)
+            case .toOne(let slot, let destination, let named):
+                if named { index += 1 }
+                slots[entity.propertyLayout.names[slot]] = .toOne(index, destination: destination, named: named)
+            }
             index += 1
         }
         self.slots = slots

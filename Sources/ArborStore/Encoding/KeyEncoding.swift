@@ -106,63 +106,16 @@ public enum KeyEncoding {
         }
     }
 
-    /// Decodes a tuple.
+    /// Decodes a tuple (``KeyReader`` reads one in place, a component at a time).
     ///
     /// - Throws: `corrupt` when the bytes are not a valid encoding.
     public static func decode(_ bytes: [UInt8]) throws -> [KeyComponent] {
-        var components: [KeyComponent] = []
-        var position = 0
-        func fail(_ why: String) -> StoreError {
-            StoreError(.corrupt, "malformed key encoding at byte \(position): \(why)")
+        try bytes.withUnsafeBytes { raw in
+            var reader = KeyReader(raw)
+            var components: [KeyComponent] = []
+            while let component = try reader.next() { components.append(component) }
+            return components
         }
-        func fixed(_ count: Int) throws -> ArraySlice<UInt8> {
-            guard position + count <= bytes.count else { throw fail("truncated") }
-            defer { position += count }
-            return bytes[position..<(position + count)]
-        }
-        func bigEndian() throws -> UInt64 {
-            try fixed(8).reduce(0) { $0 << 8 | UInt64($1) }
-        }
-        func escaped() throws -> [UInt8] {
-            var result: [UInt8] = []
-            while true {
-                guard position < bytes.count else { throw fail("unterminated string or data") }
-                let byte = bytes[position]
-                position += 1
-                if byte != 0 { result.append(byte); continue }
-                guard position < bytes.count else { throw fail("unterminated string or data") }
-                let next = bytes[position]
-                position += 1
-                if next == 0 { return result }
-                guard next == 0xFF else { throw fail("bad escape") }
-                result.append(0)
-            }
-        }
-        while position < bytes.count {
-            let tag = bytes[position]
-            position += 1
-            switch tag {
-            case Tag.null: components.append(.null)
-            case Tag.falseValue: components.append(.bool(false))
-            case Tag.trueValue: components.append(.bool(true))
-            case Tag.int: components.append(.int(Int64(bitPattern: try bigEndian() ^ (1 << 63))))
-            case Tag.double: components.append(.double(double(fromOrderedBits: try bigEndian())))
-            case Tag.date: components.append(.date(Date(timeIntervalSinceReferenceDate: double(fromOrderedBits: try bigEndian()))))
-            case Tag.string:
-                let utf8 = try escaped()
-                guard let string = String(validating: utf8, as: UTF8.self) else { throw fail("invalid UTF-8") }
-                components.append(.string(string))
-            case Tag.data: components.append(.data(try escaped()))
-            case Tag.uuid:
-                let raw = Array(try fixed(16))
-                let uuid = raw.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }
-                components.append(.uuid(UUID(uuid: uuid)))
-            default:
-                position -= 1
-                throw fail("unknown tag \(tag)")
-            }
-        }
-        return components
     }
 
     /// The offset just past the component starting at `start` (nil when the bytes there are not

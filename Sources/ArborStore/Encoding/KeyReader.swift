@@ -1,0 +1,131 @@
+import Foundation
+
+/// Reads an encoded tuple (``KeyEncoding``) one component at a time, in place: no copy of the
+/// bytes and no array of components. A row decoder walks a stored row with it straight out of
+/// the page the B-tree hands over.
+///
+/// The bytes must stay valid while the reader is used (inside the closure that lent them).
+public struct KeyReader {
+    /// The bytes read.
+    public let bytes: UnsafeRawBufferPointer
+    /// The offset of the next component.
+    public private(set) var position = 0
+
+    /// A reader at the start of `bytes`.
+    public init(_ bytes: UnsafeRawBufferPointer) {
+        self.bytes = bytes
+    }
+
+    /// Whether every component has been read.
+    public var isAtEnd: Bool { position >= bytes.count }
+
+    private func fail(_ why: String) -> StoreError {
+        StoreError(.corrupt, "malformed key encoding at byte \(position): \(why)")
+    }
+
+    /// The next component, or nil at the end.
+    ///
+    /// - Throws: `corrupt` when the bytes there are not a valid component.
+    public mutating func next() throws -> KeyComponent? {
+        guard position < bytes.count, let base = bytes.baseAddress else { return nil }
+        let tag = base.load(fromByteOffset: position, as: UInt8.self)
+        switch tag {
+        case KeyEncoding.Tag.null:
+            position += 1
+            return .null
+        case KeyEncoding.Tag.falseValue, KeyEncoding.Tag.trueValue:
+            position += 1
+            return .bool(tag == KeyEncoding.Tag.trueValue)
+        case KeyEncoding.Tag.int, KeyEncoding.Tag.double, KeyEncoding.Tag.date:
+            guard position + 9 <= bytes.count else { throw fail("truncated") }
+            let raw = UInt64(bigEndian: base.loadUnaligned(fromByteOffset: position + 1, as: UInt64.self))
+            position += 9
+            switch tag {
+            case KeyEncoding.Tag.int: return .int(Int64(bitPattern: raw ^ (1 << 63)))
+            case KeyEncoding.Tag.double: return .double(KeyEncoding.double(fromOrderedBits: raw))
+            default: return .date(Date(timeIntervalSinceReferenceDate: KeyEncoding.double(fromOrderedBits: raw)))
+            }
+        case KeyEncoding.Tag.string:
+            let start = position
+            let body = try escaped(from: position + 1)
+            guard let text = body.withUnsafeBufferPointer({ String(validating: $0, as: UTF8.self) }) else {
+                position = start
+                throw fail("invalid UTF-8")
+            }
+            return .string(text)
+        case KeyEncoding.Tag.data:
+            return .data(try escaped(from: position + 1).array)
+        case KeyEncoding.Tag.uuid:
+            guard position + 17 <= bytes.count else { throw fail("truncated") }
+            let uuid = base.loadUnaligned(fromByteOffset: position + 1, as: uuid_t.self)
+            position += 17
+            return .uuid(UUID(uuid: uuid))
+        default:
+            throw fail("unknown tag \(tag)")
+        }
+    }
+
+    /// Skips the next component without decoding it.
+    ///
+    /// - Throws: `corrupt` at the end, or when the bytes there are not a valid component.
+    public mutating func skip() throws {
+        guard position < bytes.count else { throw fail("truncated") }
+        guard let end = KeyEncoding.componentEnd(bytes, from: position) else { throw fail("a malformed component") }
+        position = end
+    }
+
+    /// The unescaped body of a string or data component whose body starts at `start`, with the
+    /// reader moved past its terminator. Bodies without a zero byte (nearly all) come as a slice
+    /// of the bytes themselves, found with `memchr`.
+    private mutating func escaped(from start: Int) throws -> EscapedBody {
+        let base = bytes.baseAddress!
+        let count = bytes.count
+        var scan = start
+        var unescaped: [UInt8]?
+        while true {
+            guard scan < count, let zero = memchr(base + scan, 0, count - scan) else {
+                throw fail("unterminated string or data")
+            }
+            let at = base.distance(to: UnsafeRawPointer(zero))
+            guard at + 1 < count else { throw fail("unterminated string or data") }
+            let next = base.load(fromByteOffset: at + 1, as: UInt8.self)
+            if next == 0 {
+                position = at + 2
+                guard var copied = unescaped else {
+                    return .inPlace(UnsafeRawBufferPointer(rebasing: bytes[start..<at]))
+                }
+                copied.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[scan..<at]))
+                return .copied(copied)
+            }
+            guard next == 0xFF else {
+                position = at
+                throw fail("bad escape")
+            }
+            // An escaped zero byte: from here on the body is copied.
+            if unescaped == nil { unescaped = [] }
+            unescaped!.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[scan..<at]))
+            unescaped!.append(0)
+            scan = at + 2
+        }
+    }
+}
+
+/// A string or data body: in place when it holds no escaped zero byte, else unescaped into a copy.
+private enum EscapedBody {
+    case inPlace(UnsafeRawBufferPointer)
+    case copied([UInt8])
+
+    func withUnsafeBufferPointer<R>(_ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        switch self {
+        case .inPlace(let raw): body(raw.assumingMemoryBound(to: UInt8.self))
+        case .copied(let array): array.withUnsafeBufferPointer(body)
+        }
+    }
+
+    var array: [UInt8] {
+        switch self {
+        case .inPlace(let raw): Array(raw)
+        case .copied(let array): array
+        }
+    }
+}

@@ -104,7 +104,7 @@ let package = Package(
         // The object graph's workloads, Arbor alone, for profilers and quick measurements.
         .executableTarget(
             name: "ObjectGraphProfile",
-            dependencies: ["CommitWorkloads", .product(name: "Arbor", package: "Arbor")],
+            dependencies: ["CommitWorkloads", .product(name: "Arbor", package: "Arbor"), .product(name: "ArborTestSupport", package: "Arbor")],
             swiftSettings: swiftSettings
         ),
         // The object-graph workloads on Arbor and on GRDB records (issue 4, item 11).
@@ -133,6 +133,13 @@ let package = Package(
         // Prints the object-graph table of docs/performance.md (Arbor and GRDB in one run).
         .executableTarget(
             name: "ObjectGraphReport",
+            dependencies: ["GraphWorkloads", "CommitWorkloads"],
+            swiftSettings: swiftSettings
+        ),
+        // The floor under the fetch-of-all goal (issue 4, item 11): a minimal stand-in for
+        // uniqued objects over a row cache, next to GRDB's fetchAll in the same run.
+        .executableTarget(
+            name: "FetchFloor",
             dependencies: ["GraphWorkloads", "CommitWorkloads"],
             swiftSettings: swiftSettings
         ),

@@ -1,6 +1,7 @@
 // The object graph's workloads, Arbor alone, for profilers and quick measurements:
 //   swift run -c release ObjectGraphProfile [objects]
 import Arbor
+import ArborTestSupport
 import CommitWorkloads
 import Foundation
 
@@ -78,11 +79,14 @@ do {
     // `ObjectGraphProfile N faults` repeats it twenty times and stops (a profile of fault fires alone).
     let rounds = CommandLine.arguments.count > 2 && CommandLine.arguments[2] == "faults" ? 20 : 1
     var elapsed = Duration.zero
+    // In a random order, as ObjectGraphReport fires them.
+    var generator = SplitMix64(seed: 7)
+    let order = Array(ids.prefix(n)).shuffled(using: &generator)
     for _ in 0..<rounds {
         let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
         context.retainsRegisteredObjects = true
         let start = clock.now
-        for id in ids.prefix(n) { _ = try context.object(with: id).value(forKey: "salary") }
+        for id in order { _ = try context.object(with: id).value(forKey: "salary") }
         elapsed += clock.now - start
     }
     print("fault fires from the cache: \(rate(n * rounds, elapsed)); cache \(coordinator.rowCacheStatistics)")

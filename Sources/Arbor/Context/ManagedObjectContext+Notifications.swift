@@ -151,7 +151,8 @@ extension ManagedObjectContext {
     /// Puts `objects` and their IDs into a notification's user info; returns the IDs.
     private static func put(_ objects: [ManagedObject], _ key: NotificationKey, _ idKey: NotificationKey,
                             in info: inout [AnyHashable: Any]) -> Set<ManagedObjectID> {
-        let ids = Set(objects.map(\.objectID))
+        var ids = Set<ManagedObjectID>(minimumCapacity: objects.count)
+        for object in objects { ids.insert(object.objectID) }
         info[key.rawValue] = Set(objects)
         info[idKey.rawValue] = ids
         return ids

@@ -238,6 +238,17 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     public static func == (a: ManagedObject, b: ManagedObject) -> Bool { a === b }
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 
+    /// The hash of the object's address, mixed with `seed` without a `Hasher` (a
+    /// multiply–xor-shift mix, as ``ManagedObjectID`` does: sets of objects are built for every
+    /// save and notification, and addresses are not attacker-chosen). Depends on the identity
+    /// alone, as ``hash(into:)`` does.
+    public func _rawHashValue(seed: Int) -> Int {
+        var x = UInt64(UInt(bitPattern: Unmanaged.passUnretained(self).toOpaque())) ^ UInt64(UInt(bitPattern: seed))
+        x = (x ^ (x >> 30)) &* 0xbf58_476d_1ce4_e5b9
+        x = (x ^ (x >> 27)) &* 0x94d0_49bb_1331_11eb
+        return Int(bitPattern: UInt(truncatingIfNeeded: x ^ (x >> 31)))
+    }
+
     open var description: String {
         let state = faulted ? "fault" : (isInserted ? "inserted" : isDeleted ? "deleted" : isUpdated ? "updated" : "saved")
         return "<\(entity.name) \(objectID.isTemporaryID ? "(temporary)" : objectID.description) \(state)>"

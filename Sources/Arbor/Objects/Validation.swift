@@ -5,9 +5,9 @@ import Foundation
 enum Validation {
     /// Checks an attribute value (nil: none) against its attribute's rules.
     static func check(_ value: AttributeValue?, attribute: AttributeDescription, object: ManagedObject) throws {
-        let label = "\(object.entity.name).\(attribute.name)"
+        // The message is made only on failure (checks run for every attribute of every saved object).
         func failure(_ code: ArborError.Code, _ rule: String) -> ArborError {
-            ArborError(code, "\(label) \(rule)", entity: object.entity.name, key: attribute.name,
+            ArborError(code, "\(object.entity.name).\(attribute.name) \(rule)", entity: object.entity.name, key: attribute.name,
                        value: value.map(\.description), objectID: object.objectID)
         }
         guard let value else {
@@ -36,9 +36,8 @@ enum Validation {
 
     /// Checks a relationship's size (to-one: 0 or 1) against its rules.
     static func check(count: Int, relationship: RelationshipDescription, object: ManagedObject) throws {
-        let label = "\(object.entity.name).\(relationship.name)"
         func failure(_ code: ArborError.Code, _ rule: String) -> ArborError {
-            ArborError(code, "\(label) \(rule)", entity: object.entity.name, key: relationship.name, value: "\(count) objects",
+            ArborError(code, "\(object.entity.name).\(relationship.name) \(rule)", entity: object.entity.name, key: relationship.name, value: "\(count) objects",
                        objectID: object.objectID)
         }
         if !relationship.isOptional && count == 0 {
@@ -58,13 +57,14 @@ enum Validation {
     /// relationships).
     static func propertyErrors(of object: ManagedObject) -> [ArborError] {
         var errors: [ArborError] = []
-        for attribute in object.entity.attributes {
+        let entity = object.entity
+        for (attribute, slot) in zip(entity.attributes, entity.attributeSlots) {
             let value: AttributeValue?
-            if case .attribute(let stored) = object.values[attribute.name] ?? .none { value = stored } else { value = nil }
+            if case .attribute(let stored)? = object.values[slot: slot] { value = stored } else { value = nil }
             do { try check(value, attribute: attribute, object: object) } catch let error as ArborError { errors.append(error) } catch {}
         }
-        for relationship in object.entity.relationships {
-            let count = object.unloadedRelationships.contains(relationship.name) ? -1 : (object.values[relationship.name]?.objectIDs.count ?? 0)
+        for (relationship, slot) in zip(entity.relationships, entity.relationshipSlots) {
+            let count = object.unloadedRelationships.contains(relationship.name) ? -1 : (object.values[slot: slot]?.objectIDs.count ?? 0)
             guard count >= 0 else { continue }  // not loaded: unchanged since it was saved valid
             do { try check(count: count, relationship: relationship, object: object) } catch let error as ArborError { errors.append(error) } catch {}
         }

@@ -236,7 +236,10 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     /// A row's bytes: the entity name, the version, each persistent attribute (in the entity's
     /// order), each to-one foreign key, each ordered to-many relationship's keys.
     func encode(_ row: StoreRow, entity: EntityDescription, permanent: (ManagedObjectID) -> ManagedObjectID = { $0 }) throws -> [UInt8] {
-        var bytes = KeyEncoding.encode([.string(row.entityName), .int(row.version)])
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(64)
+        KeyEncoding.append(.string(row.entityName), to: &bytes)
+        KeyEncoding.append(.int(row.version), to: &bytes)
         // Rows Arbor made are in the entity's layout: values by slot, no lookups by name.
         let sameLayout = row.values.layout === entity.propertyLayout
         for (attribute, slot) in zip(entity.attributes, entity.attributeSlots) where !attribute.isTransient {

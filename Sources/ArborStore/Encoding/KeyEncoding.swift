@@ -244,6 +244,19 @@ public enum KeyEncoding {
     /// Bytes with 0x00 escaped as 0x00 0xFF, terminated by 0x00 0x00: a prefix sorts first, and
     /// the terminator sorts below any continuation.
     static func appendEscaped<S: Sequence<UInt8>>(_ source: S, to bytes: inout [UInt8]) {
+        // Contiguous bytes without a zero byte (nearly every string) are copied whole.
+        let copied = source.withContiguousStorageIfAvailable { buffer -> Bool in
+            guard let base = buffer.baseAddress, memchr(base, 0, buffer.count) != nil else {
+                bytes.append(contentsOf: buffer)
+                return true
+            }
+            return false
+        }
+        if copied == true {
+            bytes.append(0)
+            bytes.append(0)
+            return
+        }
         for byte in source {
             bytes.append(byte)
             if byte == 0 { bytes.append(0xFF) }

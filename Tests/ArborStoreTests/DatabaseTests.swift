@@ -202,6 +202,69 @@ struct ForEachTests {
         }
     }
 
+    @Test("a scan of a tree that fits in the cache's free frames leaves it cached: the next scan misses nothing")
+    func scanFillsFreeFrames() throws {
+        let options = simulatedOptions(SimulatedDisk(), pageSize: 512, cacheSize: 4096 * 512)
+        let path = "/db"
+        let rows = 5_000
+        try Database(path: path, options: options).write { (tx) throws in
+            let tree = try tx.createTree(named: "t")
+            for i in 0..<rows { try tree.put(KeyEncoding.encode([.int(Int64(i))]), Array(repeating: UInt8(i % 251), count: 8)) }
+        }
+        // A fresh connection: an empty cache, far larger than the tree.
+        let database = try Database(path: path, options: options)
+        func scan() throws -> PageCacheStatistics {
+            try database.read { (tx) throws in
+                let tree = try #require(try tx.tree(named: "t"))
+                var visited = 0
+                try tree.forEach { _, _ in visited += 1; return true }
+                #expect(visited == rows)
+                return tx.cacheStatistics
+            }
+        }
+        let first = try scan()
+        #expect(first.misses > 100, "the first scan reads the tree (\(first.misses) misses)")
+        let second = try scan()
+        #expect(second.misses == first.misses, "the second scan finds every page cached")
+        #expect(second.evictions == 0)
+    }
+
+    @Test("a scan of a tree within half of a full cache caches it (the next scan misses nothing); a larger one goes through the ring")
+    func smallTreeScansStayCached() throws {
+        // A 256-page cache, filled by a big tree; then a small tree (well under 128 pages).
+        let database = try Database(path: "/db", options: simulatedOptions(SimulatedDisk(), pageSize: 512, cacheSize: 256 * 512))
+        try database.write { (tx) throws in
+            let big = try tx.createTree(named: "big")
+            for i in 0..<20_000 { try big.put(KeyEncoding.encode([.int(Int64(i))]), Array(repeating: UInt8(i % 251), count: 8)) }
+            let small = try tx.createTree(named: "small")
+            for i in 0..<600 { try small.put(KeyEncoding.encode([.int(Int64(i))]), Array(repeating: UInt8(i % 251), count: 8)) }
+        }
+        func scan(_ name: String) throws -> PageCacheStatistics {
+            try database.read { (tx) throws in
+                let tree = try #require(try tx.tree(named: name))
+                try tree.forEach { _, _ in true }
+                return tx.cacheStatistics
+            }
+        }
+        try database.read { (tx) throws in
+            let small = try #require(try tx.tree(named: "small")), big = try #require(try tx.tree(named: "big"))
+            let smallPages = try small.btree.pageCount(limit: .max)
+            let bigPages = try big.btree.pageCount(limit: .max)
+            #expect(smallPages > 1 && smallPages < 128 && bigPages > 128)
+            #expect(try big.btree.pageCount(limit: 10) > 10, "a count past the limit stops there, above it")
+            #expect(try small.btree.pageCount(limit: 1000) == smallPages)
+        }
+        _ = try scan("big")
+        let first = try scan("small")
+        let second = try scan("small")
+        #expect(first.pages == first.capacity, "the cache is full")
+        #expect(second.misses == first.misses, "the small tree stayed cached")
+        let third = try scan("big")
+        let fourth = try scan("big")
+        #expect(fourth.misses - third.misses > 200, "the big tree is read through the ring again")
+        #expect(try scan("small").misses == fourth.misses, "and evicted none of the small tree")
+    }
+
     @Test("visits every entry in order, in place, from a start key, and stops when asked", arguments: [512, 4096])
     func visits(pageSize: Int) throws {
         let database = try Database(path: "/db", options: simulatedOptions(SimulatedDisk(), pageSize: pageSize))

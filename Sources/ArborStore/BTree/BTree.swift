@@ -80,6 +80,46 @@ struct BTree {
         }
     }
 
+    /// The tree's page count when it is at most `limit`, else some count above `limit`: counted
+    /// level by level from the root, reading interior nodes only (the leaves' parents give their
+    /// child counts: about one node read per few hundred leaves), and stopping as soon as the
+    /// count passes `limit`.
+    func pageCount(limit: Int) throws -> Int {
+        func interior(_ page: PageNumber) throws -> (isLeaf: Bool, children: Int, first: PageNumber) {
+            try pager.withPage(page) { body in
+                let node = NodeView(body: body)
+                guard node.type == NodeLayout.leafType || node.type == NodeLayout.interiorType else {
+                    throw StoreError.corrupt(page: page, "expected a tree node, found page type \(node.type)", path: pager.path)
+                }
+                return node.isLeaf ? (true, 0, 0) : (false, node.count + 1, node.child(0))
+            }
+        }
+        var level: [PageNumber] = [root]
+        var total = 1
+        for _ in 0..<Self.maximumDepth {
+            let top = try interior(level[0])
+            if top.isLeaf { return total }
+            try checkChild(top.first, of: level[0])
+            let parentsOfLeaves = try interior(top.first).isLeaf
+            var next: [PageNumber] = []
+            for page in level {
+                try pager.withPage(page) { body in
+                    let node = NodeView(body: body)
+                    guard node.type == NodeLayout.interiorType else {
+                        throw StoreError.corrupt(page: page, "expected an interior node, found page type \(node.type)", path: pager.path)
+                    }
+                    total += node.count + 1
+                    if !parentsOfLeaves { for index in 0...node.count { next.append(node.child(index)) } }
+                }
+                if total > limit { return total }
+            }
+            if parentsOfLeaves { return total }
+            for child in next { try checkChild(child, of: level[0]) }
+            level = next
+        }
+        throw StoreError.corrupt(page: root, "the tree is deeper than \(Self.maximumDepth) levels (a cycle?)", path: pager.path)
+    }
+
     /// Descends to the leaf that holds or would hold `key`, recording the path.
     func descend(_ key: UnsafeRawBufferPointer, path: inout [PathEntry]) throws -> (leaf: PageNumber, index: Int, found: Bool) {
         var page = root

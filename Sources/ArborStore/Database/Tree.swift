@@ -108,10 +108,15 @@ public final class Tree {
         try transaction.checkOpen()
         transaction.activeScans += 1
         defer { transaction.activeScans -= 1 }
-        // Pages the scan loads go through the cache's scan ring (they do not evict the cache).
+        // A tree larger than half the cache is read through the cache's scan ring (its
+        // pages do not evict the cache); a smaller one is cached as any page is, so the next scan
+        // finds it there (docs/architecture.md, "Page cache").
         let cache = transaction.pager.cache
         let wasScanning = cache.scanning
-        cache.scanning = true
+        if !wasScanning {
+            let limit = cache.capacity / 2
+            cache.scanning = try btree.pageCount(limit: limit) > limit
+        }
         defer { cache.scanning = wasScanning }
         var cursor = BTreeCursor(tree: btree)
         var valid = try start.map { try cursor.seek($0) } ?? cursor.first()

@@ -260,9 +260,14 @@ final class PageCache {
         return frame
     }
 
-    /// A frame for `page` loaded by a scan: the next frame of the scan ring when it is still the
-    /// ring's (clean, unpinned, not used since), else an ordinary frame that joins the ring.
+    /// A frame for `page` loaded by a scan: a fresh frame while the cache has some; then the next
+    /// frame of the scan ring when it is still the ring's (clean, unpinned, not used since), else
+    /// an ordinary frame that joins the ring.
     func frame(forScan page: PageNumber) -> Int? {
+        // While the cache has frames never used, a scan's pages take them as any page would:
+        // nothing is evicted, and a table that fits stays cached for the next scan. The ring
+        // starts once the cache is full.
+        if used < capacity { return self.frame(for: page) }
         let frame: Int
         if ring.count == Self.ringSize {
             let slot = ringNext

@@ -188,21 +188,21 @@ extension ManagedObjectContext {
         freshRows.reserveCapacity(rows.count)
         for position in rows.indices {
             let id = rows[position].0
-            if let object = registeredObject(for: id) {
+            let (object, inserted) = registeredObjectOrFault(id) {
+                id.entityName == analysis.entity.name ? analysis.entity : modelEntity(of: id) ?? analysis.entity
+            }
+            if !inserted {
                 // Objects with unsaved changes are judged below, on their in-memory values.
                 if request.includesPendingChanges && object.hasChanges { continue }
                 if object.faulted && object.snapshot == nil {
                     fresh.append(object)
                     freshRows.append(position)
                 }
-                results.append(object)
             } else {
-                let entity = id.entityName == analysis.entity.name ? analysis.entity : modelEntity(of: id) ?? analysis.entity
-                let object = makeFault(id, entity: entity)
                 fresh.append(object)
                 freshRows.append(position)
-                results.append(object)
             }
+            results.append(object)
         }
         // A child's rows are in hand (no row cache would serve its faults): its objects take them.
         let realize = parent != nil || !request.returnsObjectsAsFaults || analysis.residual != nil || (!pushdown && !request.sortDescriptors.isEmpty)

@@ -283,11 +283,23 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// - Precondition: the context has a coordinator whose model has the ID's entity.
     public func object(with objectID: ManagedObjectID) -> ManagedObject {
         checkQueue()
-        if let object = registeredObject(for: objectID) { return object }
-        guard let entity = modelEntity(of: objectID) else {
-            preconditionFailure("\(objectID) is not registered, and the context has no coordinator whose model has \(objectID.entityName)")
+        return registeredObjectOrFault(objectID) {
+            guard let entity = modelEntity(of: objectID) else {
+                preconditionFailure("\(objectID) is not registered, and the context has no coordinator whose model has \(objectID.entityName)")
+            }
+            return entity
+        }.object
+    }
+
+    /// The object registered for `objectID`, or else a new fault of the entity `entity` gives,
+    /// registered — in one probe of the registry (a fault fire's and a fetch's common case).
+    func registeredObjectOrFault(_ objectID: ManagedObjectID, entity: () -> EntityDescription) -> (object: ManagedObject, inserted: Bool) {
+        takePermanentIDs()
+        registry.purge(retired)
+        return registry.object(for: objectID, strongly: retainsRegisteredObjects) {
+            let entity = entity()
+            return entity.managedObjectClass.init(fault: objectID, entity: entity, context: self)
         }
-        return makeFault(objectID, entity: entity)
     }
 
     /// The object for `objectID` when one can be had: registered, or a fault when the context has

@@ -39,6 +39,21 @@ struct ObjectRegistry {
     /// The object registered for `id` (call ``purge(_:)`` first).
     subscript(id: ManagedObjectID) -> ManagedObject? { entries[id]?.object }
 
+    /// The object registered for `id`, or else the one `make` returns, registered: one probe of
+    /// the table either way (call ``purge(_:)`` first). `inserted` tells which.
+    mutating func object(for id: ManagedObjectID, strongly: Bool, orRegister make: () -> ManagedObject) -> (object: ManagedObject, inserted: Bool) {
+        // The new object is held here: the entry alone may not hold it (unowned).
+        var made: ManagedObject?
+        func take(_ entry: inout Entry) -> ManagedObject? { made == nil ? entry.object : nil }
+        let found = take(&entries[id, default: {
+            let object = make()
+            made = object
+            return Entry(object, strongly: strongly)
+        }()])
+        if let made { return (made, true) }
+        return (found!, false)
+    }
+
     mutating func register(_ object: ManagedObject, strongly: Bool) {
         entries[object.objectID] = Entry(object, strongly: strongly)
     }

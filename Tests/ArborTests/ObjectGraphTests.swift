@@ -163,6 +163,35 @@ struct ObjectGraphTests {
         #expect(try sales.value(forKeyPath: "name.@count") as? Int == 1, "@count of a single value is 1")
     }
 
+    @Test("key paths and predicates compute collection operators alike: strings by Unicode scalars, an Int64 overflow as the exact Decimal")
+    func keyPathsAgreeWithPredicates() throws {
+        let graph = try Graph()
+        let sales = try graph.department("Sales")
+        // "E" + combining acute sorts before "Z" by scalars (as the store orders keys); String's
+        // own < would put it after "Z".
+        _ = try graph.employee("Zoe", "Z", salary: 1, in: sales)
+        _ = try graph.employee("E\u{301}va", "E", salary: 2, in: sales)
+        #expect(try sales.value(forKeyPath: "employees.@max.firstName") as? String == "Zoe")
+        #expect(try sales.value(forKeyPath: "employees.@min.firstName") as? String == "E\u{301}va")
+        #expect(try ObjectPredicate(format: "employees.@max.firstName == 'Zoe'").evaluate(with: sales))
+        #expect(try ObjectPredicate(format: "employees.@min.firstName == %@", "E\u{301}va").evaluate(with: sales))
+
+        let model = try employeeModel(salaryType: .integer64, salaryDefault: Int64(0))
+        let stack = try Stack(model: model)
+        let context = stack.context()
+        let payroll = try stack.insert("Department", in: context, ["name": "Payroll"])
+        for name in ["Ada", "Grace"] {
+            let employee = try stack.insert("Employee", in: context, ["firstName": name, "lastName": name, "salary": Int64.max])
+            try employee.setValue(payroll, forKey: "department")
+        }
+        let exact = Decimal(Int64.max) * 2
+        #expect(try payroll.value(forKeyPath: "employees.@sum.salary") as? Decimal == exact)
+        #expect(try ObjectPredicate(format: "employees.@sum.salary == %@", exact).evaluate(with: payroll),
+                "the predicate's @sum is the same exact Decimal (it was a Double, 2^64)")
+        #expect(try !ObjectPredicate(format: "employees.@sum.salary == %@", exact + 1).evaluate(with: payroll))
+        #expect(try payroll.value(forKeyPath: "employees.@avg.salary") as? Decimal == Decimal(Int64.max))
+    }
+
     @Test("S000-10: an object inserted and deleted before a save is in neither insertedObjects nor deletedObjects")
     func insertedThenDeleted() throws {
         let graph = try Graph()

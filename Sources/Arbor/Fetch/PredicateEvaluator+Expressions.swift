@@ -175,28 +175,47 @@ extension PredicateEvaluator {
             for value in values where !result.contains(where: { Self.equal($0, value, []) }) { result.append(value) }
             return .collection(result)
         case "@min", "@max":
-            var best: Operand?
-            for value in values {
-                guard let current = best else { best = value; continue }
-                guard let order = Self.order(value, current, []) else {
-                    throw ArborError(.wrongValueType, "\(name) cannot compare \(value.kindName) with \(current.kindName)")
-                }
-                if name == "@max" ? order > 0 : order < 0 { best = value }
-            }
-            return best ?? .null
+            return try Self.extremum(name, values).map { values[$0] } ?? .null
         case "@sum", "@avg":
-            var total: Operand = .int(0)
-            for value in values {
-                guard Self.double(value) != nil, !Self.isBool(value) else {
-                    throw ArborError(.wrongValueType, "\(name) needs numbers; \(value.kindName) found")
-                }
-                total = try arithmetic(.add, total, value)
-            }
-            if name == "@sum" { return total }
-            if values.isEmpty { return .null }
-            return try arithmetic(.divide, total, .int(Int64(values.count)))
+            return try sum(name, values)
         default:
             throw ArborError(.unknownKey, "\"\(name)\" is not a collection operator", key: name)
         }
+    }
+
+    /// The position of the `@min` or `@max` of `values` (nil for none): the first of equal ones,
+    /// in the order predicates compare (strings by Unicode scalars, numbers of any kinds by value).
+    /// Key paths (`value(forKeyPath:)`) use it too, so that both agree.
+    static func extremum(_ name: String, _ values: [Operand]) throws -> Int? {
+        var best: Int?
+        for (position, value) in values.enumerated() {
+            guard let current = best else { best = position; continue }
+            guard let order = Self.order(value, values[current], []) else {
+                throw ArborError(.wrongValueType, "\(name) cannot compare \(value.kindName) with \(values[current].kindName)")
+            }
+            if name == "@max" ? order > 0 : order < 0 { best = position }
+        }
+        return best
+    }
+
+    /// `@sum` or `@avg` of `values` (numbers only, not booleans): integers add as integers (as a
+    /// decimal once that would overflow: the exact sum), a decimal makes a decimal, anything else
+    /// a double; `@avg` divides exactly (of nothing: nil). Key paths use it too.
+    func sum(_ name: String, _ values: [Operand]) throws -> Operand {
+        var total: Operand = .int(0)
+        for value in values {
+            guard Self.double(value) != nil, !Self.isBool(value) else {
+                throw ArborError(.wrongValueType, "\(name) needs numbers; \(value.kindName) found")
+            }
+            if case .int(let x) = total, case .int(let y) = value {
+                let (result, overflow) = x.addingReportingOverflow(y)
+                total = overflow ? .decimal(Decimal(x) + Decimal(y)) : .int(result)
+            } else {
+                total = try arithmetic(.add, total, value)
+            }
+        }
+        if name == "@sum" { return total }
+        if values.isEmpty { return .null }
+        return try arithmetic(.divide, total, .int(Int64(values.count)))
     }
 }

@@ -60,81 +60,16 @@ enum KeyPathEvaluator {
         }
     }
 
-    /// `@sum`, `@avg`, `@min`, `@max` or `@distinctUnionOfObjects` over `values`.
+    /// `@sum`, `@avg`, `@min`, `@max` or `@distinctUnionOfObjects` over `values`. The first four
+    /// are the predicate evaluator's own (``PredicateEvaluator/sum(_:_:)``,
+    /// ``PredicateEvaluator/extremum(_:_:)``), so that `value(forKeyPath:)` and a predicate agree;
+    /// `@min` and `@max` give the element itself, in its own type.
     static func aggregate(_ operation: String, _ values: [Any]) throws -> Any? {
         if operation == "@distinctUnionOfObjects" { return distinct(values) }
+        let operands = values.map(Operand.from)
         if operation == "@min" || operation == "@max" {
-            let wantMax = operation == "@max"
-            var best: Any?
-            for value in values {
-                guard let current = best else {
-                    best = value
-                    continue
-                }
-                guard let order = compare(value, current) else {
-                    throw ArborError(.wrongValueType, "\(operation) cannot compare \(type(of: value)) with \(type(of: current))")
-                }
-                if wantMax ? order > 0 : order < 0 { best = value }
-            }
-            return best
+            return try PredicateEvaluator.extremum(operation, operands).map { values[$0] }
         }
-        // @sum and @avg: integers sum as Int64 (as Decimal when that overflows), decimals as
-        // Decimal, anything else as Double.
-        if values.allSatisfy({ $0 is any BinaryInteger }) {
-            var total: Int64? = 0
-            for value in values {
-                guard let sum = total else { break }
-                let (next, overflow) = sum.addingReportingOverflow(int64(value))
-                total = overflow ? nil : next
-            }
-            if let total {
-                return operation == "@sum" ? total : (values.isEmpty ? nil : Double(total) / Double(values.count))
-            }
-        }
-        if values.allSatisfy({ $0 is Decimal || $0 is any BinaryInteger }) {
-            let total = values.reduce(Decimal(0)) { sum, value in
-                sum + ((value as? Decimal) ?? Decimal(int64(value)))
-            }
-            return operation == "@sum" ? total : (values.isEmpty ? nil : total / Decimal(values.count))
-        }
-        var total = 0.0
-        for value in values {
-            guard let number = double(value) else {
-                throw ArborError(.wrongValueType, "\(operation) needs numbers; \(type(of: value)) found")
-            }
-            total += number
-        }
-        return operation == "@sum" ? total : (values.isEmpty ? nil : total / Double(values.count))
-    }
-
-    /// The order of two values of comparable kinds, or nil.
-    static func compare(_ a: Any, _ b: Any) -> Int? {
-        func order<T: Comparable>(_ x: T, _ y: T) -> Int { x < y ? -1 : (x == y ? 0 : 1) }
-        switch (a, b) {
-        case (let x as String, let y as String): return order(x, y)
-        case (let x as Date, let y as Date): return order(x, y)
-        case (let x as Decimal, let y as Decimal): return order(x, y)
-        case (let x as any BinaryInteger, let y as any BinaryInteger):
-            return order(int64(x), int64(y))
-        default:
-            guard let x = double(a), let y = double(b) else { return nil }
-            return order(x, y)
-        }
-    }
-
-    /// An integer of any type as Int64 (0 for anything else).
-    static func int64(_ value: Any) -> Int64 {
-        func convert<T: BinaryInteger>(_ number: T) -> Int64 { Int64(truncatingIfNeeded: number) }
-        guard let number = value as? any BinaryInteger else { return 0 }
-        return convert(number)
-    }
-
-    static func double(_ value: Any) -> Double? {
-        switch value {
-        case let number as any BinaryFloatingPoint: Double(number)
-        case let number as any BinaryInteger: Double(number)
-        case let number as Decimal: NSDecimalNumber(decimal: number).doubleValue
-        default: nil
-        }
+        return try PredicateEvaluator().sum(operation, operands).swiftValue
     }
 }

@@ -8,6 +8,7 @@
 #   make bench-engine    the engine workloads against SQLite at 1M rows (docs/performance.md)
 #   make bench-graph     the object graph against GRDB records (docs/performance.md)
 #   make bench-fetch     fetch requests against GRDB record requests (docs/performance.md)
+#   make bench-floor     the floor under the fetch-of-all goal, against GRDB fetchAll (docs/performance.md)
 #   make bench-contexts  saves/s from 1, 2 and 4 contexts at once against SQLite (docs/performance.md);
 #                        CONTEXT_SAVES=N saves per measurement, CONTEXT_ROUNDS=N rounds
 #   make bench-undo      100k property changes with and without an undo manager (docs/performance.md);
@@ -31,7 +32,7 @@ FUZZ_TARGETS := FuzzPager FuzzPredicate
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := cd Fuzz && $(SWIFT) build -c release --sanitize=fuzzer -Xswiftc -sanitize=fuzzer,address
 
-.PHONY: all deps build test tsan demo crash-campaign model-campaign bench bench-report bench-engine bench-graph bench-fetch bench-contexts bench-undo fuzz-build fuzz-replay fuzz-smoke clean
+.PHONY: all deps build test tsan demo crash-campaign model-campaign bench bench-report bench-engine bench-graph bench-fetch bench-floor bench-contexts bench-undo fuzz-build fuzz-replay fuzz-smoke clean
 
 all: build
 
@@ -94,6 +95,9 @@ bench-graph: deps-bench
 bench-fetch: deps-bench
 	cd Benchmarks && $(SWIFT) run -c release FetchReport
 
+bench-floor: deps-bench
+	cd Benchmarks && $(SWIFT) run -c release FetchFloor
+
 bench-contexts: deps-bench
 	cd Benchmarks && $(SWIFT) run -c release ContextSaveReport $(CONTEXT_SAVES) $(CONTEXT_ROUNDS)
 
@@ -101,8 +105,10 @@ bench-undo: deps-bench
 	cd Benchmarks && $(SWIFT) run -c release UndoReport $(UNDO_CHANGES) $(UNDO_OBJECTS) $(UNDO_ROUNDS)
 
 # Fuzz targets are release builds with libFuzzer and AddressSanitizer (debug builds give the
-# fuzzer no guidance); the backtracer is off because it hangs under ASan.
+# fuzzer no guidance); the backtracer is off because it hangs under ASan. The cached build plan
+# is dropped first: SwiftPM does not notice source files added to the root package it depends on.
 fuzz-build: deps
+	@rm -f Fuzz/.build/release.yaml
 	@for target in $(FUZZ_TARGETS); do ($(FUZZ_BUILD) --product $$target) || exit 1; done
 
 # Replays the committed corpus once (part of `make test`).

@@ -179,7 +179,6 @@ extension ManagedObjectContext {
         let evaluator = PredicateEvaluator(context: self)
         var results: [ManagedObject] = []
         results.reserveCapacity(rows.count)
-        reserveRegistrations(rows.count)
         // The objects that take their rows, and the rows' places in `rows` (read in place: no
         // row is copied but into its snapshot).
         var fresh: [ManagedObject] = []

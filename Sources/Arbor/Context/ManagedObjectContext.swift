@@ -240,11 +240,6 @@ public final class ManagedObjectContext: @unchecked Sendable {
         registry.register(object, strongly: retainsRegisteredObjects)
     }
 
-    /// Makes room for `count` more registrations (a fetch's results).
-    func reserveRegistrations(_ count: Int) {
-        registry.reserve(count)
-    }
-
     /// Forgets the object registered for `objectID`.
     func unregister(_ objectID: ManagedObjectID) {
         registry.remove(objectID)

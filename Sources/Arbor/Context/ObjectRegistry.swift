@@ -25,7 +25,7 @@ struct ObjectRegistry {
         }
     }
 
-    private(set) var entries: [ManagedObjectID: Entry] = [:]
+    private(set) var entries = ObjectIDTable<Entry>()
 
     /// Drops the entries of objects that have ended.
     mutating func purge(_ retired: RetiredObjects) {
@@ -37,36 +37,29 @@ struct ObjectRegistry {
     }
 
     /// The object registered for `id` (call ``purge(_:)`` first).
-    subscript(id: ManagedObjectID) -> ManagedObject? { entries[id]?.object }
+    subscript(id: ManagedObjectID) -> ManagedObject? {
+        mutating get { entries[id]?.object }
+    }
 
     /// The object registered for `id`, or else the one `make` returns, registered: one probe of
     /// the table either way (call ``purge(_:)`` first). `inserted` tells which.
     mutating func object(for id: ManagedObjectID, strongly: Bool, orRegister make: () -> ManagedObject) -> (object: ManagedObject, inserted: Bool) {
-        // The new object is held here: the entry alone may not hold it (unowned).
-        var made: ManagedObject?
-        func take(_ entry: inout Entry) -> ManagedObject? { made == nil ? entry.object : nil }
-        let found = take(&entries[id, default: {
-            let object = make()
-            made = object
-            return Entry(object, strongly: strongly)
-        }()])
-        if let made { return (made, true) }
-        return (found!, false)
+        if let entry = entries[id] { return (entry.object, false) }
+        // The new object is held here while its entry is made: the entry alone may not hold it
+        // (unowned).
+        let made = make()
+        entries[id] = Entry(made, strongly: strongly)
+        return (made, true)
     }
 
     mutating func register(_ object: ManagedObject, strongly: Bool) {
         entries[object.objectID] = Entry(object, strongly: strongly)
     }
 
-    /// Makes room for `extra` more entries at once (a fetch about to register its results):
-    /// one resize instead of a doubling series.
-    mutating func reserve(_ extra: Int) {
-        entries.reserveCapacity(entries.count + extra)
-    }
-
     /// Moves the entry registered under `oldID` to `newID`.
     mutating func move(from oldID: ManagedObjectID, to newID: ManagedObjectID) {
-        guard let entry = entries.removeValue(forKey: oldID) else { return }
+        guard let entry = entries[oldID] else { return }
+        entries[oldID] = nil
         entries[newID] = entry
     }
 

@@ -29,7 +29,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     private let lock = NSRecursiveLock()
     private var stores: [any PersistentStore] = []
 
-    private var cache: [ManagedObjectID: RowSnapshot] = [:]
+    private var cache = ObjectIDTable<RowSnapshot>()
     private var statistics = RowCacheStatistics()
 
     /// A coordinator for `model`, with no store yet.
@@ -197,21 +197,17 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         guard !positions.isEmpty else { return [] }
         let now = ContinuousClock.now
         return locked {
-            cache.reserveCapacity(cache.count + positions.count)
             var result: [RowSnapshot] = []
             result.reserveCapacity(positions.count)
-            // One probe per row: the snapshot is found or inserted, then updated, in place.
-            func retain(_ snapshot: inout RowSnapshot, _ row: StoreRow) -> RowSnapshot {
+            for position in positions {
+                let (objectID, row) = rows[position]
+                let snapshot = cache.value(for: objectID) { RowSnapshot(objectID: objectID, row: row, readAt: now) }
                 if snapshot.references > 0 {
                     snapshot.row = row
                     snapshot.readAt = now
                 }
                 snapshot.references += 1
-                return snapshot
-            }
-            for position in positions {
-                let (objectID, row) = rows[position]
-                result.append(retain(&cache[objectID, default: RowSnapshot(objectID: objectID, row: row, readAt: now)], row))
+                result.append(snapshot)
             }
             return result
         }

@@ -1,0 +1,65 @@
+import ArborTestSupport
+import Foundation
+import Testing
+@testable import Arbor
+
+/// The table behind the registry and the row cache, against a dictionary doing the same.
+@Suite("Object ID tables")
+struct ObjectIDTableTests {
+    @Test("random sets, removals and lookups agree with a dictionary: several entities and stores, temporary IDs, sparse keys")
+    func agreesWithDictionary() {
+        let seed = UInt64.random(in: 0...UInt64.max)
+        var random = SplitMix64(seed: seed)
+        let stores = [UUID(), UUID()]
+        let entities = ["Employee", "Department", "A very long entity name, past the small-string size"]
+        func randomID() -> ManagedObjectID {
+            let entity = entities[Int(random.next() % UInt64(entities.count))]
+            switch random.next() % 10 {
+            case 0: return ManagedObjectID(temporaryFor: entity)
+            case 1: return ManagedObjectID(entityName: entity, store: stores[0], key: Int64(random.next() % 5_000_000) + 1)
+            default:
+                let store = stores[Int(random.next() % 2)]
+                return ManagedObjectID(entityName: entity, store: store, key: Int64(random.next() % 3000) + 1)
+            }
+        }
+        var table = ObjectIDTable<Int>()
+        var model: [ManagedObjectID: Int] = [:]
+        var known: [ManagedObjectID] = []
+        for step in 0..<20_000 {
+            let id = known.isEmpty || random.next() % 3 == 0 ? randomID() : known[Int(random.next() % UInt64(known.count))]
+            known.append(id)
+            switch random.next() % 4 {
+            case 0:
+                table[id] = nil
+                model[id] = nil
+            case 1:
+                let made = table.value(for: id) { step }
+                #expect(made == model[id, default: step], "seed \(seed)")
+                model[id] = made
+            default:
+                table[id] = step
+                model[id] = step
+            }
+            #expect(table[id] == model[id], "seed \(seed), step \(step)")
+            #expect(table.count == model.count, "seed \(seed), step \(step)")
+        }
+        for id in known { #expect(table[id] == model[id], "seed \(seed)") }
+        #expect(table.values.sorted() == model.values.sorted(), "seed \(seed)")
+        table.removeAll()
+        #expect(table.count == 0 && table.values.isEmpty && known.allSatisfy { table[$0] == nil })
+    }
+
+    @Test("IDs of one key in another entity or store are other entries")
+    func keysAreScopedByEntityAndStore() {
+        let a = UUID(), b = UUID()
+        var table = ObjectIDTable<String>()
+        table[ManagedObjectID(entityName: "Employee", store: a, key: 7)] = "employee in a"
+        table[ManagedObjectID(entityName: "Manager", store: a, key: 7)] = "manager in a"
+        table[ManagedObjectID(entityName: "Employee", store: b, key: 7)] = "employee in b"
+        #expect(table[ManagedObjectID(entityName: "Employee", store: a, key: 7)] == "employee in a")
+        #expect(table[ManagedObjectID(entityName: "Manager", store: a, key: 7)] == "manager in a")
+        #expect(table[ManagedObjectID(entityName: "Employee", store: b, key: 7)] == "employee in b")
+        #expect(table[ManagedObjectID(entityName: "Employee", store: a, key: 8)] == nil)
+        #expect(table.count == 3)
+    }
+}

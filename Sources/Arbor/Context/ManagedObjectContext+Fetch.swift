@@ -185,23 +185,27 @@ extension ManagedObjectContext {
         var freshRows: [Int] = []
         fresh.reserveCapacity(rows.count)
         freshRows.reserveCapacity(rows.count)
-        for position in rows.indices {
-            let id = rows[position].0
-            let (object, inserted) = registeredObjectOrFault(id) {
-                id.entityName == analysis.entity.name ? analysis.entity : modelEntity(of: id) ?? analysis.entity
-            }
-            if !inserted {
-                // Objects with unsaved changes are judged below, on their in-memory values.
-                if request.includesPendingChanges && object.hasChanges { continue }
-                if object.faulted && object.snapshot == nil {
+        // The IDs are read in place (`rows[position].0` copied the whole row first: a generic
+        // copy of the tuple, a tenth of a fetch's time).
+        rows.withUnsafeBufferPointer { buffer in
+            for position in buffer.indices {
+                let id = buffer[position].0
+                let (object, inserted) = registeredObjectOrFault(id) {
+                    id.entityName == analysis.entity.name ? analysis.entity : modelEntity(of: id) ?? analysis.entity
+                }
+                if !inserted {
+                    // Objects with unsaved changes are judged below, on their in-memory values.
+                    if request.includesPendingChanges && object.hasChanges { continue }
+                    if object.faulted && object.snapshot == nil {
+                        fresh.append(object)
+                        freshRows.append(position)
+                    }
+                } else {
                     fresh.append(object)
                     freshRows.append(position)
                 }
-            } else {
-                fresh.append(object)
-                freshRows.append(position)
+                results.append(object)
             }
-            results.append(object)
         }
         // A child's rows are in hand (no row cache would serve its faults): its objects take them.
         let realize = parent != nil || !request.returnsObjectsAsFaults || analysis.residual != nil || (!pushdown && !request.sortDescriptors.isEmpty)

@@ -189,7 +189,7 @@ extension ManagedObjectContext {
         // copy of the tuple, a tenth of a fetch's time).
         rows.withUnsafeBufferPointer { buffer in
             for position in buffer.indices {
-                let id = buffer[position].0
+                let id = buffer.baseAddress.unsafelyUnwrapped.advanced(by: position).pointer(to: \.0).unsafelyUnwrapped.pointee
                 let (object, inserted) = registeredObjectOrFault(id) {
                     id.entityName == analysis.entity.name ? analysis.entity : modelEntity(of: id) ?? analysis.entity
                 }

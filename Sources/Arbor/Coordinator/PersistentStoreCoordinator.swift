@@ -199,15 +199,21 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         return locked {
             var result: [RowSnapshot] = []
             result.reserveCapacity(positions.count)
-            for position in positions {
-                let (objectID, row) = rows[position]
-                let snapshot = cache.value(for: objectID) { RowSnapshot(objectID: objectID, row: row, readAt: now) }
-                if snapshot.references > 0 {
-                    snapshot.row = row
-                    snapshot.readAt = now
+            // Each field read in place (a copy of the tuple goes through generic code).
+            rows.withUnsafeBufferPointer { buffer in
+                for position in positions {
+                    let element = buffer.baseAddress.unsafelyUnwrapped.advanced(by: position)
+                    let objectID = element.pointer(to: \.0).unsafelyUnwrapped.pointee
+                    let snapshot = cache.value(for: objectID) {
+                        RowSnapshot(objectID: objectID, row: element.pointer(to: \.1).unsafelyUnwrapped.pointee, readAt: now)
+                    }
+                    if snapshot.references > 0 {
+                        snapshot.row = element.pointer(to: \.1).unsafelyUnwrapped.pointee
+                        snapshot.readAt = now
+                    }
+                    snapshot.references += 1
+                    result.append(snapshot)
                 }
-                snapshot.references += 1
-                result.append(snapshot)
             }
             return result
         }

@@ -14,9 +14,13 @@ struct ObjectIDTableTests {
         let entities = ["Employee", "Department", "A very long entity name, past the small-string size"]
         func randomID() -> ManagedObjectID {
             let entity = entities[Int(random.next() % UInt64(entities.count))]
-            switch random.next() % 10 {
+            switch random.next() % 12 {
             case 0: return ManagedObjectID(temporaryFor: entity)
             case 1: return ManagedObjectID(entityName: entity, store: stores[0], key: Int64(random.next() % 5_000_000) + 1)
+            // Keys far apart (past a table's span: some go to the dictionary, then their table
+            // may come to span them), and the largest.
+            case 2: return ManagedObjectID(entityName: entity, store: stores[1], key: Int64(random.next() % 40_000_000_000) + 1)
+            case 3: return ManagedObjectID(entityName: entity, store: stores[1], key: [Int64.max, Int64.max - 1, 1][Int(random.next() % 3)])
             default:
                 let store = stores[Int(random.next() % 2)]
                 return ManagedObjectID(entityName: entity, store: store, key: Int64(random.next() % 3000) + 1)

@@ -6,17 +6,24 @@ import Foundation
 /// indexed by key, a chunk made when a key in it is first stored. IDs come in runs of one
 /// entity, so the pair last used is checked first; the others are few and searched in order. A
 /// lookup is then a comparison and two array reads — against a hash of the ID, a probe and a
-/// comparison of 40-byte keys (a fifth of a fault fire's time, measured). IDs without a positive
-/// key (temporary ones) go to a dictionary.
+/// comparison of 40-byte keys (a fifth of a fault fire's time, measured). Temporary IDs'
+/// serial numbers are sequential too, and go into tables of their own (their namespace is not a
+/// store's). A table spans the keys it has seen; keys too far from them go to a dictionary.
 ///
 /// Not thread-safe: its owner guards it (the coordinator's lock, the context's queue).
 struct ObjectIDTable<Value> {
     private static var chunkBits: Int { 8 }
     private static var chunkSize: Int { 1 << chunkBits }
 
+    /// The most chunks one table spans (16M keys): keys beyond that span (an ID from another
+    /// process's sequence, say) go to the dictionary.
+    private static var maximumSpan: Int { 1 << 16 }
+
     private struct Table {
         let entityName: String
         let store: UUID
+        /// The chunk index of `chunks[0]`: a table covers the span of keys it has seen.
+        var firstChunk = 0
         var chunks: [[Value?]?] = []
     }
 
@@ -41,36 +48,73 @@ struct ObjectIDTable<Value> {
         return lastTable
     }
 
+    /// Where `id` goes: its chunk and slot. A permanent ID's key and a temporary ID's serial
+    /// number (its key negated) are both handed out in sequence; the namespace keeps the two
+    /// kinds in tables of their own.
+    @inline(__always)
+    private static func place(of id: ManagedObjectID) -> (chunk: Int, slot: Int)? {
+        guard id.key != 0, id.key != .min else { return nil }
+        let index = Int(id.key.magnitude)
+        return (index >> chunkBits, index & (chunkSize - 1))
+    }
+
     /// The value held for `id`, or nil.
     subscript(id: ManagedObjectID) -> Value? {
         mutating get {
-            guard id.key > 0 else { return others[id] }
-            guard let table = table(of: id, create: false) else { return nil }
-            let chunk = Int(id.key >> Self.chunkBits), slot = Int(id.key) & (Self.chunkSize - 1)
-            guard chunk < tables[table].chunks.count else { return nil }
-            return tables[table].chunks[chunk]?[slot]
+            guard let (chunk, slot) = Self.place(of: id), let table = table(of: id, create: false) else {
+                return others.isEmpty ? nil : others[id]
+            }
+            let position = chunk - tables[table].firstChunk
+            guard position >= 0, position < tables[table].chunks.count, let found = tables[table].chunks[position]?[slot] else {
+                return others.isEmpty ? nil : others[id]
+            }
+            return found
         }
         set {
-            guard id.key > 0 else {
-                let old: Value?
-                if let newValue { old = others.updateValue(newValue, forKey: id) } else { old = others.removeValue(forKey: id) }
-                count += (newValue != nil ? 1 : 0) - (old != nil ? 1 : 0)
+            if let (chunk, slot) = Self.place(of: id), let table = table(of: id, create: newValue != nil),
+               newValue == nil ? spans(table, chunk) : reach(table, chunk) {
+                // A key once put in the dictionary (out of the span then) leaves it.
+                if !others.isEmpty, others.removeValue(forKey: id) != nil { count -= 1 }
+                let position = chunk - tables[table].firstChunk
+                if tables[table].chunks[position] == nil {
+                    guard newValue != nil else { return }
+                    tables[table].chunks[position] = [Value?](repeating: nil, count: Self.chunkSize)
+                }
+                let had = tables[table].chunks[position]![slot] != nil
+                tables[table].chunks[position]![slot] = newValue
+                count += (newValue != nil ? 1 : 0) - (had ? 1 : 0)
                 return
             }
-            guard let table = table(of: id, create: newValue != nil) else { return }
-            let chunk = Int(id.key >> Self.chunkBits), slot = Int(id.key) & (Self.chunkSize - 1)
-            if chunk >= tables[table].chunks.count {
-                guard newValue != nil else { return }
-                tables[table].chunks.append(contentsOf: repeatElement(nil, count: chunk + 1 - tables[table].chunks.count))
-            }
-            if tables[table].chunks[chunk] == nil {
-                guard newValue != nil else { return }
-                tables[table].chunks[chunk] = [Value?](repeating: nil, count: Self.chunkSize)
-            }
-            let had = tables[table].chunks[chunk]![slot] != nil
-            tables[table].chunks[chunk]![slot] = newValue
-            count += (newValue != nil ? 1 : 0) - (had ? 1 : 0)
+            let old: Value?
+            if let newValue { old = others.updateValue(newValue, forKey: id) } else { old = others.removeValue(forKey: id) }
+            count += (newValue != nil ? 1 : 0) - (old != nil ? 1 : 0)
         }
+    }
+
+    /// Whether `table` spans `chunk` now.
+    private func spans(_ table: Int, _ chunk: Int) -> Bool {
+        chunk >= tables[table].firstChunk && chunk < tables[table].firstChunk + tables[table].chunks.count
+    }
+
+    /// Makes `table` span `chunk`; false when that would pass ``maximumSpan`` (the key then goes
+    /// to the dictionary).
+    private mutating func reach(_ table: Int, _ chunk: Int) -> Bool {
+        if tables[table].chunks.isEmpty {
+            tables[table].firstChunk = chunk
+            tables[table].chunks = [nil]
+            return true
+        }
+        let first = tables[table].firstChunk, end = first + tables[table].chunks.count
+        if chunk >= first && chunk < end { return true }
+        let newFirst = min(first, chunk), newEnd = max(end, chunk + 1)
+        guard newEnd - newFirst <= Self.maximumSpan else { return false }
+        if chunk < first {
+            tables[table].chunks.insert(contentsOf: repeatElement(nil, count: first - chunk), at: 0)
+            tables[table].firstChunk = chunk
+        } else {
+            tables[table].chunks.append(contentsOf: repeatElement(nil, count: newEnd - end))
+        }
+        return true
     }
 
     /// The value held for `id`, or else the one `make` returns, stored.

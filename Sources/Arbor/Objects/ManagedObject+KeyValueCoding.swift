@@ -96,7 +96,8 @@ extension ManagedObject {
     ///   another context.
     public func setValue(_ value: Any?, forKey key: String) throws {
         checkQueue()
-        if let attribute = entity.attributesByName[key] {
+        // One lookup by name finds the slot, and the slot the attribute (as in value(forKey:)).
+        if let slot = entity.propertyLayout.index[key], let attribute = entity.attributeInSlot[slot] {
             let stored: PropertyValue
             if let value, !isNull(value) {
                 stored = .attribute(try attribute.type.storedValue(from: value, entity: entity.name, key: key))
@@ -104,7 +105,7 @@ extension ManagedObject {
                 stored = .none
             }
             if !attribute.isTransient { try fireFault() }
-            setPrimitive(stored, forKey: key, persistent: !attribute.isTransient)
+            setPrimitive(stored, slot: slot, persistent: !attribute.isTransient)
             return
         }
         guard let relationship = entity.relationshipsByName[key] else { throw unknownKey(key) }
@@ -213,8 +214,16 @@ extension ManagedObject {
     /// Sets a value, recording the change (for persistent properties) in the object and its
     /// context.
     func setPrimitive(_ value: PropertyValue, forKey key: String, persistent: Bool) {
-        guard let slot = entity.propertyLayout.index[key], values[slot: slot] != value else { return }
-        managedObjectContext?.recordUndo(self, slot: slot)
+        guard let slot = entity.propertyLayout.index[key] else { return }
+        setPrimitive(value, slot: slot, persistent: persistent)
+    }
+
+    /// ``setPrimitive(_:forKey:persistent:)`` for the property in `slot` of the entity's layout.
+    func setPrimitive(_ value: PropertyValue, slot: Int, persistent: Bool) {
+        guard values[slot: slot] != value else { return }
+        // The context is loaded once (each load of a weak reference is an atomic operation).
+        let context = managedObjectContext
+        context?.recordUndo(self, slot: slot)
         values[slot: slot] = value
         guard persistent else { return }
         if committed?[slot: slot] == value {
@@ -222,7 +231,7 @@ extension ManagedObject {
         } else {
             changedSlots.insert(slot)
         }
-        managedObjectContext?.objectDidChange(self)
+        context?.objectDidChange(self)
     }
 
     /// The objects `value` holds for `relationship`, checked: managed objects of the

@@ -90,7 +90,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Holds `snapshot` of `coordinator`'s row cache (a reference the caller counted), in place
     /// of the one held before (which the caller released).
     func hold(_ snapshot: RowSnapshot, of coordinator: PersistentStoreCoordinator) {
-        self.snapshot = snapshot
+        if self.snapshot !== snapshot { self.snapshot = snapshot }
         if snapshotHolder !== coordinator { snapshotHolder = coordinator }
     }
 

@@ -65,5 +65,26 @@ struct ObjectIDTableTests {
         #expect(table[ManagedObjectID(entityName: "Employee", store: b, key: 7)] == "employee in b")
         #expect(table[ManagedObjectID(entityName: "Employee", store: a, key: 8)] == nil)
         #expect(table.count == 3)
+        // A negative key (a temporary ID's) never shares a slot with the positive one, whatever
+        // namespace the ID names (a URI can name any).
+        table[ManagedObjectID(entityName: "Employee", store: a, key: -7)] = "negative in a"
+        #expect(table[ManagedObjectID(entityName: "Employee", store: a, key: 7)] == "employee in a")
+        #expect(table[ManagedObjectID(entityName: "Employee", store: a, key: -7)] == "negative in a")
+        #expect(table.count == 4)
+    }
+
+    @Test("a chunk left empty is freed: memory follows the values held, not the keys ever seen")
+    func emptyChunksAreFreed() {
+        let store = UUID()
+        var table = ObjectIDTable<Int>()
+        let ids = (1...10_000).map { ManagedObjectID(entityName: "Employee", store: store, key: Int64($0)) }
+        for (value, id) in ids.enumerated() { table[id] = value }
+        #expect(table.allocatedChunks >= 10_000 / 256)
+        for id in ids.prefix(5_000) { table[id] = nil }
+        #expect(table.allocatedChunks <= 5_000 / 256 + 2 && table.count == 5_000)
+        for id in ids.suffix(5_000) { table[id] = nil }
+        #expect(table.allocatedChunks == 0 && table.count == 0)
+        table[ids[42]] = 1
+        #expect(table[ids[42]] == 1 && table.count == 1)
     }
 }

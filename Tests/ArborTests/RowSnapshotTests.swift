@@ -87,6 +87,25 @@ struct RowSnapshotTests {
         #expect(stack.coordinator.rowCacheStatistics.hits == after.hits + 1)
     }
 
+    @Test("a row read before another context's save never replaces the newer snapshot that save left")
+    func olderRowsDoNotReplaceNewerSnapshots() throws {
+        let stack = try Stack()
+        let ids = try departments(stack, 1)
+        let coordinator = stack.coordinator
+        let newer = try #require(try coordinator.rows(for: ids).first ?? nil)
+        var older = newer
+        older.version = newer.version - 1
+        older.values["name"] = .attribute(.string("old"))
+        var newest = newer
+        newest.version = newer.version + 1
+        let kept = coordinator.retainSnapshots([(ids[0], newest)])
+        _ = coordinator.retainSnapshots([(ids[0], older)])
+        #expect(coordinator.cachedRow(for: ids[0])?.version == newest.version, "the older row was ignored")
+        _ = coordinator.retainSnapshots([(ids[0], newest)])
+        for _ in 0..<3 { coordinator.release(kept[0]) }
+        #expect(coordinator.rowCacheStatistics.snapshots == 0)
+    }
+
     @Test("S000-55: refresh without merging releases the snapshot; the next fire takes it again")
     func refreshReleasesAndRetakes() throws {
         let stack = try Stack()

@@ -48,8 +48,43 @@ final class Budget: ManagedObject {
     }
 }
 
+/// A subclass whose fault initializer looks at its context (made while a fetch or a lookup
+/// registers it).
+final class Note: ManagedObject {
+    @Managed("text") var text: String?
+    private(set) var registeredWhenMade = -1
+
+    required init(fault objectID: ManagedObjectID, entity: EntityDescription, context: ManagedObjectContext) {
+        super.init(fault: objectID, entity: entity, context: context)
+        registeredWhenMade = context.registeredObjects.count
+        _ = context.registeredObject(for: objectID)
+    }
+
+    required init(entity: EntityDescription, insertInto context: ManagedObjectContext?) {
+        super.init(entity: entity, insertInto: context)
+    }
+}
+
 @Suite("Typed subclasses")
 struct TypedObjectTests {
+    @Test("a subclass's fault initializer may use its context (the registry is not being changed while it runs)")
+    func faultInitializerUsesContext() throws {
+        let model = try ManagedObjectModel {
+            Entity("Note", class: Note.self) { Attribute("text", .string) }
+        }
+        let stack = try Stack(model: model)
+        let writer = stack.context()
+        for text in ["a", "b", "c"] { Note(context: writer).text = text }
+        try writer.save()
+        let reader = stack.context()
+        let notes = try reader.fetch(FetchRequest<Note>(entityName: "Note"))
+        #expect(notes.count == 3 && notes.allSatisfy { $0.registeredWhenMade >= 0 })
+        let again = reader.object(with: notes[0].objectID)
+        #expect(again === notes[0])
+        let other = stack.context()
+        #expect((other.object(with: notes[1].objectID) as? Note)?.text == "b")
+    }
+
     @Test("property wrappers read and write through key-value coding, with inverses; faults are instances of the entity's class")
     func typedAccess() throws {
         let stack = try Stack(model: try typedModel())

@@ -219,7 +219,10 @@ extension ManagedObjectContext {
         // The fetched rows go to the row cache, one reference per object that now holds them: a
         // fault returned fires from the cache.
         if parent == nil {
-            for (object, snapshot) in zip(fresh, coordinator.retainSnapshots(rows, at: freshRows)) { object.hold(snapshot, of: coordinator) }
+            for (object, snapshot) in zip(fresh, coordinator.retainSnapshots(rows, at: freshRows)) {
+                // An ID the rows hold twice (a damaged index) was counted twice: one reference back.
+                if object.snapshot === snapshot { coordinator.release(snapshot) } else { object.hold(snapshot, of: coordinator) }
+            }
         }
         if realize {
             for (object, position) in zip(fresh, freshRows) {

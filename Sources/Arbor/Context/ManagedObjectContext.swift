@@ -287,14 +287,16 @@ public final class ManagedObjectContext: @unchecked Sendable {
     }
 
     /// The object registered for `objectID`, or else a new fault of the entity `entity` gives,
-    /// registered — in one probe of the registry (a fault fire's and a fetch's common case).
+    /// registered (a fault fire's and a fetch's common case).
     func registeredObjectOrFault(_ objectID: ManagedObjectID, entity: () -> EntityDescription) -> (object: ManagedObject, inserted: Bool) {
         takePermanentIDs()
         registry.purge(retired)
-        return registry.object(for: objectID, strongly: retainsRegisteredObjects) {
-            let entity = entity()
-            return entity.managedObjectClass.init(fault: objectID, entity: entity, context: self)
-        }
+        if let object = registry[objectID] { return (object, false) }
+        // Made outside any access to the registry: a subclass's init(fault:) may use the context.
+        let entity = entity()
+        let object = entity.managedObjectClass.init(fault: objectID, entity: entity, context: self)
+        registry.register(object, strongly: retainsRegisteredObjects)
+        return (object, true)
     }
 
     /// The object for `objectID` when one can be had: registered, or a fault when the context has

@@ -41,17 +41,6 @@ struct ObjectRegistry {
         mutating get { entries[id]?.object }
     }
 
-    /// The object registered for `id`, or else the one `make` returns, registered: one probe of
-    /// the table either way (call ``purge(_:)`` first). `inserted` tells which.
-    mutating func object(for id: ManagedObjectID, strongly: Bool, orRegister make: () -> ManagedObject) -> (object: ManagedObject, inserted: Bool) {
-        if let entry = entries[id] { return (entry.object, false) }
-        // The new object is held here while its entry is made: the entry alone may not hold it
-        // (unowned).
-        let made = make()
-        entries[id] = Entry(made, strongly: strongly)
-        return (made, true)
-    }
-
     mutating func register(_ object: ManagedObject, strongly: Bool) {
         entries[object.objectID] = Entry(object, strongly: strongly)
     }

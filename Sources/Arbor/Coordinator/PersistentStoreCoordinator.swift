@@ -207,7 +207,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                     let snapshot = cache.value(for: objectID) {
                         RowSnapshot(objectID: objectID, row: element.pointer(to: \.1).unsafelyUnwrapped.pointee, readAt: now)
                     }
-                    if snapshot.references > 0 {
+                    // A row read before another context's save (the lock was let go in
+                    // between) does not replace the newer one that save put here.
+                    if snapshot.references > 0, element.pointer(to: \.1).unsafelyUnwrapped.pointee.version >= snapshot.row.version {
                         snapshot.row = element.pointer(to: \.1).unsafelyUnwrapped.pointee
                         snapshot.readAt = now
                     }

@@ -22,9 +22,15 @@ struct ObjectIDTable<Value> {
     private struct Table {
         let entityName: String
         let store: UUID
+        /// Whether the table holds negative keys (temporary IDs' negated serial numbers): an ID
+        /// of either sign may name any namespace (a URI can say anything), so the sign is part of
+        /// the table's identity, and no two IDs share a slot.
+        let negative: Bool
         /// The chunk index of `chunks[0]`: a table covers the span of keys it has seen.
         var firstChunk = 0
         var chunks: [[Value?]?] = []
+        /// The values in each chunk: a chunk left empty is freed.
+        var filled: [Int32] = []
     }
 
     private var tables: [Table] = []
@@ -35,22 +41,24 @@ struct ObjectIDTable<Value> {
 
     /// The table of `id`'s entity and store (made when `create`), or nil.
     private mutating func table(of id: ManagedObjectID, create: Bool) -> Int? {
-        if lastTable < tables.count, tables[lastTable].entityName == id.entityName, tables[lastTable].store == id.namespace {
+        let negative = id.key < 0
+        if lastTable < tables.count, tables[lastTable].entityName == id.entityName, tables[lastTable].store == id.namespace,
+           tables[lastTable].negative == negative {
             return lastTable
         }
-        if let found = tables.firstIndex(where: { $0.entityName == id.entityName && $0.store == id.namespace }) {
+        if let found = tables.firstIndex(where: { $0.entityName == id.entityName && $0.store == id.namespace && $0.negative == negative }) {
             lastTable = found
             return found
         }
         guard create else { return nil }
-        tables.append(Table(entityName: id.entityName, store: id.namespace))
+        tables.append(Table(entityName: id.entityName, store: id.namespace, negative: negative))
         lastTable = tables.count - 1
         return lastTable
     }
 
     /// Where `id` goes: its chunk and slot. A permanent ID's key and a temporary ID's serial
-    /// number (its key negated) are both handed out in sequence; the namespace keeps the two
-    /// kinds in tables of their own.
+    /// number (its key negated) are both handed out in sequence; the sign keeps the two kinds in
+    /// tables of their own.
     @inline(__always)
     private static func place(of id: ManagedObjectID) -> (chunk: Int, slot: Int)? {
         guard id.key != 0, id.key != .min else { return nil }
@@ -81,8 +89,15 @@ struct ObjectIDTable<Value> {
                     tables[table].chunks[position] = [Value?](repeating: nil, count: Self.chunkSize)
                 }
                 let had = tables[table].chunks[position]![slot] != nil
-                tables[table].chunks[position]![slot] = newValue
-                count += (newValue != nil ? 1 : 0) - (had ? 1 : 0)
+                let change = (newValue != nil ? 1 : 0) - (had ? 1 : 0)
+                count += change
+                tables[table].filled[position] += Int32(change)
+                if tables[table].filled[position] == 0 {
+                    // Memory follows the values held, not the keys ever seen.
+                    tables[table].chunks[position] = nil
+                } else {
+                    tables[table].chunks[position]![slot] = newValue
+                }
                 return
             }
             let old: Value?
@@ -102,6 +117,7 @@ struct ObjectIDTable<Value> {
         if tables[table].chunks.isEmpty {
             tables[table].firstChunk = chunk
             tables[table].chunks = [nil]
+            tables[table].filled = [0]
             return true
         }
         let first = tables[table].firstChunk, end = first + tables[table].chunks.count
@@ -110,9 +126,11 @@ struct ObjectIDTable<Value> {
         guard newEnd - newFirst <= Self.maximumSpan else { return false }
         if chunk < first {
             tables[table].chunks.insert(contentsOf: repeatElement(nil, count: first - chunk), at: 0)
+            tables[table].filled.insert(contentsOf: repeatElement(0, count: first - chunk), at: 0)
             tables[table].firstChunk = chunk
         } else {
             tables[table].chunks.append(contentsOf: repeatElement(nil, count: newEnd - end))
+            tables[table].filled.append(contentsOf: repeatElement(0, count: newEnd - end))
         }
         return true
     }
@@ -137,6 +155,9 @@ struct ObjectIDTable<Value> {
         }
         return result
     }
+
+    /// The chunks allocated now (chunks left empty are freed).
+    var allocatedChunks: Int { tables.reduce(0) { $0 + $1.chunks.count { $0 != nil } } }
 
     /// Drops every value.
     mutating func removeAll() {

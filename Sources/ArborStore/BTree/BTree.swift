@@ -83,7 +83,8 @@ struct BTree {
     /// The tree's page count when it is at most `limit`, else some count above `limit`: counted
     /// level by level from the root, reading interior nodes only (the leaves' parents give their
     /// child counts: about one node read per few hundred leaves), and stopping as soon as the
-    /// count passes `limit`.
+    /// count passes `limit`. Overflow pages are not counted (a scan reads them through the scan
+    /// ring whatever the tree's size).
     func pageCount(limit: Int) throws -> Int {
         func interior(_ page: PageNumber) throws -> (isLeaf: Bool, children: Int, first: PageNumber) {
             try pager.withPage(page) { body in
@@ -103,6 +104,7 @@ struct BTree {
             let parentsOfLeaves = try interior(top.first).isLeaf
             var next: [PageNumber] = []
             for page in level {
+                let before = next.count
                 try pager.withPage(page) { body in
                     let node = NodeView(body: body)
                     guard node.type == NodeLayout.interiorType else {
@@ -111,10 +113,11 @@ struct BTree {
                     total += node.count + 1
                     if !parentsOfLeaves { for index in 0...node.count { next.append(node.child(index)) } }
                 }
+                // Children are checked against the page that names them.
+                for child in next[before...] { try checkChild(child, of: page) }
                 if total > limit { return total }
             }
             if parentsOfLeaves { return total }
-            for child in next { try checkChild(child, of: level[0]) }
             level = next
         }
         throw StoreError.corrupt(page: root, "the tree is deeper than \(Self.maximumDepth) levels (a cycle?)", path: pager.path)

@@ -192,7 +192,15 @@ struct BTreeCursor {
                     let storedLength = Varint.read(page, &position)
                     keepGoing = try body(key, UnsafeRawBufferPointer(rebasing: page[position..<(position + storedLength)]))
                 } else {
-                    let value = try LeafCell(node, index).value(tree: tree)
+                    // A value's overflow chain is read once: through the scan ring, whatever the
+                    // tree's size (a small tree's leaves may hold the keys of many large values).
+                    let wasScanning = pager.cache.scanning
+                    pager.cache.scanning = true
+                    let value: [UInt8]
+                    do {
+                        defer { pager.cache.scanning = wasScanning }
+                        value = try LeafCell(node, index).value(tree: tree)
+                    }
                     keepGoing = try value.withUnsafeBytes { try body(key, $0) }
                 }
                 if !keepGoing { return true }

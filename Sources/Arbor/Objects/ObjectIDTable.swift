@@ -31,7 +31,14 @@ struct ObjectIDTable<Value> {
         var chunks: [[Value?]?] = []
         /// The values in each chunk: a chunk left empty is freed.
         var filled: [Int32] = []
+        /// Emptied chunks kept for the next chunks made, up to ``maximumSpares`` (objects made
+        /// and dropped over and over — keyed fetches, small queries over scattered keys — would
+        /// otherwise allocate and free chunks each time).
+        var spares: [[Value?]] = []
     }
+
+    /// The most emptied chunks a table keeps for reuse.
+    private static var maximumSpares: Int { 64 }
 
     private var tables: [Table] = []
     private var lastTable = 0
@@ -86,15 +93,19 @@ struct ObjectIDTable<Value> {
                 let position = chunk - tables[table].firstChunk
                 if tables[table].chunks[position] == nil {
                     guard newValue != nil else { return }
-                    tables[table].chunks[position] = [Value?](repeating: nil, count: Self.chunkSize)
+                    tables[table].chunks[position] = tables[table].spares.popLast() ?? [Value?](repeating: nil, count: Self.chunkSize)
                 }
                 let had = tables[table].chunks[position]![slot] != nil
                 let change = (newValue != nil ? 1 : 0) - (had ? 1 : 0)
                 count += change
                 tables[table].filled[position] += Int32(change)
                 if tables[table].filled[position] == 0 {
-                    // Memory follows the values held, not the keys ever seen.
+                    // Memory follows the values held, not the keys ever seen (a few emptied
+                    // chunks are kept for reuse: their slots are all nil again).
+                    tables[table].chunks[position]![slot] = nil
+                    let emptied = tables[table].chunks[position]!
                     tables[table].chunks[position] = nil
+                    if tables[table].spares.count < Self.maximumSpares { tables[table].spares.append(emptied) }
                 } else {
                     tables[table].chunks[position]![slot] = newValue
                 }

@@ -265,6 +265,35 @@ struct ForEachTests {
         #expect(try scan("small").misses == fourth.misses, "and evicted none of the small tree")
     }
 
+    @Test("a scan of a small tree reads its values' overflow chains through the scan ring: they evict none of the cache")
+    func overflowChainsGoThroughTheRing() throws {
+        var options = simulatedOptions(SimulatedDisk(), pageSize: 512, cacheSize: 256 * 512)
+        options.compressionThreshold = .max  // values stay whole: overflow chains
+        let database = try Database(path: "/db", options: options)
+        try database.write { (tx) throws in
+            let filler = try tx.createTree(named: "filler")
+            for i in 0..<20_000 { try filler.put(KeyEncoding.encode([.int(Int64(i))]), Array(repeating: UInt8(i % 251), count: 8)) }
+            let work = try tx.createTree(named: "work")
+            for i in 0..<600 { try work.put(KeyEncoding.encode([.int(Int64(i))]), Array(repeating: UInt8(i % 251), count: 8)) }
+            let blobs = try tx.createTree(named: "blobs")
+            for i in 0..<20 { try blobs.put(KeyEncoding.encode([.int(Int64(i))]), (0..<20_000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ i) }) }
+        }
+        func scan(_ name: String) throws -> PageCacheStatistics {
+            try database.read { (tx) throws in
+                let tree = try #require(try tx.tree(named: name))
+                try tree.forEach { _, value in value.count > 0 }
+                return tx.cacheStatistics
+            }
+        }
+        _ = try scan("filler")
+        _ = try scan("work")
+        let before = try scan("work")
+        #expect(before.pages == before.capacity, "the cache is full, the working tree in it")
+        let blobs = try scan("blobs")
+        #expect(blobs.misses - before.misses > 300, "the overflow pages were read (more than the cache holds)")
+        #expect(try scan("work").misses == blobs.misses, "and none of the working tree was evicted")
+    }
+
     @Test("visits every entry in order, in place, from a start key, and stops when asked", arguments: [512, 4096])
     func visits(pageSize: Int) throws {
         let database = try Database(path: "/db", options: simulatedOptions(SimulatedDisk(), pageSize: pageSize))

@@ -190,17 +190,13 @@ extension ManagedObjectContext {
         rows.withUnsafeBufferPointer { buffer in
             for position in buffer.indices {
                 let id = buffer.baseAddress.unsafelyUnwrapped.advanced(by: position).pointer(to: \.0).unsafelyUnwrapped.pointee
-                let (object, inserted) = registeredObjectOrFault(id) {
+                let object = registeredObjectOrFault(id) {
                     id.entityName == analysis.entity.name ? analysis.entity : modelEntity(of: id) ?? analysis.entity
                 }
-                if !inserted {
-                    // Objects with unsaved changes are judged below, on their in-memory values.
-                    if request.includesPendingChanges && object.hasChanges { continue }
-                    if object.faulted && object.snapshot == nil {
-                        fresh.append(object)
-                        freshRows.append(position)
-                    }
-                } else {
+                // Objects with unsaved changes are judged below, on their in-memory values.
+                if request.includesPendingChanges && object.hasChanges { continue }
+                // New faults, and registered ones holding no row yet, take this one.
+                if object.faulted && object.snapshot == nil {
                     fresh.append(object)
                     freshRows.append(position)
                 }
@@ -218,12 +214,7 @@ extension ManagedObjectContext {
         }
         // The fetched rows go to the row cache, one reference per object that now holds them: a
         // fault returned fires from the cache.
-        if parent == nil {
-            for (object, snapshot) in zip(fresh, coordinator.retainSnapshots(rows, at: freshRows)) {
-                // An ID the rows hold twice (a damaged index) was counted twice: one reference back.
-                if object.snapshot === snapshot { coordinator.release(snapshot) } else { object.hold(snapshot, of: coordinator) }
-            }
-        }
+        if parent == nil { holdSnapshots(fresh, of: rows, at: freshRows, coordinator) }
         if realize {
             for (object, position) in zip(fresh, freshRows) {
                 populate(object, from: rows[position].1)
@@ -254,6 +245,16 @@ extension ManagedObjectContext {
         return results
     }
 
+    /// Gives each of `objects` a reference to the row-cache snapshot of its row: the row at the
+    /// same place of `positions` in `rows` (after a fetch, a batch load or a save).
+    func holdSnapshots(_ objects: [ManagedObject], of rows: [(ManagedObjectID, StoreRow)], at positions: [Int], _ coordinator: PersistentStoreCoordinator) {
+        for (object, snapshot) in zip(objects, coordinator.retainSnapshots(rows, at: positions)) {
+            // An object listed twice (rows naming one ID twice: a damaged index) was counted
+            // twice: one reference goes back.
+            if object.snapshot === snapshot { coordinator.release(snapshot) } else { object.hold(snapshot, of: coordinator) }
+        }
+    }
+
     /// Loads the rows of a batch of faults (``FetchRequest/fetchBatchSize``) into the row cache,
     /// in one read, for those still faults: each then fires from the cache.
     func loadBatch(_ batch: FaultBatch) throws {
@@ -269,7 +270,7 @@ extension ManagedObjectContext {
             holders.append(object)
             held.append((object.objectID, row))
         }
-        for (object, snapshot) in zip(holders, coordinator.retainSnapshots(held)) { object.hold(snapshot, of: coordinator) }
+        holdSnapshots(holders, of: held, at: Array(held.indices), coordinator)
     }
 
     /// Loads the destinations of the given relationship key paths for `objects`.

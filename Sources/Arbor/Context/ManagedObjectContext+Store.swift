@@ -438,7 +438,7 @@ extension ManagedObjectContext {
                 snapshots.append((object.objectID, savedRow.translated(permanent)))
             }
         }
-        for (object, snapshot) in zip(holders, coordinator.retainSnapshots(snapshots)) { object.hold(snapshot, of: coordinator) }
+        holdSnapshots(holders, of: snapshots, at: Array(snapshots.indices), coordinator)
         finishSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects, partial: partialFailure != nil)
         if let partialFailure {
             var error = partialFailure as? ArborError ?? ArborError(.storeSave, "\(partialFailure)")

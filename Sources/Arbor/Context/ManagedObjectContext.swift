@@ -283,20 +283,20 @@ public final class ManagedObjectContext: @unchecked Sendable {
                 preconditionFailure("\(objectID) is not registered, and the context has no coordinator whose model has \(objectID.entityName)")
             }
             return entity
-        }.object
+        }
     }
 
     /// The object registered for `objectID`, or else a new fault of the entity `entity` gives,
     /// registered (a fault fire's and a fetch's common case).
-    func registeredObjectOrFault(_ objectID: ManagedObjectID, entity: () -> EntityDescription) -> (object: ManagedObject, inserted: Bool) {
+    func registeredObjectOrFault(_ objectID: ManagedObjectID, entity: () -> EntityDescription) -> ManagedObject {
         takePermanentIDs()
         registry.purge(retired)
-        if let object = registry[objectID] { return (object, false) }
+        if let object = registry[objectID] { return object }
         // Made outside any access to the registry: a subclass's init(fault:) may use the context.
         let entity = entity()
         let object = entity.managedObjectClass.init(fault: objectID, entity: entity, context: self)
         registry.register(object, strongly: retainsRegisteredObjects)
-        return (object, true)
+        return object
     }
 
     /// The object for `objectID` when one can be had: registered, or a fault when the context has

@@ -204,13 +204,12 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 for position in positions {
                     let element = buffer.baseAddress.unsafelyUnwrapped.advanced(by: position)
                     let objectID = element.pointer(to: \.0).unsafelyUnwrapped.pointee
-                    let snapshot = cache.value(for: objectID) {
-                        RowSnapshot(objectID: objectID, row: element.pointer(to: \.1).unsafelyUnwrapped.pointee, readAt: now)
-                    }
+                    let row = element.pointer(to: \.1).unsafelyUnwrapped
+                    let snapshot = cache.value(for: objectID) { RowSnapshot(objectID: objectID, row: row.pointee, readAt: now) }
                     // A row read before another context's save (the lock was let go in
                     // between) does not replace the newer one that save put here.
-                    if snapshot.references > 0, element.pointer(to: \.1).unsafelyUnwrapped.pointee.version >= snapshot.row.version {
-                        snapshot.row = element.pointer(to: \.1).unsafelyUnwrapped.pointee
+                    if snapshot.references > 0, row.pointee.version >= snapshot.row.version {
+                        snapshot.row = row.pointee
                         snapshot.readAt = now
                     }
                     snapshot.references += 1

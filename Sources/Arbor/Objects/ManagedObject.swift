@@ -87,8 +87,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         managedObjectContext?.objectDidEnd(objectID, ObjectIdentifier(self))
     }
 
-    /// Holds `snapshot` of `coordinator`'s row cache (a reference the caller counted), in place
-    /// of the one held before (which the caller released).
+    /// Holds `snapshot` of `coordinator`'s row cache (a reference the caller counted; the one
+    /// held before, if another, the caller released).
     func hold(_ snapshot: RowSnapshot, of coordinator: PersistentStoreCoordinator) {
         if self.snapshot !== snapshot { self.snapshot = snapshot }
         if snapshotHolder !== coordinator { snapshotHolder = coordinator }
@@ -243,10 +243,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// save and notification, and addresses are not attacker-chosen). Depends on the identity
     /// alone, as ``hash(into:)`` does.
     public func _rawHashValue(seed: Int) -> Int {
-        var x = UInt64(UInt(bitPattern: Unmanaged.passUnretained(self).toOpaque())) ^ UInt64(UInt(bitPattern: seed))
-        x = (x ^ (x >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        x = (x ^ (x >> 27)) &* 0x94d0_49bb_1331_11eb
-        return Int(bitPattern: UInt(truncatingIfNeeded: x ^ (x >> 31)))
+        mixedHash(UInt64(UInt(bitPattern: Unmanaged.passUnretained(self).toOpaque())), seed: seed)
     }
 
     open var description: String {

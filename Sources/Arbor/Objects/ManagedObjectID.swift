@@ -65,10 +65,7 @@ public struct ManagedObjectID: Hashable, Sendable, CustomStringConvertible {
     /// are not attacker-chosen, and this is several times cheaper than SipHash). Consistent with
     /// ``hash(into:)``: both depend on the key alone.
     public func _rawHashValue(seed: Int) -> Int {
-        var x = UInt64(bitPattern: key) ^ UInt64(bitPattern: Int64(seed))
-        x = (x ^ (x >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        x = (x ^ (x >> 27)) &* 0x94d0_49bb_1331_11eb
-        return Int(bitPattern: UInt(truncatingIfNeeded: x ^ (x >> 31)))
+        mixedHash(UInt64(bitPattern: key), seed: seed)
     }
 
     /// Whether the ID is temporary (the object has not been saved, nor given a permanent ID).
@@ -119,4 +116,15 @@ public struct ManagedObjectID: Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String { uriRepresentation().absoluteString }
+}
+
+/// `value` mixed with `seed` by a multiply–xor-shift (SplitMix64's finalizer): the hash of object
+/// IDs and managed objects, whose keys and addresses are not attacker-chosen, at a fraction of
+/// SipHash's cost.
+@inline(__always)
+func mixedHash(_ value: UInt64, seed: Int) -> Int {
+    var x = value ^ UInt64(UInt(bitPattern: seed))
+    x = (x ^ (x >> 30)) &* 0xbf58_476d_1ce4_e5b9
+    x = (x ^ (x >> 27)) &* 0x94d0_49bb_1331_11eb
+    return Int(bitPattern: UInt(truncatingIfNeeded: x ^ (x >> 31)))
 }

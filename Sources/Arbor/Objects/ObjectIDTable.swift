@@ -7,8 +7,9 @@ import Foundation
 /// entity, so the pair last used is checked first; the others are few and searched in order. A
 /// lookup is then a comparison and two array reads — against a hash of the ID, a probe and a
 /// comparison of 40-byte keys (a fifth of a fault fire's time, measured). Temporary IDs'
-/// serial numbers are sequential too, and go into tables of their own (their namespace is not a
-/// store's). A table spans the keys it has seen; keys too far from them go to a dictionary.
+/// serial numbers are sequential too, and go into tables of their own (a key's sign is part of a
+/// table's identity). A table spans the keys it has seen; keys too far from them go to a
+/// dictionary. A chunk left empty is freed, a few kept for reuse.
 ///
 /// Not thread-safe: its owner guards it (the coordinator's lock, the context's queue).
 struct ObjectIDTable<Value> {

@@ -172,8 +172,8 @@ extension NativeStore {
 
     /// The entity name at the start of a row's bytes (nil when malformed).
     static func entityName(ofRow bytes: UnsafeRawBufferPointer) -> String? {
-        guard let end = KeyEncoding.componentEnd(bytes, from: 0),
-              case .string(let name)? = try? KeyEncoding.decodeComponent(ArraySlice(bytes[0..<end])) else { return nil }
+        var reader = KeyReader(bytes)
+        guard case .string(let name)? = try? reader.next() else { return nil }
         return name
     }
 }
@@ -208,7 +208,7 @@ struct FetchPlan {
         }
         var plan = QueryPlan(entityName: entity.name, access: access, filter: filter, orderedByIndex: orderedByIndex && !request.sortDescriptors.isEmpty,
                              sort: sort, stopsEarly: request.limit > 0 && sort.isEmpty)
-        if index == nil, let filter { plan.filterOnEncodedValues = ScanFilter.compiles(filter, layout: RawRowLayout(entity)) }
+        if index == nil, let filter { plan.filterOnEncodedValues = ScanFilter.compiles(filter, layout: RawRowLayout(entity, columns: RowColumns(entity))) }
         return plan
     }
 }
@@ -512,7 +512,7 @@ extension NativeStore {
                 if let known = filters.first(where: { $0.owns(value) }) { return Unmanaged.passUnretained(known) }
                 let rowEntity = try rowEntity(value) { try Self.lastKey(of: entry, in: rows.name) }
                 let accepted = rowEntity === entity || (request.includesSubentities && rowEntity.isKind(of: entity))
-                let made = ScanFilter(plan.filter, layout: RawRowLayout(rowEntity), accepted: accepted)
+                let made = ScanFilter(plan.filter, layout: rawRowLayout(rowEntity), accepted: accepted)
                 filters.append(made)
                 return Unmanaged.passUnretained(made)
             }

@@ -269,6 +269,11 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         try bytes.withUnsafeBytes { try decode($0, objectID: objectID) }
     }
 
+    /// The scan filter's layout of `entity`'s rows, from its stored columns.
+    func rawRowLayout(_ entity: EntityDescription) -> RawRowLayout {
+        RawRowLayout(entity, columns: rowColumns[ObjectIdentifier(entity)] ?? RowColumns(entity))
+    }
+
     /// Decodes a row in place (straight out of its page), component by component into the
     /// slots of its entity's layout. `entity`, when given, is the row's entity as the caller
     /// already read it (the name is then skipped, not decoded again).

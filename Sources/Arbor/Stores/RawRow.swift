@@ -1,7 +1,5 @@
 import Foundation
 
-/// Where each property of an entity's rows sits among a row's encoded components (the layout
-/// ``NativeStore/encode(_:entity:permanent:)`` writes).
 /// An entity's stored columns after a row's entity name and version, in row order: each
 /// persistent attribute, then each to-one relationship (preceded by its destination's entity
 /// name when the destination entity has sub-entities). The one statement of the row layout that
@@ -30,6 +28,8 @@ struct RowColumns: Sendable {
     }
 }
 
+/// Where each property of an entity's rows sits among a row's encoded components (the layout
+/// ``NativeStore/encode(_:entity:permanent:)`` writes, as ``RowColumns`` states it).
 struct RawRowLayout {
     enum Slot {
         case attribute(Int, AttributeType)
@@ -41,11 +41,11 @@ struct RawRowLayout {
     let entity: EntityDescription
     let slots: [String: Slot]
 
-    init(_ entity: EntityDescription) {
+    init(_ entity: EntityDescription, columns: RowColumns) {
         self.entity = entity
         var slots: [String: Slot] = [:]
         var index = 2
-        for column in RowColumns(entity).columns {
+        for column in columns.columns {
             switch column {
             case .attribute(let slot, let type):
                 slots[entity.propertyLayout.names[slot]] = .attribute(index, type)

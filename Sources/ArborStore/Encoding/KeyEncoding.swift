@@ -194,33 +194,13 @@ public enum KeyEncoding {
     ///
     /// - Throws: `corrupt` when the bytes are not exactly one valid component.
     public static func decodeComponent(_ bytes: ArraySlice<UInt8>) throws -> KeyComponent {
-        guard let first = bytes.first else { throw StoreError(.corrupt, "malformed key encoding: an empty component") }
-        func exactlyOne() throws -> KeyComponent {
-            let components = try decode(Array(bytes))
-            guard components.count == 1 else {
-                throw StoreError(.corrupt, "malformed key encoding: \(components.count) components where one was expected")
+        try bytes.withUnsafeBytes { raw in
+            var reader = KeyReader(raw)
+            guard let component = try reader.next() else { throw StoreError(.corrupt, "malformed key encoding: an empty component") }
+            guard reader.isAtEnd else {
+                throw StoreError(.corrupt, "malformed key encoding: \(raw.count - reader.position) bytes after one component")
             }
-            return components[0]
-        }
-        switch first {
-        case Tag.null, Tag.falseValue, Tag.trueValue:
-            guard bytes.count == 1 else { throw StoreError(.corrupt, "malformed key encoding: \(bytes.count - 1) bytes after a one-byte component") }
-            return first == Tag.null ? .null : .bool(first == Tag.trueValue)
-        case Tag.int, Tag.double, Tag.date:
-            guard bytes.count == 9 else { throw StoreError(.corrupt, "malformed key encoding: a number of \(bytes.count - 1) bytes") }
-            let raw = bytes.dropFirst().reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-            if first == Tag.int { return .int(Int64(bitPattern: raw ^ (1 << 63))) }
-            let value = double(fromOrderedBits: raw)
-            return first == Tag.double ? .double(value) : .date(Date(timeIntervalSinceReferenceDate: value))
-        case Tag.string:
-            // Most strings have no zero byte: their bytes (before the 00 00 end) are the text.
-            if bytes.count >= 3, bytes[bytes.endIndex - 2] == 0, bytes[bytes.endIndex - 1] == 0 {
-                let body = bytes.dropFirst().dropLast(2)
-                if !body.contains(0), let text = String(validating: body, as: UTF8.self) { return .string(text) }
-            }
-            return try exactlyOne()
-        default:
-            return try exactlyOne()
+            return component
         }
     }
 

@@ -76,44 +76,42 @@ let rows: [([UInt8], Int64, Double)] = (0..<count).map {
 }
 let store = UUID()
 
-/// The same fetch with the two tables as dense arrays indexed by primary key (keys are handed
-/// out in sequence, so a table by key needs no hashing): what a registry and a row cache built
-/// that way would cost.
-func denseStandInFetch() -> Int64 {
-    let context = StandInContext()
-    var cache = [StandInSnapshot?](repeating: nil, count: count + 1)
-    var registry = [Unmanaged<StandInObject>?](repeating: nil, count: count + 1)
-    var results: [StandInObject] = []
-    results.reserveCapacity(count)
-    for (index, row) in rows.enumerated() {
-        let id = StandInID(entityName: "Employee", store: store, key: Int64(index + 1))
-        let name = row.0.withUnsafeBufferPointer { String(decoding: $0, as: UTF8.self) }
-        let values: [StandInValue] = [.string(name), .integer(row.1), .date(Date(timeIntervalSinceReferenceDate: row.2))]
-        let snapshot = StandInSnapshot(id: id, values: values)
-        cache[Int(id.key)] = snapshot
-        let object = StandInObject(id: id, values: values, context: context)
-        object.snapshot = snapshot
-        registry[Int(id.key)] = Unmanaged.passUnretained(object)
-        results.append(object)
-    }
-    var sum: Int64 = 0
-    for object in results {
-        if case .integer(let salary) = object.values[1] { sum &+= salary }
-    }
-    for object in results {
-        registry[Int(object.id.key)] = nil
-        cache[Int(object.id.key)] = nil
-    }
-    return sum
+/// The uniquing table or the row cache of the stand-in: by object ID.
+protocol StandInTable<Value> {
+    associatedtype Value
+    init(capacity: Int)
+    subscript(id: StandInID) -> Value? { get set }
 }
 
-/// One fetch of all through the stand-in; returns the sum of the salaries.
-func standInFetch() -> Int64 {
+/// A hash table keyed by object ID (Arbor's design until this measurement).
+struct HashTable<Value>: StandInTable {
+    var entries: [StandInID: Value] = [:]
+    init(capacity: Int) { entries.reserveCapacity(capacity) }
+    subscript(id: StandInID) -> Value? {
+        get { entries[id] }
+        set { entries[id] = newValue }
+    }
+}
+
+/// A dense array indexed by primary key (keys are handed out in sequence, so a table by key
+/// needs no hashing).
+struct DenseTable<Value>: StandInTable {
+    var slots: [Value?]
+    init(capacity: Int) { slots = Array(repeating: nil, count: capacity + 1) }
+    subscript(id: StandInID) -> Value? {
+        get { slots[Int(id.key)] }
+        set { slots[Int(id.key)] = newValue }
+    }
+}
+
+/// One fetch of all through the stand-in, with a row cache and a uniquing table of the kinds
+/// given (the uniquing table holds its objects unretained, as Arbor's registry does); returns
+/// the sum of the salaries.
+func standInFetch<Cache: StandInTable, Registry: StandInTable>(_: Cache.Type, _: Registry.Type) -> Int64
+    where Cache.Value == StandInSnapshot, Registry.Value == Unmanaged<StandInObject> {
     let context = StandInContext()
-    var cache: [StandInID: StandInSnapshot] = [:]
-    var registry: [StandInID: Unmanaged<StandInObject>] = [:]
-    cache.reserveCapacity(count)
-    registry.reserveCapacity(count)
+    var cache = Cache(capacity: count)
+    var registry = Registry(capacity: count)
     var results: [StandInObject] = []
     results.reserveCapacity(count)
     for (index, row) in rows.enumerated() {
@@ -153,10 +151,10 @@ for _ in 0..<rounds {
     guard try grdb.fetchAll() == count else { throw WorkloadError("GRDB fetched the wrong number of records") }
     let g = seconds(clock.now - start)
     start = clock.now
-    guard standInFetch() > 0 else { throw WorkloadError("the stand-in read no salary") }
+    guard standInFetch(HashTable<StandInSnapshot>.self, HashTable<Unmanaged<StandInObject>>.self) > 0 else { throw WorkloadError("the stand-in read no salary") }
     let f = seconds(clock.now - start)
     start = clock.now
-    guard denseStandInFetch() > 0 else { throw WorkloadError("the dense stand-in read no salary") }
+    guard standInFetch(DenseTable<StandInSnapshot>.self, DenseTable<Unmanaged<StandInObject>>.self) > 0 else { throw WorkloadError("the dense stand-in read no salary") }
     let d = seconds(clock.now - start)
     grdbRounds.append(Double(count) / g)
     floorRounds.append(Double(count) / f)

@@ -194,13 +194,7 @@ struct BTreeCursor {
                 } else {
                     // A value's overflow chain is read once: through the scan ring, whatever the
                     // tree's size (a small tree's leaves may hold the keys of many large values).
-                    let wasScanning = pager.cache.scanning
-                    pager.cache.scanning = true
-                    let value: [UInt8]
-                    do {
-                        defer { pager.cache.scanning = wasScanning }
-                        value = try LeafCell(node, index).value(tree: tree)
-                    }
+                    let value = try pager.cache.scanning(true) { try LeafCell(node, index).value(tree: tree) }
                     keepGoing = try value.withUnsafeBytes { try body(key, $0) }
                 }
                 if !keepGoing { return true }

@@ -112,19 +112,17 @@ public final class Tree {
         // pages do not evict the cache); a smaller one is cached as any page is, so the next scan
         // finds it there (docs/architecture.md, "Page cache").
         let cache = transaction.pager.cache
-        let wasScanning = cache.scanning
-        if !wasScanning {
-            let limit = cache.capacity / 2
-            cache.scanning = try btree.pageCount(limit: limit) > limit
-        }
-        defer { cache.scanning = wasScanning }
-        var cursor = BTreeCursor(tree: btree)
-        var valid = try start.map { try cursor.seek($0) } ?? cursor.first()
-        let keyBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: NodeLayout.maxKeySize(usable: btree.usable), alignment: 1)
-        defer { keyBuffer.deallocate() }
-        while valid {
-            if try cursor.forEachInLeaf(keyBuffer: keyBuffer, body) { return }
-            valid = try cursor.nextLeaf()
+        let limit = cache.capacity / 2
+        let large = try cache.scanning || btree.pageCount(limit: limit) > limit
+        try cache.scanning(large) {
+            var cursor = BTreeCursor(tree: btree)
+            var valid = try start.map { try cursor.seek($0) } ?? cursor.first()
+            let keyBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: NodeLayout.maxKeySize(usable: btree.usable), alignment: 1)
+            defer { keyBuffer.deallocate() }
+            while valid {
+                if try cursor.forEachInLeaf(keyBuffer: keyBuffer, body) { return }
+                valid = try cursor.nextLeaf()
+            }
         }
     }
 

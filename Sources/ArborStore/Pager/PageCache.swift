@@ -81,6 +81,14 @@ final class PageCache {
     /// neither evicts the working set nor touches more memory than the ring (see
     /// docs/architecture.md, "Page cache").
     @exclusivity(unchecked) var scanning = false
+
+    /// Runs `body` with ``scanning`` set to `value`, then back as it was.
+    func scanning<R>(_ value: Bool, _ body: () throws -> R) rethrows -> R {
+        let was = scanning
+        scanning = value
+        defer { scanning = was }
+        return try body()
+    }
     /// The frames of the scan ring, and the next one to reuse.
     @exclusivity(unchecked) private var ring: [Int] = []
     @exclusivity(unchecked) private var ringNext = 0

@@ -336,6 +336,42 @@ struct ForEachTests {
             #expect(try tree.delete(KeyEncoding.encode([.int(0)])))
         }
     }
+
+    @Test("lends each value in place by its key — inline, compressed and overflowing alike — and nil for a missing key", arguments: [512, 4096])
+    func lendsValues(pageSize: Int) throws {
+        let database = try Database(path: "/db", options: simulatedOptions(SimulatedDisk(), pageSize: pageSize))
+        var expected: [([UInt8], [UInt8])] = []
+        try database.write { (tx) throws in
+            let tree = try tx.createTree(named: "t")
+            for i in 0..<600 {
+                let key = KeyEncoding.encode([.int(Int64(i * 2))])
+                let value: [UInt8] = i % 50 == 0 ? Array(repeating: UInt8(i % 7), count: 3000)
+                    : i % 77 == 0 ? (0..<2000).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ i) } : Array(repeating: UInt8(i % 251), count: i % 30)
+                try tree.put(key, value)
+                expected.append((key, value))
+            }
+        }
+        try database.read { (tx) throws in
+            let tree = try #require(try tx.tree(named: "t"))
+            for (key, value) in expected {
+                let lent = try key.withUnsafeBytes { try tree.withValue(forKey: $0) { Array($0) } }
+                #expect(lent == value)
+            }
+            for missing in [-1, 1, 599, 1201] {
+                let lent = try KeyEncoding.withEncodedInteger(Int64(missing)) { try tree.withValue(forKey: $0) { _ in true } }
+                #expect(lent == nil)
+            }
+        }
+        // The tree cannot change while a value is lent.
+        try database.write { (tx) throws in
+            let tree = try tx.tree(named: "t")!
+            let code = try KeyEncoding.withEncodedInteger(4) { key in
+                try tree.withValue(forKey: key) { _ in storeErrorCode({ try tree.put([1], [2]) }) }
+            }
+            #expect(code == .misuse)
+            #expect(try tree.get([1]) == nil)
+        }
+    }
 }
 
 @Suite("Integrity check")

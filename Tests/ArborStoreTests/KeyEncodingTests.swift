@@ -154,6 +154,49 @@ struct KeyEncodingTests {
         }
     }
 
+    @Test("an entry's last integer is read in place, and a table's key is encoded on the stack as encode does")
+    func inPlaceKeys() async {
+        await propertyCheck(count: 1500, input: componentGenerator.array(of: 0...3), Gen.int64()) { tuple, key in
+            let bytes = KeyEncoding.encode(tuple + [.int(key)])
+            bytes.withUnsafeBytes { raw in
+                #expect(KeyEncoding.lastInteger(raw) == key, "\(tuple)")
+            }
+            // Cut anywhere, the bytes give what decoding them whole gives: an integer only when
+            // they still end with a whole one, never a read past the end.
+            for cut in 0..<bytes.count {
+                let short = Array(bytes[0..<cut])
+                var expected: Int64?
+                if case .int(let last)? = (try? KeyEncoding.decode(short))?.last { expected = last }
+                short.withUnsafeBytes { #expect(KeyEncoding.lastInteger($0) == expected, "\(tuple) cut at \(cut)") }
+            }
+            KeyEncoding.withEncodedInteger(key) { #expect(Array($0) == KeyEncoding.encode([.int(key)])) }
+        }
+        for tuple: [KeyComponent] in [[], [.string("a")], [.int(1), .null], [.int(1), .string("x")]] {
+            KeyEncoding.encode(tuple).withUnsafeBytes { #expect(KeyEncoding.lastInteger($0) == nil, "\(tuple)") }
+        }
+    }
+
+    @Test("strings are read only when they are valid UTF-8 — including ill-formed bytes whose repair is as long")
+    func stringValidation() throws {
+        func read(_ body: [UInt8]) throws -> KeyComponent? {
+            let bytes = [KeyEncoding.Tag.string] + body + [0, 0]
+            return try bytes.withUnsafeBytes { raw in
+                var reader = KeyReader(raw)
+                return try reader.next()
+            }
+        }
+        for text in ["", "Person 1", "é", "😀 and ü", "\u{FFFD}", String(repeating: "x", count: 40)] {
+            #expect(try read(Array(text.utf8)) == .string(text))
+        }
+        // A truncated four-byte sequence (F0 9F 98) is repaired to one U+FFFD, three bytes: the
+        // repaired text has the input's length, so only comparing the bytes catches it.
+        let illFormed: [[UInt8]] = [[0xFF], [0xC3], [0x61, 0xC3], [0xF0, 0x9F, 0x98, 0x41], [0xED, 0xA0, 0x80],
+                                    [0xE2, 0x82], [0xC0, 0xAF], [0xEF, 0xBF, 0x41]]
+        for body in illFormed {
+            #expect(throws: StoreError.self, "\(body)") { try read(body) }
+        }
+    }
+
     @Test("malformed encodings are typed errors")
     func malformed() throws {
         for bytes: [UInt8] in [[0x99], [0x20, 1, 2], [0x40, 0x61], [0x40, 0x00, 0x07], [0x40, 0xFF, 0xFE, 0, 0]] {

@@ -86,6 +86,22 @@ struct PredicateTests {
         #expect(try parse("name == '%@'") == (ObjectExpression.key("name") == "%@"), "a quoted specifier is literal text")
     }
 
+    @Test("a format string read before gives each call its own arguments, and a malformed one fails every time")
+    func repeatedFormats() throws {
+        for team in 0..<5 {
+            #expect(try parse("team == %@ AND %K > %d", team, "salary", team * 10)
+                    == .and([ObjectExpression.key("team") == team, ObjectExpression.key("salary") > team * 10]))
+        }
+        for _ in 0..<3 {
+            #expect(arborErrorCode { try parse("team == 'open") } == .predicateSyntax)
+            #expect(arborErrorCode { try parse("team == %@") } == .predicateSyntax, "too few arguments")
+        }
+        // More distinct strings than the table keeps: it starts over and still reads each right.
+        for i in 0..<(LexedFormats.capacity + 10) {
+            #expect(try parse("k\(i) == %d", i) == (ObjectExpression.key("k\(i)") == i))
+        }
+    }
+
     @Test("key paths, collection operators, SUBQUERY, variables and arithmetic")
     func expressions() throws {
         #expect(try parse("department.name == 'x'") == (ObjectExpression.key("department.name") == "x"))

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 struct PredicateToken: Equatable {
     enum Kind: Equatable {
@@ -219,5 +220,30 @@ struct PredicateLexer {
         case "%": throw error("\"%%\" (a percent sign) belongs inside a quoted string", at: start)
         default: throw error("\"%\(c)\" is not a format specifier (%@ %K %d %i %ld %f %g %s)", at: start)
         }
+    }
+}
+
+/// The tokens of recently used format strings. An application builds the same few requests
+/// again and again with new arguments (`"team == %@"`); the tokens depend only on the string,
+/// so each is read once — as SQLite libraries keep prepared statements by their SQL. Bounded:
+/// when full, it starts over.
+final class LexedFormats: Sendable {
+    static let shared = LexedFormats()
+    static let capacity = 256
+
+    private let formats = Mutex<[String: ([Unicode.Scalar], [PredicateToken])]>([:])
+
+    /// The scalars and tokens of `format`.
+    ///
+    /// - Throws: the lexer's syntax error (such strings are not kept).
+    func lexed(_ format: String) throws -> ([Unicode.Scalar], [PredicateToken]) {
+        if let known = formats.withLock({ $0[format] }) { return known }
+        var lexer = PredicateLexer(format)
+        let lexed = (lexer.characters, try lexer.tokens())
+        formats.withLock { formats in
+            if formats.count >= Self.capacity { formats.removeAll(keepingCapacity: true) }
+            formats[format] = lexed
+        }
+        return lexed
     }
 }

@@ -56,9 +56,7 @@ struct PredicateParser {
     var parenthesised: [Int: Result<(ObjectPredicate, Int, Int), ArborError>] = [:]
 
     init(_ format: String, arguments: [Any?]) throws {
-        var lexer = PredicateLexer(format)
-        characters = lexer.characters
-        tokens = try lexer.tokens()
+        (characters, tokens) = try LexedFormats.shared.lexed(format)
         self.arguments = arguments
     }
 

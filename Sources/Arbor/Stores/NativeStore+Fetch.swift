@@ -233,7 +233,7 @@ extension NativeStore {
     /// top-level conjuncts, or an index giving the requested order, or a scan.
     func plan(_ request: StoreFetch, entity: EntityDescription) -> FetchPlan {
         var plan = FetchPlan(filter: request.predicate, sort: request.sortDescriptors)
-        let paths = Self.accessPaths(of: entity)
+        let paths = accessPaths[ObjectIdentifier(entity)] ?? Self.accessPaths(of: entity)
         let conjuncts: [ObjectPredicate]
         switch request.predicate {
         case .and(let terms)?: conjuncts = terms
@@ -453,13 +453,13 @@ extension NativeStore {
         /// mostly match, so each is decoded whole at once; a scan (below) mostly rejects rows
         /// and reads them in place instead (measured: the in-place read here cost index fetches
         /// a third of their speed).
-        func take(_ key: Int64, _ bytes: [UInt8]) throws -> Bool {
-            let rowEntity = try bytes.withUnsafeBytes { try rowEntity($0) { key } }
+        func take(_ key: Int64, _ bytes: UnsafeRawBufferPointer) throws -> Bool {
+            let rowEntity = try rowEntity(bytes) { key }
             if rowEntity !== entity {
                 guard request.includesSubentities, rowEntity.isKind(of: entity) else { return true }
             }
             let id = objectID(rowEntity.name, key)
-            let row = try bytes.withUnsafeBytes { try decode($0, objectID: id, entity: rowEntity) }
+            let row = try decode(bytes, objectID: id, entity: rowEntity)
             // An exact plan's ranges hold only matching rows (as counting trusts too).
             if !plan.exact, let filter = plan.filter, try !evaluator.evaluate(filter, on: .row(row, id)) { return true }
             result.append((id, row))
@@ -473,22 +473,24 @@ extension NativeStore {
                 return try run(scan, request: request, entity: entity, transaction: transaction)
             }
             let ranges = plan.descending ? plan.ranges.reversed() : plan.ranges
-            func row(_ key: Int64) throws -> [UInt8] {
-                guard let bytes = try rows.get(Self.key(key)) else {
+            /// Takes the row `key` names, read in place.
+            func takeRow(_ key: Int64) throws -> Bool {
+                let taken = try KeyEncoding.withEncodedInteger(key) { try rows.withValue(forKey: $0) { try take(key, $0) } }
+                guard let taken else {
                     throw ArborError(.store, "the index \(index.tree) names row \(key), which \(rows.name) does not have")
                 }
-                return bytes
+                return taken
             }
             // The ranges are disjoint (sorted distinct points, or one range): no row comes twice.
             outer: for range in ranges {
                 if plan.descending {
-                    for key in try descendingKeys(tree, range, index: index) where try !take(key, row(key)) { break outer }
+                    for key in try descendingKeys(tree, range, index: index) where try !takeRow(key) { break outer }
                 } else {
                     var more = true
                     try tree.forEach(from: range.start) { entry, value in
                         guard entry.precedes(range.end) else { return false }
                         let key = try primaryKey(ofEntry: entry, value: value, index: index, tree: tree.name)
-                        more = try take(key, row(key))
+                        more = try takeRow(key)
                         return more
                     }
                     if !more { break outer }

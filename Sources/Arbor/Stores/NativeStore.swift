@@ -28,6 +28,9 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     let model: ManagedObjectModel
     /// Each entity's stored columns, in row order (``RowColumns``), made once.
     let rowColumns: [ObjectIdentifier: RowColumns]
+    /// Each entity's indexes, single-key uniqueness trees and foreign-key trees (the fetch
+    /// planner's candidates), made once.
+    let accessPaths: [ObjectIdentifier: [StoreIndex]]
 
     /// Opens (creating when missing) the store at `path` for `model`.
     ///
@@ -52,6 +55,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         configurationName = configuration
         self.model = model
         rowColumns = Dictionary(uniqueKeysWithValues: model.entities.map { (ObjectIdentifier($0), RowColumns($0)) })
+        accessPaths = Dictionary(uniqueKeysWithValues: model.entities.map { (ObjectIdentifier($0), Self.accessPaths(of: $0)) })
         let database: Database
         do {
             database = try Database(path: path, options: options)
@@ -431,9 +435,8 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     ///
     /// - Throws: ``ArborError/Code/store`` for an entry that is not such a key (a damaged tree).
     static func lastKey(of entryKey: UnsafeRawBufferPointer, in tree: String) throws -> Int64 {
-        // A rows tree's key is the primary key alone: read it in place.
-        if let key = KeyEncoding.integer(exactly: entryKey) { return key }
-        guard case .int(let key)? = (try? KeyEncoding.decode(Array(entryKey)))?.last else {
+        // Read in place: the components before it are skipped, not decoded.
+        guard let key = KeyEncoding.lastInteger(entryKey) else {
             throw ArborError(.store, "the tree \(tree) holds a malformed entry (its key does not end with a primary key)")
         }
         return key

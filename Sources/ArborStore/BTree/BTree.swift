@@ -164,6 +164,27 @@ struct BTree {
         return try value(page: leaf, index: index)
     }
 
+    /// Calls `body` with the value stored under `key` — the bytes in the page itself when the
+    /// value is inline and uncompressed, else the value read from its overflow chain and
+    /// decompressed; returns whether the key was there.
+    func visitValue(_ key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool {
+        let (leaf, index, found) = try locate(key)
+        guard found else { return false }
+        // The cell to read the value from, when it could not be read in place.
+        let cell = try pager.withPage(leaf) { page -> LeafCell? in
+            let node = NodeView(body: page)
+            let (flags, stored, _, start) = node.value(index)
+            guard flags == 0 else { return LeafCell(node, index) }
+            guard start + stored <= page.count else {
+                throw StoreError.corrupt(page: leaf, "cell \(index) claims a \(stored)-byte value", path: pager.path)
+            }
+            try body(UnsafeRawBufferPointer(rebasing: page[start..<(start + stored)]))
+            return nil
+        }
+        if let cell { try cell.value(tree: self).withUnsafeBytes(body) }
+        return true
+    }
+
     /// The value of leaf cell `index` on `page` (read from its overflow chain and decompressed as
     /// needed).
     func value(page: PageNumber, index: Int) throws -> [UInt8] {

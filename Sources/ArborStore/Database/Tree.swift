@@ -40,6 +40,31 @@ public final class Tree {
         return try btree.get(key)
     }
 
+    /// Calls `body` with the value stored under `key`, read in place when it is stored inline
+    /// (no copy), and returns what `body` returns; nil when the key is absent.
+    ///
+    /// The buffer is valid only during the call. Trees cannot change while `body` runs: puts,
+    /// deletes, sequences, creating and dropping trees fail with `misuse` until it returns.
+    ///
+    /// - Complexity: O(log n) page visits.
+    @inlinable
+    public func withValue<R>(forKey key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
+        // Generic only here, inlined into the caller: the reading itself is not generic code.
+        var result: R?
+        guard try visitValue(forKey: key, { result = try body($0) }) else { return nil }
+        return result
+    }
+
+    /// Calls `body` with the value stored under `key` (see ``withValue(forKey:_:)``); returns
+    /// whether the key was there.
+    @usableFromInline
+    func visitValue(forKey key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool {
+        try transaction.checkOpen()
+        transaction.activeScans += 1
+        defer { transaction.activeScans -= 1 }
+        return try btree.visitValue(key, body)
+    }
+
     /// Stores `value` under `key`, replacing any value there.
     ///
     /// - Throws: `invalidArgument` for a key longer than ``maximumKeySize``; `misuse` in a read

@@ -185,9 +185,31 @@ public enum KeyEncoding {
     /// read in place; nil for anything else.
     public static func integer(exactly bytes: UnsafeRawBufferPointer) -> Int64? {
         guard bytes.count == 9, bytes[0] == Tag.int else { return nil }
-        var raw: UInt64 = 0
-        for byte in bytes.dropFirst() { raw = raw << 8 | UInt64(byte) }
+        let raw = UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: 1, as: UInt64.self))
         return Int64(bitPattern: raw ^ (1 << 63))
+    }
+
+    /// The integer a tuple's last component encodes (an index entry's primary key), read in
+    /// place: the components before it are skipped, not decoded. Nil when the bytes are not a
+    /// valid tuple ending with an integer.
+    public static func lastInteger(_ bytes: UnsafeRawBufferPointer) -> Int64? {
+        var start = 0
+        while true {
+            guard let end = componentEnd(bytes, from: start) else { return nil }
+            if end == bytes.count { return integer(exactly: UnsafeRawBufferPointer(rebasing: bytes[start..<end])) }
+            start = end
+        }
+    }
+
+    /// Calls `body` with the one-component tuple of `value` (a table's key) encoded in a buffer
+    /// on the stack: the same bytes as `encode([.int(value)])`, without an array.
+    @inlinable
+    public static func withEncodedInteger<R>(_ value: Int64, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try withUnsafeTemporaryAllocation(byteCount: 9, alignment: 1) { key in
+            key[0] = Tag.int
+            key.storeBytes(of: (UInt64(bitPattern: value) ^ (1 << 63)).bigEndian, toByteOffset: 1, as: UInt64.self)
+            return try body(UnsafeRawBufferPointer(key))
+        }
     }
 
     /// Decodes the one component in `bytes` (a range `componentEnd` delimited).

@@ -48,7 +48,7 @@ public struct KeyReader {
         case KeyEncoding.Tag.string:
             let start = position
             let body = try escaped(from: position + 1)
-            guard let text = body.withUnsafeBufferPointer({ String(validating: $0, as: UTF8.self) }) else {
+            guard let text = body.withUnsafeBufferPointer(Self.string(validating:)) else {
                 position = start
                 throw fail("invalid UTF-8")
             }
@@ -63,6 +63,18 @@ public struct KeyReader {
         default:
             throw fail("unknown tag \(tag)")
         }
+    }
+
+    /// The text of `bytes` when they are valid UTF-8, else nil. `String(validating:as:)` reaches
+    /// generic, unspecialized code (a metadata lookup per string); decoding — which repairs
+    /// ill-formed bytes — and checking that nothing was repaired stays specialized. A repair
+    /// always changes the bytes, so the text is valid exactly when its bytes equal the input.
+    static func string(validating bytes: UnsafeBufferPointer<UInt8>) -> String? {
+        var text = String(decoding: bytes, as: UTF8.self)
+        let same = text.withUTF8 { utf8 in
+            utf8.count == bytes.count && (bytes.isEmpty || memcmp(utf8.baseAddress!, bytes.baseAddress!, bytes.count) == 0)
+        }
+        return same ? text : nil
     }
 
     /// Skips the next component without decoding it.

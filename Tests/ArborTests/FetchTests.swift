@@ -331,10 +331,19 @@ struct FetchTests {
         #expect(arborErrorCode { try people.fetch("name.length == 3") } == .unknownKey)
         #expect(arborErrorCode { try people.fetch("age > $x") } == .invalidFetchRequest)
         #expect(arborErrorCode { try people.fetch(sort: [ObjectSortDescriptor(key: "nope")]) } == .unknownKey)
+        #expect(arborErrorCode { try people.fetch("age IN {1, 'x'}") } == .invalidFetchRequest, "every element of a list is checked")
+        #expect(arborErrorCode { try people.fetch("age BETWEEN {1, 'x'}") } == .invalidFetchRequest)
+        // The checks refuse only what is wrong.
+        #expect((try? people.fetch("name BEGINSWITH 'A' OR name LIKE '*n' OR age IN {1, 2} OR age == 3.5 OR age == TRUE")) != nil)
         do {
             _ = try people.fetch("age == 'old'")
         } catch let error as ArborError {
             #expect(error.message.contains("Person.age is integer32") && error.key == "age")
+        }
+        do {
+            _ = try people.fetch("height > 3")
+        } catch let error as ArborError {
+            #expect(error.message.contains("the predicate's key path height") && error.key == "height", "\(error.message)")
         }
     }
 

@@ -27,7 +27,7 @@ struct FetchAnalysis {
             }
         }
         storeSorts = sortDescriptors.allSatisfy { descriptor in
-            guard !descriptor.key.contains("."), let attribute = entity.attributesByName[descriptor.key] else { return false }
+            guard !descriptor.key.utf8.contains(UInt8(ascii: ".")), let attribute = entity.attributesByName[descriptor.key] else { return false }
             return !attribute.isTransient
         }
         var rowTerms: [ObjectPredicate] = [], objectTerms: [ObjectPredicate] = []
@@ -125,21 +125,21 @@ struct FetchAnalysis {
     }
 
     /// Follows keys from `start` through the model.
-    static func resolve(_ keys: ArraySlice<String>, from start: End, scope: [String: End], what: String) throws -> End {
+    static func resolve(_ keys: ArraySlice<String>, from start: End, scope: [String: End], what: @autoclosure () -> String) throws -> End {
         var current = start
         for (position, key) in zip(keys.indices, keys) {
             if key.hasPrefix("@") {
                 guard case .collection(let element) = current else {
                     if case .value = current { return .value }
-                    throw ArborError(.invalidFetchRequest, "\(what): \(key) applies to a to-many relationship", key: key)
+                    throw ArborError(.invalidFetchRequest, "\(what()): \(key) applies to a to-many relationship", key: key)
                 }
                 if key == "@count" {
                     guard position == keys.index(before: keys.endIndex) else {
-                        throw ArborError(.invalidFetchRequest, "\(what): nothing can follow @count", key: key)
+                        throw ArborError(.invalidFetchRequest, "\(what()): nothing can follow @count", key: key)
                     }
                     return .value
                 }
-                let rest = try resolve(keys[(position + 1)...], from: .entity(element), scope: scope, what: what)
+                let rest = try resolve(keys[(position + 1)...], from: .entity(element), scope: scope, what: what())
                 if key == "@distinctUnionOfObjects" { return rest }
                 return .value
             }
@@ -152,10 +152,10 @@ struct FetchAnalysis {
                 } else if let relationship = entity.relationshipsByName[key], let destination = relationship.destinationEntity {
                     current = relationship.isToMany || many ? .collection(destination) : .entity(destination)
                 } else {
-                    throw ArborError(.unknownKey, "\(what): \(entity.name) has no property \"\(key)\"", entity: entity.name, key: key)
+                    throw ArborError(.unknownKey, "\(what()): \(entity.name) has no property \"\(key)\"", entity: entity.name, key: key)
                 }
             case .attribute(let attribute):
-                throw ArborError(.unknownKey, "\(what): \"\(key)\" cannot follow the attribute \(attribute.name) (\(attribute.type))",
+                throw ArborError(.unknownKey, "\(what()): \"\(key)\" cannot follow the attribute \(attribute.name) (\(attribute.type))",
                                  key: key)
             case .value:
                 return .value
@@ -167,33 +167,35 @@ struct FetchAnalysis {
     /// Checks that constants compared with an attribute suit its type, and string operators
     /// apply to strings.
     static func checkTypes(_ comparison: ComparisonPredicate, _ left: End, _ right: End, entity: EntityDescription) throws {
-        func constants(_ expression: ObjectExpression) -> [PredicateValue] {
-            switch expression {
-            case .constant(.list(let values)): values
-            case .constant(let value): [value]
-            case .aggregate(let elements): elements.flatMap(constants)
-            default: []
-            }
-        }
-        let pairs: [(AttributeDescription, ObjectExpression)] = {
-            var result: [(AttributeDescription, ObjectExpression)] = []
-            if case .attribute(let a) = left { result.append((a, comparison.right)) }
-            if case .attribute(let a) = right { result.append((a, comparison.left)) }
-            return result
-        }()
-        for (attribute, other) in pairs {
+        // Runs for every comparison of every fetch: nothing here allocates unless it throws.
+        func check(_ attribute: AttributeDescription, against other: ObjectExpression) throws {
             let kind = attribute.type.kind
-            let stringOperators: Set<ComparisonPredicate.Operator> = [.beginsWith, .endsWith, .like, .matches]
-            if stringOperators.contains(comparison.operator), kind != .string {
+            let stringOperator = switch comparison.operator {
+            case .beginsWith, .endsWith, .like, .matches: true
+            default: false
+            }
+            if stringOperator, kind != .string {
                 throw ArborError(.invalidFetchRequest, "\(comparison.operator.rawValue) applies to strings; \(entity.name).\(attribute.name) is \(attribute.type)",
                                  entity: entity.name, key: attribute.name)
             }
-            for value in constants(other) where !suits(value, kind) {
+            func checkConstants(_ expression: ObjectExpression) throws {
+                switch expression {
+                case .constant(.list(let values)): for value in values { try checkConstant(value) }
+                case .constant(let value): try checkConstant(value)
+                case .aggregate(let elements): for element in elements { try checkConstants(element) }
+                default: break
+                }
+            }
+            func checkConstant(_ value: PredicateValue) throws {
+                guard !suits(value, kind) else { return }
                 throw ArborError(.invalidFetchRequest,
                                  "\(entity.name).\(attribute.name) is \(attribute.type); the predicate compares it with \(PredicateFormatter.literal(value)) (\(PredicateFormatter.format(.comparison(comparison))))",
                                  entity: entity.name, key: attribute.name, value: PredicateFormatter.literal(value))
             }
+            try checkConstants(other)
         }
+        if case .attribute(let attribute) = left { try check(attribute, against: comparison.right) }
+        if case .attribute(let attribute) = right { try check(attribute, against: comparison.left) }
     }
 
     /// Whether a constant can be compared with values of an attribute kind.
@@ -201,8 +203,15 @@ struct FetchAnalysis {
         switch value {
         case .null: return true
         case .int, .double, .decimal:
-            return [.integer16, .integer32, .integer64, .decimal, .double, .float, .boolean].contains(kind)
-        case .bool: return [.boolean, .integer16, .integer32, .integer64].contains(kind)
+            switch kind {
+            case .integer16, .integer32, .integer64, .decimal, .double, .float, .boolean: return true
+            default: return false
+            }
+        case .bool:
+            switch kind {
+            case .boolean, .integer16, .integer32, .integer64: return true
+            default: return false
+            }
         case .string: return kind == .string
         case .date: return kind == .date
         case .data: return kind == .binaryData || kind == .transformable

@@ -104,8 +104,10 @@ extension NativeStore {
                         trees[ObjectIdentifier(root)] = opened
                         tree = opened
                     }
-                    guard let bytes = try tree.get(Self.key(try primaryKey(of: id))) else { return nil }
-                    let row = try decode(bytes, objectID: id)
+                    let read = try KeyEncoding.withEncodedInteger(try primaryKey(of: id)) { key in
+                        try tree.withValue(forKey: key) { try decode($0, objectID: id) }
+                    }
+                    guard let row = read else { return nil }
                     return row.entityName == entity.name ? row : nil
                 }
             }
@@ -269,7 +271,7 @@ extension NativeStore {
         }
         // The order an index gives: one ascending or descending key with an index on it.
         var sortIndex: StoreIndex?
-        if request.sortDescriptors.count == 1, let sort = request.sortDescriptors.first, !sort.key.contains("."),
+        if request.sortDescriptors.count == 1, let sort = request.sortDescriptors.first, !sort.key.utf8.contains(UInt8(ascii: ".")),
            let attribute = entity.attributesByName[sort.key], attribute.type.kind != .decimal, attribute.type.kind != .uri,
            sort.options.isEmpty || sort.options == [.caseInsensitive, .diacriticInsensitive] {
             let folded = !sort.options.isEmpty

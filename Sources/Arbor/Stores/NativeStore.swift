@@ -386,8 +386,11 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         let entity = try entity(objectID.entityName)
         return try Self.storeError("read \(objectID)") {
             try database.read { transaction in
-                guard let bytes = try transaction.tree(named: Self.rowsTree(entity))?.get(Self.key(key)) else { return nil }
-                let row = try decode(bytes, objectID: objectID)
+                guard let tree = try transaction.tree(named: Self.rowsTree(entity)) else { return nil }
+                let read = try KeyEncoding.withEncodedInteger(key) { key in
+                    try tree.withValue(forKey: key) { try decode($0, objectID: objectID) }
+                }
+                guard let row = read else { return nil }
                 // A row of another entity of the hierarchy is not this object (an ID names its
                 // object's own entity: one row, one ID, one instance per context).
                 guard row.entityName == entity.name else { return nil }

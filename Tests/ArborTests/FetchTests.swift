@@ -1,4 +1,5 @@
 import ArborTestSupport
+import ArborStore
 import Foundation
 import Testing
 @testable import Arbor
@@ -83,6 +84,30 @@ struct FetchTests {
         try people.person(5, nil, age: nil, score: .nan)
         try people.context.save()
         return people
+    }
+
+    @Test("item 6: an index that names one row twice (damaged) makes one snapshot reference per object: none is left when the objects go")
+    func damagedIndexLeaksNoSnapshot() throws {
+        let people = try saved()
+        let store = try #require(people.stack.coordinator.persistentStores.first as? NativeStore)
+        let annID = try #require(try people.fetch("serial == 1").first).objectID
+        let key = try store.primaryKey(of: annID)
+        let entity = try #require(people.stack.model.entity(named: "Person"))
+        let ageIndex = try #require(NativeStore.indexes(of: entity).first { $0.keys == ["age"] })
+        // A second entry for Ann's row, under an age she does not have.
+        try store.database.write { transaction in
+            try #require(try transaction.tree(named: ageIndex.tree)).put(KeyEncoding.encode([.int(32), .int(key)]), [])
+        }
+        #expect(people.stack.coordinator.rowCacheStatistics.snapshots == 0, "nothing holds a row")
+        do {
+            let reader = people.stack.context()
+            let fetched = try people.fetch("age BETWEEN {31, 32}", in: reader)
+            #expect(!fetched.isEmpty && fetched.allSatisfy { $0.objectID == annID })
+            #expect(Set(fetched.map(ObjectIdentifier.init)).count == 1, "one instance per object ID")
+            #expect(people.stack.coordinator.rowCacheStatistics.snapshots == 1, "one snapshot for Ann's row")
+            #expect(try fetched[0].value(forKey: "name") as? String == "Ann")
+        }
+        #expect(people.stack.coordinator.rowCacheStatistics.snapshots == 0, "no reference was left behind")
     }
 
     @Test("S000-18: no match is an empty array, not an error")

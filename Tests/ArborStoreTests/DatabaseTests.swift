@@ -341,9 +341,18 @@ struct ForEachTests {
     func lendsValues(pageSize: Int) throws {
         let database = try Database(path: "/db", options: simulatedOptions(SimulatedDisk(), pageSize: pageSize))
         var expected: [([UInt8], [UInt8])] = []
+        var random = SplitMix64(seed: UInt64(pageSize))
         try database.write { (tx) throws in
             let tree = try tx.createTree(named: "t")
             for i in 0..<600 {
+                if i % 97 == 1 {
+                    // Incompressible and larger than any page: stored uncompressed, overflowing.
+                    let key = KeyEncoding.encode([.int(Int64(i * 2))])
+                    let value = (0..<5000).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+                    try tree.put(key, value)
+                    expected.append((key, value))
+                    continue
+                }
                 let key = KeyEncoding.encode([.int(Int64(i * 2))])
                 let value: [UInt8] = i % 50 == 0 ? Array(repeating: UInt8(i % 7), count: 3000)
                     : i % 77 == 0 ? (0..<2000).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ i) } : Array(repeating: UInt8(i % 251), count: i % 30)

@@ -96,6 +96,16 @@ struct PredicateTests {
             #expect(arborErrorCode { try parse("team == 'open") } == .predicateSyntax)
             #expect(arborErrorCode { try parse("team == %@") } == .predicateSyntax, "too few arguments")
         }
+        // Canonically equivalent spellings are equal Strings, but not the same bytes: each is
+        // read from its own (the store compares bytes).
+        func literalScalars(_ format: String) throws -> [Unicode.Scalar] {
+            guard case .comparison(let comparison) = try parse(format), case .constant(.string(let text)) = comparison.right else { return [] }
+            return Array(text.unicodeScalars)
+        }
+        for _ in 0..<2 {
+            #expect(try literalScalars("name == '\u{E9}'") == ["\u{E9}"])
+            #expect(try literalScalars("name == 'e\u{301}'") == ["e", "\u{301}"])
+        }
         // More distinct strings than the table keeps: it starts over and still reads each right.
         for i in 0..<(LexedFormats.capacity + 10) {
             #expect(try parse("k\(i) == %d", i) == (ObjectExpression.key("k\(i)") == i))

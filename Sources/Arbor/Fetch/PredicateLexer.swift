@@ -231,19 +231,23 @@ final class LexedFormats: Sendable {
     static let shared = LexedFormats()
     static let capacity = 256
 
-    private let formats = Mutex<[String: ([Unicode.Scalar], [PredicateToken])]>([:])
+    private let formats = Mutex<[String: (format: String, scalars: [Unicode.Scalar], tokens: [PredicateToken])]>([:])
 
     /// The scalars and tokens of `format`.
     ///
     /// - Throws: the lexer's syntax error (such strings are not kept).
     func lexed(_ format: String) throws -> ([Unicode.Scalar], [PredicateToken]) {
-        if let known = formats.withLock({ $0[format] }) { return known }
+        // Strings compare by canonical equivalence ("é" precomposed equals "e" + U+0301): a hit
+        // counts only when the bytes are the same too, since the store compares bytes.
+        if let known = formats.withLock({ $0[format] }), known.format.utf8.elementsEqual(format.utf8) {
+            return (known.scalars, known.tokens)
+        }
         var lexer = PredicateLexer(format)
-        let lexed = (lexer.characters, try lexer.tokens())
+        let lexed = (format: format, scalars: lexer.characters, tokens: try lexer.tokens())
         formats.withLock { formats in
             if formats.count >= Self.capacity { formats.removeAll(keepingCapacity: true) }
             formats[format] = lexed
         }
-        return lexed
+        return (lexed.scalars, lexed.tokens)
     }
 }

@@ -190,8 +190,9 @@ public enum KeyEncoding {
     }
 
     /// The integer a tuple's last component encodes (an index entry's primary key), read in
-    /// place: the components before it are skipped, not decoded. Nil when the bytes are not a
-    /// valid tuple ending with an integer.
+    /// place: the components before it are skipped, not decoded (so only their structure is
+    /// checked — a string's UTF-8 is not). Nil when the bytes are not a well-formed tuple ending
+    /// with an integer.
     public static func lastInteger(_ bytes: UnsafeRawBufferPointer) -> Int64? {
         var start = 0
         while true {

@@ -1,11 +1,13 @@
 // The object graph's workloads, Arbor alone, for profilers and quick measurements:
-//   swift run -c release ObjectGraphProfile [objects]
+//   swift run -c release ObjectGraphProfile [objects] [insert|fetch|keyed|faults]
 import Arbor
 import ArborTestSupport
 import CommitWorkloads
 import Foundation
 
 let count = CommandLine.arguments.count > 1 ? Int(CommandLine.arguments[1]) ?? 100_000 : 100_000
+// A second argument runs one workload alone, repeated, for a profiler: insert, fetch, keyed or faults.
+let mode = CommandLine.arguments.count > 2 ? CommandLine.arguments[2] : ""
 let model = try ManagedObjectModel {
     Entity("Employee") {
         Attribute("name", .string).required()
@@ -44,11 +46,11 @@ do {
     ids = objects.map(\.objectID)
 }
 // `ObjectGraphProfile N insert` stops here (a profile of insert+save alone).
-if CommandLine.arguments.count > 2 && CommandLine.arguments[2] == "insert" { exit(0) }
-do {
+if mode == "insert" { exit(0) }
+if mode != "keyed" {
     // Fetch of all: one fetch request in a fresh context, each object's salary read.
     // `ObjectGraphProfile N fetch` repeats it ten times and stops (a profile of fetching alone).
-    let rounds = CommandLine.arguments.count > 2 && CommandLine.arguments[2] == "fetch" ? 10 : 1
+    let rounds = mode == "fetch" ? 10 : 1
     let start = clock.now
     for _ in 0..<rounds {
         let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
@@ -60,15 +62,18 @@ do {
 }
 do {
     // Keyed fetches: a fresh object each time (nothing holds the snapshots), so every one reads the store.
+    // `ObjectGraphProfile N keyed` repeats them ten times and stops (a profile of keyed fetches alone).
+    let rounds = mode == "keyed" ? 10 : 1
     let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
     var random = SystemRandomNumberGenerator()
-    let n = min(count, 100_000)
+    let n = min(count, 100_000) * rounds
     let start = clock.now
     for _ in 0..<n {
         let id = ids[Int(random.next() % UInt64(ids.count))]
         _ = try context.existingObject(with: id).value(forKey: "salary")
     }
     print("keyed fetches (existingObject): \(rate(n, clock.now - start))")
+    if rounds > 1 { exit(0) }
 }
 do {
     // Fault firing from the row cache: another context holds every snapshot.
@@ -77,7 +82,7 @@ do {
     let n = min(count, 100_000)
     for id in ids.prefix(n) { _ = try holder.existingObject(with: id) }
     // `ObjectGraphProfile N faults` repeats it twenty times and stops (a profile of fault fires alone).
-    let rounds = CommandLine.arguments.count > 2 && CommandLine.arguments[2] == "faults" ? 20 : 1
+    let rounds = mode == "faults" ? 20 : 1
     var elapsed = Duration.zero
     // In a random order, as ObjectGraphReport fires them.
     var generator = SplitMix64(seed: 7)

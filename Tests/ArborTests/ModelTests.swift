@@ -230,6 +230,36 @@ struct ObjectIDTests {
         let set: Set<ManagedObjectID> = [permanent, temporary, ManagedObjectID(entityName: "Employee", store: store, key: 42)]
         #expect(set.count == 2)
     }
+
+    @Test("item 3: an ID is 16 bytes: IDs of one entity and store share one interned space; the same key in another entity or store is another ID")
+    func internedSpaces() throws {
+        #expect(MemoryLayout<ManagedObjectID>.size == 16)
+        let store = UUID(), other = UUID()
+        let a = ManagedObjectID(entityName: "Employee", store: store, key: 7)
+        let b = try #require(ManagedObjectID(uri: a.uriRepresentation()))
+        #expect(a == b && a.space === b.space && b.entityName == "Employee" && b.storeIdentifier == store)
+        #expect(a != ManagedObjectID(entityName: "Department", store: store, key: 7))
+        #expect(a != ManagedObjectID(entityName: "Employee", store: other, key: 7))
+        #expect(ManagedObjectID(temporaryFor: "Employee").space !== a.space, "temporary IDs have a namespace of their own")
+        // An entity's temporary IDs come from the space it made once.
+        let model = try ManagedObjectModel { Entity("Employee") { Attribute("name", .string) } }
+        let entity = try #require(model.entity(named: "Employee"))
+        let object = ManagedObject(entity: entity, insertInto: nil)
+        #expect(object.objectID.space === entity.temporaryIDSpace && object.objectID.isTemporaryID)
+    }
+
+    @Test("pairs named only by URIs are bounded: past the limit a URI naming a new entity and store gives no ID, known pairs still do")
+    func untrustedSpacesAreBounded() {
+        var interner = ObjectIDSpace.Interner(maximumUntrusted: 3)
+        let trusted = interner.intern("Employee", UUID(), untrusted: false)
+        #expect(trusted != nil)
+        let named = (0..<3).map { _ in interner.intern("Employee", UUID(), untrusted: true) }
+        #expect(named.allSatisfy { $0 != nil } && interner.count == 4)
+        #expect(interner.intern("Employee", UUID(), untrusted: true) == nil, "a fourth untrusted pair is refused")
+        #expect(interner.intern("Other", UUID(), untrusted: false) != nil, "stores and models are never refused")
+        #expect(interner.intern(named[0]!.entityName, named[0]!.namespace, untrusted: true) === named[0], "a known pair is found again")
+        #expect(interner.count == 5)
+    }
 }
 
 @Suite("Errors")

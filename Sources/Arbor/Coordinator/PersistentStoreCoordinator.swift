@@ -305,9 +305,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     func allocateObjectIDs(for entity: EntityDescription, count: Int, in chosen: (any PersistentStore)? = nil) throws -> [ManagedObjectID] {
         try locked {
             let store = try chosen ?? store(for: entity)
-            return try store.allocatePrimaryKeys(for: entity, count: count).map {
-                ManagedObjectID(entityName: entity.name, store: store.identifier, key: $0)
-            }
+            let space = ObjectIDSpace.interned(entity.name, store.identifier)
+            return try store.allocatePrimaryKeys(for: entity, count: count).map { ManagedObjectID(space: space, key: $0) }
         }
     }
 

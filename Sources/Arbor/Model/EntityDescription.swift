@@ -14,6 +14,9 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     public let superentityName: String?
     /// The class of the entity's objects: ``ManagedObject`` or a typed subclass.
     public let managedObjectClass: ManagedObject.Type
+    /// The space of this entity's temporary object IDs (made once: inserting an object then
+    /// costs no lookup for it).
+    let temporaryIDSpace: ObjectIDSpace
 
     /// The parent entity.
     public private(set) weak var superentity: EntityDescription?
@@ -60,6 +63,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
 
     init(_ spec: Entity, problems: inout [String]) {
         name = spec.name
+        temporaryIDSpace = ObjectIDSpace.interned(spec.name, ManagedObjectID.temporaryNamespace)
         isAbstract = spec.isAbstract
         superentityName = spec.parent
         managedObjectClass = spec.objectClass

@@ -110,7 +110,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     public required init(entity: EntityDescription, insertInto context: ManagedObjectContext?) {
         precondition(!entity.isAbstract, "\(entity.name) is abstract: only its sub-entities have instances")
         self.entity = entity
-        objectID = ManagedObjectID(temporaryFor: entity.name)
+        objectID = ManagedObjectID(temporaryIn: entity.temporaryIDSpace)
         values = entity.initialValues
         context?.insert(self)
     }

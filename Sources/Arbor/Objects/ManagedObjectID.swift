@@ -18,43 +18,54 @@ private let temporarySerial = Atomic<Int64>(0)
 /// drawn once per process; N is the ID's serial number).
 /// `PersistentStoreCoordinator.managedObjectID(forURIRepresentation:)` turns it back into an ID.
 public struct ManagedObjectID: Hashable, Sendable, CustomStringConvertible {
-    /// The name of the object's entity.
-    public let entityName: String
-    /// The store's identifier; for a temporary ID, the namespace of the process that made it.
-    let namespace: UUID
+    /// The ID's entity and store (or temporary namespace), interned: never freed, so the ID holds
+    /// it unretained. An ID is 16 bytes, copying one touches no reference count, and two IDs
+    /// compare their spaces by address.
+    private let spaceReference: Unmanaged<ObjectIDSpace>
     /// The row's primary key (positive); for a temporary ID, minus its serial number.
     let key: Int64
+
+    /// The entity and store (or namespace) of the ID.
+    var space: ObjectIDSpace { spaceReference.takeUnretainedValue() }
+    /// The address of ``space``: equal for IDs of one entity and store (tables keyed by it touch
+    /// no reference count).
+    var spaceAddress: UnsafeMutableRawPointer { spaceReference.toOpaque() }
+    /// The name of the object's entity.
+    public var entityName: String { space.entityName }
+    /// The store's identifier; for a temporary ID, the namespace of the process that made it.
+    var namespace: UUID { space.namespace }
 
     /// The namespace of this process's temporary IDs (random, so that a temporary ID of another
     /// process never equals one of ours).
     static let temporaryNamespace = UUID()
 
-    /// A permanent ID: row `key` of the entity's tree in the store `store`.
-    init(entityName: String, store: UUID, key: Int64) {
-        self.entityName = entityName
-        namespace = store
+    /// The ID of `key` in `space`.
+    init(space: ObjectIDSpace, key: Int64) {
+        spaceReference = Unmanaged.passUnretained(space)
         self.key = key
     }
 
-    /// A new temporary ID: the next serial number of the process (a counter, not a random UUID:
-    /// making one costs an atomic increment, not a system call).
-    init(temporaryFor entityName: String) {
-        self.entityName = entityName
-        namespace = Self.temporaryNamespace
-        key = -temporarySerial.wrappingAdd(1, ordering: .relaxed).newValue
+    /// A permanent ID: row `key` of the entity's tree in the store `store`.
+    init(entityName: String, store: UUID, key: Int64) {
+        self.init(space: ObjectIDSpace.interned(entityName, store), key: key)
     }
 
-    /// A temporary ID parsed from a URI (its namespace and serial number).
-    private init(entityName: String, temporaryNamespace: UUID, serial: Int64) {
-        self.entityName = entityName
-        namespace = temporaryNamespace
-        key = -serial
+    /// A new temporary ID in `space` (an entity's ``EntityDescription/temporaryIDSpace``): the
+    /// next serial number of the process (a counter, not a random UUID: making one costs an
+    /// atomic increment, not a system call).
+    init(temporaryIn space: ObjectIDSpace) {
+        self.init(space: space, key: -temporarySerial.wrappingAdd(1, ordering: .relaxed).newValue)
+    }
+
+    /// A new temporary ID for an object of `entityName`.
+    init(temporaryFor entityName: String) {
+        self.init(temporaryIn: ObjectIDSpace.interned(entityName, Self.temporaryNamespace))
     }
 
     /// IDs are equal when they name the same row of the same store (or are the same temporary
-    /// ID) of the same entity.
+    /// ID) of the same entity: spaces are interned, so equal entity and store means one space.
     public static func == (a: ManagedObjectID, b: ManagedObjectID) -> Bool {
-        a.key == b.key && a.namespace == b.namespace && a.entityName == b.entityName
+        a.key == b.key && a.spaceReference.toOpaque() == b.spaceReference.toOpaque()
     }
 
     /// Equal IDs have equal keys; the key alone is hashed (the registry, the row cache and the
@@ -108,10 +119,12 @@ public struct ManagedObjectID: Hashable, Sendable, CustomStringConvertible {
             // t<namespace UUID>-<serial>
             guard tag == "t", rest.count > 37, let namespace = UUID(uuidString: String(rest.prefix(36))),
                   rest.dropFirst(36).first == "-", let serial = Int64(rest.dropFirst(37)), serial > 0 else { return nil }
-            self.init(entityName: entity, temporaryNamespace: namespace, serial: serial)
+            guard let space = ObjectIDSpace.interned(entity, namespace, untrusted: true) else { return nil }
+            self.init(space: space, key: -serial)
         } else {
-            guard tag == "p", let store = UUID(uuidString: host), let key = Int64(rest), key > 0 else { return nil }
-            self.init(entityName: entity, store: store, key: key)
+            guard tag == "p", let store = UUID(uuidString: host), let key = Int64(rest), key > 0,
+                  let space = ObjectIDSpace.interned(entity, store, untrusted: true) else { return nil }
+            self.init(space: space, key: key)
         }
     }
 
@@ -127,4 +140,69 @@ func mixedHash(_ value: UInt64, seed: Int) -> Int {
     x = (x ^ (x >> 30)) &* 0xbf58_476d_1ce4_e5b9
     x = (x ^ (x >> 27)) &* 0x94d0_49bb_1331_11eb
     return Int(bitPattern: UInt(truncatingIfNeeded: x ^ (x >> 31)))
+}
+
+/// An entity name and a store identifier (or a temporary namespace): the part that IDs share.
+/// Interned for the life of the process — each pair has one instance — so IDs refer to it
+/// unretained and compare it by address.
+///
+/// Pairs a store or a model makes are few (entities × stores). Pairs read from URIs (object-ID
+/// URIs given to the coordinator or written in predicates) are untrusted: at most 1,024 of them
+/// are kept, and a URI naming yet another pair is refused (no ID), so that input cannot grow the
+/// table without bound.
+final class ObjectIDSpace: Sendable {
+    let entityName: String
+    let namespace: UUID
+
+    private init(entityName: String, namespace: UUID) {
+        self.entityName = entityName
+        self.namespace = namespace
+    }
+
+    private struct Key: Hashable {
+        let entityName: String
+        let namespace: UUID
+    }
+
+    /// A table of interned spaces (the process has one; tests make their own).
+    struct Interner {
+        private var spaces: [Key: ObjectIDSpace] = [:]
+        private var untrusted = 0
+        /// The most pairs kept that only untrusted input named.
+        let maximumUntrusted: Int
+
+        init(maximumUntrusted: Int) {
+            self.maximumUntrusted = maximumUntrusted
+        }
+
+        /// The number of spaces kept.
+        var count: Int { spaces.count }
+
+        /// The space of `entityName` and `namespace`: the one already made, or a new one. With
+        /// `untrusted` (a pair read from input), nil once `maximumUntrusted` such pairs are kept.
+        mutating func intern(_ entityName: String, _ namespace: UUID, untrusted isUntrusted: Bool) -> ObjectIDSpace? {
+            let key = Key(entityName: entityName, namespace: namespace)
+            if let known = spaces[key] { return known }
+            if isUntrusted {
+                guard untrusted < maximumUntrusted else { return nil }
+                untrusted += 1
+            }
+            let made = ObjectIDSpace(entityName: entityName, namespace: namespace)
+            spaces[key] = made
+            return made
+        }
+    }
+
+    private static let table = Mutex(Interner(maximumUntrusted: 1024))
+
+    /// The process's space of `entityName` and `namespace`. With `untrusted` (a pair read from
+    /// a URI), nil once 1,024 pairs that only URIs named are kept.
+    static func interned(_ entityName: String, _ namespace: UUID, untrusted: Bool) -> ObjectIDSpace? {
+        table.withLock { $0.intern(entityName, namespace, untrusted: untrusted) }
+    }
+
+    /// The space of `entityName` and `namespace`, for a pair a store or a model names.
+    static func interned(_ entityName: String, _ namespace: UUID) -> ObjectIDSpace {
+        interned(entityName, namespace, untrusted: false)!
+    }
 }

@@ -21,8 +21,9 @@ struct ObjectIDTable<Value> {
     private static var maximumSpan: Int { 1 << 16 }
 
     private struct Table {
-        let entityName: String
-        let store: UUID
+        /// The entity and store of the IDs in the table (their space's address: spaces are
+        /// interned and never freed).
+        let space: UnsafeMutableRawPointer
         /// Whether the table holds negative keys (temporary IDs' negated serial numbers): an ID
         /// of either sign may name any namespace (a URI can say anything), so the sign is part of
         /// the table's identity, and no two IDs share a slot.
@@ -50,16 +51,16 @@ struct ObjectIDTable<Value> {
     /// The table of `id`'s entity and store (made when `create`), or nil.
     private mutating func table(of id: ManagedObjectID, create: Bool) -> Int? {
         let negative = id.key < 0
-        if lastTable < tables.count, tables[lastTable].entityName == id.entityName, tables[lastTable].store == id.namespace,
-           tables[lastTable].negative == negative {
+        let space = id.spaceAddress
+        if lastTable < tables.count, tables[lastTable].space == space, tables[lastTable].negative == negative {
             return lastTable
         }
-        if let found = tables.firstIndex(where: { $0.entityName == id.entityName && $0.store == id.namespace && $0.negative == negative }) {
+        if let found = tables.firstIndex(where: { $0.space == space && $0.negative == negative }) {
             lastTable = found
             return found
         }
         guard create else { return nil }
-        tables.append(Table(entityName: id.entityName, store: id.namespace, negative: negative))
+        tables.append(Table(space: space, negative: negative))
         lastTable = tables.count - 1
         return lastTable
     }

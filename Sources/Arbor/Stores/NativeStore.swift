@@ -31,6 +31,9 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     /// Each entity's indexes, single-key uniqueness trees and foreign-key trees (the fetch
     /// planner's candidates), made once.
     let accessPaths: [ObjectIdentifier: [StoreIndex]]
+    /// The object-ID space of each entity of the model in this store, by entity name (made once:
+    /// an ID made for a row then costs no interning).
+    private let idSpaces: [String: ObjectIDSpace]
 
     /// Opens (creating when missing) the store at `path` for `model`.
     ///
@@ -84,6 +87,8 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                 return uuid
             }
         }
+        let store = identifier
+        idSpaces = Dictionary(model.entities.map { ($0.name, ObjectIDSpace.interned($0.name, store)) }, uniquingKeysWith: { first, _ in first })
         if !options.readOnly {
             try buildMissingIndexes()
             try recordMissingSchema()
@@ -213,7 +218,8 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     }
 
     func objectID(_ entityName: String, _ primaryKey: Int64) -> ManagedObjectID {
-        ManagedObjectID(entityName: entityName, store: identifier, key: primaryKey)
+        if let space = idSpaces[entityName] { return ManagedObjectID(space: space, key: primaryKey) }
+        return ManagedObjectID(entityName: entityName, store: identifier, key: primaryKey)
     }
 
     /// The ID of row `primaryKey` of `entityName` in this store.

@@ -133,6 +133,40 @@ struct NotificationTests {
         #expect(!failed.contains(ManagedObjectContext.didSaveObjectsNotification))
     }
 
+    @Test("S000-95/S000-96: did-save lists every object the save inserted, whether one event or several made them (it reuses the event's set only when it holds exactly those)")
+    func didSaveInsertedAcrossEvents() throws {
+        let stack = try Stack()
+        let context = stack.context()
+        let recorder = NotificationRecorder(context)
+        func insertedBy(_ entries: [NotificationRecorder.Entry], _ name: Notification.Name) -> [Set<ManagedObject>] {
+            entries.filter { $0.name == name }.map { $0.objects(.insertedObjects) }
+        }
+        // One event made both: objects-did-change and did-save list the same two.
+        let a = try stack.insert("Department", in: context, ["name": "A"])
+        let b = try stack.insert("Department", in: context, ["name": "B"])
+        try context.save()
+        var posted = recorder.take()
+        #expect(insertedBy(posted, ManagedObjectContext.didChangeObjectsNotification) == [[a, b]])
+        #expect(insertedBy(posted, ManagedObjectContext.didSaveObjectsNotification) == [[a, b]])
+        // Two events: the save's own event reports the last one; did-save lists all three.
+        let c = try stack.insert("Department", in: context, ["name": "C"])
+        context.processPendingChanges()
+        let d = try stack.insert("Department", in: context, ["name": "D"])
+        let e = try stack.insert("Department", in: context, ["name": "E"])
+        try context.save()
+        posted = recorder.take()
+        #expect(insertedBy(posted, ManagedObjectContext.didChangeObjectsNotification) == [[c], [d, e]])
+        #expect(insertedBy(posted, ManagedObjectContext.didSaveObjectsNotification) == [[c, d, e]])
+        // A failed save, then one that succeeds after a fix: did-save lists what that save inserted.
+        let bad = try stack.insert("Department", in: context, ["name": ""])
+        let good = try stack.insert("Department", in: context, ["name": "G"])
+        #expect(throws: ArborError.self) { try context.save() }
+        context.delete(bad)
+        try context.save()
+        posted = recorder.take()
+        #expect(insertedBy(posted, ManagedObjectContext.didSaveObjectsNotification) == [[good]])
+    }
+
     @Test("S000-82/S001-28: refresh reports refreshed objects (updated when they have changes of their own); reset reports invalidated-all; rollback reports what it restored and dropped")
     func refreshResetRollback() throws {
         let stack = try Stack()

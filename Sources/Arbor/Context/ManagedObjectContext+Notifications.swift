@@ -120,6 +120,8 @@ extension ManagedObjectContext {
             objects.isEmpty ? [] : Self.put(objects, key, idKey, in: &info)
         }
         change.insertedObjectIDs = add(ended.inserted, .insertedObjects, .insertedObjectIDs)
+        lastInsertedSet = ended.inserted.isEmpty ? nil
+            : (ended.inserted, info[NotificationKey.insertedObjects.rawValue] as? Set<ManagedObject> ?? Set(ended.inserted))
         change.updatedObjectIDs = add(ended.updated, .updatedObjects, .updatedObjectIDs)
         change.deletedObjectIDs = add(ended.deleted, .deletedObjects, .deletedObjectIDs)
         change.refreshedObjectIDs = add(ended.refreshed, .refreshedObjects, .refreshedObjectIDs)
@@ -141,7 +143,12 @@ extension ManagedObjectContext {
         // All three kinds, even when empty.
         var info: [AnyHashable: Any] = [:]
         var change = ContextChange(kind: .didSave)
-        change.insertedObjectIDs = Self.put(inserted, .insertedObjects, .insertedObjectIDs, in: &info)
+        // The set of new objects the save's first event posted, when it holds exactly these.
+        let known = lastInsertedSet.flatMap { last in
+            last.objects.count == inserted.count && zip(last.objects, inserted).allSatisfy { $0 === $1 } ? last.set : nil
+        }
+        lastInsertedSet = nil
+        change.insertedObjectIDs = Self.put(inserted, .insertedObjects, .insertedObjectIDs, in: &info, set: known)
         change.updatedObjectIDs = Self.put(updated, .updatedObjects, .updatedObjectIDs, in: &info)
         change.deletedObjectIDs = Self.put(deleted, .deletedObjects, .deletedObjectIDs, in: &info)
         if let persistentStoreCoordinator { info[Self.coordinatorKey] = persistentStoreCoordinator }
@@ -150,10 +157,10 @@ extension ManagedObjectContext {
 
     /// Puts `objects` and their IDs into a notification's user info; returns the IDs.
     private static func put(_ objects: [ManagedObject], _ key: NotificationKey, _ idKey: NotificationKey,
-                            in info: inout [AnyHashable: Any]) -> Set<ManagedObjectID> {
+                            in info: inout [AnyHashable: Any], set: Set<ManagedObject>? = nil) -> Set<ManagedObjectID> {
         var ids = Set<ManagedObjectID>(minimumCapacity: objects.count)
         for object in objects { ids.insert(object.objectID) }
-        info[key.rawValue] = Set(objects)
+        info[key.rawValue] = set ?? Set(objects)
         info[idKey.rawValue] = ids
         return ids
     }

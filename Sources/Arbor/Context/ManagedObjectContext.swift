@@ -29,6 +29,10 @@ public final class ManagedObjectContext: @unchecked Sendable {
     var pendingDeletes: [ManagedObject] = []
     /// What the current event changed (posted by ``processPendingChanges()``).
     var event = EventChanges()
+    /// The new objects the last objects-did-change reported, and the set it posted of them: a
+    /// save's did-save reports the same objects (in the same order) when one event made them
+    /// all, and posts the same set instead of building it again. Cleared by did-save.
+    var lastInsertedSet: (objects: [ManagedObject], set: Set<ManagedObject>)?
     /// The streams of ``changes``.
     let changeStreams = ChangeStreams()
     /// New objects assigned to a store with `assign(_:to:)`, by (temporary) ID.
@@ -478,6 +482,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         registry.removeAll()
         event = EventChanges()
         event.invalidatedAll = true
+        lastInsertedSet = nil
         pendingUndo?.clear()
         _undoManager?.removeAllActions()
         inserted.removeAll()

@@ -248,7 +248,17 @@ extension ManagedObjectContext {
     /// Gives each of `objects` a reference to the row-cache snapshot of its row: the row at the
     /// same place of `positions` in `rows` (after a fetch, a batch load or a save).
     func holdSnapshots(_ objects: [ManagedObject], of rows: [(ManagedObjectID, StoreRow)], at positions: [Int], _ coordinator: PersistentStoreCoordinator) {
-        for (object, snapshot) in zip(objects, coordinator.retainSnapshots(rows, at: positions)) {
+        hold(coordinator.retainSnapshots(rows, at: positions), by: objects, coordinator)
+    }
+
+    /// ``holdSnapshots(_:of:at:_:)`` for rows given apart from their objects (a save's: the
+    /// objects' IDs are their rows').
+    func holdSnapshots(_ objects: [ManagedObject], rows: [StoreRow], _ coordinator: PersistentStoreCoordinator) {
+        hold(coordinator.retainSnapshots(objects.map(\.objectID), rows: rows), by: objects, coordinator)
+    }
+
+    private func hold(_ snapshots: [RowSnapshot], by objects: [ManagedObject], _ coordinator: PersistentStoreCoordinator) {
+        for (object, snapshot) in zip(objects, snapshots) {
             // An object listed twice (rows naming one ID twice: a damaged index) was counted
             // twice: one reference goes back.
             if object.snapshot === snapshot { coordinator.release(snapshot) } else { object.hold(snapshot, of: coordinator) }
@@ -263,14 +273,14 @@ extension ManagedObjectContext {
         let faults = batch.ids.compactMap { registeredObject(for: $0) }.filter { $0.faulted && $0.snapshot == nil }
         let rows = try coordinator.rows(for: faults.map(\.objectID))
         var holders: [ManagedObject] = []
-        var held: [(ManagedObjectID, StoreRow)] = []
+        var held: [StoreRow] = []
         for (object, row) in zip(faults, rows) {
             object.faultBatch = nil
             guard let row else { continue }
             holders.append(object)
-            held.append((object.objectID, row))
+            held.append(row)
         }
-        holdSnapshots(holders, of: held, at: Array(held.indices), coordinator)
+        holdSnapshots(holders, rows: held, coordinator)
     }
 
     /// Loads the destinations of the given relationship key paths for `objects`.

@@ -307,7 +307,7 @@ extension ManagedObjectContext {
         // (it changes objects), and written again — a few times at most, since another writer
         // may slip in between.
         var parts: [(store: UUID, changes: StoreChanges, newObjects: [ManagedObject])] = []
-        var savedRows: [(ManagedObject, StoreRow)] = []
+        var savedRows: [SavedRow] = []
         var assigned: [[ManagedObjectID]] = []
         var attempts = 0
         // Set when a later store failed after earlier ones saved: those are brought up to date
@@ -346,18 +346,19 @@ extension ManagedObjectContext {
                 let index = try part(ofNew: object)
                 parts[index].changes.inserted.append((object.objectID, newRow))
                 parts[index].newObjects.append(object)
-                savedRows.append((object, newRow))
+                savedRows.append(SavedRow(object: object, row: newRow))
             }
             for object in updatedObjects {
                 let newRow = persistentRow(of: object, version: object.committedVersion + 1)
                 parts[try part(of: object.objectID)].changes.updated.append((object.objectID, newRow, object.committedVersion))
-                savedRows.append((object, newRow))
+                savedRows.append(SavedRow(object: object, row: newRow))
             }
             for object in deletedObjects where !object.objectID.isTemporaryID {
                 parts[try part(of: object.objectID)].changes.deleted.append((object.objectID, object.committedVersion))
             }
-            // Many-to-many links: the difference between committed and current destinations.
-            for object in insertedObjects + updatedObjects {
+            // Many-to-many links: the difference between committed and current destinations
+            // (only entities with to-many relationships can have any).
+            func recordLinks(of object: ManagedObject) throws {
                 for relationship in object.entity.relationships where relationship.isManyToMany && !object.unloadedRelationships.contains(relationship.name) {
                     let now = object.values[relationship.name]?.objectIDs ?? []
                     let before = object.committed?[relationship.name]?.objectIDs ?? []
@@ -370,6 +371,8 @@ extension ManagedObjectContext {
                     }
                 }
             }
+            for object in insertedObjects where object.entity.hasToManyRelationships { try recordLinks(of: object) }
+            for object in updatedObjects where object.entity.hasToManyRelationships { try recordLinks(of: object) }
             for (object, version) in lockChecks() {
                 parts[try part(of: object.objectID)].changes.checked.append((object.objectID, version))
             }
@@ -396,7 +399,7 @@ extension ManagedObjectContext {
                 insertedObjects = insertedObjects.filter { newObjects.contains(ObjectIdentifier($0)) }
                 updatedObjects = updatedObjects.filter(inSavedPart)
                 deletedObjects = deletedObjects.filter(inSavedPart)
-                savedRows = savedRows.filter { inSavedPart($0.0) }
+                savedRows = savedRows.filter { inSavedPart($0.object) }
                 parts = saved
                 assigned = partial.assigned
                 partialFailure = partial.failure
@@ -428,17 +431,18 @@ extension ManagedObjectContext {
         replaceInChangedObjects(permanent)
         if descendants { sendPermanentIDs(permanent) }
         var holders: [ManagedObject] = []
-        var snapshots: [(ManagedObjectID, StoreRow)] = []
-        snapshots.reserveCapacity(savedRows.count)
-        for (object, savedRow) in savedRows {
+        var heldRows: [StoreRow] = []
+        heldRows.reserveCapacity(savedRows.count)
+        for saved in savedRows {
+            let object = saved.object
             markSaved(object)
-            object.committedVersion = savedRow.version
+            object.committedVersion = saved.row.version
             if object.snapshot == nil {
                 holders.append(object)
-                snapshots.append((object.objectID, savedRow.translated(permanent)))
+                heldRows.append(permanent.isEmpty ? saved.row : saved.row.translated(permanent))
             }
         }
-        holdSnapshots(holders, of: snapshots, at: Array(snapshots.indices), coordinator)
+        holdSnapshots(holders, rows: heldRows, coordinator)
         finishSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects, partial: partialFailure != nil)
         if let partialFailure {
             var error = partialFailure as? ArborError ?? ArborError(.storeSave, "\(partialFailure)")
@@ -574,4 +578,12 @@ extension ManagedObjectContext {
         checkQueue()
         for object in registeredObjects { refresh(object, mergeChanges: true) }
     }
+}
+
+/// An object a save wrote and the row it wrote (a struct, not a tuple: an array of tuples is
+/// destroyed element by element through the runtime's generic tuple code — measured at an
+/// eighth of a large save's time — and an array of structs by the struct's own code).
+struct SavedRow {
+    let object: ManagedObject
+    let row: StoreRow
 }

@@ -204,20 +204,41 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 for position in positions {
                     let element = buffer.baseAddress.unsafelyUnwrapped.advanced(by: position)
                     let objectID = element.pointer(to: \.0).unsafelyUnwrapped.pointee
-                    let row = element.pointer(to: \.1).unsafelyUnwrapped
-                    let snapshot = cache.value(for: objectID) { RowSnapshot(objectID: objectID, row: row.pointee, readAt: now) }
-                    // A row read before another context's save (the lock was let go in
-                    // between) does not replace the newer one that save put here.
-                    if snapshot.references > 0, row.pointee.version >= snapshot.row.version {
-                        snapshot.row = row.pointee
-                        snapshot.readAt = now
-                    }
-                    snapshot.references += 1
-                    result.append(snapshot)
+                    result.append(retainLocked(objectID, element.pointer(to: \.1).unsafelyUnwrapped, at: now))
                 }
             }
             return result
         }
+    }
+
+    /// ``retainSnapshots(_:)`` for `rows`, the rows of the objects `ids` name.
+    func retainSnapshots(_ ids: [ManagedObjectID], rows: [StoreRow]) -> [RowSnapshot] {
+        guard !ids.isEmpty else { return [] }
+        let now = ContinuousClock.now
+        return locked {
+            var result: [RowSnapshot] = []
+            result.reserveCapacity(ids.count)
+            rows.withUnsafeBufferPointer { buffer in
+                for (index, objectID) in ids.enumerated() {
+                    result.append(retainLocked(objectID, buffer.baseAddress.unsafelyUnwrapped.advanced(by: index), at: now))
+                }
+            }
+            return result
+        }
+    }
+
+    /// One more reference to the snapshot of `objectID`, made from `row` when the cache has
+    /// none (call with the lock held).
+    private func retainLocked(_ objectID: ManagedObjectID, _ row: UnsafePointer<StoreRow>, at now: ContinuousClock.Instant) -> RowSnapshot {
+        let snapshot = cache.value(for: objectID) { RowSnapshot(objectID: objectID, row: row.pointee, readAt: now) }
+        // A row read before another context's save (the lock was let go in between) does not
+        // replace the newer one that save put here.
+        if snapshot.references > 0, row.pointee.version >= snapshot.row.version {
+            snapshot.row = row.pointee
+            snapshot.readAt = now
+        }
+        snapshot.references += 1
+        return snapshot
     }
 
     /// Reads again the rows of those of `ids` the cache holds (another coordinator saved them):

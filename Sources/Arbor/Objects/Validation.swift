@@ -21,7 +21,8 @@ enum Validation {
         if let maximum = attribute.maximum, let order = value.compare(maximum), order > 0 {
             throw failure(isDate ? .validationDateTooLate : .validationNumberTooLarge, "is \(value), above the maximum \(maximum)")
         }
-        if let length = value.length {
+        // A string's length counts its characters (grapheme clusters): only when a rule needs it.
+        if attribute.minimumLength != nil || attribute.maximumLength != nil, let length = value.length {
             if let minimum = attribute.minimumLength, length < minimum {
                 throw failure(.validationStringTooShort, "is \(length) long, shorter than the minimum \(minimum)")
             }

@@ -461,7 +461,7 @@ extension NativeStore {
             if rowEntity !== entity {
                 guard request.includesSubentities, rowEntity.isKind(of: entity) else { return true }
             }
-            let id = objectID(rowEntity.name, key)
+            let id = objectID(rowEntity, key)
             let row = try decode(bytes, objectID: id, entity: rowEntity)
             // An exact plan's ranges hold only matching rows (as counting trusts too).
             if !plan.exact, let filter = plan.filter, try !evaluator.evaluate(filter, on: .row(row, id)) { return true }
@@ -534,7 +534,7 @@ extension NativeStore {
                 guard accepted else { return true }
                 if decided == false { return true }
                 let layout = scan._withUnsafeGuaranteedRef { $0.layout }
-                let id = objectID(layout.entity.name, try Self.lastKey(of: entry, in: rows.name))
+                let id = objectID(layout.entity, try Self.lastKey(of: entry, in: rows.name))
                 if decided == nil, let filter = plan.filter {
                     guard raw.load(value) else { throw malformed(entry) }
                     raw.id = id

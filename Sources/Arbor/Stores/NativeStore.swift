@@ -34,6 +34,8 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     /// The object-ID space of each entity of the model in this store, by entity name (made once:
     /// an ID made for a row then costs no interning).
     private let idSpaces: [String: ObjectIDSpace]
+    /// The same, by entity.
+    private let entitySpaces: [ObjectIdentifier: ObjectIDSpace]
 
     /// Opens (creating when missing) the store at `path` for `model`.
     ///
@@ -89,6 +91,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         }
         let store = identifier
         idSpaces = Dictionary(model.entities.map { ($0.name, ObjectIDSpace.interned($0.name, store)) }, uniquingKeysWith: { first, _ in first })
+        entitySpaces = Dictionary(uniqueKeysWithValues: model.entities.map { (ObjectIdentifier($0), ObjectIDSpace.interned($0.name, store)) })
         if !options.readOnly {
             try buildMissingIndexes()
             try recordMissingSchema()
@@ -222,6 +225,13 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         return ManagedObjectID(entityName: entityName, store: identifier, key: primaryKey)
     }
 
+    /// The ID of row `primaryKey` of `entity` in this store (its space found by the entity's
+    /// identity: no string is hashed).
+    func objectID(_ entity: EntityDescription, _ primaryKey: Int64) -> ManagedObjectID {
+        if let space = entitySpaces[ObjectIdentifier(entity)] { return ManagedObjectID(space: space, key: primaryKey) }
+        return objectID(entity.name, primaryKey)
+    }
+
     /// The ID of row `primaryKey` of `entityName` in this store.
     public func objectID(entityName: String, primaryKey: Int64) -> ManagedObjectID {
         objectID(entityName, primaryKey)
@@ -307,7 +317,9 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
             }
             guard case .int(let version)? = try reader.next() else { throw corrupt("no entity and version") }
             guard let columns = rowColumns[ObjectIdentifier(entity)] else { throw corrupt("its entity \(entityName) is not in the store's model") }
-            var slots = [PropertyValue?](repeating: nil, count: entity.propertyLayout.names.count)
+            // A copy of the layout's empty slots (made on the first write): `Array(repeating:count:)`
+            // looked up the array's generic metadata on every call.
+            var slots = entity.propertyLayout.emptySlots
             for column in columns.columns {
                 switch column {
                 case .attribute(let slot, let type):

@@ -20,15 +20,18 @@ public final class ManagedObjectContext: @unchecked Sendable {
     private(set) var registry = ObjectRegistry()
     /// Registered objects that have ended since the registry was last purged.
     let retired = RetiredObjects()
-    var inserted = ChangeList()
-    var updated = ChangeList()
-    var deleted = ChangeList()
+    // The change lists and the event are changed in place for every object changed: no
+    // dynamic exclusivity check. Only the context's own code changes them, and none of it calls
+    // out — to hooks, observers or subclasses — while it does.
+    @exclusivity(unchecked) var inserted = ChangeList()
+    @exclusivity(unchecked) var updated = ChangeList()
+    @exclusivity(unchecked) var deleted = ChangeList()
     /// The number of saves begun (each save's `willSave` round is told apart by it).
     var saveCount = 0
     /// Deleted objects whose delete rules have not been applied yet.
     var pendingDeletes: [ManagedObject] = []
     /// What the current event changed (posted by ``processPendingChanges()``).
-    var event = EventChanges()
+    @exclusivity(unchecked) var event = EventChanges()
     /// The new objects the last objects-did-change reported, and the set it posted of them: a
     /// save's did-save reports the same objects (in the same order) when one event made them
     /// all, and posts the same set instead of building it again. Cleared by did-save.

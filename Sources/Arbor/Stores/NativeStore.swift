@@ -205,7 +205,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         "unique.\(entity.rootEntity.name).\(keys.joined(separator: "+"))"
     }
 
-    static func key(_ primaryKey: Int64) -> [UInt8] { KeyEncoding.encode([.int(primaryKey)]) }
+    static func key(_ primaryKey: Int64) -> [UInt8] { KeyEncoding.withEncodedInteger(primaryKey) { Array($0) } }
     static func pair(_ a: Int64, _ b: Int64) -> [UInt8] { KeyEncoding.encode([.int(a), .int(b)]) }
 
     /// Whether a to-one relationship keeps a foreign-key index (its inverse is an unordered

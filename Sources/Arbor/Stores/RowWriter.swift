@@ -82,7 +82,9 @@ final class RowWriter {
         for (root, positions) in byRoot.values {
             let keys = try rowsTree(root).nextSequence(reserving: positions.count)
             for (position, key) in zip(positions, keys) {
-                insertedIDs[position] = store.objectID(insertedIDs[position].entityName, Int64(key))
+                // The entity looked up by name is the last one met (runs of one entity): its ID
+                // space is then found by identity, without hashing the name.
+                insertedIDs[position] = store.objectID(try entity(insertedIDs[position].entityName), Int64(key))
             }
         }
     }

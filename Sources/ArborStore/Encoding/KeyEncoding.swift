@@ -241,7 +241,8 @@ public enum KeyEncoding {
     }
 
     static func appendBigEndian(_ value: UInt64, to bytes: inout [UInt8]) {
-        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+        // One append of eight bytes (eight appends checked capacity and uniqueness eight times).
+        withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
     }
 
     /// Bytes with 0x00 escaped as 0x00 0xFF, terminated by 0x00 0x00: a prefix sorts first, and

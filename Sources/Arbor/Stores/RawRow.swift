@@ -14,17 +14,28 @@ struct RowColumns: Sendable {
     }
 
     let columns: [Column]
+    /// The slots of the attribute columns, in order (plain integers: the row encoder walks
+    /// them for every row written).
+    let attributeSlots: [Int]
+    /// The to-one columns, in order: their slots, and whether each names its destination's entity.
+    let toOneSlots: [(slot: Int, named: Bool)]
 
     init(_ entity: EntityDescription) {
         var columns: [Column] = []
+        var attributeSlots: [Int] = []
+        var toOneSlots: [(slot: Int, named: Bool)] = []
         for (attribute, slot) in zip(entity.attributes, entity.attributeSlots) where !attribute.isTransient {
             columns.append(.attribute(slot: slot, type: attribute.type))
+            attributeSlots.append(slot)
         }
         for (relationship, slot) in zip(entity.relationships, entity.relationshipSlots) where !relationship.isToMany {
             let named = relationship.destinationEntity.map { !$0.subentities.isEmpty } ?? false
             columns.append(.toOne(slot: slot, destination: relationship.destinationEntityName, named: named))
+            toOneSlots.append((slot, named))
         }
         self.columns = columns
+        self.attributeSlots = attributeSlots
+        self.toOneSlots = toOneSlots
     }
 }
 

@@ -314,9 +314,13 @@ extension ManagedObjectContext {
         // below, the rest stays pending, and the failure is thrown at the end.
         var partialFailure: (any Error)?
         while true {
-            insertedObjects = inserted.objects
-            updatedObjects = updated.objects
-            deletedObjects = deleted.objects
+            // Read again after a merge policy settled conflicts (it changes the lists); the
+            // first time round they are as validated above.
+            if attempts > 0 {
+                insertedObjects = inserted.objects
+                updatedObjects = updated.objects
+                deletedObjects = deleted.objects
+            }
             parts = []
             savedRows = []
             // New objects go with their temporary IDs: each store allocates their keys inside the

@@ -111,7 +111,21 @@ struct ChangeList: Sequence {
     }
 
     /// The objects, in order.
-    var objects: [ManagedObject] { slots.compactMap { $0 } }
+    var objects: [ManagedObject] { count == slots.count ? slots.map { $0.unsafelyUnwrapped } : slots.compactMap { $0 } }
 
-    func makeIterator() -> IndexingIterator<[ManagedObject]> { objects.makeIterator() }
+    /// Iterates the objects in order, skipping the places of removed ones (no array is made).
+    func makeIterator() -> Iterator { Iterator(slots: slots) }
+
+    struct Iterator: IteratorProtocol {
+        let slots: [ManagedObject?]
+        var position = 0
+
+        mutating func next() -> ManagedObject? {
+            while position < slots.count {
+                defer { position += 1 }
+                if let object = slots[position] { return object }
+            }
+            return nil
+        }
+    }
 }

@@ -51,6 +51,11 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     private(set) var hasTransientAttributes = false
     /// The slot of each of ``attributes`` in ``propertyLayout``.
     private(set) var attributeSlots: [Int] = []
+    /// The attributes with a validation rule (required, bounds, lengths, a pattern), and their
+    /// slots: the only ones a save checks.
+    private(set) var validatedAttributes: [(attribute: AttributeDescription, slot: Int)] = []
+    /// The relationships with a validation rule (required, or a to-many count), and their slots.
+    private(set) var validatedRelationships: [(relationship: RelationshipDescription, slot: Int)] = []
     /// The slot of each of ``relationships`` in ``propertyLayout``.
     private(set) var relationshipSlots: [Int] = []
     /// A new object's values: attribute defaults (or none), no to-one destination, empty to-many
@@ -148,6 +153,13 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         hasTransientAttributes = attributes.contains(where: \.isTransient)
         attributeSlots = attributes.map { propertyLayout.index[$0.name]! }
         relationshipSlots = relationships.map { propertyLayout.index[$0.name]! }
+        validatedAttributes = zip(attributes, attributeSlots).filter { attribute, _ in
+            !attribute.isOptional || attribute.minimum != nil || attribute.maximum != nil
+                || attribute.minimumLength != nil || attribute.maximumLength != nil || attribute.regex != nil
+        }.map { (attribute: $0.0, slot: $0.1) }
+        validatedRelationships = zip(relationships, relationshipSlots).filter { relationship, _ in
+            !relationship.isOptional || (relationship.isToMany && (relationship.minimumCount > 0 || relationship.maximumCount > 0))
+        }.map { (relationship: $0.0, slot: $0.1) }
         hasToManyRelationships = relationships.contains(where: \.isToMany)
         attributeInSlot = Array(repeating: nil, count: propertyLayout.names.count)
         for (attribute, slot) in zip(attributes, attributeSlots) { attributeInSlot[slot] = attribute }

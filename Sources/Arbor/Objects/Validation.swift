@@ -59,12 +59,13 @@ enum Validation {
     static func propertyErrors(of object: ManagedObject) -> [ArborError] {
         var errors: [ArborError] = []
         let entity = object.entity
-        for (attribute, slot) in zip(entity.attributes, entity.attributeSlots) {
+        // Only properties with a rule can fail (most attributes of most models have none).
+        for (attribute, slot) in entity.validatedAttributes {
             let value: AttributeValue?
             if case .attribute(let stored)? = object.values[slot: slot] { value = stored } else { value = nil }
             do { try check(value, attribute: attribute, object: object) } catch let error as ArborError { errors.append(error) } catch {}
         }
-        for (relationship, slot) in zip(entity.relationships, entity.relationshipSlots) {
+        for (relationship, slot) in entity.validatedRelationships {
             let count = object.unloadedRelationships.contains(relationship.name) ? -1 : (object.values[slot: slot]?.objectIDs.count ?? 0)
             guard count >= 0 else { continue }  // not loaded: unchanged since it was saved valid
             do { try check(count: count, relationship: relationship, object: object) } catch let error as ArborError { errors.append(error) } catch {}

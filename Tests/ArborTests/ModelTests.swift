@@ -32,6 +32,20 @@ func employeeModel(salaryType: AttributeType = .decimal, salaryDefault: any Send
 
 @Suite("Managed object model")
 struct ModelTests {
+    @Test("item 8: a save checks exactly the properties that have a rule (required, bounds, lengths, a pattern, a to-many count)")
+    func validatedProperties() throws {
+        let model = try employeeModel()
+        let employee = try #require(model.entity(named: "Employee"))
+        // firstName and lastName are required (lastName has a pattern), salary has a minimum;
+        // startDate, badge and the transient fullName have no rule.
+        #expect(Set(employee.validatedAttributes.map(\.attribute.name)) == ["firstName", "lastName", "salary"])
+        #expect(employee.validatedAttributes.allSatisfy { employee.propertyLayout.index[$0.attribute.name] == $0.slot })
+        // reports has a count (0...50); department and manager are optional to-ones.
+        #expect(employee.validatedRelationships.map(\.relationship.name) == ["reports"])
+        let department = try #require(model.entity(named: "Department"))
+        #expect(department.validatedAttributes.map(\.attribute.name).contains("name"))
+    }
+
     @Test("entities, inheritance, properties and resolved relationships")
     func structure() throws {
         let model = try employeeModel()

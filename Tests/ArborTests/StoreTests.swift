@@ -66,6 +66,11 @@ struct StoreTests {
             let decoded = try store.decode(bytes, objectID: store.objectID(entityName: "Thing", primaryKey: 1))
             #expect(decoded.attributes == byKey.attributes && decoded.toOne == byKey.toOne && decoded.version == 3)
         }
+        // A row whose relationship names an entity the model lacks (a damaged or foreign file)
+        // is a typed error, not an ID of an unknown entity.
+        let ghost = StoreRow(entityName: "Thing", version: 1, attributes: [:], toOne: ["owner": store.objectID(entityName: "Ghost", primaryKey: 1)])
+        let damaged = try store.encode(ghost, entity: thing)
+        #expect(arborErrorCode { try store.decode(damaged, objectID: store.objectID(entityName: "Thing", primaryKey: 2)) } == .store)
     }
 
     @Test("S002-11/S000-32: a save gives permanent IDs; another context gets faults that fire lazily, uniqued (S000-01, S000-41, S002-28)")

@@ -35,6 +35,20 @@ func typedModel() throws -> ManagedObjectModel {
     }
 }
 
+/// A subclass whose insert validation changes the graph: it records an audit entry, and
+/// deletes a scratch object it was given.
+final class Audited: ManagedObject {
+    @Managed("name") var name: String?
+    nonisolated(unsafe) var scratch: ManagedObject?
+    override func validateForInsert() throws {
+        try super.validateForInsert()
+        guard let context = managedObjectContext, let entity = context.persistentStoreCoordinator?.managedObjectModel.entity(named: "Entry") else { return }
+        let entry = ManagedObject(entity: entity, insertInto: context)
+        try entry.setValue("validated \(name ?? "?")", forKey: "text")
+        if let scratch { context.delete(scratch) }
+    }
+}
+
 /// A subclass with save-time checks of its own, on top of the model's.
 final class Budget: ManagedObject {
     @Managed("amount") var amount: Int32?
@@ -119,6 +133,32 @@ struct TypedObjectTests {
         adaAgain.department = nil
         #expect(!department.employees.contains(adaAgain))
         try other.save()
+    }
+
+    @Test("S002-08: what a validation method inserts or deletes is not lost: it stays pending, and the next save writes it")
+    func changesMadeDuringValidation() throws {
+        let model = try ManagedObjectModel {
+            Entity("Audited", class: Audited.self) { Attribute("name", .string) }
+            Entity("Entry") { Attribute("text", .string) }
+        }
+        let stack = try Stack(model: model)
+        let context = stack.context()
+        let scratch = try stack.insert("Entry", in: context, ["text": "scratch"])
+        try context.save()
+        let audited = Audited(context: context)
+        audited.name = "A"
+        audited.scratch = scratch
+        try context.save()
+        // The save wrote the audited object; the entry and the deletion its validation made wait.
+        #expect(!audited.isInserted && !audited.objectID.isTemporaryID)
+        #expect(context.hasChanges)
+        let entry = try #require(context.insertedObjects.first)
+        #expect(try entry.value(forKey: "text") as? String == "validated A")
+        #expect(context.deletedObjects.contains(scratch))
+        try context.save()
+        #expect(!context.hasChanges)
+        let reader = stack.context()
+        #expect(try reader.fetch(FetchRequest<ManagedObject>(entityName: "Entry")).compactMap { try $0.value(forKey: "text") as? String } == ["validated A"])
     }
 
     @Test("a subclass overrides validateForInsert and validateForDelete; save reports its errors and keeps the changes")

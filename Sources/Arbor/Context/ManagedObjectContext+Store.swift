@@ -251,6 +251,8 @@ extension ManagedObjectContext {
     public func save() throws {
         checkQueue()
         takePermanentIDs()
+        // Only this save's own event may hand its set of new objects to its did-save.
+        lastInsertedSet = nil
         // The event ends (delete rules apply now even when they wait for the save).
         endEvent(propagatingDeletes: true)
         guard hasChanges else { return }
@@ -487,21 +489,24 @@ extension ManagedObjectContext {
     }
 
     /// The end of every save, root or child: deleted objects leave the context, the saved
-    /// objects leave the change sets (all of them, unless a save over several stores was
-    /// `partial`), `didSave` runs, and did-save is posted.
+    /// objects leave the change sets, `didSave` runs, and did-save is posted.
     func finishSave(inserted insertedObjects: [ManagedObject], updated updatedObjects: [ManagedObject], deleted deletedObjects: [ManagedObject],
                     partial: Bool) {
         for object in deletedObjects { removeFromContext(object) }
-        if partial {
-            for object in insertedObjects { inserted.remove(object) }
-            for object in updatedObjects { updated.remove(object) }
-            for object in deletedObjects { deleted.remove(object) }
-        } else {
-            inserted.removeAll()
-            updated.removeAll()
-            deleted.removeAll()
-            conflictChecked.removeAll()
+        // The saved objects leave the change lists. Anything else in them — what a validation
+        // method inserted, changed or deleted after the save read the lists, or the stores a
+        // partial save did not reach — stays pending for the next save.
+        func settle(_ list: inout ChangeList, _ saved: [ManagedObject]) {
+            if list.count == saved.count && saved.allSatisfy(list.contains) {
+                list.removeAll()
+            } else {
+                for object in saved { list.remove(object) }
+            }
         }
+        settle(&inserted, insertedObjects)
+        settle(&updated, updatedObjects)
+        settle(&deleted, deletedObjects)
+        if !partial { conflictChecked.removeAll() }
         for objects in [insertedObjects, updatedObjects, deletedObjects] {
             for object in objects { object.didSave() }
         }

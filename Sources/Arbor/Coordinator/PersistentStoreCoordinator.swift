@@ -109,7 +109,13 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// The object ID a URI names (made by ``ManagedObjectID/uriRepresentation()``), when it names
     /// an entity of the model in one of the coordinator's stores (or is a temporary ID).
     public func managedObjectID(forURIRepresentation uri: URL) -> ManagedObjectID? {
-        ManagedObjectID(uri: uri).flatMap { knows($0) ? $0 : nil }
+        // Checked before an ID is made: a URI naming an entity or a store this coordinator does
+        // not know makes no ID space (they are kept for the life of the process).
+        guard let (entity, namespace, key) = ManagedObjectID.components(ofURI: uri),
+              managedObjectModel.entity(named: entity) != nil,
+              key < 0 || locked({ store(identified: namespace) }) != nil,
+              let space = ObjectIDSpace.interned(entity, namespace, untrusted: true) else { return nil }
+        return ManagedObjectID(space: space, key: key)
     }
 
     /// Whether `id` names an entity of the model in one of the coordinator's stores (or is a
@@ -213,6 +219,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// ``retainSnapshots(_:)`` for `rows`, the rows of the objects `ids` name.
     func retainSnapshots(_ ids: [ManagedObjectID], rows: [StoreRow]) -> [RowSnapshot] {
+        precondition(ids.count == rows.count, "one row per ID")
         guard !ids.isEmpty else { return [] }
         let now = ContinuousClock.now
         return locked {

@@ -106,8 +106,10 @@ public struct AttributeType: Sendable, Equatable, CustomStringConvertible {
         func integer(_ bounds: ClosedRange<Int64>) throws -> AttributeValue {
             // The common types first: a cast to a concrete type is a type comparison, one to
             // `any BinaryInteger` a protocol-conformance lookup.
-            if let int = value as? Int, bounds.contains(Int64(int)) { return .integer(Int64(int)) }
-            if let int = value as? Int64, bounds.contains(int) { return .integer(int) }
+            // Exact types only: `as? Int` would also bridge an NSNumber, which the general
+            // path refuses.
+            if type(of: value) == Int.self, let int = value as? Int, bounds.contains(Int64(int)) { return .integer(Int64(int)) }
+            if type(of: value) == Int64.self, let int = value as? Int64, bounds.contains(int) { return .integer(int) }
             guard let number = value as? any BinaryInteger else { throw wrong() }
             guard let exact = Int64(exactly: number), bounds.contains(exact) else {
                 let tooLarge = !isNegative(number)
@@ -126,7 +128,7 @@ public struct AttributeType: Sendable, Equatable, CustomStringConvertible {
             throw wrong()
         case .double:
             // One NaN (whatever its payload), so that equal values hash alike.
-            if let number = value as? Double { return .double(number.isNaN ? .nan : number) }
+            if type(of: value) == Double.self, let number = value as? Double { return .double(number.isNaN ? .nan : number) }
             if let number = value as? any BinaryFloatingPoint { return .double(number.isNaN ? .nan : Double(number)) }
             if let number = value as? any BinaryInteger { return .double(Double(number)) }
             throw wrong()

@@ -39,7 +39,8 @@ public struct ManagedObjectID: Hashable, Sendable, CustomStringConvertible {
     /// process never equals one of ours).
     static let temporaryNamespace = UUID()
 
-    /// The ID of `key` in `space`.
+    /// The ID of `key` in `space`, which must come from the process's table
+    /// (``ObjectIDSpace/interned(_:_:)``): the ID does not keep it alive.
     init(space: ObjectIDSpace, key: Int64) {
         spaceReference = Unmanaged.passUnretained(space)
         self.key = key
@@ -107,8 +108,17 @@ public struct ManagedObjectID: Hashable, Sendable, CustomStringConvertible {
         return components.url!
     }
 
-    /// Parses a URI made by ``uriRepresentation()``; nil when it is not one.
+    /// Parses a URI made by ``uriRepresentation()``; nil when it is not one (or names yet
+    /// another entity and store once 1,024 such pairs are kept).
     init?(uri: URL) {
+        guard let (entity, namespace, key) = Self.components(ofURI: uri),
+              let space = ObjectIDSpace.interned(entity, namespace, untrusted: true) else { return nil }
+        self.init(space: space, key: key)
+    }
+
+    /// The entity name, namespace and key a URI made by ``uriRepresentation()`` names; nil when
+    /// it is not one.
+    static func components(ofURI uri: URL) -> (entity: String, namespace: UUID, key: Int64)? {
         guard let components = URLComponents(url: uri, resolvingAgainstBaseURL: false),
               components.scheme == Self.uriScheme, let host = components.host else { return nil }
         let parts = components.percentEncodedPath.split(separator: "/", omittingEmptySubsequences: false)
@@ -119,13 +129,10 @@ public struct ManagedObjectID: Hashable, Sendable, CustomStringConvertible {
             // t<namespace UUID>-<serial>
             guard tag == "t", rest.count > 37, let namespace = UUID(uuidString: String(rest.prefix(36))),
                   rest.dropFirst(36).first == "-", let serial = Int64(rest.dropFirst(37)), serial > 0 else { return nil }
-            guard let space = ObjectIDSpace.interned(entity, namespace, untrusted: true) else { return nil }
-            self.init(space: space, key: -serial)
-        } else {
-            guard tag == "p", let store = UUID(uuidString: host), let key = Int64(rest), key > 0,
-                  let space = ObjectIDSpace.interned(entity, store, untrusted: true) else { return nil }
-            self.init(space: space, key: key)
+            return (entity, namespace, -serial)
         }
+        guard tag == "p", let store = UUID(uuidString: host), let key = Int64(rest), key > 0 else { return nil }
+        return (entity, store, key)
     }
 
     public var description: String { uriRepresentation().absoluteString }

@@ -225,6 +225,9 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         return ManagedObjectID(entityName: entityName, store: identifier, key: primaryKey)
     }
 
+    /// Whether `name` is an entity of the store's model.
+    func isModelEntity(_ name: String) -> Bool { idSpaces[name] != nil }
+
     /// The ID of row `primaryKey` of `entity` in this store (its space found by the entity's
     /// identity: no string is hashed).
     func objectID(_ entity: EntityDescription, _ primaryKey: Int64) -> ManagedObjectID {
@@ -349,7 +352,11 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                     var destinationName = destination
                     if named {
                         guard let component = try reader.next() else { throw corrupt("too few values") }
-                        if case .string(let name) = component { destinationName = name }
+                        if case .string(let name) = component {
+                            // A name read from the file: only the model's entities make IDs.
+                            guard isModelEntity(name) else { throw corrupt("a relationship names \(name), which is not an entity of the model") }
+                            destinationName = name
+                        }
                     }
                     guard let component = try reader.next() else { throw corrupt("too few values") }
                     if case .int(let key) = component {

@@ -117,7 +117,13 @@ final class RawRow {
         case .toOne(let index, let destination, let named):
             guard case .int(let key) = try component(index) else { return .null }
             var name = destination
-            if named, case .string(let actual) = try component(index - 1) { name = actual }
+            if named, case .string(let actual) = try component(index - 1) {
+                // A name read from the file: only the model's entities make IDs.
+                guard store.isModelEntity(actual) else {
+                    throw ArborError(.store, "a row's relationship names \(actual), which is not an entity of the model")
+                }
+                name = actual
+            }
             return .objectID(store.objectID(name, key))
         }
     }

@@ -32,3 +32,23 @@ final class LockedInbox<Element>: @unchecked Sendable {
         }
     }
 }
+
+/// A value behind an `NSLock`, for state shared by the whole process (interned object-ID spaces,
+/// lexed format strings). `Synchronization.Mutex` would do, but on Linux it locks inside the
+/// uninstrumented Synchronization library, so Thread Sanitizer reports every access to the
+/// value as a race; `NSLock` goes through the pthread calls the sanitizer understands.
+final class LockedValue<Value>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Value
+
+    init(_ value: Value) {
+        self.value = value
+    }
+
+    /// Runs `body` with the value, under the lock.
+    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
+    }
+}

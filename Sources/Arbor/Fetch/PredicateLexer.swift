@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 struct PredicateToken: Equatable {
     enum Kind: Equatable {
@@ -231,7 +230,7 @@ final class LexedFormats: Sendable {
     static let shared = LexedFormats()
     static let capacity = 256
 
-    private let formats = Mutex<[String: (format: String, scalars: [Unicode.Scalar], tokens: [PredicateToken])]>([:])
+    private let formats = LockedValue<[String: (format: String, scalars: [Unicode.Scalar], tokens: [PredicateToken])]>([:])
 
     /// The scalars and tokens of `format`.
     ///

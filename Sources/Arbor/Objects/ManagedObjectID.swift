@@ -200,7 +200,7 @@ final class ObjectIDSpace: Sendable {
         }
     }
 
-    private static let table = Mutex(Interner(maximumUntrusted: 1024))
+    private static let table = LockedValue(Interner(maximumUntrusted: 1024))
 
     /// The process's space of `entityName` and `namespace`. With `untrusted` (a pair read from
     /// a URI), nil once 1,024 pairs that only URIs named are kept.

@@ -283,6 +283,9 @@ extension ManagedObjectContext {
         var insertedObjects = inserted.objects
         var updatedObjects = updated.objects
         var deletedObjects = deleted.objects
+        // The lists' generations when they were read: unchanged at the end, the saved objects
+        // are all of them.
+        var readAt = (inserted.generation, updated.generation, deleted.generation)
         // Deny rules need the relationships they guard loaded.
         for object in deletedObjects {
             for relationship in object.entity.relationships where relationship.deleteRule == .deny {
@@ -308,7 +311,11 @@ extension ManagedObjectContext {
         // The rows to write, store by store: built again after a merge policy settled conflicts
         // (it changes objects), and written again — a few times at most, since another writer
         // may slip in between.
-        var parts: [(store: UUID, changes: StoreChanges, newObjects: [ManagedObject])] = []
+        var parts: [(store: UUID, changes: StoreChanges)] = []
+        // The part of each new object (in `insertedObjects` order: each part's inserted rows
+        // are in that order too). Indices, not arrays of objects: holding 100,000 objects in
+        // one more array costs a reference count up and down on each.
+        var newParts: [Int] = []
         var savedRows: [SavedRow] = []
         var assigned: [[ManagedObjectID]] = []
         var attempts = 0
@@ -322,15 +329,17 @@ extension ManagedObjectContext {
                 insertedObjects = inserted.objects
                 updatedObjects = updated.objects
                 deletedObjects = deleted.objects
+                readAt = (inserted.generation, updated.generation, deleted.generation)
             }
             parts = []
+            newParts = []
             savedRows = []
             // New objects go with their temporary IDs: each store allocates their keys inside the
             // save's transaction, and the context takes the permanent IDs once the save succeeded.
             // Each store's changes, with the new objects in the order of its inserted rows.
             func part(_ store: UUID) -> Int {
                 if let index = parts.firstIndex(where: { $0.store == store }) { return index }
-                parts.append((store, StoreChanges(), []))
+                parts.append((store, StoreChanges()))
                 return parts.count - 1
             }
             func part(of id: ManagedObjectID) throws -> Int {
@@ -347,11 +356,12 @@ extension ManagedObjectContext {
                 return index
             }
             savedRows.reserveCapacity(insertedObjects.count + updatedObjects.count)
+            newParts.reserveCapacity(insertedObjects.count)
             for object in insertedObjects {
                 let newRow = persistentRow(of: object, version: 1)
                 let index = try part(ofNew: object)
                 parts[index].changes.inserted.append((object.objectID, newRow))
-                parts[index].newObjects.append(object)
+                newParts.append(index)
                 savedRows.append(SavedRow(object: object, row: newRow))
             }
             for object in updatedObjects {
@@ -396,13 +406,21 @@ extension ManagedObjectContext {
                 break
             } catch let partial as PartialSave {
                 // The first stores saved their parts; only their objects are saved now.
-                let saved = Array(parts.prefix(partial.assigned.count))
+                let savedParts = partial.assigned.count
+                let saved = Array(parts.prefix(savedParts))
                 let stores = Set(saved.map(\.store))
-                let newObjects = Set(saved.flatMap(\.newObjects).map(ObjectIdentifier.init))
+                var savedNew: [ManagedObject] = []
+                var savedNewParts: [Int] = []
+                for (object, index) in zip(insertedObjects, newParts) where index < savedParts {
+                    savedNew.append(object)
+                    savedNewParts.append(index)
+                }
+                let newObjects = Set(savedNew.map(ObjectIdentifier.init))
                 func inSavedPart(_ object: ManagedObject) -> Bool {
                     newObjects.contains(ObjectIdentifier(object)) || object.objectID.storeIdentifier.map(stores.contains) == true
                 }
-                insertedObjects = insertedObjects.filter { newObjects.contains(ObjectIdentifier($0)) }
+                insertedObjects = savedNew
+                newParts = savedNewParts
                 updatedObjects = updatedObjects.filter(inSavedPart)
                 deletedObjects = deletedObjects.filter(inSavedPart)
                 savedRows = savedRows.filter { inSavedPart($0.object) }
@@ -426,13 +444,17 @@ extension ManagedObjectContext {
             objects.contains { !$0.entity.relationships.isEmpty }
         }
         var permanent: [ManagedObjectID: ManagedObjectID] = [:]
-        for (part, ids) in zip(parts, assigned) {
-            for (object, newID) in zip(part.newObjects, ids) where newID != object.objectID {
-                if mapsRelationships { permanent[object.objectID] = newID }
-                if !assignments.isEmpty { assignments[object.objectID] = nil }
-                reregister(from: object.objectID, to: newID)
-                object.objectID = newID
-            }
+        // Each part's IDs come in the order of its new objects.
+        var nextID = [Int](repeating: 0, count: assigned.count)
+        for (object, index) in zip(insertedObjects, newParts) {
+            guard index < assigned.count, nextID[index] < assigned[index].count else { continue }
+            let newID = assigned[index][nextID[index]]
+            nextID[index] += 1
+            guard newID != object.objectID else { continue }
+            if mapsRelationships { permanent[object.objectID] = newID }
+            if !assignments.isEmpty { assignments[object.objectID] = nil }
+            reregister(from: object.objectID, to: newID)
+            object.objectID = newID
         }
         replaceInChangedObjects(permanent)
         if descendants { sendPermanentIDs(permanent) }
@@ -449,7 +471,8 @@ extension ManagedObjectContext {
             }
         }
         holdSnapshots(holders, rows: heldRows, coordinator)
-        finishSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects, partial: partialFailure != nil)
+        finishSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects,
+                   partial: partialFailure != nil, listsReadAt: partialFailure == nil ? readAt : nil)
         if let partialFailure {
             var error = partialFailure as? ArborError ?? ArborError(.storeSave, "\(partialFailure)")
             error.message += " (the objects of the stores before it were saved, and are saved in this context too; the rest of the changes are still pending)"
@@ -466,7 +489,7 @@ extension ManagedObjectContext {
                       _ deletedObjects: [ManagedObject]) throws {
         try pushToParent(parent, inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects)
         for object in insertedObjects + updatedObjects { markSaved(object) }
-        finishSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects, partial: false)
+        finishSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects, partial: false, listsReadAt: nil)
     }
 
     /// An object's persistent values as this context holds them: its values (sharing their
@@ -489,23 +512,25 @@ extension ManagedObjectContext {
     }
 
     /// The end of every save, root or child: deleted objects leave the context, the saved
-    /// objects leave the change sets, `didSave` runs, and did-save is posted.
+    /// objects leave the change sets, `didSave` runs, and did-save is posted. `listsReadAt` holds
+    /// the change lists' generations when the save read them (nil: not known).
     func finishSave(inserted insertedObjects: [ManagedObject], updated updatedObjects: [ManagedObject], deleted deletedObjects: [ManagedObject],
-                    partial: Bool) {
+                    partial: Bool, listsReadAt: (Int, Int, Int)?) {
+        // Read before the deleted objects leave the context (which takes them off the lists).
+        let unchanged = listsReadAt.map { $0 == (inserted.generation, updated.generation, deleted.generation) } ?? false
         for object in deletedObjects { removeFromContext(object) }
         // The saved objects leave the change lists. Anything else in them — what a validation
         // method inserted, changed or deleted after the save read the lists, or the stores a
         // partial save did not reach — stays pending for the next save.
-        func settle(_ list: inout ChangeList, _ saved: [ManagedObject]) {
-            if list.count == saved.count && saved.allSatisfy(list.contains) {
-                list.removeAll()
-            } else {
-                for object in saved { list.remove(object) }
-            }
+        if unchanged {
+            inserted.removeAll()
+            updated.removeAll()
+            deleted.removeAll()
+        } else {
+            for object in insertedObjects { inserted.remove(object) }
+            for object in updatedObjects { updated.remove(object) }
+            for object in deletedObjects { deleted.remove(object) }
         }
-        settle(&inserted, insertedObjects)
-        settle(&updated, updatedObjects)
-        settle(&deleted, deletedObjects)
         if !partial { conflictChecked.removeAll() }
         for objects in [insertedObjects, updatedObjects, deletedObjects] {
             for object in objects { object.didSave() }

@@ -75,6 +75,8 @@ struct ChangeList: Sequence {
     private var slots: [ManagedObject?] = []
     /// The number of objects in the set.
     private(set) var count = 0
+    /// Bumped by every change of membership: equal values mean the same objects.
+    private(set) var generation = 0
 
     var isEmpty: Bool { count == 0 }
 
@@ -89,6 +91,7 @@ struct ChangeList: Sequence {
         object.changeSlot = slots.count
         slots.append(object)
         count += 1
+        generation += 1
     }
 
     mutating func remove(_ object: ManagedObject) {
@@ -96,6 +99,7 @@ struct ChangeList: Sequence {
         slots[object.changeSlot] = nil
         object.changeSlot = -1
         count -= 1
+        generation += 1
         if slots.count > 16 && slots.count > 2 * count { compact() }
     }
 
@@ -103,6 +107,7 @@ struct ChangeList: Sequence {
         for case let object? in slots { object.changeSlot = -1 }
         slots = []
         count = 0
+        generation += 1
     }
 
     private mutating func compact() {

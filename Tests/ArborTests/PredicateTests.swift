@@ -106,6 +106,13 @@ struct PredicateTests {
             #expect(try literalScalars("name == '\u{E9}'") == ["\u{E9}"])
             #expect(try literalScalars("name == 'e\u{301}'") == ["e", "\u{301}"])
         }
+        // A chain of NOTs prints no deeper than it parsed (each pair of parentheses counts
+        // towards the nesting limit): 60 of them print back and parse again.
+        let deep = try parse(String(repeating: "!", count: 60) + "x <> {}")
+        #expect(try parse(deep.predicateFormat) == deep)
+        #expect(try parse("a == 1 AND NOT b == 2").predicateFormat == "a == 1 AND NOT b == 2")
+        #expect(try parse(ObjectPredicate.not(.and([ObjectExpression.key("a") == 1, ObjectExpression.key("b") == 2])).predicateFormat)
+                == .not(.and([ObjectExpression.key("a") == 1, ObjectExpression.key("b") == 2])))
         // More distinct strings than the table keeps: it starts over and still reads each right.
         for i in 0..<(LexedFormats.capacity + 10) {
             #expect(try parse("k\(i) == %d", i) == (ObjectExpression.key("k\(i)") == i))

@@ -13,12 +13,13 @@ enum PredicateFormatter {
         }
     }
 
-    /// A predicate inside another: compound ones in parentheses.
+    /// A predicate inside another: compound ones in parentheses. `NOT` binds tighter than `AND`
+    /// and `OR` and takes a `NOT` after it, so it needs none — and each pair of parentheses
+    /// counts towards the parser's nesting limit: `!!!…x` must print no deeper than it parsed.
     static func nested(_ predicate: ObjectPredicate) -> String {
         switch predicate {
         case .and(let terms) where terms.count > 1: "(\(format(predicate)))"
         case .or(let terms) where terms.count > 1: "(\(format(predicate)))"
-        case .not: "(\(format(predicate)))"
         case .and(let terms) where terms.count == 1: nested(terms[0])
         case .or(let terms) where terms.count == 1: nested(terms[0])
         default: format(predicate)

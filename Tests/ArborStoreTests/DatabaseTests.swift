@@ -16,6 +16,13 @@ func simulatedOptions(_ disk: SimulatedDisk, pageSize: Int = 512, cacheSize: Int
 
 func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
 
+/// The `i`th value of the visiting tests' trees: every 50th compressible and larger than a small
+/// page, every 77th large and less compressible, the rest short and inline.
+func sampleValue(_ i: Int) -> [UInt8] {
+    i % 50 == 0 ? Array(repeating: UInt8(i % 7), count: 3000)
+        : i % 77 == 0 ? (0..<2000).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ i) } : Array(repeating: UInt8(i % 251), count: i % 30)
+}
+
 @Suite("Database")
 struct DatabaseTests {
     @Test("trees are created, filled, read back after reopening, and dropped", arguments: [512, 4096])
@@ -302,8 +309,7 @@ struct ForEachTests {
             let tree = try tx.createTree(named: "t")
             for i in 0..<3000 {
                 let key = KeyEncoding.encode([.int(Int64(i * 2))])
-                let value: [UInt8] = i % 50 == 0 ? Array(repeating: UInt8(i % 7), count: 3000)
-                    : i % 77 == 0 ? (0..<2000).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ i) } : Array(repeating: UInt8(i % 251), count: i % 30)
+                let value = sampleValue(i)
                 try tree.put(key, value)
                 expected.append((key, value))
             }
@@ -345,17 +351,9 @@ struct ForEachTests {
         try database.write { (tx) throws in
             let tree = try tx.createTree(named: "t")
             for i in 0..<600 {
-                if i % 97 == 1 {
-                    // Incompressible and larger than any page: stored uncompressed, overflowing.
-                    let key = KeyEncoding.encode([.int(Int64(i * 2))])
-                    let value = (0..<5000).map { _ in UInt8(truncatingIfNeeded: random.next()) }
-                    try tree.put(key, value)
-                    expected.append((key, value))
-                    continue
-                }
                 let key = KeyEncoding.encode([.int(Int64(i * 2))])
-                let value: [UInt8] = i % 50 == 0 ? Array(repeating: UInt8(i % 7), count: 3000)
-                    : i % 77 == 0 ? (0..<2000).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ i) } : Array(repeating: UInt8(i % 251), count: i % 30)
+                // Every 97th incompressible and larger than any page: stored uncompressed, overflowing.
+                let value = i % 97 == 1 ? (0..<5000).map { _ in UInt8(truncatingIfNeeded: random.next()) } : sampleValue(i)
                 try tree.put(key, value)
                 expected.append((key, value))
             }

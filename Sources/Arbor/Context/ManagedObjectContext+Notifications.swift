@@ -116,12 +116,13 @@ extension ManagedObjectContext {
         var info: [AnyHashable: Any] = [:]
         var change = ContextChange(kind: .objectsDidChange)
         // Only the kinds the event has.
-        func add(_ objects: [ManagedObject], _ key: NotificationKey, _ idKey: NotificationKey) -> Set<ManagedObjectID> {
-            objects.isEmpty ? [] : Self.put(objects, key, idKey, in: &info)
+        func add(_ objects: [ManagedObject], _ key: NotificationKey, _ idKey: NotificationKey,
+                 set: Set<ManagedObject>? = nil) -> Set<ManagedObjectID> {
+            objects.isEmpty ? [] : Self.put(objects, key, idKey, in: &info, set: set)
         }
-        change.insertedObjectIDs = add(ended.inserted, .insertedObjects, .insertedObjectIDs)
-        lastInsertedSet = ended.inserted.isEmpty ? nil
-            : (ended.inserted, info[NotificationKey.insertedObjects.rawValue] as? Set<ManagedObject> ?? Set(ended.inserted))
+        let insertedSet = ended.inserted.isEmpty ? nil : Set(ended.inserted)
+        change.insertedObjectIDs = add(ended.inserted, .insertedObjects, .insertedObjectIDs, set: insertedSet)
+        lastInsertedSet = insertedSet.map { (ended.inserted, $0) }
         change.updatedObjectIDs = add(ended.updated, .updatedObjects, .updatedObjectIDs)
         change.deletedObjectIDs = add(ended.deleted, .deletedObjects, .deletedObjectIDs)
         change.refreshedObjectIDs = add(ended.refreshed, .refreshedObjects, .refreshedObjectIDs)

@@ -200,35 +200,34 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// ``retainSnapshots(_:)`` for the rows at `positions` of `rows`, in that order.
     func retainSnapshots(_ rows: [(ManagedObjectID, StoreRow)], at positions: [Int]) -> [RowSnapshot] {
-        guard !positions.isEmpty else { return [] }
-        let now = ContinuousClock.now
-        return locked {
-            var result: [RowSnapshot] = []
-            result.reserveCapacity(positions.count)
-            // Each field read in place (a copy of the tuple goes through generic code).
-            rows.withUnsafeBufferPointer { buffer in
-                for position in positions {
-                    let element = buffer.baseAddress.unsafelyUnwrapped.advanced(by: position)
-                    let objectID = element.pointer(to: \.0).unsafelyUnwrapped.pointee
-                    result.append(retainLocked(objectID, element.pointer(to: \.1).unsafelyUnwrapped, at: now))
-                }
+        // Each field read in place (a copy of the tuple goes through generic code).
+        rows.withUnsafeBufferPointer { buffer in
+            retainSnapshots(count: positions.count) { index in
+                let element = buffer.baseAddress.unsafelyUnwrapped.advanced(by: positions[index])
+                return (element.pointer(to: \.0).unsafelyUnwrapped.pointee, element.pointer(to: \.1).unsafelyUnwrapped)
             }
-            return result
         }
     }
 
     /// ``retainSnapshots(_:)`` for `rows`, the rows of the objects `ids` name.
     func retainSnapshots(_ ids: [ManagedObjectID], rows: [StoreRow]) -> [RowSnapshot] {
         precondition(ids.count == rows.count, "one row per ID")
-        guard !ids.isEmpty else { return [] }
+        return rows.withUnsafeBufferPointer { buffer in
+            retainSnapshots(count: ids.count) { index in (ids[index], buffer.baseAddress.unsafelyUnwrapped.advanced(by: index)) }
+        }
+    }
+
+    /// One more reference to each of `count` snapshots, under one lock: `row(index)` gives the
+    /// object ID and the row of the `index`th.
+    private func retainSnapshots(count: Int, _ row: (Int) -> (ManagedObjectID, UnsafePointer<StoreRow>)) -> [RowSnapshot] {
+        guard count > 0 else { return [] }
         let now = ContinuousClock.now
         return locked {
             var result: [RowSnapshot] = []
-            result.reserveCapacity(ids.count)
-            rows.withUnsafeBufferPointer { buffer in
-                for (index, objectID) in ids.enumerated() {
-                    result.append(retainLocked(objectID, buffer.baseAddress.unsafelyUnwrapped.advanced(by: index), at: now))
-                }
+            result.reserveCapacity(count)
+            for index in 0..<count {
+                let (objectID, stored) = row(index)
+                result.append(retainLocked(objectID, stored, at: now))
             }
             return result
         }

@@ -263,45 +263,27 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         bytes.reserveCapacity(64)
         KeyEncoding.append(.string(row.entityName), to: &bytes)
         KeyEncoding.append(.int(row.version), to: &bytes)
-        // Rows Arbor made are in the entity's layout: values by slot, no lookups by name, in the
-        // order of the entity's stored columns (the decoder follows the same RowColumns).
+        // The entity's stored columns, in the order the decoder follows (RowColumns). Rows Arbor
+        // made are in the entity's layout: values by slot, no lookups by name.
+        let columns = rowColumns[ObjectIdentifier(entity)] ?? RowColumns(entity)
         let sameLayout = row.values.layout === entity.propertyLayout
-        if sameLayout, let columns = rowColumns[ObjectIdentifier(entity)] {
-            for slot in columns.attributeSlots {
-                if case .attribute(let stored)? = row.values[slot: slot] {
-                    KeyEncoding.append(Self.component(stored), to: &bytes)
-                } else {
-                    KeyEncoding.append(.null, to: &bytes)
-                }
-            }
-            for (slot, named) in columns.toOneSlots {
-                if case .object(let id)? = row.values[slot: slot] {
-                    if named { KeyEncoding.append(.string(id.entityName), to: &bytes) }
-                    KeyEncoding.append(.int(try primaryKey(of: permanent(id))), to: &bytes)
-                } else {
-                    if named { KeyEncoding.append(.null, to: &bytes) }
-                    KeyEncoding.append(.null, to: &bytes)
-                }
-            }
-            return bytes
+        func value(_ slot: Int) -> PropertyValue? {
+            sameLayout ? row.values[slot: slot] : row.values[entity.propertyLayout.names[slot]]
         }
-        for (attribute, slot) in zip(entity.attributes, entity.attributeSlots) where !attribute.isTransient {
-            let value = sameLayout ? row.values[slot: slot] : row.values[attribute.name]
-            if case .attribute(let stored)? = value {
+        for slot in columns.attributeSlots {
+            if case .attribute(let stored)? = value(slot) {
                 KeyEncoding.append(Self.component(stored), to: &bytes)
             } else {
                 KeyEncoding.append(.null, to: &bytes)
             }
         }
-        for (relationship, slot) in zip(entity.relationships, entity.relationshipSlots) where !relationship.isToMany {
-            // A destination with sub-entities also records which entity the object is.
-            let exact = relationship.destinationEntity.map { !$0.subentities.isEmpty } ?? false
-            let value = sameLayout ? row.values[slot: slot] : row.values[relationship.name]
-            if case .object(let id)? = value {
-                if exact { KeyEncoding.append(.string(id.entityName), to: &bytes) }
+        // A destination with sub-entities also records which entity the object is (`named`).
+        for (slot, named) in columns.toOneSlots {
+            if case .object(let id)? = value(slot) {
+                if named { KeyEncoding.append(.string(id.entityName), to: &bytes) }
                 KeyEncoding.append(.int(try primaryKey(of: permanent(id))), to: &bytes)
             } else {
-                if exact { KeyEncoding.append(.null, to: &bytes) }
+                if named { KeyEncoding.append(.null, to: &bytes) }
                 KeyEncoding.append(.null, to: &bytes)
             }
         }

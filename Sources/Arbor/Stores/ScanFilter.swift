@@ -63,10 +63,16 @@ final class ScanFilter {
     private let links: UnsafeMutableBufferPointer<Int>
     private let spans: UnsafeMutableBufferPointer<Span>
     private let pool: UnsafeMutableRawBufferPointer
-    /// The start of each component of the current row, then the end of the last one read.
+    /// The start of each component of the current row located so far, then the end of the
+    /// last one located.
     private let components: UnsafeMutableBufferPointer<Int>
     /// The highest component any test reads.
     let lastComponent: Int
+    /// When the predicate is one test or an `AND` of tests (the common shape), those tests'
+    /// nodes in order: decided by a loop rather than by walking the tree.
+    private let conjunction: UnsafeMutableBufferPointer<Int>
+    /// The number of tests in `conjunction` (0: walk the tree).
+    private let conjunctionCount: Int
 
     /// Compiles `predicate` (nil: no filter) for rows of `layout`'s entity.
     init(_ predicate: ObjectPredicate?, layout: RawRowLayout, accepted: Bool) {
@@ -89,6 +95,19 @@ final class ScanFilter {
         pool.copyBytes(from: compiler.pool)
         lastComponent = compiler.lastComponent
         components = .allocate(capacity: compiler.lastComponent + 2)
+        var tests: [Int] = []
+        if let root {
+            let isTest = { (node: Node) in ![.constantFalse, .constantTrue, .not, .and, .or].contains(node.kind) }
+            if isTest(root) {
+                tests = [compiler.nodes.count - 1]
+            } else if root.kind == .and {
+                let children = compiler.links[root.first..<(root.first + root.count)]
+                if children.allSatisfy({ isTest(compiler.nodes[$0]) }) { tests = Array(children) }
+            }
+        }
+        conjunction = .allocate(capacity: max(1, tests.count))
+        _ = conjunction.initialize(from: tests)
+        conjunctionCount = tests.count
     }
 
     deinit {
@@ -98,6 +117,7 @@ final class ScanFilter {
         spans.deallocate()
         pool.deallocate()
         components.deallocate()
+        conjunction.deallocate()
     }
 
     /// Whether `predicate` compiles for rows of `layout`'s entity (for explain).
@@ -113,46 +133,80 @@ final class ScanFilter {
 
     /// Whether `row` (one of this entity's) matches; nil when its bytes do not decide it
     /// (including a row whose components cannot be located: the evaluator reports it).
+    ///
+    /// Components are located lazily, only as far as the tests evaluated read: a test that
+    /// rejects a row on an early component spares locating the later ones (measured: skipping a
+    /// string to reach the component after it was a sixth of a scan). A row rejected that way
+    /// is not checked beyond what was read; rows that match are decoded whole, which checks
+    /// every component.
     func decide(_ row: UnsafeRawBufferPointer) -> Bool? {
         guard compiled else { return nil }
         components[0] = 0
-        var position = name.count, index = 1
-        while index <= lastComponent {
-            components[index] = position
-            guard let end = KeyEncoding.componentEnd(row, from: position) else { return nil }
-            position = end
-            index += 1
+        components[1] = name.count
+        // Components located so far: `components[located]` is where the next one starts.
+        var located = 1
+        if conjunctionCount > 0 {
+            // In order, as `AND` goes: an undecided test before a failing one leaves it undecided.
+            for position in 0..<conjunctionCount {
+                let node = nodes[conjunction[position]]
+                guard locate(through: node.component, row, &located) else { return nil }
+                let value = UnsafeRawBufferPointer(rebasing: row[components[node.component]..<components[node.component + 1]])
+                guard let passed = test(node, value) else { return nil }
+                if !passed { return false }
+            }
+            return true
         }
-        components[index] = position
-        return evaluate(nodes.count - 1, row)
+        return evaluate(nodes.count - 1, row, &located)
     }
 
-    private func evaluate(_ index: Int, _ row: UnsafeRawBufferPointer) -> Bool? {
+    /// Locates components up to `index` (its start and end) in `components`; false when the
+    /// row is malformed there.
+    @inline(__always)
+    private func locate(through index: Int, _ row: UnsafeRawBufferPointer, _ located: inout Int) -> Bool {
+        while located <= index {
+            guard let end = KeyEncoding.componentEnd(row, from: components[located]) else { return false }
+            located += 1
+            components[located] = end
+        }
+        return true
+    }
+
+    private func evaluate(_ index: Int, _ row: UnsafeRawBufferPointer, _ located: inout Int) -> Bool? {
         let node = nodes[index]
         switch node.kind {
         case .constantFalse: return false
         case .constantTrue: return true
-        case .not: return evaluate(links[node.first], row).map(!)
+        case .not: return evaluate(links[node.first], row, &located).map(!)
         case .and, .or:
             // In order, as the evaluator goes: an undecided term before a deciding one leaves the
             // whole undecided (the evaluator may throw there).
             let decisive = node.kind == .or
             for link in node.first..<(node.first + node.count) {
-                guard let value = evaluate(links[link], row) else { return nil }
+                guard let value = evaluate(links[link], row, &located) else { return nil }
                 if value == decisive { return decisive }
             }
             return !decisive
         default:
+            guard locate(through: node.component, row, &located) else { return nil }
             let value = UnsafeRawBufferPointer(rebasing: row[components[node.component]..<components[node.component + 1]])
             return test(node, value)
         }
     }
 
+    /// The order of two big-endian words as their bytes.
+    @inline(__always)
+    private static func order(_ a: UInt64, _ b: UInt64) -> Int {
+        let x = UInt64(bigEndian: a), y = UInt64(bigEndian: b)
+        return x == y ? 0 : (x < y ? -1 : 1)
+    }
+
+    @inline(__always)
     private func constant(_ node: Node, _ index: Int) -> UnsafeRawBufferPointer {
         let span = spans[node.first + index]
         return UnsafeRawBufferPointer(rebasing: pool[span.start..<(span.start + span.count)])
     }
 
+    @inline(__always)
     private func test(_ node: Node, _ value: UnsafeRawBufferPointer) -> Bool? {
         guard let tag = value.first else { return nil }
         if tag == KeyEncoding.Tag.null {
@@ -162,7 +216,11 @@ final class ScanFilter {
         guard tag == node.tag else { return nil }
         switch node.kind {
         case .compare:
-            let c = KeyEncoding.order(value, constant(node, 0))
+            let constant = constant(node, 0)
+            // An integer is nine bytes (located, so complete): its tag, then eight in order.
+            let c = tag == KeyEncoding.Tag.int && value.count == 9 && constant.count == 9
+                ? Self.order(value.loadUnaligned(fromByteOffset: 1, as: UInt64.self), constant.loadUnaligned(fromByteOffset: 1, as: UInt64.self))
+                : KeyEncoding.order(value, constant)
             switch node.op {
             case .equalTo: return c == 0
             case .notEqualTo: return c != 0

@@ -527,7 +527,7 @@ enum Varint {
 ///
 /// Compares eight bytes at a time as big-endian words, inline: keys are short, and a call to
 /// `memcmp` per binary-search probe cost more than the comparison itself.
-@inline(__always)
+@inlinable @inline(__always)
 func compareBytes(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
     let n = min(a.count, b.count)
     var i = 0

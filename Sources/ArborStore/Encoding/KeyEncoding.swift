@@ -151,12 +151,15 @@ public enum KeyEncoding {
     /// The byte order of two encodings (negative, zero or positive; a prefix sorts first), as
     /// the B-tree compares keys: eight bytes at a time (keys and components are short, and a
     /// call to `memcmp` costs more than the comparison).
+    @inlinable
     public static func order(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
         compareBytes(a, b)  // the B-tree's own key comparison
     }
 
     /// ``componentEnd(_:from:)`` on bytes in place, without generic dispatch: the skip a scan
     /// makes for every component of every row it reads (strings are skipped with `memchr`).
+    /// Inlinable: a scan calls it from another module for every component it locates.
+    @inlinable
     public static func componentEnd(_ bytes: UnsafeRawBufferPointer, from start: Int) -> Int? {
         guard start < bytes.count, let base = bytes.baseAddress else { return nil }
         let count = bytes.count

@@ -21,6 +21,35 @@ final class RowWriter {
     private var lastEntity: EntityDescription?
     /// The index trees of each entity met so far.
     private var entityIndexes: [ObjectIdentifier: [StoreIndex]] = [:]
+    /// What writing a row of each entity met so far takes, and the last one used.
+    private var entityWrites: [ObjectIdentifier: EntityWrites] = [:]
+    private var lastWrites: EntityWrites?
+
+    /// What writing a row of one entity takes, worked out once per entity and save: its rows
+    /// tree, its index trees, and which of its relationships need trees of their own.
+    struct EntityWrites {
+        let entity: EntityDescription
+        let rows: Tree
+        let indexes: [(StoreIndex, Tree)]
+        let indexedForeignKeys: [RelationshipDescription]
+        let orderedToMany: [RelationshipDescription]
+    }
+
+    /// The writes of `entity` (the last entity's without a lookup).
+    func writes(_ entity: EntityDescription) throws -> EntityWrites {
+        if let lastWrites, lastWrites.entity === entity { return lastWrites }
+        if let known = entityWrites[ObjectIdentifier(entity)] {
+            lastWrites = known
+            return known
+        }
+        let made = EntityWrites(entity: entity, rows: try rowsTree(entity),
+                                indexes: try indexes(of: entity).map { ($0, try tree($0.tree)) },
+                                indexedForeignKeys: entity.relationships.filter(NativeStore.isIndexedForeignKey),
+                                orderedToMany: entity.relationships.filter { $0.isToMany && $0.isOrdered })
+        entityWrites[ObjectIdentifier(entity)] = made
+        lastWrites = made
+        return made
+    }
 
     init(store: NativeStore, transaction: WriteTransaction, changes: StoreChanges) {
         self.store = store
@@ -69,22 +98,44 @@ final class RowWriter {
         return entity
     }
 
+    /// The space of the last ID whose entity was looked up, and that entity.
+    private var lastSpace: UnsafeMutableRawPointer?
+    private var lastSpaceEntity: EntityDescription?
+
+    /// The entity of `id`: found by the ID's space when it is the last one met (saves mostly
+    /// write runs of one entity), else by name.
+    func entity(of id: ManagedObjectID) throws -> EntityDescription {
+        if let lastSpaceEntity, id.spaceAddress == lastSpace { return lastSpaceEntity }
+        let entity = try entity(id.entityName)
+        lastSpace = id.spaceAddress
+        lastSpaceEntity = entity
+        return entity
+    }
+
     /// Permanent IDs for the inserted rows that have temporary ones: keys from each hierarchy
     /// tree's sequence, reserved once per hierarchy.
     func allocateKeys() throws {
         insertedIDs = changes.inserted.map(\.0)
-        // Positions of the temporary IDs, by hierarchy.
-        var byRoot: [ObjectIdentifier: (root: EntityDescription, positions: [Int])] = [:]
-        for (position, (id, _)) in changes.inserted.enumerated() where id.isTemporaryID {
-            let root = try entity(id.entityName).rootEntity
-            byRoot[ObjectIdentifier(root), default: (root, [])].positions.append(position)
+        // Positions of the temporary IDs, by hierarchy (a handful of hierarchies at most: a
+        // list, and the last one met tried first).
+        var groups: [(root: EntityDescription, positions: [Int])] = []
+        var last = -1
+        for position in insertedIDs.indices where insertedIDs[position].isTemporaryID {
+            let root = try entity(of: insertedIDs[position]).rootEntity
+            if last < 0 || groups[last].root !== root {
+                if let index = groups.firstIndex(where: { $0.root === root }) {
+                    last = index
+                } else {
+                    groups.append((root, []))
+                    last = groups.count - 1
+                }
+            }
+            groups[last].positions.append(position)
         }
-        for (root, positions) in byRoot.values {
+        for (root, positions) in groups {
             let keys = try rowsTree(root).nextSequence(reserving: positions.count)
             for (position, key) in zip(positions, keys) {
-                // The entity looked up by name is the last one met (runs of one entity): its ID
-                // space is then found by identity, without hashing the name.
-                insertedIDs[position] = store.objectID(try entity(insertedIDs[position].entityName), Int64(key))
+                insertedIDs[position] = store.objectID(try entity(of: insertedIDs[position]), Int64(key))
             }
         }
     }
@@ -132,8 +183,9 @@ final class RowWriter {
 
     func write(_ id: ManagedObjectID, _ row: StoreRow) throws {
         let entity = try entity(row.entityName)
+        let writes = try writes(entity)
         let key = try self.key(id)
-        try rowsTree(entity).put(NativeStore.key(key), try store.encode(row, entity: entity, permanent: permanent))
+        try writes.rows.put(NativeStore.key(key), try store.encode(row, entity: entity, permanent: permanent))
         for constraint in entity.uniquenessConstraints {
             guard let value = try store.uniqueKey(row, constraint, permanent: permanent) else { continue }
             let unique = try tree(NativeStore.uniqueTree(entity, constraint))
@@ -146,16 +198,16 @@ final class RowWriter {
             }
             try unique.put(value, NativeStore.key(key))
         }
-        for relationship in entity.relationships where NativeStore.isIndexedForeignKey(relationship) {
+        for relationship in writes.indexedForeignKeys {
             guard let destination = row.destination(relationship.name) else { continue }
             try tree(NativeStore.foreignKeyTree(relationship)).put(NativeStore.pair(try self.key(destination), key), [])
         }
-        for index in indexes(of: entity) {
-            try tree(index.tree).put(try store.indexEntry(row, index, key: key, permanent: permanent), [])
+        for (index, tree) in writes.indexes {
+            try tree.put(try store.indexEntry(row, index, key: key, permanent: permanent), [])
         }
         // An ordered relationship the saving context never loaded is not in the row: its stored
         // list stays as it is.
-        for relationship in entity.relationships where relationship.isToMany && relationship.isOrdered {
+        for relationship in writes.orderedToMany {
             guard let destinations = row.orderedDestinations(relationship.name) else { continue }
             let order = try tree(NativeStore.orderTree(relationship))
             try clear(order, prefix: NativeStore.key(key))

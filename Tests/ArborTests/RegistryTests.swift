@@ -150,4 +150,73 @@ struct RegistryTests {
         #expect(reader.registeredObjects.isEmpty)
         #expect(try reader.existingObject(with: ada.objectID).value(forKey: "firstName") as? String == "Ada")
     }
+
+    @Test("objects that outlive their context find no context (they hold it unowned; the context clears them as it ends)")
+    func objectsOutliveTheirContext() throws {
+        let stack = try Stack()
+        var saved: [ManagedObject] = []
+        var pending: ManagedObject?
+        var fault: ManagedObject?
+        var fetched: [ManagedObject] = []
+        var held: ManagedObject?
+        do {
+            let context = stack.context()
+            saved = try (0..<20).map { try stack.insert("Department", in: context, ["name": "D\($0)", "budget": $0]) }
+            try context.save()
+            pending = try stack.insert("Department", in: context, ["name": "pending", "budget": 1])
+            let reader = stack.context()
+            fault = reader.object(with: saved[0].objectID)
+            fetched = try reader.fetch(FetchRequest<ManagedObject>(entityName: "Department"))
+            let retaining = stack.context()
+            retaining.retainsRegisteredObjects = true
+            held = try retaining.existingObject(with: saved[1].objectID)
+            #expect(fault?.managedObjectContext === reader && held?.managedObjectContext === retaining)
+        }
+        // Every context has ended: saved, inserted-unsaved, fault, fetched and retained objects.
+        for object in saved + fetched + [pending!, fault!, held!] {
+            #expect(object.managedObjectContext == nil)
+        }
+        #expect(throws: ArborError.self) { _ = try fault!.value(forKey: "name") }
+        // Saved values stay readable on the objects that hold them; the row cache let go of them.
+        #expect(try saved[3].value(forKey: "name") as? String == "D3")
+        saved = []
+        fetched = []
+        fault = nil
+        held = nil
+        pending = nil
+        #expect(stack.coordinator.rowCacheStatistics.snapshots == 0, "no snapshot is left held")
+    }
+
+    @Test("objects ending on other threads while their context ends: none reaches the context (run under Thread Sanitizer too)")
+    func objectsEndOnOtherThreadsAsTheirContextEnds() async throws {
+        let stack = try Stack()
+        let setup = stack.context()
+        let inserted = try (0..<64).map { try stack.insert("Department", in: setup, ["name": "D\($0)", "budget": $0]) }
+        try setup.save()
+        let ids = inserted.map(\.objectID)
+        /// Objects handed across threads on purpose: only their ends happen there.
+        final class Box: @unchecked Sendable {
+            var objects: [ManagedObject]
+            init(_ objects: [ManagedObject]) { self.objects = objects }
+        }
+        for _ in 0..<200 {
+            var context: ManagedObjectContext? = stack.context()
+            let box = Box(try ids.map { try context!.existingObject(with: $0) })
+            #expect(box.objects.allSatisfy { $0.managedObjectContext === context })
+            // The objects' last references go on another thread as the context ends on this one.
+            let releaser = Task.detached { box.objects = [] }
+            context = nil
+            await releaser.value
+        }
+        #expect(stack.coordinator.rowCacheStatistics.snapshots == 64, "every object ended and let go of its snapshot (the saved ones hold theirs)")
+        // Objects kept past their context's end find none.
+        var context: ManagedObjectContext? = stack.context()
+        let kept = try ids.map { try context!.existingObject(with: $0) }
+        let box = Box(Array(kept.prefix(32)))
+        let releaser = Task.detached { box.objects = [] }
+        context = nil
+        await releaser.value
+        #expect(kept.allSatisfy { $0.managedObjectContext == nil })
+    }
 }
+

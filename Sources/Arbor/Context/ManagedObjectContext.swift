@@ -19,7 +19,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// ended first).
     private(set) var registry = ObjectRegistry()
     /// Registered objects that have ended since the registry was last purged.
-    let retired = RetiredObjects()
+    var retired: RetiredObjects { registry.link.retired }
     // The change lists and the event are changed in place for every object changed: no
     // dynamic exclusivity check. Only the context's own code changes them, and none of it calls
     // out — to hooks, observers or subclasses — while it does.
@@ -180,6 +180,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     deinit {
         if let mergeObserver { NotificationCenter.default.removeObserver(mergeObserver) }
+        // Objects that outlive the context find nil through their link from now on.
+        registry.link.context = nil
     }
 
     /// Makes an empty confinement context on `coordinator`: used by one thread at a time, with
@@ -210,6 +212,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         case .privateQueue: queue = DispatchQueue(label: "Arbor.ManagedObjectContext")
         }
         if concurrencyType == .privateQueue { queue?.setSpecific(key: ContextQueue.key, value: ObjectIdentifier(self)) }
+        registry.link.context = self
     }
 
     // MARK: Objects
@@ -271,11 +274,6 @@ public final class ManagedObjectContext: @unchecked Sendable {
     func reregister(from oldID: ManagedObjectID, to newID: ManagedObjectID) {
         registry.purge(retired)
         registry.move(from: oldID, to: newID)
-    }
-
-    /// The registered object's `deinit` reports its end here.
-    func objectDidEnd(_ objectID: ManagedObjectID, _ identity: ObjectIdentifier) {
-        retired.post((objectID, identity))
     }
 
     /// The object for `objectID`: the registered instance when there is one, else a new fault

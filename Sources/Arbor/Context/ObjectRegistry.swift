@@ -1,3 +1,5 @@
+import Synchronization
+
 /// A context's registered objects, by ID: one instance per object ID (uniquing).
 ///
 /// An object is held strongly while it has changes or the context retains all its objects, and
@@ -7,7 +9,7 @@
 /// Not through a `weak` reference: a weak reference gives every managed object a side table,
 /// which slows each retain and release of it (measured: a quarter of a bulk insert's time).
 /// The registry keeps an `unowned` reference instead, and the object reports its end: its
-/// `deinit` appends its ID to the context's ``RetiredObjects``, and the registry drops those
+/// `deinit` appends its ID to the context's ``RetiredObjects`` (through its ``ContextLink``), and the registry drops those
 /// entries before it is next read. An `unowned` reference to an object that has ended is never
 /// loaded (that would trap): entries are compared by the identity kept beside it.
 struct ObjectRegistry {
@@ -26,6 +28,8 @@ struct ObjectRegistry {
     }
 
     private(set) var entries = ObjectIDTable<Entry>()
+    /// The context's link with its objects (each registered object holds it).
+    let link = ContextLink()
 
     /// Drops the entries of objects that have ended.
     mutating func purge(_ retired: RetiredObjects) {
@@ -42,6 +46,7 @@ struct ObjectRegistry {
     }
 
     mutating func register(_ object: ManagedObject, strongly: Bool) {
+        if object.link !== link { object.link = link }
         entries[object.objectID] = Entry(object, strongly: strongly)
     }
 
@@ -66,6 +71,35 @@ struct ObjectRegistry {
 /// using — and locked: the last reference to an object may go on any thread (an observer of a
 /// did-save notification holding the saved objects, say), while the context purges on its queue.
 typealias RetiredObjects = LockedInbox<(ManagedObjectID, ObjectIdentifier)>
+
+/// What a context's objects hold of it: the context itself, without a reference count, and the
+/// inbox where they report their end.
+///
+/// Not a `weak` reference in each object: that gives the context a side table, and then every
+/// retain and release of it — one for each `setValue`, fault fire and fetched object — takes
+/// the runtime's slow path (measured: a twentieth of a bulk insert, and of a fetch). The context
+/// clears ``context`` as it ends, once for all its objects; an object taken out of its context
+/// drops its link. The link itself is held strongly by the objects, so an object ending on any
+/// thread, even while its context ends, reports to an inbox that is still there and never
+/// reaches the context.
+final class ContextLink: @unchecked Sendable {
+    /// The context; nil once it has ended. Set and read on the context's queue only (its
+    /// objects never cross queues).
+    unowned(unsafe) var context: ManagedObjectContext? {
+        didSet { isOpen.store(context != nil, ordering: .relaxed) }
+    }
+    /// Whether the context is there (readable from any thread: an object ending after its
+    /// context has nothing to report).
+    private let isOpen = Atomic<Bool>(false)
+    /// The registry's objects that have ended since it was last purged.
+    let retired = RetiredObjects()
+
+    /// Reports the end of an object registered under `objectID` (any thread).
+    func objectDidEnd(_ objectID: ManagedObjectID, _ identity: ObjectIdentifier) {
+        guard isOpen.load(ordering: .relaxed) else { return }
+        retired.post((objectID, identity))
+    }
+}
 
 /// The objects of one of a context's change sets (inserted, updated or deleted), in the order
 /// they joined it. Membership is found through the object's ``ManagedObject/changeSlot`` (an

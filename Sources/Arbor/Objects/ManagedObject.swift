@@ -46,7 +46,14 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     public internal(set) var objectID: ManagedObjectID
     /// The context the object lives in (nil once it has been removed from it: after a rollback
     /// of its insertion, a reset, or its context's end).
-    public internal(set) weak var managedObjectContext: ManagedObjectContext?
+    public internal(set) var managedObjectContext: ManagedObjectContext? {
+        get { link?.context }
+        set { link = newValue?.registry.link }
+    }
+
+    /// The link with the context (see ``ContextLink``): how the object reaches it, and where it
+    /// reports its end. Held strongly; nil outside any context.
+    var link: ContextLink?
 
     // The three below are changed in place on every `setValue`: no dynamic exclusivity check
     // (about a tenth of a bulk insert's time). Only Arbor's own code changes them, and none of
@@ -88,7 +95,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     deinit {
         if let snapshot { snapshotHolder?.release(snapshot) }
-        managedObjectContext?.objectDidEnd(objectID, ObjectIdentifier(self))
+        link?.objectDidEnd(objectID, ObjectIdentifier(self))
     }
 
     /// Holds `snapshot` of `coordinator`'s row cache (a reference the caller counted; the one

@@ -250,6 +250,25 @@ struct UndoTests {
         #expect(try scene.ada.value(forKey: "lastName") as? String == "Byron")
         #expect(scene.undo.undoCount == 3, "the merge registered nothing")
     }
+
+    @Test("redoing an insertion leaves an object that has since joined another context where it is (it is never registered in two)")
+    func redoAfterTheObjectMoved() throws {
+        let scene = try Scene()
+        let other = scene.stack.context()
+        var hr: ManagedObject? = try scene.stack.insert("Department", in: scene.context, ["name": "HR"])
+        let id = try #require(hr?.objectID)
+        scene.context.processPendingChanges()
+        scene.context.undo()
+        #expect(hr?.managedObjectContext == nil)
+        other.insert(hr!)
+        scene.context.redo()
+        #expect(hr?.managedObjectContext === other && scene.context.insertedObjects.isEmpty && other.insertedObjects == [hr!])
+        #expect(scene.context.registeredObject(for: id) == nil)
+        // Dropped from the other context, it ends: neither context has it any more.
+        other.rollback()
+        hr = nil
+        #expect(other.registeredObject(for: id) == nil && scene.context.registeredObject(for: id) == nil)
+    }
 }
 
 @Suite("Key paths and relationship faults")

@@ -131,6 +131,9 @@ extension ManagedObjectContext {
     /// left the context (a new one whose insertion was undone, or one whose deletion was saved)
     /// is inserted again, under its own ID.
     private func revive(_ object: ManagedObject) {
+        // An object that has since joined another context stays there: taking it back would
+        // leave it registered in both.
+        if let other = object.managedObjectContext, other !== self { return }
         if object.managedObjectContext === self && object.deletedFlag {
             withdrawDeletion(object)
             if object.insertedFlag { inserted.append(object) }
@@ -210,7 +213,7 @@ final class PendingUndo {
     func record(_ object: ManagedObject, slot: Int, context: ManagedObjectContext) {
         guard !context.undoRecordingSuspended else { return }
         // The object reached its context through its own reference: it is in the graph unless
-        // deleted (no second load of that weak reference).
+        // deleted (no second load of that reference).
         let position = touch(object, context: context, existed: !object.deletedFlag)
         guard position >= 0, !entries[position].before.values.contains(where: { $0.slot == slot }) else { return }
         entries[position].before.values.append((slot, object.values[slot: slot]))

@@ -18,8 +18,6 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// ``unregister(_:)`` and ``reregister(from:to:)`` (those that read or add purge the objects that
     /// ended first).
     private(set) var registry = ObjectRegistry()
-    /// Registered objects that have ended since the registry was last purged.
-    var retired: RetiredObjects { registry.link.retired }
     // The change lists and the event are changed in place for every object changed: no
     // dynamic exclusivity check. Only the context's own code changes them, and none of it calls
     // out — to hooks, observers or subclasses — while it does.
@@ -232,13 +230,13 @@ public final class ManagedObjectContext: @unchecked Sendable {
     public func registeredObject(for objectID: ManagedObjectID) -> ManagedObject? {
         checkQueue()
         takePermanentIDs()
-        registry.purge(retired)
+        registry.purge()
         return registry[objectID]
     }
 
     /// Every registered object.
     func allRegistered() -> [ManagedObject] {
-        registry.purge(retired)
+        registry.purge()
         return registry.objects
     }
 
@@ -246,7 +244,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// objects. (An object with changes is held anyway: by its change set, or by the pending
     /// deletions.)
     func register(_ object: ManagedObject) {
-        registry.purge(retired)
+        registry.purge()
         registry.register(object, strongly: retainsRegisteredObjects)
     }
 
@@ -272,7 +270,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// Moves the object registered under `oldID` to its new ID `newID`.
     func reregister(from oldID: ManagedObjectID, to newID: ManagedObjectID) {
-        registry.purge(retired)
+        registry.purge()
         registry.move(from: oldID, to: newID)
     }
 
@@ -295,7 +293,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// registered (a fault fire's and a fetch's common case).
     func registeredObjectOrFault(_ objectID: ManagedObjectID, entity: () -> EntityDescription) -> ManagedObject {
         takePermanentIDs()
-        registry.purge(retired)
+        registry.purge()
         if let object = registry[objectID] { return object }
         // Made outside any access to the registry: a subclass's init(fault:) may use the context.
         let entity = entity()

@@ -32,7 +32,8 @@ struct ObjectRegistry {
     let link = ContextLink()
 
     /// Drops the entries of objects that have ended.
-    mutating func purge(_ retired: RetiredObjects) {
+    mutating func purge() {
+        let retired = link.retired
         guard !retired.isEmpty else { return }
         let ended = retired.take()
         for (id, identity) in ended where entries[id]?.identity == identity {
@@ -40,7 +41,7 @@ struct ObjectRegistry {
         }
     }
 
-    /// The object registered for `id` (call ``purge(_:)`` first).
+    /// The object registered for `id` (call ``purge()`` first).
     subscript(id: ManagedObjectID) -> ManagedObject? {
         mutating get { entries[id]?.object }
     }
@@ -61,12 +62,12 @@ struct ObjectRegistry {
 
     mutating func removeAll() { entries.removeAll() }
 
-    /// Every registered object (call ``purge(_:)`` first).
+    /// Every registered object (call ``purge()`` first).
     var objects: [ManagedObject] { entries.values.map(\.object) }
 }
 
 /// The registered objects of a context that have ended (their IDs and identities), posted by
-/// ``ManagedObject``'s `deinit` and taken by ``ObjectRegistry/purge(_:)``. An inbox of its own, so
+/// ``ManagedObject``'s `deinit` and taken by ``ObjectRegistry/purge()``. An inbox of its own, so
 /// that an object ending while the context changes its registry touches nothing the change is
 /// using — and locked: the last reference to an object may go on any thread (an observer of a
 /// did-save notification holding the saved objects, say), while the context purges on its queue.
@@ -83,8 +84,9 @@ typealias RetiredObjects = LockedInbox<(ManagedObjectID, ObjectIdentifier)>
 /// thread, even while its context ends, reports to an inbox that is still there and never
 /// reaches the context.
 final class ContextLink: @unchecked Sendable {
-    /// The context; nil once it has ended. Set and read on the context's queue only (its
-    /// objects never cross queues).
+    /// The context; nil once it has ended. Read on the context's queue (its objects never cross
+    /// queues), and cleared by its `deinit`, wherever that runs: the context must not end on
+    /// another thread while its objects are in use (docs/contexts.md).
     unowned(unsafe) var context: ManagedObjectContext? {
         didSet { isOpen.store(context != nil, ordering: .relaxed) }
     }

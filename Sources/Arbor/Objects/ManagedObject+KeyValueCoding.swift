@@ -221,7 +221,7 @@ extension ManagedObject {
     /// ``setPrimitive(_:forKey:persistent:)`` for the property in `slot` of the entity's layout.
     func setPrimitive(_ value: PropertyValue, slot: Int, persistent: Bool) {
         guard values[slot: slot] != value else { return }
-        // The context is loaded once (each load of a weak reference is an atomic operation).
+        // The context is loaded once (each load retains it).
         let context = managedObjectContext
         context?.recordUndo(self, slot: slot)
         values[slot: slot] = value

@@ -45,7 +45,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The object's identity; temporary until it is saved or given a permanent ID.
     public internal(set) var objectID: ManagedObjectID
     /// The context the object lives in (nil once it has been removed from it: after a rollback
-    /// of its insertion, a reset, or its context's end).
+    /// of its insertion, a reset, or its context's end). The object does not keep its context
+    /// alive: keep the context while you use its objects, and let it end on its own queue or
+    /// when none of its objects is in use on another thread.
     public internal(set) var managedObjectContext: ManagedObjectContext? {
         get { link?.context }
         set { link = newValue?.registry.link }

@@ -13,7 +13,7 @@ let clock = ContinuousClock()
 var generator = SplitMix64(seed: 0xFE7C)
 let teams = (0..<2000).map { _ in Int64(generator.next() % UInt64(max(1, count / 10))) }
 let starts = (0..<2000).map { _ in Int64(30_000 + generator.next() % 98_000) }
-let ages = (0..<5).map { _ in Int64(20 + generator.next() % 45) }
+let ages = (0..<20).map { _ in Int64(20 + generator.next() % 45) }
 let bounds = (0..<200).map { _ in Int64(30_000 + generator.next() % 100_000) }
 
 struct Measured {

@@ -187,6 +187,7 @@ extension Pager {
     func dropCachedPages() {
         cache.dropAll()
         dictionaries.removeAll()
+        forgetValidatedPages()
         cacheChangeCounter = nil
     }
 

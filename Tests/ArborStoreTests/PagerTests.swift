@@ -1,4 +1,3 @@
-import Foundation
 import ArborTestSupport
 import Testing
 @testable import ArborStore
@@ -128,66 +127,6 @@ struct PagerTests {
         #expect(stats.misses >= 200)
         #expect(stats.hits >= 12)
         #expect(stats.evictions > 0)
-    }
-
-    @Test("a page read again unchanged is not validated again; a changed page, or any page after another connection commits, is")
-    func validationMemo() throws {
-        let disk = SimulatedDisk()
-        let locks = LockTable()
-        /// Pages the validator saw, and which page it rejects (0: none).
-        final class Checks: @unchecked Sendable {
-            let lock = NSLock()
-            var seen: [PageNumber] = []
-            var rejected: PageNumber = 0
-        }
-        let checks = Checks()
-        let validator: @Sendable (PageNumber, UnsafeRawBufferPointer, PageNumber) -> String? = { page, _, _ in
-            checks.lock.withLock {
-                checks.seen.append(page)
-                return page == checks.rejected ? "rejected" : nil
-            }
-        }
-        func seen() -> Int { checks.lock.withLock { checks.seen.count } }
-        let pager = try Pager(path: "/db", fileSystem: disk, options: options(pageSize: 512, cacheSize: 16 * 512, lockTable: locks))
-        pager.pageValidator = validator
-        try pager.beginWrite()
-        for i in 0..<64 { try pager.withMutablePage(try pager.allocatePage()) { $0[0] = UInt8(i) } }
-        try pager.commit()
-        // A cache of 16 pages: reading 64 twice reads every page from the file twice.
-        let pages = 2...PageNumber(65)
-        func readAll() throws {
-            try pager.beginRead()
-            for page in pages { try pager.withPage(page) { _ in } }
-            pager.endRead()
-        }
-        try readAll()
-        let first = seen()
-        #expect(first >= 48, "the pages read from the file were checked")
-        try readAll()
-        #expect(seen() == first, "read again unchanged, none was checked again")
-        #expect(pager.statistics.pagesValidated == UInt64(first))
-        // A page this connection changes is checked when it is next read from the file.
-        try pager.beginWrite()
-        try pager.withMutablePage(10) { $0[1] = 0xAB }
-        try pager.commit()
-        try readAll()
-        try readAll()
-        let again = checks.lock.withLock { Array(checks.seen.suffix(from: first)) }
-        #expect(again.sorted() == [1, 10], "only the changed page, and the header page the commit rewrote, were checked again")
-        // Another connection commits: everything read afterwards is checked again, and a page
-        // the validator now rejects is a corruption error even though its bytes were checked before.
-        let other = try Pager(path: "/db", fileSystem: disk, options: options(pageSize: 512, lockTable: locks))
-        try other.beginWrite()
-        try other.withMutablePage(20) { $0[2] = 0xCD }
-        try other.commit()
-        other.close()
-        checks.lock.withLock { checks.rejected = 30 }
-        let before = seen()
-        try pager.beginRead()
-        for page in 2...PageNumber(29) { try pager.withPage(page) { _ in } }
-        #expect(seen() - before == 28, "the cache and the memo were dropped")
-        #expect(storeErrorCode { try pager.withPage(30) { _ in } } == .corrupt)
-        pager.endRead()
     }
 
     @Test("one durable commit costs three syncs")

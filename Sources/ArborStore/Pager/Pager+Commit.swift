@@ -187,7 +187,6 @@ extension Pager {
     func dropCachedPages() {
         cache.dropAll()
         dictionaries.removeAll()
-        forgetValidatedPages()
         cacheChangeCounter = nil
     }
 

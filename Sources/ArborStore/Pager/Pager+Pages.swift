@@ -184,19 +184,9 @@ extension Pager {
             guard PageLayout.verify(UnsafeRawBufferPointer(buffer), pageNumber: page) else {
                 throw StoreError.corrupt(page: page, "checksum mismatch", path: path)
             }
-            if let pageValidator {
-                // The checksum the trailer holds, now known to match the bytes.
-                let checksum = UnsafeRawBufferPointer(buffer).loadLE(UInt64.self, at: pageSize - PageLayout.trailerSize)
-                let slot = Int(page) & (validatedPages.count - 1)
-                let known = !validatedPages.isEmpty && validatedPages[slot].page == page
-                    && validatedPages[slot].generation == validatedGeneration && validatedPages[slot].checksum == checksum
-                if !known {
-                    if let problem = pageValidator(page, UnsafeRawBufferPointer(rebasing: buffer[..<usableSize]), currentHeader.pageCount) {
-                        throw StoreError.corrupt(page: page, problem, path: path)
-                    }
-                    if !validatedPages.isEmpty { validatedPages[slot] = ValidatedPage(page: page, generation: validatedGeneration, checksum: checksum) }
-                    statistics.pagesValidated += 1
-                }
+            if let pageValidator,
+               let problem = pageValidator(page, UnsafeRawBufferPointer(rebasing: buffer[..<usableSize]), currentHeader.pageCount) {
+                throw StoreError.corrupt(page: page, problem, path: path)
             }
         } catch {
             cache.drop(page)

@@ -46,9 +46,6 @@ public struct PagerStatistics: Sendable, Equatable {
     public var journalRecords: UInt64 = 0
     /// Hot journals rolled back by this connection.
     public var recoveries: UInt64 = 0
-    /// Pages read from the file whose structure the page validator checked (a page read again
-    /// unchanged is not checked again).
-    public var pagesValidated: UInt64 = 0
 
     /// All syncs together.
     public var syncs: UInt64 { journalSyncs + databaseSyncs + directorySyncs }
@@ -152,40 +149,7 @@ public final class Pager {
     /// before anyone indexes into it: returns a description of what is wrong, or nil. Installed
     /// by the layer that knows the page types (the B+tree); a failure is a `corrupt` error naming
     /// the page. Arguments: the page number, its body, and the file's page count.
-    @exclusivity(unchecked) public var pageValidator: (@Sendable (PageNumber, UnsafeRawBufferPointer, PageNumber) -> String?)? {
-        didSet { forgetValidatedPages() }
-    }
-
-    /// A page ``pageValidator`` passed, and the checksum of the bytes it passed.
-    struct ValidatedPage {
-        var page: PageNumber = 0
-        /// The ``validatedGeneration`` it was passed in.
-        var generation: UInt32 = 0
-        var checksum: UInt64 = 0
-    }
-
-    /// The pages ``pageValidator`` passed since the cache was last dropped, with their checksums,
-    /// in a direct-mapped table (slot: the page number's low bits; a page that finds its slot
-    /// taken by another is simply checked again). A page read again with the same checksum,
-    /// while no other connection has committed, holds the bytes already checked, and is not
-    /// checked again: the structural check walks every cell, and was a third of the cost of
-    /// reading a page that had left the cache. Forgotten (a new generation) with the cache when
-    /// another connection commits.
-    @exclusivity(unchecked) var validatedPages: [ValidatedPage] = []
-    /// The current generation of ``validatedPages``: entries of earlier ones count for nothing.
-    @exclusivity(unchecked) var validatedGeneration: UInt32 = 1
-
-    /// Forgets every page ``validatedPages`` holds (sized for the cache: eight slots per frame,
-    /// 65,536 at least).
-    func forgetValidatedPages() {
-        var size = 1 << 16
-        while size < 8 * cache.capacity { size <<= 1 }
-        validatedGeneration &+= 1
-        if validatedPages.count != size || validatedGeneration == 0 {
-            validatedPages = [ValidatedPage](repeating: ValidatedPage(), count: size)
-            validatedGeneration = 1
-        }
-    }
+    @exclusivity(unchecked) public var pageValidator: (@Sendable (PageNumber, UnsafeRawBufferPointer, PageNumber) -> String?)?
 
     /// The bookkeeping of the open write transaction.
     struct WriteState {

@@ -31,7 +31,9 @@ extension ManagedObjectContext {
             results = try fetchIDs(request)
         case .managedObject:
             let objects = try fetchObjects(request)
-            if Result.self == ManagedObject.self { return objects as! [Result] }
+            // The same array, retyped: `as!` would go through the runtime's generic array cast
+            // (a retain and a dynamic check per element).
+            if Result.self == ManagedObject.self { return unsafeBitCast(objects, to: [Result].self) }
             results = objects
         case .dictionary:
             results = try fetchDictionaries(request)

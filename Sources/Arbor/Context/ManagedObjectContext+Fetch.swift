@@ -259,12 +259,27 @@ extension ManagedObjectContext {
         hold(coordinator.retainSnapshots(objects.map(\.objectID), rows: rows), by: objects, coordinator)
     }
 
-    private func hold(_ snapshots: [RowSnapshot], by objects: [ManagedObject], _ coordinator: PersistentStoreCoordinator) {
-        for (object, snapshot) in zip(objects, snapshots) {
-            // An object listed twice (rows naming one ID twice: a damaged index) was counted
-            // twice: one reference goes back.
-            if object.snapshot === snapshot { coordinator.release(snapshot) } else { object.hold(snapshot, of: coordinator) }
+    /// ``holdSnapshots(_:rows:_:)`` for the saved rows at `positions` of `saved` (each object's
+    /// ID is its row's).
+    func holdSnapshots(_ saved: [SavedRow], at positions: [Int], _ coordinator: PersistentStoreCoordinator) {
+        let snapshots = saved.withUnsafeBufferPointer { buffer in
+            coordinator.retainSnapshots(count: positions.count) { index in
+                let element = buffer.baseAddress.unsafelyUnwrapped.advanced(by: positions[index])
+                return (element.pointer(to: \.object).unsafelyUnwrapped.pointee.objectID, element.pointer(to: \.row).unsafelyUnwrapped)
+            }
         }
+        for (snapshot, position) in zip(snapshots, positions) { hold(snapshot, by: saved[position].object, coordinator) }
+    }
+
+    private func hold(_ snapshots: [RowSnapshot], by objects: [ManagedObject], _ coordinator: PersistentStoreCoordinator) {
+        for (object, snapshot) in zip(objects, snapshots) { hold(snapshot, by: object, coordinator) }
+    }
+
+    /// `object` holds `snapshot`, a reference just counted for it.
+    private func hold(_ snapshot: RowSnapshot, by object: ManagedObject, _ coordinator: PersistentStoreCoordinator) {
+        // An object listed twice (rows naming one ID twice: a damaged index) was counted twice:
+        // one reference goes back.
+        if object.snapshot === snapshot { coordinator.release(snapshot) } else { object.hold(snapshot, of: coordinator) }
     }
 
     /// Loads the rows of a batch of faults (``FetchRequest/fetchBatchSize``) into the row cache,

@@ -458,19 +458,23 @@ extension ManagedObjectContext {
         }
         replaceInChangedObjects(permanent)
         if descendants { sendPermanentIDs(permanent) }
-        var holders: [ManagedObject] = []
-        var heldRows: [StoreRow] = []
-        heldRows.reserveCapacity(savedRows.count)
-        for saved in savedRows {
+        // The saved objects without a snapshot (new ones) take one of their new row, by position
+        // in `savedRows`: no second array of objects and rows (a large save's transient memory
+        // is page faults).
+        var unheld: [Int] = []
+        for (position, saved) in savedRows.enumerated() {
             let object = saved.object
             markSaved(object)
             object.committedVersion = saved.row.version
-            if object.snapshot == nil {
-                holders.append(object)
-                heldRows.append(permanent.isEmpty ? saved.row : saved.row.translated(permanent))
-            }
+            if object.snapshot == nil { unheld.append(position) }
         }
-        holdSnapshots(holders, rows: heldRows, coordinator)
+        if permanent.isEmpty {
+            holdSnapshots(savedRows, at: unheld, coordinator)
+        } else {
+            // Rows that mention new objects take their permanent IDs first.
+            let rows = unheld.map { savedRows[$0].row.translated(permanent) }
+            holdSnapshots(unheld.map { savedRows[$0].object }, rows: rows, coordinator)
+        }
         finishSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects,
                    partial: partialFailure != nil, listsReadAt: partialFailure == nil ? readAt : nil)
         if let partialFailure {

@@ -219,7 +219,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// One more reference to each of `count` snapshots, under one lock: `row(index)` gives the
     /// object ID and the row of the `index`th.
-    private func retainSnapshots(count: Int, _ row: (Int) -> (ManagedObjectID, UnsafePointer<StoreRow>)) -> [RowSnapshot] {
+    func retainSnapshots(count: Int, _ row: (Int) -> (ManagedObjectID, UnsafePointer<StoreRow>)) -> [RowSnapshot] {
         guard count > 0 else { return [] }
         let now = ContinuousClock.now
         return locked {

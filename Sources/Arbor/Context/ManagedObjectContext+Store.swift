@@ -263,19 +263,25 @@ extension ManagedObjectContext {
         saveCount += 1
         var rounds = 0
         while true {
-            var pending: [ManagedObject] = []
+            // Each round announces the objects not announced yet, walking the lists as they were
+            // when it began (a willSave that changes them changes the context's copies; what it
+            // adds is announced by the next round). No array of the objects is made: a large
+            // save's transient memory is page faults.
+            var announced = false
             for list in [inserted, updated, deleted] {
                 for object in list where object.announcedInSave != saveCount {
+                    if !announced {
+                        rounds += 1
+                        guard rounds <= 100 else {
+                            throw ArborError(.misuse, "willSave kept changing new objects for 100 rounds; the save was not attempted")
+                        }
+                        announced = true
+                    }
                     object.announcedInSave = saveCount
-                    pending.append(object)
+                    object.willSave()
                 }
             }
-            guard !pending.isEmpty else { break }
-            rounds += 1
-            guard rounds <= 100 else {
-                throw ArborError(.misuse, "willSave kept changing new objects for 100 rounds; the save was not attempted")
-            }
-            for object in pending { object.willSave() }
+            guard announced else { break }
             propagateDeletes()
         }
         // What willSave changed is an event of its own.

@@ -216,7 +216,13 @@ extension ManagedObjectContext {
         }
         // The fetched rows go to the row cache, one reference per object that now holds them: a
         // fault returned fires from the cache.
-        if parent == nil { holdSnapshots(fresh, of: rows, at: freshRows, coordinator) }
+        if parent == nil {
+            rows.withUnsafeBufferPointer { rows in
+                holdSnapshots(count: fresh.count, coordinator) { index in
+                    (fresh[index], rows.baseAddress.unsafelyUnwrapped.advanced(by: freshRows[index]).pointer(to: \.1).unsafelyUnwrapped)
+                }
+            }
+        }
         if realize {
             for (object, position) in zip(fresh, freshRows) {
                 populate(object, from: rows[position].1)
@@ -247,39 +253,21 @@ extension ManagedObjectContext {
         return results
     }
 
-    /// Gives each of `objects` a reference to the row-cache snapshot of its row: the row at the
-    /// same place of `positions` in `rows` (after a fetch, a batch load or a save).
-    func holdSnapshots(_ objects: [ManagedObject], of rows: [(ManagedObjectID, StoreRow)], at positions: [Int], _ coordinator: PersistentStoreCoordinator) {
-        hold(coordinator.retainSnapshots(rows, at: positions), by: objects, coordinator)
-    }
-
-    /// ``holdSnapshots(_:of:at:_:)`` for rows given apart from their objects (a save's: the
-    /// objects' IDs are their rows').
-    func holdSnapshots(_ objects: [ManagedObject], rows: [StoreRow], _ coordinator: PersistentStoreCoordinator) {
-        hold(coordinator.retainSnapshots(objects.map(\.objectID), rows: rows), by: objects, coordinator)
-    }
-
-    /// ``holdSnapshots(_:rows:_:)`` for the saved rows at `positions` of `saved` (each object's
-    /// ID is its row's).
-    func holdSnapshots(_ saved: [SavedRow], at positions: [Int], _ coordinator: PersistentStoreCoordinator) {
-        let snapshots = saved.withUnsafeBufferPointer { buffer in
-            coordinator.retainSnapshots(count: positions.count) { index in
-                let element = buffer.baseAddress.unsafelyUnwrapped.advanced(by: positions[index])
-                return (element.pointer(to: \.object).unsafelyUnwrapped.pointee.objectID, element.pointer(to: \.row).unsafelyUnwrapped)
-            }
+    /// Gives each of `count` objects a reference to the row-cache snapshot of its row (after a
+    /// fetch, a batch load or a save), under one lock: `element(index)` gives the object and
+    /// its row, in place (the object's ID is its row's).
+    func holdSnapshots(count: Int, _ coordinator: PersistentStoreCoordinator,
+                       _ element: (Int) -> (object: ManagedObject, row: UnsafePointer<StoreRow>)) {
+        let snapshots = coordinator.retainSnapshots(count: count) { index in
+            let (object, row) = element(index)
+            return (object.objectID, row)
         }
-        for (snapshot, position) in zip(snapshots, positions) { hold(snapshot, by: saved[position].object, coordinator) }
-    }
-
-    private func hold(_ snapshots: [RowSnapshot], by objects: [ManagedObject], _ coordinator: PersistentStoreCoordinator) {
-        for (object, snapshot) in zip(objects, snapshots) { hold(snapshot, by: object, coordinator) }
-    }
-
-    /// `object` holds `snapshot`, a reference just counted for it.
-    private func hold(_ snapshot: RowSnapshot, by object: ManagedObject, _ coordinator: PersistentStoreCoordinator) {
-        // An object listed twice (rows naming one ID twice: a damaged index) was counted twice:
-        // one reference goes back.
-        if object.snapshot === snapshot { coordinator.release(snapshot) } else { object.hold(snapshot, of: coordinator) }
+        for (index, snapshot) in snapshots.enumerated() {
+            let object = element(index).object
+            // An object listed twice (rows naming one ID twice: a damaged index) was counted
+            // twice: one reference goes back.
+            if object.snapshot === snapshot { coordinator.release(snapshot) } else { object.hold(snapshot, of: coordinator) }
+        }
     }
 
     /// Loads the rows of a batch of faults (``FetchRequest/fetchBatchSize``) into the row cache,
@@ -297,7 +285,9 @@ extension ManagedObjectContext {
             holders.append(object)
             held.append(row)
         }
-        holdSnapshots(holders, rows: held, coordinator)
+        held.withUnsafeBufferPointer { rows in
+            holdSnapshots(count: holders.count, coordinator) { (holders[$0], rows.baseAddress.unsafelyUnwrapped.advanced(by: $0)) }
+        }
     }
 
     /// Loads the destinations of the given relationship key paths for `objects`.

@@ -475,11 +475,18 @@ extension ManagedObjectContext {
             if object.snapshot == nil { unheld.append(position) }
         }
         if permanent.isEmpty {
-            holdSnapshots(savedRows, at: unheld, coordinator)
+            savedRows.withUnsafeBufferPointer { saved in
+                holdSnapshots(count: unheld.count, coordinator) { index in
+                    let element = saved.baseAddress.unsafelyUnwrapped.advanced(by: unheld[index])
+                    return (element.pointer(to: \.object).unsafelyUnwrapped.pointee, element.pointer(to: \.row).unsafelyUnwrapped)
+                }
+            }
         } else {
             // Rows that mention new objects take their permanent IDs first.
             let rows = unheld.map { savedRows[$0].row.translated(permanent) }
-            holdSnapshots(unheld.map { savedRows[$0].object }, rows: rows, coordinator)
+            rows.withUnsafeBufferPointer { rows in
+                holdSnapshots(count: unheld.count, coordinator) { (savedRows[unheld[$0]].object, rows.baseAddress.unsafelyUnwrapped.advanced(by: $0)) }
+            }
         }
         finishSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects,
                    partial: partialFailure != nil, listsReadAt: partialFailure == nil ? readAt : nil)

@@ -195,25 +195,12 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// One more managed object holds data from each row's snapshot (after a fetch or a save): the
     /// rows replace what the cache had. Returns the snapshots, in the order of `rows`.
     func retainSnapshots(_ rows: [(ManagedObjectID, StoreRow)]) -> [RowSnapshot] {
-        retainSnapshots(rows, at: Array(rows.indices))
-    }
-
-    /// ``retainSnapshots(_:)`` for the rows at `positions` of `rows`, in that order.
-    func retainSnapshots(_ rows: [(ManagedObjectID, StoreRow)], at positions: [Int]) -> [RowSnapshot] {
         // Each field read in place (a copy of the tuple goes through generic code).
-        rows.withUnsafeBufferPointer { buffer in
-            retainSnapshots(count: positions.count) { index in
-                let element = buffer.baseAddress.unsafelyUnwrapped.advanced(by: positions[index])
+        rows.withUnsafeBufferPointer { rows in
+            retainSnapshots(count: rows.count) { index in
+                let element = rows.baseAddress.unsafelyUnwrapped.advanced(by: index)
                 return (element.pointer(to: \.0).unsafelyUnwrapped.pointee, element.pointer(to: \.1).unsafelyUnwrapped)
             }
-        }
-    }
-
-    /// ``retainSnapshots(_:)`` for `rows`, the rows of the objects `ids` name.
-    func retainSnapshots(_ ids: [ManagedObjectID], rows: [StoreRow]) -> [RowSnapshot] {
-        precondition(ids.count == rows.count, "one row per ID")
-        return rows.withUnsafeBufferPointer { buffer in
-            retainSnapshots(count: ids.count) { index in (ids[index], buffer.baseAddress.unsafelyUnwrapped.advanced(by: index)) }
         }
     }
 

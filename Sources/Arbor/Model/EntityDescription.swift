@@ -153,13 +153,8 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         hasTransientAttributes = attributes.contains(where: \.isTransient)
         attributeSlots = attributes.map { propertyLayout.index[$0.name]! }
         relationshipSlots = relationships.map { propertyLayout.index[$0.name]! }
-        validatedAttributes = zip(attributes, attributeSlots).filter { attribute, _ in
-            !attribute.isOptional || attribute.minimum != nil || attribute.maximum != nil
-                || attribute.minimumLength != nil || attribute.maximumLength != nil || attribute.regex != nil
-        }.map { (attribute: $0.0, slot: $0.1) }
-        validatedRelationships = zip(relationships, relationshipSlots).filter { relationship, _ in
-            !relationship.isOptional || (relationship.isToMany && (relationship.minimumCount > 0 || relationship.maximumCount > 0))
-        }.map { (relationship: $0.0, slot: $0.1) }
+        validatedAttributes = zip(attributes, attributeSlots).filter { Validation.hasRules($0.0) }.map { (attribute: $0.0, slot: $0.1) }
+        validatedRelationships = zip(relationships, relationshipSlots).filter { Validation.hasRules($0.0) }.map { (relationship: $0.0, slot: $0.1) }
         hasToManyRelationships = relationships.contains(where: \.isToMany)
         attributeInSlot = Array(repeating: nil, count: propertyLayout.names.count)
         for (attribute, slot) in zip(attributes, attributeSlots) { attributeInSlot[slot] = attribute }

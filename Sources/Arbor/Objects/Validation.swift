@@ -35,6 +35,13 @@ enum Validation {
         }
     }
 
+    /// Whether `attribute` has a rule ``check(_:attribute:object:)`` applies (a save checks only
+    /// those attributes).
+    static func hasRules(_ attribute: AttributeDescription) -> Bool {
+        !attribute.isOptional || attribute.minimum != nil || attribute.maximum != nil
+            || attribute.minimumLength != nil || attribute.maximumLength != nil || attribute.regex != nil
+    }
+
     /// Checks a relationship's size (to-one: 0 or 1) against its rules.
     static func check(count: Int, relationship: RelationshipDescription, object: ManagedObject) throws {
         func failure(_ code: ArborError.Code, _ rule: String) -> ArborError {
@@ -52,6 +59,11 @@ enum Validation {
                 throw failure(.validationRelationshipExceedsMaximumCount, "holds \(count) objects, more than the maximum \(relationship.maximumCount)")
             }
         }
+    }
+
+    /// Whether `relationship` has a rule ``check(count:relationship:object:)`` applies.
+    static func hasRules(_ relationship: RelationshipDescription) -> Bool {
+        !relationship.isOptional || (relationship.isToMany && (relationship.minimumCount > 0 || relationship.maximumCount > 0))
     }
 
     /// Every property rule `object` breaks (its persistent and transient attributes, its

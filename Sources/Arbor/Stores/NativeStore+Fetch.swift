@@ -104,10 +104,7 @@ extension NativeStore {
                         trees[ObjectIdentifier(root)] = opened
                         tree = opened
                     }
-                    let read = try KeyEncoding.withEncodedInteger(try primaryKey(of: id)) { key in
-                        try tree.withValue(forKey: key) { try decode($0, objectID: id) }
-                    }
-                    guard let row = read else { return nil }
+                    guard let row = try readRow(id, in: tree) else { return nil }
                     return row.entityName == entity.name ? row : nil
                 }
             }

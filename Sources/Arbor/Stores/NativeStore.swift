@@ -90,8 +90,9 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
             }
         }
         let store = identifier
-        idSpaces = Dictionary(model.entities.map { ($0.name, ObjectIDSpace.interned($0.name, store)) }, uniquingKeysWith: { first, _ in first })
-        entitySpaces = Dictionary(uniqueKeysWithValues: model.entities.map { (ObjectIdentifier($0), ObjectIDSpace.interned($0.name, store)) })
+        let spaces = model.entities.map { (entity: $0, space: ObjectIDSpace.interned($0.name, store)) }
+        idSpaces = Dictionary(spaces.map { ($0.entity.name, $0.space) }, uniquingKeysWith: { first, _ in first })
+        entitySpaces = Dictionary(uniqueKeysWithValues: spaces.map { (ObjectIdentifier($0.entity), $0.space) })
         if !options.readOnly {
             try buildMissingIndexes()
             try recordMissingSchema()
@@ -265,7 +266,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         KeyEncoding.append(.int(row.version), to: &bytes)
         // The entity's stored columns, in the order the decoder follows (RowColumns). Rows Arbor
         // made are in the entity's layout: values by slot, no lookups by name.
-        let columns = rowColumns[ObjectIdentifier(entity)] ?? RowColumns(entity)
+        let columns = columns(of: entity)
         let sameLayout = row.values.layout === entity.propertyLayout
         func value(_ slot: Int) -> PropertyValue? {
             sameLayout ? row.values[slot: slot] : row.values[entity.propertyLayout.names[slot]]
@@ -294,9 +295,23 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         try bytes.withUnsafeBytes { try decode($0, objectID: objectID) }
     }
 
+    /// The stored columns of `entity`'s rows (made once per entity of the model).
+    func columns(of entity: EntityDescription) -> RowColumns {
+        rowColumns[ObjectIdentifier(entity)] ?? RowColumns(entity)
+    }
+
     /// The scan filter's layout of `entity`'s rows, from its stored columns.
     func rawRowLayout(_ entity: EntityDescription) -> RawRowLayout {
-        RawRowLayout(entity, columns: rowColumns[ObjectIdentifier(entity)] ?? RowColumns(entity))
+        RawRowLayout(entity, columns: columns(of: entity))
+    }
+
+    /// The row stored under `objectID`'s primary key in `tree` (its hierarchy's rows tree), read
+    /// in place and decoded; nil when there is none. The row may be of another entity of the
+    /// hierarchy: callers that need the ID's own entity check it.
+    func readRow(_ objectID: ManagedObjectID, in tree: Tree) throws -> StoreRow? {
+        try KeyEncoding.withEncodedInteger(try primaryKey(of: objectID)) { key in
+            try tree.withValue(forKey: key) { try decode($0, objectID: objectID) }
+        }
     }
 
     /// Decodes a row in place (straight out of its page), component by component into the
@@ -409,15 +424,13 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
 
     /// The row of `objectID` in its hierarchy's tree, or nil.
     public func row(for objectID: ManagedObjectID) throws -> StoreRow? {
-        let key = try primaryKey(of: objectID)
+        // An ID of another store is refused before anything is read.
+        _ = try primaryKey(of: objectID)
         let entity = try entity(objectID.entityName)
         return try Self.storeError("read \(objectID)") {
             try database.read { transaction in
-                guard let tree = try transaction.tree(named: Self.rowsTree(entity)) else { return nil }
-                let read = try KeyEncoding.withEncodedInteger(key) { key in
-                    try tree.withValue(forKey: key) { try decode($0, objectID: objectID) }
-                }
-                guard let row = read else { return nil }
+                guard let tree = try transaction.tree(named: Self.rowsTree(entity)),
+                      let row = try readRow(objectID, in: tree) else { return nil }
                 // A row of another entity of the hierarchy is not this object (an ID names its
                 // object's own entity: one row, one ID, one instance per context).
                 guard row.entityName == entity.name else { return nil }

@@ -17,10 +17,6 @@ final class RowWriter {
     private var trees: [String: Tree] = [:]
     /// The rows tree of each entity met so far.
     private var rowTrees: [ObjectIdentifier: Tree] = [:]
-    /// The last entity looked up by name (saves mostly write runs of one entity).
-    private var lastEntity: EntityDescription?
-    /// The index trees of each entity met so far.
-    private var entityIndexes: [ObjectIdentifier: [StoreIndex]] = [:]
     /// What writing a row of each entity met so far takes, and the last one used.
     private var entityWrites: [ObjectIdentifier: EntityWrites] = [:]
     private var lastWrites: EntityWrites?
@@ -43,7 +39,7 @@ final class RowWriter {
             return known
         }
         let made = EntityWrites(entity: entity, rows: try rowsTree(entity),
-                                indexes: try indexes(of: entity).map { ($0, try tree($0.tree)) },
+                                indexes: try NativeStore.indexes(of: entity).map { ($0, try tree($0.tree)) },
                                 indexedForeignKeys: entity.relationships.filter(NativeStore.isIndexedForeignKey),
                                 orderedToMany: entity.relationships.filter { $0.isToMany && $0.isOrdered })
         entityWrites[ObjectIdentifier(entity)] = made
@@ -83,30 +79,21 @@ final class RowWriter {
         return tree
     }
 
-    /// The index trees rows of `entity` have entries in (worked out once per entity and save).
-    func indexes(of entity: EntityDescription) -> [StoreIndex] {
-        if let known = entityIndexes[ObjectIdentifier(entity)] { return known }
-        let indexes = NativeStore.indexes(of: entity)
-        entityIndexes[ObjectIdentifier(entity)] = indexes
-        return indexes
-    }
-
+    /// The entity named `name` (a row's): the last one written without a lookup.
     func entity(_ name: String) throws -> EntityDescription {
-        if let lastEntity, lastEntity.name == name { return lastEntity }
-        let entity = try store.entity(name)
-        lastEntity = entity
-        return entity
+        if let last = lastWrites?.entity, last.name == name { return last }
+        return try store.entity(name)
     }
 
     /// The space of the last ID whose entity was looked up, and that entity.
     private var lastSpace: UnsafeMutableRawPointer?
     private var lastSpaceEntity: EntityDescription?
 
-    /// The entity of `id`: found by the ID's space when it is the last one met (saves mostly
-    /// write runs of one entity), else by name.
+    /// The entity of `id` (and of its rows): found by the ID's space when it is the last one met
+    /// (saves mostly write runs of one entity), else by name.
     func entity(of id: ManagedObjectID) throws -> EntityDescription {
         if let lastSpaceEntity, id.spaceAddress == lastSpace { return lastSpaceEntity }
-        let entity = try entity(id.entityName)
+        let entity = try store.entity(id.entityName)
         lastSpace = id.spaceAddress
         lastSpaceEntity = entity
         return entity
@@ -148,7 +135,7 @@ final class RowWriter {
             guard try readRow(id) != nil else { continue }
             let old = try current(id, expected: expected)
             try removeIndexes(of: id, row: old)
-            try rowsTree(try entity(id.entityName)).delete(NativeStore.key(try store.primaryKey(of: id)))
+            try rowsTree(try entity(of: id)).delete(NativeStore.key(try store.primaryKey(of: id)))
             try removeLinks(of: id)
         }
         // Every changed row leaves its index and uniqueness entries before any is written back,
@@ -176,9 +163,7 @@ final class RowWriter {
     }
 
     func readRow(_ id: ManagedObjectID) throws -> StoreRow? {
-        let entity = try entity(id.entityName)
-        guard let bytes = try rowsTree(entity).get(NativeStore.key(try store.primaryKey(of: id))) else { return nil }
-        return try store.decode(bytes, objectID: id)
+        try store.readRow(id, in: try rowsTree(try entity(of: id)))
     }
 
     func write(_ id: ManagedObjectID, _ row: StoreRow) throws {
@@ -231,14 +216,14 @@ final class RowWriter {
             guard let destination = row.destination(relationship.name) else { continue }
             try tree(NativeStore.foreignKeyTree(relationship)).delete(NativeStore.pair(try store.primaryKey(of: destination), key))
         }
-        for index in indexes(of: entity) {
-            try tree(index.tree).delete(try store.indexEntry(row, index, key: key))
+        for (index, tree) in try writes(entity).indexes {
+            try tree.delete(try store.indexEntry(row, index, key: key))
         }
     }
 
     /// Removes a deleted object's ordered lists and its many-to-many links, in both directions.
     func removeLinks(of id: ManagedObjectID) throws {
-        let entity = try entity(id.entityName)
+        let entity = try entity(of: id)
         let key = try store.primaryKey(of: id)
         for relationship in entity.relationships where relationship.isToMany && relationship.isOrdered {
             try clear(try tree(NativeStore.orderTree(relationship)), prefix: NativeStore.key(key))
@@ -270,7 +255,7 @@ final class RowWriter {
     /// Adds or removes one many-to-many link. Links of relationships this store keeps elsewhere
     /// (ordered ones live in order trees written with the row) are ignored.
     func link(_ id: ManagedObjectID, _ key: String, _ other: ManagedObjectID, add: Bool) throws {
-        let entity = try entity(id.entityName)
+        let entity = try entity(of: id)
         guard let relationship = entity.relationshipsByName[key], NativeStore.isJoined(relationship) else { return }
         let a = try self.key(id), b = try self.key(other)
         let forward = try tree(NativeStore.joinTree(relationship)), backward = try backwardTree(relationship)

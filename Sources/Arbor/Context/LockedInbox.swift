@@ -6,7 +6,8 @@ import Synchronization
 /// every registry lookup.
 final class LockedInbox<Element>: @unchecked Sendable {
     private let lock = NSLock()
-    private var items: [Element] = []
+    /// Changed only under `lock` (no dynamic exclusivity check: nothing is called while it is).
+    @exclusivity(unchecked) private var items: [Element] = []
     private let count = Atomic<Int>(0)
 
     /// Whether nothing was posted since the last ``take()``.

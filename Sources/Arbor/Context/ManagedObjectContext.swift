@@ -18,6 +18,9 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// ``unregister(_:)`` and ``reregister(from:to:)`` (those that read or add purge the objects that
     /// ended first).
     private(set) var registry = ObjectRegistry()
+    /// The registry's link with the objects (``ContextLink``), kept here too: its inbox of ended
+    /// objects is looked at on every lookup, without an access to the registry when it is empty.
+    let link: ContextLink
     // The change lists and the event are changed in place for every object changed: no
     // dynamic exclusivity check. Only the context's own code changes them, and none of it calls
     // out — to hooks, observers or subclasses — while it does.
@@ -179,7 +182,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     deinit {
         if let mergeObserver { NotificationCenter.default.removeObserver(mergeObserver) }
         // Objects that outlive the context find nil through their link from now on.
-        registry.link.context = nil
+        link.context = nil
     }
 
     /// Makes an empty confinement context on `coordinator`: used by one thread at a time, with
@@ -202,6 +205,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// (from any thread).
     public init(concurrencyType: ConcurrencyType) {
         self.concurrencyType = concurrencyType
+        link = registry.link
         switch concurrencyType {
         case .confinement: queue = nil
         case .mainQueue:
@@ -210,7 +214,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         case .privateQueue: queue = DispatchQueue(label: "Arbor.ManagedObjectContext")
         }
         if concurrencyType == .privateQueue { queue?.setSpecific(key: ContextQueue.key, value: ObjectIdentifier(self)) }
-        registry.link.context = self
+        link.context = self
     }
 
     // MARK: Objects
@@ -230,13 +234,20 @@ public final class ManagedObjectContext: @unchecked Sendable {
     public func registeredObject(for objectID: ManagedObjectID) -> ManagedObject? {
         checkQueue()
         takePermanentIDs()
-        registry.purge()
+        purgeRegistry()
         return registry[objectID]
+    }
+
+    /// Drops the registry's entries of objects that have ended (none, most times: then the
+    /// registry is not touched).
+    @inline(__always)
+    func purgeRegistry() {
+        if !link.retired.isEmpty { registry.purge() }
     }
 
     /// Every registered object.
     func allRegistered() -> [ManagedObject] {
-        registry.purge()
+        purgeRegistry()
         return registry.objects
     }
 
@@ -244,7 +255,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// objects. (An object with changes is held anyway: by its change set, or by the pending
     /// deletions.)
     func register(_ object: ManagedObject) {
-        registry.purge()
+        purgeRegistry()
         registry.register(object, strongly: retainsRegisteredObjects)
     }
 
@@ -270,7 +281,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// Moves the object registered under `oldID` to its new ID `newID`.
     func reregister(from oldID: ManagedObjectID, to newID: ManagedObjectID) {
-        registry.purge()
+        purgeRegistry()
         registry.move(from: oldID, to: newID)
     }
 
@@ -293,7 +304,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// registered (a fault fire's and a fetch's common case).
     func registeredObjectOrFault(_ objectID: ManagedObjectID, entity: () -> EntityDescription) -> ManagedObject {
         takePermanentIDs()
-        registry.purge()
+        purgeRegistry()
         if let object = registry[objectID] { return object }
         // Made outside any access to the registry: a subclass's init(fault:) may use the context.
         let entity = entity()

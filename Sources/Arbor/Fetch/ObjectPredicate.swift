@@ -258,6 +258,15 @@ extension PredicateValue {
     /// - Throws: ``ArborError/Code/wrongValueType`` for a value no predicate can hold.
     static func from(_ value: Any?) throws -> PredicateValue {
         guard let value else { return .null }
+        // The common argument types first, by exact type: a cast to a protocol existential
+        // searches the runtime's conformance tables (a tenth of parsing a format).
+        switch ObjectIdentifier(type(of: value)) {
+        case ObjectIdentifier(Int.self): return .int(Int64(value as! Int))
+        case ObjectIdentifier(Int64.self): return .int(value as! Int64)
+        case ObjectIdentifier(String.self): return .string(value as! String)
+        case ObjectIdentifier(Double.self): return .double(value as! Double)
+        default: break
+        }
         if let optional = value as? any OptionalProtocol { return try from(optional.wrappedAny) }
         if let convertible = value as? any PredicateValueConvertible { return convertible.predicateValue }
         if ObjectIdentifier(type(of: value)) == ObjectIdentifier(NSNull.self) { return .null }

@@ -20,6 +20,23 @@ struct PredicateToken: Equatable {
 
     var kind: Kind
     var offset: Int
+    /// A word's text in upper case (empty for other tokens): reserved words are recognised
+    /// without folding case again at every parse (tokens are cached per format string).
+    var folded: String
+    /// Whether the token is a word spelled like a reserved word (in any case).
+    var isReservedWord: Bool
+
+    init(kind: Kind, offset: Int) {
+        self.kind = kind
+        self.offset = offset
+        if case .word(let text) = kind {
+            folded = text.uppercased()
+            isReservedWord = PredicateReservedWords.all.contains(folded)
+        } else {
+            folded = ""
+            isReservedWord = false
+        }
+    }
 }
 
 /// The reserved words of the format grammar (case-insensitive; a key spelled like one is

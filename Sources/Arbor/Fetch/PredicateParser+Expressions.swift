@@ -88,7 +88,7 @@ extension PredicateParser {
             advance()
             guard case .keyPath(let keys) = try argumentExpression("K", token: token) else { return [] }
             return keys
-        case .word(let w) where !PredicateReservedWords.isReserved(w):
+        case .word(let w) where !current.isReservedWord:
             advance()
             return [w]
         case .word(let w):
@@ -155,7 +155,7 @@ extension PredicateParser {
         case .symbol("@"):
             return .keyPath(try parseKey(after: "the start of a key path"))
         case .word(let word):
-            switch word.uppercased() {
+            switch token.folded {
             case "NULL", "NIL": advance(); return .constant(.null)
             case "TRUE", "YES": advance(); return .constant(.bool(true))
             case "FALSE", "NO": advance(); return .constant(.bool(false))
@@ -163,10 +163,10 @@ extension PredicateParser {
             case "SUBQUERY": return try parseSubquery()
             case "CAST": return try parseCast()
             case "FUNCTION", "FETCH", "FIRST", "LAST", "SIZE", "ANYKEY", "INDEX", "ASSIGN":
-                throw error("\(word.uppercased()) is not supported by Arbor's predicates (docs/predicates.md lists the grammar)")
+                throw error("\(token.folded) is not supported by Arbor's predicates (docs/predicates.md lists the grammar)")
             default:
-                if PredicateReservedWords.isReserved(word) {
-                    throw error("expected a value, found the reserved word \(word.uppercased()) (write #\(word) for a key of that name)")
+                if token.isReservedWord {
+                    throw error("expected a value, found the reserved word \(token.folded) (write #\(word) for a key of that name)")
                 }
                 advance()
                 return .keyPath([word])

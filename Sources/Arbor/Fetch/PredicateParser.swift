@@ -84,8 +84,8 @@ struct PredicateParser {
 
     /// Whether the current token is the reserved word `word` (any case).
     func isWord(_ word: String, ahead: Int = 0) -> Bool {
-        guard index + ahead < tokens.count, case .word(let w) = tokens[index + ahead].kind else { return false }
-        return w.uppercased() == word
+        guard index + ahead < tokens.count, case .word = tokens[index + ahead].kind else { return false }
+        return tokens[index + ahead].folded == word
     }
 
     func isSymbol(_ symbol: String, ahead: Int = 0) -> Bool {
@@ -231,8 +231,8 @@ struct PredicateParser {
             case ">=", "=>": return (.greaterThanOrEqualTo, false, 1)
             default: return nil
             }
-        case .word(let w):
-            switch w.uppercased() {
+        case .word:
+            switch tokens[i].folded {
             case "MATCHES": return (.matches, false, 1)
             case "LIKE": return (.like, false, 1)
             case "BEGINSWITH": return (.beginsWith, false, 1)

@@ -50,12 +50,16 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// when none of its objects is in use on another thread.
     public internal(set) var managedObjectContext: ManagedObjectContext? {
         get { link?.context }
-        set { link = newValue?.registry.link }
+        set { link = newValue?.link }
     }
+
+    // The link, the snapshot and its holder, and the unloaded relationships are read or changed
+    // for every object a fetch makes or fires (or frees) — no dynamic exclusivity check either:
+    // the same rule as for the values below holds for them.
 
     /// The link with the context (see ``ContextLink``): how the object reaches it, and where it
     /// reports its end. Held strongly; nil outside any context.
-    var link: ContextLink?
+    @exclusivity(unchecked) var link: ContextLink?
 
     // The three below are changed in place on every `setValue`: no dynamic exclusivity check
     // (about a tenth of a bulk insert's time). Only Arbor's own code changes them, and none of
@@ -73,7 +77,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Whether the persistent values have not been loaded.
     var faulted = false
     /// To-many relationships whose destinations have not been loaded yet.
-    var unloadedRelationships: Set<String> = []
+    @exclusivity(unchecked) var unloadedRelationships: Set<String> = []
     var insertedFlag = false
     var deletedFlag = false
     /// The object's place in its context's inserted, updated or deleted ``ChangeList`` (-1: none).
@@ -86,8 +90,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var committedVersion: Int64 = 0
     /// The row-cache snapshot this object holds a reference to (released when the object goes
     /// away or turns into a fault), and its coordinator.
-    private(set) var snapshot: RowSnapshot?
-    private(set) var snapshotHolder: PersistentStoreCoordinator?
+    @exclusivity(unchecked) private(set) var snapshot: RowSnapshot?
+    @exclusivity(unchecked) private(set) var snapshotHolder: PersistentStoreCoordinator?
     /// Destinations a fetch prefetched for this object (``FetchRequest/relationshipKeyPathsForPrefetching``),
     /// held until the object turns into a fault.
     var prefetchedDestinations: [ManagedObject] = []

@@ -183,8 +183,46 @@ struct FetchPlan {
     struct KeyRange: CustomStringConvertible {
         var start: [UInt8]
         var end: [UInt8]
-        var text: String
+        /// What the range holds, for `explain`: rendered only when asked for (every fetch plans,
+        /// and formatting its constants cost more than the planning itself).
+        var label: Label
+        var text: String { label.description }
         var description: String { text }
+
+        init(start: [UInt8], end: [UInt8], text: String) {
+            self.init(start: start, end: end, label: .text(text))
+        }
+
+        init(start: [UInt8], end: [UInt8], label: Label) {
+            self.start = start
+            self.end = end
+            self.label = label
+        }
+    }
+
+    /// The text of a ``KeyRange``, kept as its parts until it is printed.
+    enum Label: CustomStringConvertible {
+        case text(String)
+        /// `<relation> value`: `= 3`, `< "b"`.
+        case relation(String, KeyComponent)
+        /// `low … high`.
+        case between(KeyComponent, KeyComponent)
+        case beginsWith(String)
+        /// `= value`, the value being an encoded key component.
+        case encoded([UInt8])
+        /// Two ranges' labels, of a range narrowed by both.
+        indirect case both(Label, Label)
+
+        var description: String {
+            switch self {
+            case .text(let text): text
+            case .relation(let relation, let value): "\(relation) \(value)"
+            case .between(let low, let high): "\(low) … \(high)"
+            case .beginsWith(let prefix): "begins with \"\(prefix)\""
+            case .encoded(let bytes): "= \((try? KeyEncoding.decode(bytes))?.first?.description ?? "?")"
+            case .both(let a, let b): "\(a) and \(b)"
+            }
+        }
     }
 
     var index: StoreIndex?
@@ -258,7 +296,7 @@ extension NativeStore {
                 let (a, b) = (chosen.ranges[0], other.ranges[0])
                 let start = a.start.lexicographicallyPrecedes(b.start) ? b.start : a.start
                 let end = a.end.lexicographicallyPrecedes(b.end) ? a.end : b.end
-                chosen.ranges = [FetchPlan.KeyRange(start: start, end: end, text: "\(a.text) and \(b.text)")]
+                chosen.ranges = [FetchPlan.KeyRange(start: start, end: end, label: .both(a.label, b.label))]
                 chosen.exact = chosen.exact && other.exact
                 chosen.cost = min(chosen.cost, 2)
                 merged += 1
@@ -362,7 +400,7 @@ extension NativeStore {
 
         func point(_ value: KeyComponent) -> FetchPlan.KeyRange {
             let bytes = KeyEncoding.encode([value])
-            return FetchPlan.KeyRange(start: bytes, end: bytes + [0xFF], text: "= \(value)")
+            return FetchPlan.KeyRange(start: bytes, end: bytes + [0xFF], label: .relation("=", value))
         }
         switch op {
         case .equalTo:
@@ -384,7 +422,7 @@ extension NativeStore {
             }
             let sorted = Set(components.map { KeyEncoding.encode([$0]) }).sorted { $0.lexicographicallyPrecedes($1) }
             let ranges = sorted.map { bytes in
-                FetchPlan.KeyRange(start: bytes, end: bytes + [0xFF], text: "= \((try? KeyEncoding.decode(bytes))?.first?.description ?? "?")")
+                FetchPlan.KeyRange(start: bytes, end: bytes + [0xFF], label: .encoded(bytes))
             }
             if ranges.isEmpty { return Condition(key: key, ranges: [FetchPlan.KeyRange(start: [0xFF], end: [0xFF], text: "none")], cost: 0, folded: folded, exact: exact) }
             return Condition(key: key, ranges: ranges, cost: 1, folded: folded, needsNil: components.contains(.null), exact: exact)
@@ -393,10 +431,10 @@ extension NativeStore {
             let bytes = KeyEncoding.encode([value])
             let (kindStart, kindEnd) = Self.kindBounds(value)
             switch op {
-            case .lessThan: return Condition(key: key, ranges: [.init(start: kindStart, end: bytes, text: "< \(value)")], cost: 3, folded: folded, exact: exact)
-            case .lessThanOrEqualTo: return Condition(key: key, ranges: [.init(start: kindStart, end: bytes + [0xFF], text: "<= \(value)")], cost: 3, folded: folded, exact: exact)
-            case .greaterThan: return Condition(key: key, ranges: [.init(start: bytes + [0xFF], end: kindEnd, text: "> \(value)")], cost: 3, folded: folded, exact: exact)
-            default: return Condition(key: key, ranges: [.init(start: bytes, end: kindEnd, text: ">= \(value)")], cost: 3, folded: folded, exact: exact)
+            case .lessThan: return Condition(key: key, ranges: [.init(start: kindStart, end: bytes, label: .relation("<", value))], cost: 3, folded: folded, exact: exact)
+            case .lessThanOrEqualTo: return Condition(key: key, ranges: [.init(start: kindStart, end: bytes + [0xFF], label: .relation("<=", value))], cost: 3, folded: folded, exact: exact)
+            case .greaterThan: return Condition(key: key, ranges: [.init(start: bytes + [0xFF], end: kindEnd, label: .relation(">", value))], cost: 3, folded: folded, exact: exact)
+            default: return Condition(key: key, ranges: [.init(start: bytes, end: kindEnd, label: .relation(">=", value))], cost: 3, folded: folded, exact: exact)
             }
         case .between:
             guard case .list(let bounds) = constant, bounds.count == 2, let low = component(bounds[0]), let high = component(bounds[1]) else { return nil }
@@ -404,13 +442,13 @@ extension NativeStore {
             guard start.lexicographicallyPrecedes(end) else {
                 return Condition(key: key, ranges: [FetchPlan.KeyRange(start: [0xFF], end: [0xFF], text: "none")], cost: 0, folded: folded, exact: exact)
             }
-            return Condition(key: key, ranges: [.init(start: start, end: end, text: "\(low) … \(high)")], cost: 2, folded: folded, exact: exact)
+            return Condition(key: key, ranges: [.init(start: start, end: end, label: .between(low, high))], cost: 2, folded: folded, exact: exact)
         case .beginsWith:
             guard case .string = constant, case .string(let prefix)? = component(constant) else { return nil }
             // The encoded prefix without its terminator: every string starting with it lies in
             // [prefix, prefix + FF) (no UTF-8 byte is FF).
             let bytes = Array(KeyEncoding.encode([.string(prefix)]).dropLast(2))
-            return Condition(key: key, ranges: [.init(start: bytes, end: bytes + [0xFF], text: "begins with \"\(prefix)\"")], cost: 2, folded: folded, exact: exact)
+            return Condition(key: key, ranges: [.init(start: bytes, end: bytes + [0xFF], label: .beginsWith(prefix))], cost: 2, folded: folded, exact: exact)
         default:
             return nil
         }

@@ -162,6 +162,9 @@ public final class Database: Sendable {
         let result: R
         do {
             result = try body(transaction)
+            // A change that failed midway may have left a tree half made: never commit it, even
+            // when the closure caught the error and went on.
+            if let failure = transaction.failure { throw failure }
         } catch {
             try? pager.rollback()
             throw error

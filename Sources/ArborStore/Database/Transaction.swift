@@ -16,6 +16,22 @@ public class ReadTransaction {
     @exclusivity(unchecked) var generation: UInt64 = 0
     /// `Tree.forEach` calls running: changes are refused while one reads pages in place.
     @exclusivity(unchecked) var activeScans = 0
+    /// The first error out of a change that may have been left half made (a split interrupted by
+    /// `busy` or a full disk): the transaction can then only roll back, whatever its closure
+    /// does with the error (``Database/write(_:)`` throws it again instead of committing).
+    var failure: (any Error)?
+
+    /// Runs a change of the file. An error out of it leaves the transaction unable to commit,
+    /// unless it is one thrown before anything changed (a bad argument, a misuse).
+    func changing<R>(_ body: () throws -> R) throws -> R {
+        do {
+            return try body()
+        } catch {
+            let beforeAnyChange = (error as? StoreError).map { $0.code == .invalidArgument || $0.code == .misuse } ?? false
+            if failure == nil && !beforeAnyChange { failure = error }
+            throw error
+        }
+    }
 
     init(pager: Pager, options: DatabaseOptions, writable: Bool = false) {
         self.pager = pager
@@ -85,7 +101,7 @@ public final class WriteTransaction: ReadTransaction {
     public func createTree(named name: String, kind: TreeKind = .table) throws -> Tree {
         try checkOpen()
         try checkNoScan()
-        let descriptor = try catalog.create(name, kind: kind)
+        let descriptor = try changing { try catalog.create(name, kind: kind) }
         generation &+= 1
         return Tree(transaction: self, descriptor: descriptor)
     }
@@ -96,15 +112,17 @@ public final class WriteTransaction: ReadTransaction {
         try checkOpen()
         try checkNoScan()
         guard let descriptor = try catalog.lookup(name) else { return false }
-        let tree = BTree(pager: pager, descriptor: descriptor, compressionThreshold: options.compressionThreshold)
-        try tree.destroy()
-        if descriptor.dictionaryPage != 0 {
-            try tree.freeOverflow(first: descriptor.dictionaryPage, length: descriptor.dictionaryLength)
-            pager.dictionaries[descriptor.dictionaryPage] = nil
+        try changing {
+            let tree = BTree(pager: pager, descriptor: descriptor, compressionThreshold: options.compressionThreshold)
+            try tree.destroy()
+            if descriptor.dictionaryPage != 0 {
+                try tree.freeOverflow(first: descriptor.dictionaryPage, length: descriptor.dictionaryLength)
+                pager.dictionaries[descriptor.dictionaryPage] = nil
+            }
+            pager.newDictionaries[descriptor.root] = nil
+            pager.dictionarySamples[descriptor.root] = nil
+            try catalog.remove(name)
         }
-        pager.newDictionaries[descriptor.root] = nil
-        pager.dictionarySamples[descriptor.root] = nil
-        try catalog.remove(name)
         generation &+= 1
         return true
     }
@@ -112,6 +130,6 @@ public final class WriteTransaction: ReadTransaction {
     /// Sets the application's version number in the header.
     public func setUserVersion(_ version: UInt32) throws {
         try checkOpen()
-        try pager.setUserVersion(version)
+        try changing { try pager.setUserVersion(version) }
     }
 }

@@ -71,10 +71,12 @@ public final class Tree {
     ///   transaction.
     public func put(_ key: [UInt8], _ value: [UInt8]) throws {
         try checkWritable()
-        if value.count >= transaction.compressionThreshold && btree.dictionaryPage == 0 && transaction.dictionarySize > 0 {
-            try sampleForDictionary(value)
+        try transaction.changing {
+            if value.count >= transaction.compressionThreshold && btree.dictionaryPage == 0 && transaction.dictionarySize > 0 {
+                try sampleForDictionary(value)
+            }
+            try btree.put(key, value)
         }
-        try btree.put(key, value)
         transaction.generation &+= 1
     }
 
@@ -109,7 +111,7 @@ public final class Tree {
     @discardableResult
     public func delete(_ key: [UInt8]) throws -> Bool {
         try checkWritable()
-        let removed = try btree.delete(key)
+        let removed = try transaction.changing { try btree.delete(key) }
         if removed { transaction.generation &+= 1 }
         return removed
     }
@@ -167,9 +169,13 @@ public final class Tree {
         guard var current = try transaction.catalog.lookup(name) else {
             throw StoreError(.misuse, "tree \"\(name)\" was dropped")
         }
+        // The sequence is read from the file: a value that leaves no room is an error, not a trap.
+        guard current.sequence <= UInt64.max - UInt64(count) else {
+            throw StoreError(.corrupt, "tree \"\(name)\" has sequence number \(current.sequence) in its catalog entry: no \(count) more fit")
+        }
         let first = current.sequence + 1
         current.sequence += UInt64(count)
-        try transaction.catalog.update(current)
+        try transaction.changing { try transaction.catalog.update(current) }
         descriptor = current
         transaction.generation &+= 1
         return first...current.sequence

@@ -22,6 +22,16 @@ public protocol FileSystem: AnyObject, Sendable {
     /// Makes the directory entries of the directory that contains `path` durable (after a file
     /// in it was created or removed).
     func syncDirectory(containing path: String) throws
+
+    /// The path of the existing file at `path` with symbolic links, `.` and `..` resolved: the
+    /// name its journal and directory syncs go by, whichever link a connection opened it through
+    /// (two links would otherwise give one file two journals).
+    func canonicalPath(_ path: String) throws -> String
+}
+
+extension FileSystem {
+    /// `path` itself (file systems without links).
+    public func canonicalPath(_ path: String) throws -> String { path }
 }
 
 /// How ``FileSystem/open(_:mode:)`` opens a file.

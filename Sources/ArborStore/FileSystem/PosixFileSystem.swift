@@ -39,6 +39,16 @@ public final class PosixFileSystem: FileSystem {
         return PosixFile(fd: fd, path: path, identity: identity)
     }
 
+    /// `realpath(3)` of `path` (which must exist). Hard links cannot be resolved: a file must not
+    /// be opened through two hard links at once (docs/locking.md).
+    public func canonicalPath(_ path: String) throws -> String {
+        guard let resolved = realpath(path, nil) else {
+            throw StoreError.system(Errno(rawValue: errnoValue()), "realpath", path: path)
+        }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
     /// Whether `stat(2)` finds `path`.
     public func exists(_ path: String) throws -> Bool {
         var info = stat()

@@ -9,12 +9,13 @@
 /// | offset | size | field |
 /// |---|---|---|
 /// | 0 | 8 | magic `"ArborJnl"` |
-/// | 8 | 4 | format version (1) |
+/// | 8 | 4 | format version (2; version 1 journals, without the file ID, are still read) |
 /// | 12 | 4 | page size |
 /// | 16 | 8 | nonce: random per transaction, seeds the record checksums |
 /// | 24 | 4 | original page count of the database |
 /// | 28 | 4 | record count (0 until the commit writes it) |
-/// | 32 | 8 | XXH64 of bytes 0..<32 |
+/// | 32 | 16 | the database's file ID (header bytes 48..<64): whose journal this is |
+/// | 48 | 8 | XXH64 of bytes 0..<48 (version 1: bytes 32..<40 hold the XXH64 of 0..<32) |
 ///
 /// Record: page number (4 bytes), the page's original image (page size), XXH64 of the image seeded
 /// with `nonce ^ pageNumber·prime` (8 bytes).
@@ -24,7 +25,7 @@
 /// page count says (a new database whose first commit was interrupted).
 final class Journal {
     static let magic: [UInt8] = Array("ArborJnl".utf8)
-    static let version: UInt32 = 1
+    static let version: UInt32 = 2
     /// The header block: one 512-byte sector, which the disk writes atomically.
     static let headerSize = 512
 
@@ -33,6 +34,9 @@ final class Journal {
         var nonce: UInt64
         var originalPageCount: PageNumber
         var recordCount: UInt32
+        /// The file ID of the database the journal belongs to (0, 0 in a version 1 journal).
+        var fileIDHigh: UInt64 = 0
+        var fileIDLow: UInt64 = 0
     }
 
     let fileSystem: any FileSystem
@@ -98,19 +102,24 @@ final class Journal {
     /// Reads and validates the header; nil when the journal is absent, zeroed or not valid.
     func readHeader() throws -> Header? {
         guard let file else { return nil }
-        var bytes = [UInt8](repeating: 0, count: 40)
+        var bytes = [UInt8](repeating: 0, count: 56)
         let complete = try bytes.withUnsafeMutableBytes { try file.readFully(into: $0, at: 0) }
         guard complete else { return nil }
         return bytes.withUnsafeBytes { raw -> Header? in
             guard zip(raw[0..<8], Self.magic).allSatisfy({ $0 == $1 }) else { return nil }
-            guard raw.loadLE(UInt32.self, at: 8) == Self.version else { return nil }
-            guard raw.loadLE(UInt64.self, at: 32) == XXH64.hash(UnsafeRawBufferPointer(rebasing: raw[0..<32])) else { return nil }
+            let version = raw.loadLE(UInt32.self, at: 8)
+            // Version 1 (before the file ID) is read still: a hot journal of an older build.
+            let checked = version == 1 ? 32 : 48
+            guard version == 1 || version == Self.version else { return nil }
+            guard raw.loadLE(UInt64.self, at: checked) == XXH64.hash(UnsafeRawBufferPointer(rebasing: raw[0..<checked])) else { return nil }
             let pageSize = Int(raw.loadLE(UInt32.self, at: 12))
             guard PageLayout.isValid(pageSize: pageSize) else { return nil }
             return Header(pageSize: pageSize,
                           nonce: raw.loadLE(UInt64.self, at: 16),
                           originalPageCount: raw.loadLE(UInt32.self, at: 24),
-                          recordCount: raw.loadLE(UInt32.self, at: 28))
+                          recordCount: raw.loadLE(UInt32.self, at: 28),
+                          fileIDHigh: version == 1 ? 0 : raw.loadLE(UInt64.self, at: 32),
+                          fileIDLow: version == 1 ? 0 : raw.loadLE(UInt64.self, at: 40))
         }
     }
 
@@ -125,7 +134,9 @@ final class Journal {
             raw.storeLE(header.nonce, at: 16)
             raw.storeLE(header.originalPageCount, at: 24)
             raw.storeLE(header.recordCount, at: 28)
-            raw.storeLE(XXH64.hash(UnsafeRawBufferPointer(rebasing: raw[0..<32])), at: 32)
+            raw.storeLE(header.fileIDHigh, at: 32)
+            raw.storeLE(header.fileIDLow, at: 40)
+            raw.storeLE(XXH64.hash(UnsafeRawBufferPointer(rebasing: raw[0..<48])), at: 48)
         }
         try bytes.withUnsafeBytes { try file.write($0, at: 0) }
     }

@@ -78,11 +78,15 @@ public final class LockTable: Sendable {
                 entry.attachCount.withLock { $0 += 1 }
                 return entry
             }
+            // The descriptor holds the locks of every connection of the process, writers' too:
+            // read-write whenever the file allows it, even when the first connection only reads
+            // (a write lock on a read-only descriptor fails, EBADF, and would fail every later
+            // writer in the process).
             let lockFile: any StoreFile
-            if readOnly {
-                lockFile = try fileSystem.open(file.path, mode: .readOnly)
-            } else {
+            do {
                 lockFile = try fileSystem.open(file.path, mode: .readWrite)
+            } catch where readOnly {
+                lockFile = try fileSystem.open(file.path, mode: .readOnly)
             }
             let entry = InodeLock(file: lockFile)
             entries[key] = entry
@@ -150,8 +154,15 @@ final class InodeLock: Sendable {
                 // A pending writer in another process holds the pending byte exclusively:
                 // checking it first is what keeps writers from starving.
                 guard try file.lock(.shared, offset: LockBytes.pending, length: 1) else { return (false, false) }
-                let granted = try file.lock(.shared, offset: LockBytes.sharedFirst, length: LockBytes.sharedCount)
-                _ = try file.lock(.unlock, offset: LockBytes.pending, length: 1)
+                // The pending byte is let go whatever happens next (an error included).
+                let granted: Bool
+                do {
+                    granted = try file.lock(.shared, offset: LockBytes.sharedFirst, length: LockBytes.sharedCount)
+                } catch {
+                    _ = try? file.lock(.unlock, offset: LockBytes.pending, length: 1)
+                    throw error
+                }
+                _ = try? file.lock(.unlock, offset: LockBytes.pending, length: 1)
                 guard granted else { return (false, false) }
                 state.sharedCount = 1
                 state.sharedSince = .now

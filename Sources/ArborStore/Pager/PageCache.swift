@@ -380,8 +380,10 @@ final class PageCache {
     /// Drops every page (another connection changed the file). Keeps the frames for reuse.
     func dropAll() {
         for frame in 0..<used where frames[frame].page != 0 {
-            precondition(frames[frame].pins == 0, "dropping pinned page \(frames[frame].page)")
-            frames[frame] = Frame()
+            // A page still pinned (an error ended the transaction while a caller was reading it:
+            // a spill that failed under `Tree.forEach`) keeps its image until it is unpinned. It
+            // leaves the index now, and CLOCK reuses its frame once it is free.
+            frames[frame] = Frame(pins: frames[frame].pins)
         }
         slots.update(repeating: Slot(page: 0, frame: 0), count: slotMask + 1)
         dirtyCount = 0

@@ -21,17 +21,21 @@ extension Pager {
     /// journal may be overwritten.
     private func syncJournal() throws {
         if try journal.openOrCreate() { needsDirectorySync = true }
-        try journal.writeHeader(Journal.Header(pageSize: pageSize, nonce: write.nonce,
-                                               originalPageCount: write.originalPageCount,
-                                               recordCount: UInt32(write.records)))
+        try journal.writeHeader(journalHeader(recordCount: write.records))
         try syncing { try journal.sync() }
         statistics.journalSyncs += 1
         if needsDirectorySync {
-            try syncing { try fileSystem.syncDirectory(containing: path) }
+            try syncing { try fileSystem.syncDirectory(containing: canonicalPath) }
             statistics.directorySyncs += 1
             needsDirectorySync = false
         }
         write.syncedRecords = write.records
+    }
+
+    /// The journal header of the open write transaction, with `recordCount` records.
+    private func journalHeader(recordCount: Int) -> Journal.Header {
+        Journal.Header(pageSize: pageSize, nonce: write.nonce, originalPageCount: write.originalPageCount,
+                       recordCount: UInt32(recordCount), fileIDHigh: write.header.fileID.0, fileIDLow: write.header.fileID.1)
     }
 
     /// Writes every dirty page to the database file (after the journal covering them is durable),
@@ -154,9 +158,7 @@ extension Pager {
     /// connection to lock the file recovers it from whatever the journal holds.
     private func restoreFromJournal() {
         do {
-            let journalHeader = Journal.Header(pageSize: pageSize, nonce: write.nonce,
-                                               originalPageCount: write.originalPageCount,
-                                               recordCount: UInt32(write.syncedRecords))
+            let journalHeader = journalHeader(recordCount: write.syncedRecords)
             try journal.writeHeader(journalHeader)
             try playback(journalHeader)
         } catch {
@@ -245,7 +247,23 @@ extension Pager {
             guard pageSize == journalHeader.pageSize else {
                 throw StoreError(.corrupt, "the journal's page size \(journalHeader.pageSize) differs from the database's \(pageSize): it does not belong to this database", path: journal.path)
             }
+            // The file ID never changes and lies in the first sector (never torn): a journal
+            // naming another is another database's (a backup copied over this file, say), and
+            // replaying it would overwrite this one with that one's pages.
+            let fileID = prefix.withUnsafeBytes { ($0.loadLE(UInt64.self, at: 48), $0.loadLE(UInt64.self, at: 56)) }
+            let named = (journalHeader.fileIDHigh, journalHeader.fileIDLow)
+            guard named == (0, 0) || named == fileID else {
+                throw StoreError(.corrupt, "the journal belongs to another database (file ID \(Self.hex(named)), not this file's \(Self.hex(fileID))); move it away to open the file", path: journal.path)
+            }
         }
+    }
+
+    private static func hex(_ id: (UInt64, UInt64)) -> String {
+        func word(_ value: UInt64) -> String {
+            let digits = String(value, radix: 16)
+            return String(repeating: "0", count: 16 - digits.count) + digits
+        }
+        return word(id.0) + word(id.1)
     }
 
     private func isHot(_ journalHeader: Journal.Header) throws -> Bool {

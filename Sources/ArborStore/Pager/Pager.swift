@@ -84,6 +84,9 @@ public final class Pager {
 
     /// The database file's path.
     public let path: String
+    /// The file's resolved path (``FileSystem/canonicalPath(_:)``): its journal is this path
+    /// followed by `-journal`.
+    let canonicalPath: String
     /// The options the pager was opened with.
     public let options: PagerOptions
 
@@ -141,7 +144,10 @@ public final class Pager {
     @exclusivity(unchecked) var headerScratch: [UInt8] = []
     /// Whether the directory must be synced before the next commit relies on the journal
     /// (it was just created, or the database file itself was).
-    @exclusivity(unchecked) var needsDirectorySync = false
+    /// Whether the directory must be synced at the next journal sync: once per connection, the
+    /// first time it relies on the journal, whoever created the journal file (a connection that
+    /// created it and then rolled back, or died, may never have synced its directory entry).
+    @exclusivity(unchecked) var needsDirectorySync = true
     /// I/O counters.
     @exclusivity(unchecked) public internal(set) var statistics = PagerStatistics()
 
@@ -189,7 +195,18 @@ public final class Pager {
             file.close()
             throw error
         }
-        self.journal = Journal(fileSystem: fileSystem, path: path + "-journal", pageSize: options.pageSize, readOnly: options.readOnly)
+        // The journal and the directory syncs go by the file's resolved path: a connection that
+        // opened it through a symbolic link finds the journal another left under the real name.
+        let canonical: String
+        do {
+            canonical = try fileSystem.canonicalPath(path)
+        } catch {
+            options.lockTable.detach(inodeLock)
+            file.close()
+            throw error
+        }
+        self.canonicalPath = canonical
+        self.journal = Journal(fileSystem: fileSystem, path: canonical + "-journal", pageSize: options.pageSize, readOnly: options.readOnly)
         self.header = DatabaseHeader(pageSize: options.pageSize, pageCount: 0)
         self.cache = PageCache(pageSize: options.pageSize, budget: options.cacheSize)
         do {
@@ -409,7 +426,15 @@ public final class Pager {
             }
             // Never wait for the reserved lock while holding shared: the holder of reserved may be
             // waiting for our shared lock to go (deadlock). Drop it and start over instead.
-            if try tryLock(.reserved) { break }
+            // A failure to lock (not a busy lock: an error) must not leave shared held.
+            let reserved: Bool
+            do {
+                reserved = try tryLock(.reserved)
+            } catch {
+                unlock(to: .none)
+                throw error
+            }
+            if reserved { break }
             unlock(to: .none)
             guard ContinuousClock.now < deadline else { throw busyError("write") }
             backoff.wait()

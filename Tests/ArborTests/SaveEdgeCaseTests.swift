@@ -1,3 +1,5 @@
+import ArborStore
+import ArborTestSupport
 import Foundation
 import Testing
 @testable import Arbor
@@ -129,5 +131,39 @@ struct SaveEdgeCaseTests {
         let reader = stack.context()
         let salary = try reader.existingObject(with: ada.objectID).value(forKey: "salary") as? Double
         #expect(salary?.isNaN == true)
+    }
+
+    @Test("item 7: delete rules that cannot be applied (a relationship that cannot be read) stay pending; the save applies them or fails, never saving the deletion alone")
+    func deleteRulesAfterAReadFailure() throws {
+        let disk = SimulatedDisk()
+        var options = DatabaseOptions()
+        options.fileSystem = disk
+        options.lockTable = LockTable()
+        let model = try employeeModel(departmentDeleteRule: .nullify)
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        try coordinator.addNativeStore(at: "/db", options: options)
+        let writer = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let stack = Stack(model: model, coordinator: coordinator)
+        let sales = try stack.insert("Department", in: writer, ["name": "Sales"])
+        let ada = try stack.insert("Employee", in: writer, ["firstName": "Ada", "lastName": "Lovelace", "department": sales])
+        try writer.save()
+
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let department = context.object(with: sales.objectID)
+        // Every read fails while the deletion's rules run at the end of the event.
+        disk.inject(.ioError, atOperation: 1, persistent: true)
+        context.delete(department)
+        context.processPendingChanges()
+        #expect {
+            try context.save()
+        } throws: { error in
+            (error as? ArborError)?.code == .store
+        }
+        disk.clearFaults()
+        // The rules run again at the save: Ada is unlinked (nullify) in the same transaction.
+        try context.save()
+        let check = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        #expect(throws: ArborError.self) { try check.existingObject(with: sales.objectID) }
+        #expect(try check.existingObject(with: ada.objectID).value(forKey: "department") == nil)
     }
 }

@@ -18,6 +18,12 @@ struct Stack {
         }
     }
 
+    /// A stack on a coordinator made elsewhere (a store on a simulated disk, say).
+    init(model: ManagedObjectModel, coordinator: PersistentStoreCoordinator) {
+        self.model = model
+        self.coordinator = coordinator
+    }
+
     func context() -> ManagedObjectContext { ManagedObjectContext(persistentStoreCoordinator: coordinator) }
 
     func insert(_ entity: String, in context: ManagedObjectContext, _ values: [String: Any]) throws -> ManagedObject {

@@ -269,6 +269,28 @@ struct UndoTests {
         hr = nil
         #expect(other.registeredObject(for: id) == nil && scene.context.registeredObject(for: id) == nil)
     }
+
+    @Test("S002-24/S004-16: an undo or redo after a save puts back objects by their permanent IDs (the graph stays savable)")
+    func undoAfterSaveUsesPermanentIDs() throws {
+        let scene = try Scene()
+        let dev = try scene.stack.insert("Department", in: scene.context, ["name": "Dev"])
+        try scene.ada.setValue(dev, forKey: "department")
+        scene.context.processPendingChanges()
+        try scene.ada.setValue(scene.sales, forKey: "department")
+        scene.context.processPendingChanges()
+        try scene.context.save()
+        #expect(!dev.objectID.isTemporaryID)
+        // Undo recorded Dev by its temporary ID; the save made it permanent.
+        scene.context.undo()
+        #expect(try scene.ada.value(forKey: "department") as? ManagedObject === dev)
+        try scene.context.save()
+        let check = scene.stack.context()
+        let ada = try check.existingObject(with: scene.ada.objectID)
+        #expect(try (ada.value(forKey: "department") as? ManagedObject)?.value(forKey: "name") as? String == "Dev")
+        scene.context.redo()
+        #expect(try scene.ada.value(forKey: "department") as? ManagedObject === scene.sales)
+        try scene.context.save()
+    }
 }
 
 @Suite("Key paths and relationship faults")

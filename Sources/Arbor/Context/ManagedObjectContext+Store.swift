@@ -286,6 +286,9 @@ extension ManagedObjectContext {
         }
         // What willSave changed is an event of its own.
         endEvent(propagatingDeletes: true)
+        // Delete rules that could not be applied (a relationship that could not be read) fail the
+        // save: a deletion is never saved without its rules.
+        if let failure = deletePropagationFailure { throw failure }
         var insertedObjects = inserted.objects
         var updatedObjects = updated.objects
         var deletedObjects = deleted.objects

@@ -1,3 +1,5 @@
+import OrderedCollections
+
 /// Undo and redo of the object graph (seeds 000 and 002, "Undo Management"; docs/undo.md).
 ///
 /// While the context has an undo manager, every change of an event is recorded as it happens —
@@ -17,6 +19,7 @@ extension ManagedObjectContext {
             onQueue {
                 _undoManager = newValue
                 pendingUndo = newValue == nil ? nil : PendingUndo()
+                if newValue == nil { replacedTemporaryIDs = [:] }
             }
         }
     }
@@ -114,7 +117,8 @@ extension ManagedObjectContext {
     }
 
     /// Sets a slot as undo or redo says, keeping the object's changed slots right.
-    private func setForUndo(_ object: ManagedObject, slot: Int, _ value: PropertyValue?) {
+    private func setForUndo(_ object: ManagedObject, slot: Int, _ recorded: PropertyValue?) {
+        let value = currentIDs(recorded)
         object.values[slot: slot] = value
         let name = object.entity.propertyLayout.names[slot]
         if object.entity.relationshipsByName[name]?.isToMany == true { object.unloadedRelationships.remove(name) }
@@ -124,6 +128,20 @@ extension ManagedObjectContext {
             object.changedSlots.remove(slot)
         } else {
             object.changedSlots.insert(slot)
+        }
+    }
+
+    /// `value` with the temporary IDs a save has since replaced given as their permanent IDs (an
+    /// undo after a save must not bring back IDs that no longer name anything).
+    private func currentIDs(_ value: PropertyValue?) -> PropertyValue? {
+        guard !replacedTemporaryIDs.isEmpty, let value else { return value }
+        switch value {
+        case .object(let id):
+            return .object(replacedTemporaryIDs[id] ?? id)
+        case .objects(let ids):
+            return .objects(OrderedSet(ids.map { replacedTemporaryIDs[$0] ?? $0 }))
+        default:
+            return value
         }
     }
 

@@ -56,6 +56,13 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Whether changes are made that undo must not record: an undo or redo applying states, a
     /// merge of another context's save.
     var undoRecordingSuspended = false
+    /// Temporary IDs replaced by permanent ones while an undo manager records (old → new): undo
+    /// and redo steps keep the values they recorded, which may name objects by IDs that a save
+    /// has since made permanent.
+    var replacedTemporaryIDs: [ManagedObjectID: ManagedObjectID] = [:]
+    /// Why the delete rules of some pending deletions could not be applied at the last end of
+    /// event (they stay pending; a save fails with this error while it lasts).
+    var deletePropagationFailure: (any Error)?
     /// The entity ``modelEntity(of:)`` found last.
     private var lastModelEntity: EntityDescription?
     /// The merge policy (``mergePolicy``).
@@ -281,6 +288,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// Moves the object registered under `oldID` to its new ID `newID`.
     func reregister(from oldID: ManagedObjectID, to newID: ManagedObjectID) {
+        if _undoManager != nil && oldID.isTemporaryID { replacedTemporaryIDs[oldID] = newID }
         purgeRegistry()
         registry.move(from: oldID, to: newID)
     }
@@ -409,41 +417,69 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Applies the delete rules of every pending deletion: nullify unlinks the destinations,
     /// cascade deletes them (their own rules follow; cycles end because each object is deleted
     /// once), deny and no action do nothing here (deny fails the save's validation).
+    ///
+    /// An object whose rules cannot be applied — its row or a relationship could not be read (an
+    /// I/O error, a busy store) — stays pending, and the error is kept in
+    /// ``deletePropagationFailure``: the next end of event tries it again, and a save that still
+    /// cannot apply them fails with that error instead of saving a deletion without its rules.
     func propagateDeletes() {
         // Taken in order through a cursor (removing from the front would make a large deletion
         // quadratic); rules append the deletions they cause, which the loop reaches in turn.
         var next = 0
-        defer { pendingDeletes.removeFirst(min(next, pendingDeletes.count)) }
+        var failed: [ManagedObject] = []
+        var failure: (any Error)?
+        defer {
+            pendingDeletes.removeFirst(min(next, pendingDeletes.count))
+            pendingDeletes.insert(contentsOf: failed, at: 0)
+            deletePropagationFailure = failure
+        }
         while next < pendingDeletes.count {
             let object = pendingDeletes[next]
             next += 1
-            // A deleted fault is loaded: its version is checked at save, and its relationships
-            // carry the rules on.
-            try? object.fireFault()
-            object.prepareForDeletion()
-            for relationship in object.entity.relationships {
-                try? object.loadRelationship(relationship.name)
-                let ids = object.values[relationship.name]?.objectIDs ?? []
-                let destinations = ids.compactMap { resolve($0) }
-                switch relationship.deleteRule {
-                case .nullify:
-                    for destination in destinations where !destination.deletedFlag {
-                        if relationship.isToMany {
-                            try? object.remove(destination, from: relationship)
-                        } else {
-                            try? object.setToOne(nil, relationship: relationship)
-                        }
+            do {
+                try applyDeleteRules(object)
+            } catch {
+                failure = failure ?? error
+                failed.append(object)
+            }
+        }
+    }
+
+    /// The delete rules of one deleted object (see ``propagateDeletes()``). What can fail to load
+    /// is loaded first, so that a failure leaves the object as it was (and `prepareForDeletion`
+    /// uncalled); rules applied again after a failure change nothing twice.
+    private func applyDeleteRules(_ object: ManagedObject) throws {
+        // A deleted fault is loaded: its version is checked at save, and its relationships carry
+        // the rules on. A row already gone has nothing to load.
+        do {
+            try object.fireFault()
+        } catch let error as ArborError where error.code == .objectNotFound {
+        }
+        for relationship in object.entity.relationships where !object.faulted {
+            try object.loadRelationship(relationship.name)
+        }
+        object.prepareForDeletion()
+        for relationship in object.entity.relationships {
+            let ids = object.values[relationship.name]?.objectIDs ?? []
+            let destinations = ids.compactMap { resolve($0) }
+            switch relationship.deleteRule {
+            case .nullify:
+                for destination in destinations where !destination.deletedFlag {
+                    if relationship.isToMany {
+                        try object.remove(destination, from: relationship)
+                    } else {
+                        try object.setToOne(nil, relationship: relationship)
                     }
-                case .cascade:
-                    for destination in destinations where !destination.deletedFlag { delete(destination) }
-                case .deny, .noAction:
-                    break
                 }
+            case .cascade:
+                for destination in destinations where !destination.deletedFlag { delete(destination) }
+            case .deny, .noAction:
+                break
             }
-            if object.insertedFlag {
-                // A new object deleted again: it leaves the context altogether.
-                removeFromContext(object)
-            }
+        }
+        if object.insertedFlag {
+            // A new object deleted again: it leaves the context altogether.
+            removeFromContext(object)
         }
     }
 

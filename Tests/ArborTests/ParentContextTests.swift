@@ -262,6 +262,93 @@ struct ParentContextEdgeTests {
         }
     }
 
+    @Test("S001-06/S000-44: a grandchild's save that names an object by the temporary ID the root's save has just replaced lands in the middle context")
+    func grandchildSaveAfterRootSave() throws {
+        let stack = try Stack()
+        let root = ManagedObjectContext(concurrencyType: .privateQueue)
+        root.persistentStoreCoordinator = stack.coordinator
+        let middle = ManagedObjectContext(concurrencyType: .privateQueue)
+        middle.parent = root
+        let leaf = ManagedObjectContext(concurrencyType: .privateQueue)
+        leaf.parent = middle
+        let sales = try leaf.performAndWait {
+            let sales = try stack.insert("Department", in: leaf, ["name": "a"])
+            try leaf.save()
+            return sales
+        }
+        try middle.performAndWait { try middle.save() }
+        try middle.performAndWait {
+            // The root saves while the middle is busy: the permanent IDs wait in its mailbox,
+            // and the leaf, not told yet, saves under the temporary ID.
+            try root.performAndWait { try root.save() }
+            try leaf.performAndWait {
+                try sales.setValue("b", forKey: "name")
+                try leaf.save()
+            }
+        }
+        try middle.performAndWait { try middle.save() }
+        try root.performAndWait { try root.save() }
+        let reader = stack.context()
+        let names = try reader.fetch(FetchRequest<ManagedObject>(entityName: "Department")).map { try $0.value(forKey: "name") as? String }
+        #expect(names == ["b"])
+    }
+
+    @Test("S001-06: a child's change to a new object its parent passed up and let go (unchanged there) still lands in the parent")
+    func childChangeToAnObjectTheParentLetGo() throws {
+        let stack = try Stack()
+        let root = ManagedObjectContext(concurrencyType: .privateQueue)
+        root.persistentStoreCoordinator = stack.coordinator
+        let middle = ManagedObjectContext(concurrencyType: .privateQueue)
+        middle.parent = root
+        let leaf = ManagedObjectContext(concurrencyType: .privateQueue)
+        leaf.parent = middle
+        let sales = try leaf.performAndWait {
+            let sales = try stack.insert("Department", in: leaf, ["name": "a"])
+            try leaf.save()
+            return sales
+        }
+        // The middle passes Sales up; unchanged there now, nobody holds its instance.
+        try middle.performAndWait { try middle.save() }
+        #expect(middle.performAndWait { middle.registeredObjects.isEmpty })
+        try leaf.performAndWait {
+            try sales.setValue("b", forKey: "name")
+            try leaf.save()
+        }
+        try middle.performAndWait { try middle.save() }
+        try root.performAndWait { try root.save() }
+        let reader = stack.context()
+        let names = try reader.fetch(FetchRequest<ManagedObject>(entityName: "Department")).map { try $0.value(forKey: "name") as? String }
+        #expect(names == ["b"])
+    }
+
+    @Test("S000-44…S000-47: obtainPermanentIDs in a child gives an object its parent already has one identity in both")
+    func permanentIDsInAChild() throws {
+        let stack = try Stack()
+        let root = ManagedObjectContext(concurrencyType: .privateQueue)
+        root.persistentStoreCoordinator = stack.coordinator
+        let child = ManagedObjectContext(concurrencyType: .privateQueue)
+        child.parent = root
+        let (sales, hr) = try child.performAndWait {
+            let sales = try stack.insert("Department", in: child, ["name": "a"])
+            try child.save()
+            // HR is new in the child only; Sales is in the root too.
+            let hr = try stack.insert("Department", in: child, ["name": "HR"])
+            try child.obtainPermanentIDs(for: [sales, hr])
+            #expect(!sales.objectID.isTemporaryID && !hr.objectID.isTemporaryID)
+            try sales.setValue("b", forKey: "name")
+            try child.save()
+            return (sales, hr)
+        }
+        let rootIDs = root.performAndWait { Set(root.insertedObjects.map(\.objectID)) }
+        #expect(rootIDs == [sales.objectID, hr.objectID], "the root knows both objects by the IDs the child has")
+        try root.performAndWait { try root.save() }
+        let reader = stack.context()
+        #expect(try reader.existingObject(with: sales.objectID).value(forKey: "name") as? String == "b")
+        #expect(try reader.existingObject(with: hr.objectID).value(forKey: "name") as? String == "HR")
+        let count = try reader.count(for: FetchRequest<ManagedObject>(entityName: "Department"))
+        #expect(count == 2)
+    }
+
     @Test("a parent's block may use a child whose block uses the parent, on one thread: no trap, no deadlock")
     func nestedBlocks() throws {
         let stack = try Stack()

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Merging what other contexts saved (S000-37, S001-25; docs/contexts.md, "Merging another
 /// context's save").
@@ -143,8 +144,13 @@ final class ChildContexts: @unchecked Sendable {
         weak var context: ManagedObjectContext?
     }
 
+    /// Whether a child was ever added (read without the lock, on every ID a save replaces).
+    private let everAdded = Atomic<Bool>(false)
+    var hadAny: Bool { everAdded.load(ordering: .relaxed) }
+
     func add(_ context: ManagedObjectContext) {
         lock.withLock { contexts[ObjectIdentifier(context)] = WeakContext(context: context) }
+        everAdded.store(true, ordering: .relaxed)
     }
 
     func remove(_ context: ManagedObjectContext) {

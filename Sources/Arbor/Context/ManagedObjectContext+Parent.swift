@@ -20,10 +20,16 @@ struct ChildSave: Sendable {
 extension ManagedObjectContext {
     // MARK: Served by the parent (called on the parent's queue)
 
-    /// The object a child names: the registered one, else (for a saved object) a fault. A
-    /// temporary ID this context does not have names nothing.
+    /// The object a child names: the registered one, else a fault — of a saved object, or, in a
+    /// context that has a parent itself, of a new object this context passed up and has let go
+    /// since (unchanged here, nobody held it), which loads from the parent. A temporary ID a
+    /// root context does not have names nothing (its new objects are held until saved).
     func objectForChild(_ id: ManagedObjectID) -> ManagedObject? {
-        registeredObject(for: id) ?? (id.isTemporaryID ? nil : resolve(id))
+        takePermanentIDs()
+        let id = currentID(id)
+        if let object = registeredObject(for: id) { return object }
+        guard !id.isTemporaryID || parent != nil else { return nil }
+        return resolve(id)
     }
 
     /// The object's current values in this context as a row (its committed version), for a
@@ -70,6 +76,10 @@ extension ManagedObjectContext {
     /// Takes a child's save as this context's own unsaved changes: new objects under their IDs,
     /// changed properties over this context's values, deletions (S001-06).
     func acceptChildSave(_ save: ChildSave) throws {
+        // The child may name objects by temporary IDs this context has replaced since (its root
+        // saved while the child's save was on its way, or before the child heard of it).
+        takePermanentIDs()
+        let save = replacedTemporaryIDs.isEmpty ? save : translated(save)
         // Everything that can fail (loading the objects and relationships changed, and the
         // objects deleted) happens before anything changes: a child's save lands whole or not at
         // all. The loaded objects are held here until the end (an unchanged object nobody holds
@@ -122,6 +132,29 @@ extension ManagedObjectContext {
             guard let object = objects[id] else { continue }
             if !object.deletedFlag { delete(object) }
         }
+    }
+
+    /// `save` with the temporary IDs this context has replaced given as the new IDs.
+    private func translated(_ save: ChildSave) -> ChildSave {
+        var result = ChildSave()
+        result.inserted = save.inserted.map { id, entityName, values in
+            var current = values
+            for (key, value) in values {
+                if let translated = currentIDs(value), translated != value { current[key] = translated }
+            }
+            return (currentID(id), entityName, current)
+        }
+        result.updated = save.updated.map { id, changes in
+            (currentID(id), changes.map { key, value in (key, currentIDs(value) ?? value) })
+        }
+        result.relationshipDeltas = save.relationshipDeltas.map { id, key, delta in
+            var delta = delta
+            delta.added = delta.added.map(currentID)
+            delta.removed = Set(delta.removed.map(currentID))
+            return (currentID(id), key, delta)
+        }
+        result.deleted = save.deleted.map(currentID)
+        return result
     }
 
     // MARK: Used by the child

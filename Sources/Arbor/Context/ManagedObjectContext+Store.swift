@@ -129,9 +129,19 @@ extension ManagedObjectContext {
     public func obtainPermanentIDs(for objects: [ManagedObject]) throws {
         checkQueue()
         let coordinator = try requireCoordinator("obtain permanent IDs")
+        takePermanentIDs()
         var seen = Set<ObjectIdentifier>()
-        let temporary = objects.filter {
+        var temporary = objects.filter {
             $0.objectID.isTemporaryID && $0.managedObjectContext === self && seen.insert(ObjectIdentifier($0)).inserted
+        }
+        // In a child, objects its parent already has (an earlier save of this context pushed
+        // them) get their IDs there — up to the root, which saves them — and the new IDs come
+        // back down to every descendant: the object keeps one identity in every context.
+        if let parent, !temporary.isEmpty {
+            let ids = temporary.map(\.objectID)
+            try parent.performAndWait { try parent.obtainPermanentIDs(for: ids.compactMap { parent.objectForChild($0) }) }
+            takePermanentIDs()
+            temporary = temporary.filter { $0.objectID.isTemporaryID }
         }
         var byEntity: [ObjectIdentifier: [ManagedObject]] = [:]
         for object in temporary { byEntity[ObjectIdentifier(object.entity), default: []].append(object) }
@@ -184,6 +194,11 @@ extension ManagedObjectContext {
     /// child contexts, which may know the objects by their old IDs.
     func changeIDs(_ mapping: [ManagedObjectID: ManagedObjectID]) {
         guard !mapping.isEmpty else { return }
+        // Remembered even for objects not registered here: a child may still name them by
+        // their old IDs (see ``replacedTemporaryIDs``).
+        if _undoManager != nil || children.hadAny {
+            for (oldID, newID) in mapping where oldID.isTemporaryID { replacedTemporaryIDs[oldID] = newID }
+        }
         for (oldID, newID) in mapping {
             guard let object = registeredObject(for: oldID) else { continue }
             reregister(from: oldID, to: newID)

@@ -19,7 +19,6 @@ extension ManagedObjectContext {
             onQueue {
                 _undoManager = newValue
                 pendingUndo = newValue == nil ? nil : PendingUndo()
-                if newValue == nil { replacedTemporaryIDs = [:] }
             }
         }
     }
@@ -128,20 +127,6 @@ extension ManagedObjectContext {
             object.changedSlots.remove(slot)
         } else {
             object.changedSlots.insert(slot)
-        }
-    }
-
-    /// `value` with the temporary IDs a save has since replaced given as their permanent IDs (an
-    /// undo after a save must not bring back IDs that no longer name anything).
-    private func currentIDs(_ value: PropertyValue?) -> PropertyValue? {
-        guard !replacedTemporaryIDs.isEmpty, let value else { return value }
-        switch value {
-        case .object(let id):
-            return .object(replacedTemporaryIDs[id] ?? id)
-        case .objects(let ids):
-            return .objects(OrderedSet(ids.map { replacedTemporaryIDs[$0] ?? $0 }))
-        default:
-            return value
         }
     }
 

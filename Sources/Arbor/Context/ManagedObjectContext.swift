@@ -56,10 +56,31 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Whether changes are made that undo must not record: an undo or redo applying states, a
     /// merge of another context's save.
     var undoRecordingSuspended = false
-    /// Temporary IDs replaced by permanent ones while an undo manager records (old → new): undo
-    /// and redo steps keep the values they recorded, which may name objects by IDs that a save
-    /// has since made permanent.
+    /// Temporary IDs replaced by permanent ones (old → new) while an undo manager records or the
+    /// context has children: undo and redo steps keep the values they recorded, and a child's
+    /// save may still name objects by IDs that a save of the root has since made permanent
+    /// (forgotten at ``reset()``).
     var replacedTemporaryIDs: [ManagedObjectID: ManagedObjectID] = [:]
+
+    /// The ID this context now has for `id` (a replaced temporary ID gives its permanent one).
+    @inline(__always)
+    func currentID(_ id: ManagedObjectID) -> ManagedObjectID {
+        guard id.isTemporaryID, !replacedTemporaryIDs.isEmpty else { return id }
+        return replacedTemporaryIDs[id] ?? id
+    }
+
+    /// `value` with the temporary IDs this context has replaced given as their new IDs.
+    func currentIDs(_ value: PropertyValue?) -> PropertyValue? {
+        guard !replacedTemporaryIDs.isEmpty, let value else { return value }
+        switch value {
+        case .object(let id):
+            return .object(currentID(id))
+        case .objects(let ids):
+            return .objects(OrderedSet(ids.map(currentID)))
+        default:
+            return value
+        }
+    }
     /// Why the delete rules of some pending deletions could not be applied at the last end of
     /// event (they stay pending; a save fails with this error while it lasts).
     var deletePropagationFailure: (any Error)?
@@ -288,7 +309,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// Moves the object registered under `oldID` to its new ID `newID`.
     func reregister(from oldID: ManagedObjectID, to newID: ManagedObjectID) {
-        if _undoManager != nil && oldID.isTemporaryID { replacedTemporaryIDs[oldID] = newID }
+        if oldID.isTemporaryID && (_undoManager != nil || children.hadAny) { replacedTemporaryIDs[oldID] = newID }
         purgeRegistry()
         registry.move(from: oldID, to: newID)
     }
@@ -526,6 +547,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
             object.eventMarks = 0
         }
         registry.removeAll()
+        replacedTemporaryIDs = [:]
         event = EventChanges()
         event.invalidatedAll = true
         lastInsertedSet = nil

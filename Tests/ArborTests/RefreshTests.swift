@@ -120,4 +120,31 @@ struct RefreshTests {
         #expect(try employee.value(forKey: "firstName") as? String == "Fiona")
         #expect(try employee.value(forKey: "lastName") as? String == "Jones" && employee.isUpdated)
     }
+
+    @Test("S000-57/S004-09: refresh with mergeChanges of a changed object whose row another context deleted keeps its changes; the save meets the deletion and the merge policy decides")
+    func mergeRefreshOfADeletedRow() throws {
+        let stack = try Stack()
+        let setup = stack.context()
+        let sales = try stack.insert("Department", in: setup, ["name": "Sales"])
+        try setup.save()
+        let local = stack.context()
+        let mine = try local.existingObject(with: sales.objectID)
+        try mine.setValue("Local", forKey: "name")
+        let other = stack.context()
+        other.delete(try other.existingObject(with: sales.objectID))
+        try other.save()
+
+        local.refresh(mine, mergeChanges: true)
+        #expect(!mine.isFault && mine.hasChanges && local.updatedObjects == [mine], "the changes were kept")
+        #expect(try mine.value(forKey: "name") as? String == "Local")
+        #expect {
+            try local.save()
+        } throws: { error in
+            (error as? ArborError)?.code == .mergeConflict && (error as? ArborError)?.conflicts.first?.isDeletedInStore == true
+        }
+        local.mergePolicy = .overwrite
+        try local.save()
+        let reader = stack.context()
+        #expect(try reader.existingObject(with: sales.objectID).value(forKey: "name") as? String == "Local")
+    }
 }

@@ -576,6 +576,13 @@ extension ManagedObjectContext {
 
 /// Refreshing objects from the store (S000-54…S000-60, S002-32…S002-36).
 extension ManagedObjectContext {
+    /// Whether the row of `id` can be read now (from the parent context, for a child).
+    private func rowExists(_ id: ManagedObjectID) throws -> Bool {
+        if let parent { return try parentRow(parent, id) != nil }
+        guard let coordinator = persistentStoreCoordinator else { return false }
+        return try coordinator.rows(for: [id]).first.map { $0 != nil } ?? false
+    }
+
     /// Brings `object`'s persistent values up to date with the row cache or the store (the
     /// cached snapshot is reused while ``stalenessInterval`` allows, S000-58).
     ///
@@ -586,13 +593,21 @@ extension ManagedObjectContext {
     /// - With `mergeChanges` true its values are reloaded, then the changes made in this context
     ///   are applied again over them, property by property; transient values are kept (set back
     ///   after ``ManagedObject/awakeFromFetch()`` runs). This never fails and never involves a
-    ///   merge policy (S000-56, S000-57, S002-34).
+    ///   merge policy (S000-56, S000-57, S002-34). When the row is gone (another context deleted
+    ///   it) or cannot be read now, a changed object is left as it is, changes included: the next
+    ///   save meets the deletion, and its merge policy decides.
     ///
     /// `willTurnIntoFault()` and `didTurnIntoFault()` run either way (S002-36). New objects are
     /// not affected.
     public func refresh(_ object: ManagedObject, mergeChanges: Bool) {
         checkQueue()
         guard object.managedObjectContext === self, !object.insertedFlag, !object.faulted else { return }
+        // Merging needs the row: when it is gone, or cannot be read now, the object keeps its
+        // values and changes — the next save meets the deletion (or the error) and its merge
+        // policy decides — instead of turning into a fault that has lost them.
+        if mergeChanges && object.hasChanges {
+            guard (try? rowExists(object.objectID)) == true else { return }
+        }
         let pendingKeys = object.changedKeys
         let pending = Dictionary(uniqueKeysWithValues: pendingKeys.map { ($0, object.values[$0] ?? PropertyValue.none) })
         // A changed to-many relationship comes back as what this context added and removed,

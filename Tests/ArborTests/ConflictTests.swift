@@ -93,6 +93,37 @@ struct ConflictTests {
         #expect(!conflict.local.hasChanges)
     }
 
+    @Test("S004-18/S004-11: a row another coordinator deleted and the overwrite policy wrote again gives the row cache's snapshot the new row (other contexts' faults see it)")
+    func overwrittenRowRefreshesTheCache() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/store.arbor"
+        let here = try Stack(path: path)
+        let setup = here.context()
+        let sales = try here.insert("Department", in: setup, ["name": "v1"])
+        try setup.save()
+        try sales.setValue("v2", forKey: "name")
+        try setup.save()
+        // Another context of this coordinator holds the row's snapshot (version 2).
+        let holder = here.context()
+        holder.retainsRegisteredObjects = true
+        _ = try holder.existingObject(with: sales.objectID)
+        let local = here.context()
+        let mine = try local.existingObject(with: sales.objectID)
+        try mine.setValue("Local", forKey: "name")
+        // Another coordinator (another process) deletes the row.
+        let there = try Stack(path: path)
+        let remote = there.context()
+        remote.delete(try remote.existingObject(with: sales.objectID))
+        try remote.save()
+
+        local.mergePolicy = .overwrite
+        try local.save()
+        let reader = here.context()
+        #expect(try reader.object(with: sales.objectID).value(forKey: "name") as? String == "Local",
+                "a fault fired from the cache shows the row the overwrite wrote")
+    }
+
     @Test("a row deleted in the store: the error policy reports it; store-trump, object-trump and rollback delete the object here; overwrite writes it again (S004-18)", arguments: [
         MergePolicyType.error, .mergeByPropertyStoreTrump, .mergeByPropertyObjectTrump, .rollback, .overwrite,
     ])

@@ -358,6 +358,17 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                         snapshot.readAt = now
                     }
                 }
+                // A row written anew under an ID the cache may still have — an object deleted
+                // elsewhere and written back by the overwrite policy, whose snapshot other objects
+                // still hold — gives that snapshot the new row. (New objects' IDs were temporary:
+                // no snapshot to look for.)
+                var mapping: [ManagedObjectID: ManagedObjectID]?
+                for (id, row) in part.inserted where !id.isTemporaryID {
+                    guard let snapshot = cache[id] else { continue }
+                    if mapping == nil { mapping = part.permanentIDs(assigned) }
+                    snapshot.row = row.translated(mapping ?? [:])
+                    snapshot.readAt = ContinuousClock.now
+                }
                 for (id, _) in part.deleted {
                     if let snapshot = cache[id] { drop(snapshot) }
                 }

@@ -76,7 +76,7 @@ struct RobustnessTests {
         let journal = Journal(fileSystem: disk, path: "/db-journal", pageSize: 512)
         _ = try journal.openOrCreate()
         try journal.writeHeader(Journal.Header(pageSize: 512, nonce: 1, originalPageCount: 0, recordCount: 0,
-                                               fileIDHigh: first.0, fileIDLow: first.1))
+                                               fileID: first))
         try journal.sync()
         journal.close()
 

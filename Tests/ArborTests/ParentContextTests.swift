@@ -3,24 +3,40 @@ import Foundation
 import Testing
 @testable import Arbor
 
+/// A private-queue context, on `coordinator` or under `parent`.
+func privateContext(_ coordinator: PersistentStoreCoordinator? = nil, parent: ManagedObjectContext? = nil, name: String) -> ManagedObjectContext {
+    let context = ManagedObjectContext(concurrencyType: .privateQueue)
+    if let coordinator { context.persistentStoreCoordinator = coordinator }
+    if let parent { context.parent = parent }
+    context.name = name
+    return context
+}
+
+/// The names of the departments in the store, sorted.
+func storedNames(_ stack: Stack) throws -> [String] {
+    let reader = stack.context()
+    var request = FetchRequest<ManagedObject>(entityName: "Department")
+    request.sortDescriptors = [ObjectSortDescriptor(key: "name")]
+    return try reader.fetch(request).map { try $0.value(forKey: "name") as? String ?? "" }
+}
+
+/// Root, middle and leaf contexts in a chain, and a department "a" the leaf inserted and saved
+/// into the middle.
+func chainWithNewDepartment(_ stack: Stack) throws -> (root: ManagedObjectContext, middle: ManagedObjectContext, leaf: ManagedObjectContext, sales: ManagedObject) {
+    let root = privateContext(stack.coordinator, name: "root")
+    let middle = privateContext(parent: root, name: "middle")
+    let leaf = privateContext(parent: middle, name: "leaf")
+    let sales = try leaf.performAndWait {
+        let sales = try stack.insert("Department", in: leaf, ["name": "a"])
+        try leaf.save()
+        return sales
+    }
+    return (root, middle, leaf, sales)
+}
+
 /// Issue 6, item 4: child contexts (seed 001, "Parent Store").
 @Suite("Parent and child contexts")
 struct ParentContextTests {
-    func privateContext(_ coordinator: PersistentStoreCoordinator? = nil, parent: ManagedObjectContext? = nil, name: String) -> ManagedObjectContext {
-        let context = ManagedObjectContext(concurrencyType: .privateQueue)
-        if let coordinator { context.persistentStoreCoordinator = coordinator }
-        if let parent { context.parent = parent }
-        context.name = name
-        return context
-    }
-
-    func storedNames(_ stack: Stack) throws -> [String] {
-        let reader = stack.context()
-        var request = FetchRequest<ManagedObject>(entityName: "Department")
-        request.sortDescriptors = [ObjectSortDescriptor(key: "name")]
-        return try reader.fetch(request).map { try $0.value(forKey: "name") as? String ?? "" }
-    }
-
     @Test("S001-06/S001-07/S001-02/S001-03/S003-06/S003-07: a child's save goes one level up only; the root's save reaches the store and gives the child's objects permanent IDs")
     func oneLevelUp() throws {
         let stack = try Stack()
@@ -265,17 +281,7 @@ struct ParentContextEdgeTests {
     @Test("S001-06/S000-44: a grandchild's save that names an object by the temporary ID the root's save has just replaced lands in the middle context")
     func grandchildSaveAfterRootSave() throws {
         let stack = try Stack()
-        let root = ManagedObjectContext(concurrencyType: .privateQueue)
-        root.persistentStoreCoordinator = stack.coordinator
-        let middle = ManagedObjectContext(concurrencyType: .privateQueue)
-        middle.parent = root
-        let leaf = ManagedObjectContext(concurrencyType: .privateQueue)
-        leaf.parent = middle
-        let sales = try leaf.performAndWait {
-            let sales = try stack.insert("Department", in: leaf, ["name": "a"])
-            try leaf.save()
-            return sales
-        }
+        let (root, middle, leaf, sales) = try chainWithNewDepartment(stack)
         try middle.performAndWait { try middle.save() }
         try middle.performAndWait {
             // The root saves while the middle is busy: the permanent IDs wait in its mailbox,
@@ -288,25 +294,13 @@ struct ParentContextEdgeTests {
         }
         try middle.performAndWait { try middle.save() }
         try root.performAndWait { try root.save() }
-        let reader = stack.context()
-        let names = try reader.fetch(FetchRequest<ManagedObject>(entityName: "Department")).map { try $0.value(forKey: "name") as? String }
-        #expect(names == ["b"])
+        #expect(try storedNames(stack) == ["b"])
     }
 
     @Test("S001-06: a child's change to a new object its parent passed up and let go (unchanged there) still lands in the parent")
     func childChangeToAnObjectTheParentLetGo() throws {
         let stack = try Stack()
-        let root = ManagedObjectContext(concurrencyType: .privateQueue)
-        root.persistentStoreCoordinator = stack.coordinator
-        let middle = ManagedObjectContext(concurrencyType: .privateQueue)
-        middle.parent = root
-        let leaf = ManagedObjectContext(concurrencyType: .privateQueue)
-        leaf.parent = middle
-        let sales = try leaf.performAndWait {
-            let sales = try stack.insert("Department", in: leaf, ["name": "a"])
-            try leaf.save()
-            return sales
-        }
+        let (root, middle, leaf, sales) = try chainWithNewDepartment(stack)
         // The middle passes Sales up; unchanged there now, nobody holds its instance.
         try middle.performAndWait { try middle.save() }
         #expect(middle.performAndWait { middle.registeredObjects.isEmpty })
@@ -316,18 +310,14 @@ struct ParentContextEdgeTests {
         }
         try middle.performAndWait { try middle.save() }
         try root.performAndWait { try root.save() }
-        let reader = stack.context()
-        let names = try reader.fetch(FetchRequest<ManagedObject>(entityName: "Department")).map { try $0.value(forKey: "name") as? String }
-        #expect(names == ["b"])
+        #expect(try storedNames(stack) == ["b"])
     }
 
     @Test("S000-44…S000-47: obtainPermanentIDs in a child gives an object its parent already has one identity in both")
     func permanentIDsInAChild() throws {
         let stack = try Stack()
-        let root = ManagedObjectContext(concurrencyType: .privateQueue)
-        root.persistentStoreCoordinator = stack.coordinator
-        let child = ManagedObjectContext(concurrencyType: .privateQueue)
-        child.parent = root
+        let root = privateContext(stack.coordinator, name: "root")
+        let child = privateContext(parent: root, name: "child")
         let (sales, hr) = try child.performAndWait {
             let sales = try stack.insert("Department", in: child, ["name": "a"])
             try child.save()

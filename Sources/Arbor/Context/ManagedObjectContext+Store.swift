@@ -194,13 +194,12 @@ extension ManagedObjectContext {
     /// child contexts, which may know the objects by their old IDs.
     func changeIDs(_ mapping: [ManagedObjectID: ManagedObjectID]) {
         guard !mapping.isEmpty else { return }
-        // Remembered even for objects not registered here: a child may still name them by
-        // their old IDs (see ``replacedTemporaryIDs``).
-        if _undoManager != nil || children.hadAny {
-            for (oldID, newID) in mapping where oldID.isTemporaryID { replacedTemporaryIDs[oldID] = newID }
-        }
         for (oldID, newID) in mapping {
-            guard let object = registeredObject(for: oldID) else { continue }
+            guard let object = registeredObject(for: oldID) else {
+                // Not registered here, but a child may still name it by its old ID.
+                rememberReplacement(of: oldID, by: newID)
+                continue
+            }
             reregister(from: oldID, to: newID)
             object.objectID = newID
         }

@@ -61,26 +61,6 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// save may still name objects by IDs that a save of the root has since made permanent
     /// (forgotten at ``reset()``).
     var replacedTemporaryIDs: [ManagedObjectID: ManagedObjectID] = [:]
-
-    /// The ID this context now has for `id` (a replaced temporary ID gives its permanent one).
-    @inline(__always)
-    func currentID(_ id: ManagedObjectID) -> ManagedObjectID {
-        guard id.isTemporaryID, !replacedTemporaryIDs.isEmpty else { return id }
-        return replacedTemporaryIDs[id] ?? id
-    }
-
-    /// `value` with the temporary IDs this context has replaced given as their new IDs.
-    func currentIDs(_ value: PropertyValue?) -> PropertyValue? {
-        guard !replacedTemporaryIDs.isEmpty, let value else { return value }
-        switch value {
-        case .object(let id):
-            return .object(currentID(id))
-        case .objects(let ids):
-            return .objects(OrderedSet(ids.map(currentID)))
-        default:
-            return value
-        }
-    }
     /// Why the delete rules of some pending deletions could not be applied at the last end of
     /// event (they stay pending; a save fails with this error while it lasts).
     var deletePropagationFailure: (any Error)?
@@ -309,9 +289,35 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// Moves the object registered under `oldID` to its new ID `newID`.
     func reregister(from oldID: ManagedObjectID, to newID: ManagedObjectID) {
-        if oldID.isTemporaryID && (_undoManager != nil || children.hadAny) { replacedTemporaryIDs[oldID] = newID }
+        rememberReplacement(of: oldID, by: newID)
         purgeRegistry()
         registry.move(from: oldID, to: newID)
+    }
+
+    /// Records that `newID` replaced the temporary `oldID`, when someone may still name the
+    /// object by it: an undo step, or a child context (``replacedTemporaryIDs``).
+    func rememberReplacement(of oldID: ManagedObjectID, by newID: ManagedObjectID) {
+        if oldID.isTemporaryID && (_undoManager != nil || children.hadAny) { replacedTemporaryIDs[oldID] = newID }
+    }
+
+    /// The ID this context now has for `id` (a replaced temporary ID gives its permanent one).
+    @inline(__always)
+    func currentID(_ id: ManagedObjectID) -> ManagedObjectID {
+        guard id.isTemporaryID, !replacedTemporaryIDs.isEmpty else { return id }
+        return replacedTemporaryIDs[id] ?? id
+    }
+
+    /// `value` with the temporary IDs this context has replaced given as their new IDs.
+    func currentIDs(_ value: PropertyValue?) -> PropertyValue? {
+        guard !replacedTemporaryIDs.isEmpty, let value else { return value }
+        switch value {
+        case .object(let id):
+            return .object(currentID(id))
+        case .objects(let ids):
+            return .objects(OrderedSet(ids.map(currentID)))
+        default:
+            return value
+        }
     }
 
     /// The object for `objectID`: the registered instance when there is one, else a new fault

@@ -186,18 +186,7 @@ struct FetchPlan {
         /// What the range holds, for `explain`: rendered only when asked for (every fetch plans,
         /// and formatting its constants cost more than the planning itself).
         var label: Label
-        var text: String { label.description }
-        var description: String { text }
-
-        init(start: [UInt8], end: [UInt8], text: String) {
-            self.init(start: start, end: end, label: .text(text))
-        }
-
-        init(start: [UInt8], end: [UInt8], label: Label) {
-            self.start = start
-            self.end = end
-            self.label = label
-        }
+        var description: String { label.description }
     }
 
     /// The text of a ``KeyRange``, kept as its parts until it is printed.
@@ -239,7 +228,7 @@ struct FetchPlan {
         let access: QueryPlan.Access
         if let index {
             access = .index(tree: index.tree, key: index.keys.joined(separator: ", ") + (descending ? " (backwards)" : ""),
-                            ranges: ranges.map(\.text))
+                            ranges: ranges.map(\.description))
         } else {
             access = .scan(tree: NativeStore.rowsTree(entity))
         }
@@ -323,7 +312,7 @@ extension NativeStore {
         } else if let sortIndex, request.limit > 0 || request.predicate == nil {
             // No condition narrows the rows, but the index gives the order: read it whole.
             plan.index = sortIndex
-            plan.ranges = [FetchPlan.KeyRange(start: [], end: [0xFF], text: "all")]
+            plan.ranges = [FetchPlan.KeyRange(start: [], end: [0xFF], label: .text("all"))]
             plan.orderedByIndex = true
             plan.descending = !request.sortDescriptors[0].ascending
             plan.sort = []
@@ -424,7 +413,7 @@ extension NativeStore {
             let ranges = sorted.map { bytes in
                 FetchPlan.KeyRange(start: bytes, end: bytes + [0xFF], label: .encoded(bytes))
             }
-            if ranges.isEmpty { return Condition(key: key, ranges: [FetchPlan.KeyRange(start: [0xFF], end: [0xFF], text: "none")], cost: 0, folded: folded, exact: exact) }
+            if ranges.isEmpty { return Condition(key: key, ranges: [FetchPlan.KeyRange(start: [0xFF], end: [0xFF], label: .text("none"))], cost: 0, folded: folded, exact: exact) }
             return Condition(key: key, ranges: ranges, cost: 1, folded: folded, needsNil: components.contains(.null), exact: exact)
         case .lessThan, .lessThanOrEqualTo, .greaterThan, .greaterThanOrEqualTo:
             guard let value = component(constant) else { return nil }
@@ -440,7 +429,7 @@ extension NativeStore {
             guard case .list(let bounds) = constant, bounds.count == 2, let low = component(bounds[0]), let high = component(bounds[1]) else { return nil }
             let start = KeyEncoding.encode([low]), end = KeyEncoding.encode([high]) + [0xFF]
             guard start.lexicographicallyPrecedes(end) else {
-                return Condition(key: key, ranges: [FetchPlan.KeyRange(start: [0xFF], end: [0xFF], text: "none")], cost: 0, folded: folded, exact: exact)
+                return Condition(key: key, ranges: [FetchPlan.KeyRange(start: [0xFF], end: [0xFF], label: .text("none"))], cost: 0, folded: folded, exact: exact)
             }
             return Condition(key: key, ranges: [.init(start: start, end: end, label: .between(low, high))], cost: 2, folded: folded, exact: exact)
         case .beginsWith:

@@ -100,13 +100,21 @@ public struct DatabaseHeader: Equatable, Sendable {
     }
 
     /// The file UUID as its 16 bytes.
-    public var fileUUIDBytes: [UInt8] {
+    public var fileUUIDBytes: [UInt8] { Self.bytes(ofFileID: fileID) }
+
+    /// A file ID's 16 bytes, as the header stores them.
+    static func bytes(ofFileID id: (UInt64, UInt64)) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: 16)
         bytes.withUnsafeMutableBytes {
-            $0.storeLE(fileID.0, at: 0)
-            $0.storeLE(fileID.1, at: 8)
+            $0.storeLE(id.0, at: 0)
+            $0.storeLE(id.1, at: 8)
         }
         return bytes
+    }
+
+    /// A file ID as `arbor info` prints it: its 16 bytes in hexadecimal.
+    static func text(ofFileID id: (UInt64, UInt64)) -> String {
+        bytes(ofFileID: id).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
     }
 
     /// Writes the header fields into the start of page 1.

@@ -29,14 +29,14 @@ final class Journal {
     /// The header block: one 512-byte sector, which the disk writes atomically.
     static let headerSize = 512
 
-    struct Header: Equatable {
+    struct Header {
         var pageSize: Int
         var nonce: UInt64
         var originalPageCount: PageNumber
         var recordCount: UInt32
-        /// The file ID of the database the journal belongs to (0, 0 in a version 1 journal).
-        var fileIDHigh: UInt64 = 0
-        var fileIDLow: UInt64 = 0
+        /// The file ID of the database the journal belongs to (``DatabaseHeader/fileID``; 0, 0 in
+        /// a version 1 journal).
+        var fileID: (UInt64, UInt64) = (0, 0)
     }
 
     let fileSystem: any FileSystem
@@ -118,8 +118,7 @@ final class Journal {
                           nonce: raw.loadLE(UInt64.self, at: 16),
                           originalPageCount: raw.loadLE(UInt32.self, at: 24),
                           recordCount: raw.loadLE(UInt32.self, at: 28),
-                          fileIDHigh: version == 1 ? 0 : raw.loadLE(UInt64.self, at: 32),
-                          fileIDLow: version == 1 ? 0 : raw.loadLE(UInt64.self, at: 40))
+                          fileID: version == 1 ? (0, 0) : (raw.loadLE(UInt64.self, at: 32), raw.loadLE(UInt64.self, at: 40)))
         }
     }
 
@@ -134,8 +133,8 @@ final class Journal {
             raw.storeLE(header.nonce, at: 16)
             raw.storeLE(header.originalPageCount, at: 24)
             raw.storeLE(header.recordCount, at: 28)
-            raw.storeLE(header.fileIDHigh, at: 32)
-            raw.storeLE(header.fileIDLow, at: 40)
+            raw.storeLE(header.fileID.0, at: 32)
+            raw.storeLE(header.fileID.1, at: 40)
             raw.storeLE(XXH64.hash(UnsafeRawBufferPointer(rebasing: raw[0..<48])), at: 48)
         }
         try bytes.withUnsafeBytes { try file.write($0, at: 0) }

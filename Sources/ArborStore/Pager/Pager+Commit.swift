@@ -35,7 +35,7 @@ extension Pager {
     /// The journal header of the open write transaction, with `recordCount` records.
     private func journalHeader(recordCount: Int) -> Journal.Header {
         Journal.Header(pageSize: pageSize, nonce: write.nonce, originalPageCount: write.originalPageCount,
-                       recordCount: UInt32(recordCount), fileIDHigh: write.header.fileID.0, fileIDLow: write.header.fileID.1)
+                       recordCount: UInt32(recordCount), fileID: write.header.fileID)
     }
 
     /// Writes every dirty page to the database file (after the journal covering them is durable),
@@ -251,19 +251,11 @@ extension Pager {
             // naming another is another database's (a backup copied over this file, say), and
             // replaying it would overwrite this one with that one's pages.
             let fileID = prefix.withUnsafeBytes { ($0.loadLE(UInt64.self, at: 48), $0.loadLE(UInt64.self, at: 56)) }
-            let named = (journalHeader.fileIDHigh, journalHeader.fileIDLow)
+            let named = journalHeader.fileID
             guard named == (0, 0) || named == fileID else {
-                throw StoreError(.corrupt, "the journal belongs to another database (file ID \(Self.hex(named)), not this file's \(Self.hex(fileID))); move it away to open the file", path: journal.path)
+                throw StoreError(.corrupt, "the journal belongs to another database (file uuid \(DatabaseHeader.text(ofFileID: named)), not this file's \(DatabaseHeader.text(ofFileID: fileID))); move it away to open the file", path: journal.path)
             }
         }
-    }
-
-    private static func hex(_ id: (UInt64, UInt64)) -> String {
-        func word(_ value: UInt64) -> String {
-            let digits = String(value, radix: 16)
-            return String(repeating: "0", count: 16 - digits.count) + digits
-        }
-        return word(id.0) + word(id.1)
     }
 
     private func isHot(_ journalHeader: Journal.Header) throws -> Bool {

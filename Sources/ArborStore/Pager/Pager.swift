@@ -142,11 +142,10 @@ public final class Pager {
 
     /// Reused for reading page 1 at the start of each transaction.
     @exclusivity(unchecked) var headerScratch: [UInt8] = []
-    /// Whether the directory must be synced before the next commit relies on the journal
-    /// (it was just created, or the database file itself was).
     /// Whether the directory must be synced at the next journal sync: once per connection, the
     /// first time it relies on the journal, whoever created the journal file (a connection that
-    /// created it and then rolled back, or died, may never have synced its directory entry).
+    /// created it and then rolled back, or died, may never have synced its directory entry); and
+    /// again after this connection created the journal or the database file.
     @exclusivity(unchecked) var needsDirectorySync = true
     /// I/O counters.
     @exclusivity(unchecked) public internal(set) var statistics = PagerStatistics()

@@ -87,4 +87,41 @@ struct ObjectIDTableTests {
         table[ids[42]] = 1
         #expect(table[ids[42]] == 1 && table.count == 1)
     }
+
+    final class Tracked {}
+
+    @Test("the table owns its memory: removing a value, emptying it, and dropping it each release what it held")
+    func valuesAreReleased() {
+        let store = UUID()
+        let ids = (1...1_000).map { ManagedObjectID(entityName: "Employee", store: store, key: Int64($0 * 3)) }
+        var watched: [() -> Bool] = []
+        func fill(_ table: inout ObjectIDTable<Tracked>) {
+            for id in ids {
+                let value = Tracked()
+                weak let weakValue = value
+                watched.append { weakValue == nil }
+                table[id] = value
+            }
+            // A key far outside the table's span, kept in its dictionary.
+            let far = Tracked()
+            weak let weakFar = far
+            watched.append { weakFar == nil }
+            table[ManagedObjectID(entityName: "Employee", store: store, key: 40_000_000_000)] = far
+        }
+        do {
+            var table = ObjectIDTable<Tracked>()
+            fill(&table)
+            #expect(watched.allSatisfy { !$0() })
+            table[ids[0]] = nil
+            #expect(watched[0]())
+            table[ids[1]] = Tracked()
+            #expect(watched[1]())
+            table.removeAll()
+            #expect(watched.allSatisfy { $0() } && table.count == 0)
+            watched = []
+            fill(&table)
+            #expect(watched.allSatisfy { !$0() })
+        }
+        #expect(watched.allSatisfy { $0() })
+    }
 }

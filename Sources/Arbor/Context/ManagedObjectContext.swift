@@ -16,8 +16,9 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// The registered objects (see ``ObjectRegistry``): read and changed only through
     /// ``registeredObject(for:)``, ``allRegistered()``, ``register(_:strongly:)``,
     /// ``unregister(_:)`` and ``reregister(from:to:)`` (those that read or add purge the objects that
-    /// ended first).
-    private(set) var registry = ObjectRegistry()
+    /// ended first). No dynamic exclusivity check: a change to it calls out to nothing that could
+    /// reach it again (an object that ends meanwhile posts to the link's inbox, not here).
+    @exclusivity(unchecked) private(set) var registry = ObjectRegistry()
     /// The registry's link with the objects (``ContextLink``), kept here too: its inbox of ended
     /// objects is looked at on every lookup, without an access to the registry when it is empty.
     let link: ContextLink

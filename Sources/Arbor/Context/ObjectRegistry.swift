@@ -12,7 +12,7 @@ import Synchronization
 /// `deinit` appends its ID to the context's ``RetiredObjects`` (through its ``ContextLink``), and the registry drops those
 /// entries before it is next read. An `unowned` reference to an object that has ended is never
 /// loaded (that would trap): entries are compared by the identity kept beside it.
-struct ObjectRegistry {
+struct ObjectRegistry: ~Copyable {
     struct Entry {
         unowned(safe) let object: ManagedObject
         /// The object's identity, readable after the object has ended.

@@ -11,8 +11,14 @@ import Foundation
 /// table's identity). A table spans the keys it has seen; keys too far from them go to a
 /// dictionary. A chunk left empty is freed, a few kept for reuse.
 ///
+/// The table owns its memory: the tables are one allocation and a chunk's slots another, read
+/// and written in place. A set is then one store into its slot, where nested arrays of arrays
+/// checked each level's uniqueness (copy on write) and retained and released each level's
+/// buffer several times per set: a tenth of a range query's instructions, measured. The table
+/// is therefore noncopyable (a copy would share, and free, the same memory).
+///
 /// Not thread-safe: its owner guards it (the coordinator's lock, the context's queue).
-struct ObjectIDTable<Value> {
+struct ObjectIDTable<Value>: ~Copyable {
     private static var chunkBits: Int { 8 }
     private static var chunkSize: Int { 1 << chunkBits }
 
@@ -20,6 +26,13 @@ struct ObjectIDTable<Value> {
     /// process's sequence, say) go to the dictionary.
     private static var maximumSpan: Int { 1 << 16 }
 
+    /// The most emptied chunks a table keeps for reuse.
+    private static var maximumSpares: Int { 64 }
+
+    /// A chunk: ``chunkSize`` slots.
+    private typealias Slots = UnsafeMutablePointer<Value?>
+
+    /// The slots of one entity in one store, for keys of one sign.
     private struct Table {
         /// The entity and store of the IDs in the table (their space's address: spaces are
         /// interned and never freed).
@@ -30,39 +43,80 @@ struct ObjectIDTable<Value> {
         let negative: Bool
         /// The chunk index of `chunks[0]`: a table covers the span of keys it has seen.
         var firstChunk = 0
-        var chunks: [[Value?]?] = []
+        var chunks: [Slots?] = []
         /// The values in each chunk: a chunk left empty is freed.
         var filled: [Int32] = []
         /// Emptied chunks kept for the next chunks made, up to ``maximumSpares`` (objects made
         /// and dropped over and over — keyed fetches, small queries over scattered keys — would
         /// otherwise allocate and free chunks each time).
-        var spares: [[Value?]] = []
+        var spares: [Slots] = []
     }
 
-    /// The most emptied chunks a table keeps for reuse.
-    private static var maximumSpares: Int { 64 }
-
-    private var tables: [Table] = []
+    private var tables: UnsafeMutablePointer<Table>
+    private var tableCount = 0
+    private var tableCapacity = 4
     private var lastTable = 0
     private var others: [ManagedObjectID: Value] = [:]
     /// The number of values held.
     private(set) var count = 0
 
+    init() {
+        tables = .allocate(capacity: tableCapacity)
+    }
+
+    deinit {
+        Self.free(tables, count: tableCount)
+        tables.deallocate()
+    }
+
+    private static func makeSlots() -> Slots {
+        let slots = Slots.allocate(capacity: chunkSize)
+        slots.initialize(repeating: nil, count: chunkSize)
+        return slots
+    }
+
+    private static func freeSlots(_ slots: Slots) {
+        slots.deinitialize(count: chunkSize)
+        slots.deallocate()
+    }
+
+    /// Frees the chunks of the first `count` tables at `tables`, and deinitializes the tables.
+    private static func free(_ tables: UnsafeMutablePointer<Table>, count: Int) {
+        for table in UnsafeBufferPointer(start: tables, count: count) {
+            for case let slots? in table.chunks { freeSlots(slots) }
+            for slots in table.spares { freeSlots(slots) }
+        }
+        tables.deinitialize(count: count)
+    }
+
     /// The table of `id`'s entity and store (made when `create`), or nil.
-    private mutating func table(of id: ManagedObjectID, create: Bool) -> Int? {
+    @inline(__always)
+    private mutating func table(of id: ManagedObjectID, create: Bool) -> UnsafeMutablePointer<Table>? {
         let negative = id.key < 0
         let space = id.spaceAddress
-        if lastTable < tables.count, tables[lastTable].space == space, tables[lastTable].negative == negative {
-            return lastTable
+        if lastTable < tableCount, tables[lastTable].space == space, tables[lastTable].negative == negative {
+            return tables + lastTable
         }
-        if let found = tables.firstIndex(where: { $0.space == space && $0.negative == negative }) {
-            lastTable = found
-            return found
+        return otherTable(space: space, negative: negative, create: create)
+    }
+
+    private mutating func otherTable(space: UnsafeMutableRawPointer, negative: Bool, create: Bool) -> UnsafeMutablePointer<Table>? {
+        for index in 0..<tableCount where tables[index].space == space && tables[index].negative == negative {
+            lastTable = index
+            return tables + index
         }
         guard create else { return nil }
-        tables.append(Table(space: space, negative: negative))
-        lastTable = tables.count - 1
-        return lastTable
+        if tableCount == tableCapacity {
+            let grown = UnsafeMutablePointer<Table>.allocate(capacity: 2 * tableCapacity)
+            grown.moveInitialize(from: tables, count: tableCount)
+            tables.deallocate()
+            tables = grown
+            tableCapacity *= 2
+        }
+        (tables + tableCount).initialize(to: Table(space: space, negative: negative))
+        lastTable = tableCount
+        tableCount += 1
+        return tables + lastTable
     }
 
     /// Where `id` goes: its chunk and slot. A permanent ID's key and a temporary ID's serial
@@ -78,38 +132,43 @@ struct ObjectIDTable<Value> {
     /// The value held for `id`, or nil.
     subscript(id: ManagedObjectID) -> Value? {
         mutating get {
-            guard let (chunk, slot) = Self.place(of: id), let table = table(of: id, create: false) else {
-                return others.isEmpty ? nil : others[id]
+            if let (chunk, slot) = Self.place(of: id), let table = table(of: id, create: false) {
+                let position = chunk - table.pointee.firstChunk
+                if position >= 0, position < table.pointee.chunks.count, let slots = table.pointee.chunks[position], slots[slot] != nil {
+                    return slots[slot]
+                }
             }
-            let position = chunk - tables[table].firstChunk
-            guard position >= 0, position < tables[table].chunks.count, let found = tables[table].chunks[position]?[slot] else {
-                return others.isEmpty ? nil : others[id]
-            }
-            return found
+            return others.isEmpty ? nil : others[id]
         }
         set {
             if let (chunk, slot) = Self.place(of: id), let table = table(of: id, create: newValue != nil),
-               newValue == nil ? spans(table, chunk) : reach(table, chunk) {
+               newValue == nil ? Self.spans(table, chunk) : Self.reach(table, chunk) {
                 // A key once put in the dictionary (out of the span then) leaves it.
                 if !others.isEmpty, others.removeValue(forKey: id) != nil { count -= 1 }
-                let position = chunk - tables[table].firstChunk
-                if tables[table].chunks[position] == nil {
+                let position = chunk - table.pointee.firstChunk
+                let slots: Slots
+                if let held = table.pointee.chunks[position] {
+                    slots = held
+                } else {
                     guard newValue != nil else { return }
-                    tables[table].chunks[position] = tables[table].spares.popLast() ?? [Value?](repeating: nil, count: Self.chunkSize)
+                    slots = table.pointee.spares.popLast() ?? Self.makeSlots()
+                    table.pointee.chunks[position] = slots
                 }
-                let had = tables[table].chunks[position]![slot] != nil
-                let change = (newValue != nil ? 1 : 0) - (had ? 1 : 0)
+                let change = (newValue != nil ? 1 : 0) - (slots[slot] != nil ? 1 : 0)
                 count += change
-                tables[table].filled[position] += Int32(change)
-                if tables[table].filled[position] == 0 {
+                table.pointee.filled[position] += Int32(change)
+                if table.pointee.filled[position] == 0 {
                     // Memory follows the values held, not the keys ever seen (a few emptied
                     // chunks are kept for reuse: their slots are all nil again).
-                    tables[table].chunks[position]![slot] = nil
-                    let emptied = tables[table].chunks[position]!
-                    tables[table].chunks[position] = nil
-                    if tables[table].spares.count < Self.maximumSpares { tables[table].spares.append(emptied) }
+                    slots[slot] = nil
+                    table.pointee.chunks[position] = nil
+                    if table.pointee.spares.count < Self.maximumSpares {
+                        table.pointee.spares.append(slots)
+                    } else {
+                        Self.freeSlots(slots)
+                    }
                 } else {
-                    tables[table].chunks[position]![slot] = newValue
+                    slots[slot] = newValue
                 }
                 return
             }
@@ -120,30 +179,30 @@ struct ObjectIDTable<Value> {
     }
 
     /// Whether `table` spans `chunk` now.
-    private func spans(_ table: Int, _ chunk: Int) -> Bool {
-        chunk >= tables[table].firstChunk && chunk < tables[table].firstChunk + tables[table].chunks.count
+    private static func spans(_ table: UnsafeMutablePointer<Table>, _ chunk: Int) -> Bool {
+        chunk >= table.pointee.firstChunk && chunk < table.pointee.firstChunk + table.pointee.chunks.count
     }
 
     /// Makes `table` span `chunk`; false when that would pass ``maximumSpan`` (the key then goes
     /// to the dictionary).
-    private mutating func reach(_ table: Int, _ chunk: Int) -> Bool {
-        if tables[table].chunks.isEmpty {
-            tables[table].firstChunk = chunk
-            tables[table].chunks = [nil]
-            tables[table].filled = [0]
+    private static func reach(_ table: UnsafeMutablePointer<Table>, _ chunk: Int) -> Bool {
+        let first = table.pointee.firstChunk, end = first + table.pointee.chunks.count
+        if chunk >= first && chunk < end { return true }
+        if table.pointee.chunks.isEmpty {
+            table.pointee.firstChunk = chunk
+            table.pointee.chunks = [nil]
+            table.pointee.filled = [0]
             return true
         }
-        let first = tables[table].firstChunk, end = first + tables[table].chunks.count
-        if chunk >= first && chunk < end { return true }
         let newFirst = min(first, chunk), newEnd = max(end, chunk + 1)
-        guard newEnd - newFirst <= Self.maximumSpan else { return false }
+        guard newEnd - newFirst <= maximumSpan else { return false }
         if chunk < first {
-            tables[table].chunks.insert(contentsOf: repeatElement(nil, count: first - chunk), at: 0)
-            tables[table].filled.insert(contentsOf: repeatElement(0, count: first - chunk), at: 0)
-            tables[table].firstChunk = chunk
+            table.pointee.chunks.insert(contentsOf: repeatElement(nil, count: first - chunk), at: 0)
+            table.pointee.filled.insert(contentsOf: repeatElement(0, count: first - chunk), at: 0)
+            table.pointee.firstChunk = chunk
         } else {
-            tables[table].chunks.append(contentsOf: repeatElement(nil, count: newEnd - end))
-            tables[table].filled.append(contentsOf: repeatElement(0, count: newEnd - end))
+            table.pointee.chunks.append(contentsOf: repeatElement(nil, count: newEnd - end))
+            table.pointee.filled.append(contentsOf: repeatElement(0, count: newEnd - end))
         }
         return true
     }
@@ -160,21 +219,23 @@ struct ObjectIDTable<Value> {
     var values: [Value] {
         var result = Array(others.values)
         result.reserveCapacity(count)
-        for table in tables {
-            for chunk in table.chunks {
-                guard let chunk else { continue }
-                for case let value? in chunk { result.append(value) }
+        for table in UnsafeBufferPointer(start: tables, count: tableCount) {
+            for case let slots? in table.chunks {
+                for slot in 0..<Self.chunkSize where slots[slot] != nil { result.append(slots[slot].unsafelyUnwrapped) }
             }
         }
         return result
     }
 
     /// The chunks allocated now (chunks left empty are freed).
-    var allocatedChunks: Int { tables.reduce(0) { $0 + $1.chunks.count { $0 != nil } } }
+    var allocatedChunks: Int {
+        UnsafeBufferPointer(start: tables, count: tableCount).reduce(0) { $0 + $1.chunks.count { $0 != nil } }
+    }
 
     /// Drops every value.
     mutating func removeAll() {
-        tables.removeAll()
+        Self.free(tables, count: tableCount)
+        tableCount = 0
         others.removeAll()
         lastTable = 0
         count = 0

@@ -14,6 +14,16 @@ final class PropertyLayout: Sendable {
         index = Dictionary(uniqueKeysWithValues: names.enumerated().map { ($1, $0) })
         emptySlots = Array(repeating: nil, count: names.count)
     }
+
+    /// A new slot array holding nothing, in a buffer of its own, to be written (a copy of
+    /// ``emptySlots`` copied its slots one by one through the values' generic copy).
+    @inline(__always)
+    func makeSlots() -> [PropertyValue?] {
+        [PropertyValue?](unsafeUninitializedCapacity: names.count) { buffer, initialized in
+            buffer.initialize(repeating: nil)
+            initialized = buffer.count
+        }
+    }
 }
 
 /// A managed object's property values (or committed values): one slot per property of its

@@ -464,7 +464,10 @@ extension NativeStore {
 
         /// The entity a row names (its first component), or a typed error for a malformed row or
         /// an entity the model lacks.
+        let entityColumns = columns(of: entity)
         func rowEntity(_ bytes: UnsafeRawBufferPointer, key: () throws -> Int64) throws -> EntityDescription {
+            // Most rows are of the fetched entity: told by their bytes, no name decoded.
+            if entityColumns.names(bytes) { return entity }
             guard let name = Self.entityName(ofRow: bytes) else {
                 throw ArborError(.store, "the row \((try? key()).map(String.init) ?? "?") of \(rows.name) is malformed")
             }

@@ -337,9 +337,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
             }
             guard case .int(let version)? = try reader.next() else { throw corrupt("no entity and version") }
             guard let columns = rowColumns[ObjectIdentifier(entity)] else { throw corrupt("its entity \(entityName) is not in the store's model") }
-            // A copy of the layout's empty slots (made on the first write): `Array(repeating:count:)`
-            // looked up the array's generic metadata on every call.
-            var slots = entity.propertyLayout.emptySlots
+            var slots = entity.propertyLayout.makeSlots()
             for column in columns.columns {
                 switch column {
                 case .attribute(let slot, let type):

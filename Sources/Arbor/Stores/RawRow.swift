@@ -19,6 +19,9 @@ struct RowColumns: Sendable {
     let attributeSlots: [Int]
     /// The to-one columns, in order: their slots, and whether each names its destination's entity.
     let toOneSlots: [(slot: Int, named: Bool)]
+    /// The entity's name as a row's first component is encoded: a row whose bytes start with it
+    /// is a row of this entity (components end unambiguously), told without decoding the name.
+    let entityComponent: [UInt8]
 
     init(_ entity: EntityDescription) {
         var columns: [Column] = []
@@ -36,6 +39,15 @@ struct RowColumns: Sendable {
         self.columns = columns
         self.attributeSlots = attributeSlots
         self.toOneSlots = toOneSlots
+        entityComponent = KeyEncoding.encode([.string(entity.name)])
+    }
+
+    /// Whether `row` is a row of this entity (its first component is the entity's name).
+    @inline(__always)
+    func names(_ row: UnsafeRawBufferPointer) -> Bool {
+        let count = entityComponent.count
+        guard row.count >= count else { return false }
+        return entityComponent.withUnsafeBytes { memcmp($0.baseAddress!, row.baseAddress!, count) == 0 }
     }
 }
 

@@ -4,14 +4,14 @@ import OrderedCollections
 /// the slots of ``PropertyStorage``. Made once per entity, shared by all its objects.
 final class PropertyLayout: Sendable {
     let names: [String]
-    let index: [String: Int]
+    let index: NameIndex
     /// A slot array holding nothing, shared by every new storage of the layout until it is
     /// written (a fault's values cost no allocation).
     let emptySlots: [PropertyValue?]
 
     init(names: [String]) {
         self.names = names
-        index = Dictionary(uniqueKeysWithValues: names.enumerated().map { ($1, $0) })
+        index = NameIndex(names)
         emptySlots = Array(repeating: nil, count: names.count)
     }
 
@@ -22,6 +22,79 @@ final class PropertyLayout: Sendable {
         [PropertyValue?](unsafeUninitializedCapacity: names.count) { buffer, initialized in
             buffer.initialize(repeating: nil)
             initialized = buffer.count
+        }
+    }
+}
+
+/// The slots of names, by name: an open-addressing table, each candidate compared with `==`.
+/// Every `value(forKey:)` and `setValue(_:forKey:)` looks its key up here: a `[String: Int]`
+/// hashed each key with SipHash, about 360 instructions a lookup (measured); ASCII names are
+/// hashed here over their bytes (FNV-1a), in a fraction of that.
+///
+/// Strings are equal when canonically equivalent, and some non-ASCII strings equal ASCII ones
+/// (the Kelvin sign is "K"), so bytes hash only where that cannot matter: a table with a
+/// non-ASCII name hashes every key with `String`'s own hash, and a non-ASCII key in a table of
+/// ASCII names is compared with each name.
+struct NameIndex: Sendable {
+    private let names: [String]
+    /// The slot of each bucket's name, or -1 for an empty bucket.
+    private let buckets: [Int32]
+    private let mask: Int
+    /// Whether every name is ASCII (hashed over bytes), else all hash with `hashValue`.
+    private let ascii: Bool
+
+    /// The index of `names`, which must be distinct: name `i` has slot `i`.
+    init(_ names: [String]) {
+        var capacity = 8
+        while capacity < 2 * names.count { capacity *= 2 }
+        let ascii = names.allSatisfy { $0.utf8.allSatisfy { $0 < 0x80 } }
+        var buckets = [Int32](repeating: -1, count: capacity)
+        for (slot, name) in names.enumerated() {
+            var bucket = (ascii ? Self.byteHash(name)! : name.hashValue) & (capacity - 1)
+            while buckets[bucket] >= 0 {
+                precondition(names[Int(buckets[bucket])] != name, "the name \(name) is listed twice")
+                bucket = (bucket + 1) & (capacity - 1)
+            }
+            buckets[bucket] = Int32(slot)
+        }
+        self.names = names
+        self.buckets = buckets
+        self.ascii = ascii
+        mask = capacity - 1
+    }
+
+    /// FNV-1a over an ASCII name's bytes; nil for a name that is not ASCII.
+    @inline(__always)
+    private static func byteHash(_ name: String) -> Int? {
+        // Through the contiguous bytes (a small string's on the stack): iterating `utf8` took
+        // as long as SipHash.
+        var name = name
+        return name.withUTF8 { bytes -> Int? in
+            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+            var all: UInt8 = 0
+            for byte in bytes {
+                hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
+                all |= byte
+            }
+            return all < 0x80 ? Int(truncatingIfNeeded: hash ^ (hash >> 29)) : nil
+        }
+    }
+
+    /// The slot of `name`, or nil.
+    subscript(name: String) -> Int? {
+        var bucket: Int
+        if !ascii {
+            bucket = name.hashValue & mask
+        } else if let hash = Self.byteHash(name) {
+            bucket = hash & mask
+        } else {
+            return names.firstIndex { $0 == name }
+        }
+        while true {
+            let slot = buckets[bucket]
+            if slot < 0 { return nil }
+            if names[Int(slot)] == name { return Int(slot) }
+            bucket = (bucket + 1) & mask
         }
     }
 }

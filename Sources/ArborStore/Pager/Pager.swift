@@ -321,7 +321,8 @@ public final class Pager {
         // decode to the header this connection has, change counter included, nothing else needs
         // checking. Every commit changes the counter, so page 1 is then as it was when its
         // checksum was verified; the page itself is read and verified only when they differ
-        // (hashing all of it took about 4,000 instructions a transaction: 1% of a range query's).
+        // (hashing all of it took about 4,000 instructions each time: a small query's 1% when it
+        // takes its lock afresh, as every query does once retained locks have expired).
         if cacheChangeCounter != nil && headerScratch.count >= DatabaseHeader.size {
             let unchanged = try headerScratch.withUnsafeMutableBytes { raw -> Bool in
                 let bytes = UnsafeMutableRawBufferPointer(rebasing: raw[..<DatabaseHeader.size])

@@ -124,4 +124,39 @@ struct ObjectIDTableTests {
         }
         #expect(watched.allSatisfy { $0() })
     }
+
+    /// A table whose values may use it as they end (as a managed object held by the registry
+    /// may end into code that looks up another object).
+    final class Box {
+        @exclusivity(unchecked) var table = ObjectIDTable<Ending>()
+    }
+
+    final class Ending {
+        var onEnd: (() -> Void)?
+        deinit { onEnd?() }
+    }
+
+    @Test("a value released by the table may use the table as it ends: the value it sets is kept, in the same chunk, in a table made then, and after removeAll")
+    func valuesEndingIntoTheTable() {
+        let store = UUID()
+        func id(_ entity: String, _ key: Int64) -> ManagedObjectID { ManagedObjectID(entityName: entity, store: store, key: key) }
+        let box = Box()
+        func ending(_ onEnd: @escaping () -> Void) -> Ending {
+            let value = Ending()
+            value.onEnd = onEnd
+            return value
+        }
+        // The last value of a chunk, replaced by nil, sets another key of that chunk as it ends.
+        box.table[id("Employee", 1)] = ending { box.table[id("Employee", 2)] = Ending() }
+        box.table[id("Employee", 1)] = nil
+        #expect(box.table[id("Employee", 2)] != nil && box.table.count == 1)
+        // A value replaced makes tables of four other entities as it ends (the table list grows).
+        box.table[id("Employee", 3)] = ending { for name in ["A", "B", "C", "D"] { box.table[id(name, 7)] = Ending() } }
+        box.table[id("Employee", 3)] = Ending()
+        #expect(["A", "B", "C", "D"].allSatisfy { box.table[id($0, 7)] != nil } && box.table.count == 6)
+        // Values dropped by removeAll set a key as they end: the table is empty by then.
+        box.table[id("Employee", 5)] = ending { box.table[id("Employee", 9)] = Ending() }
+        box.table.removeAll()
+        #expect(box.table[id("Employee", 9)] != nil && box.table.count == 1)
+    }
 }

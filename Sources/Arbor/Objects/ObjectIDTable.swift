@@ -141,10 +141,15 @@ struct ObjectIDTable<Value>: ~Copyable {
             return others.isEmpty ? nil : others[id]
         }
         set {
+            // Values replaced or removed are released last, once the table is whole again: a
+            // value's deinit may use the table (a managed object held by the registry ending
+            // into code that looks up another object), and may make it grow, moving `tables`.
             if let (chunk, slot) = Self.place(of: id), let table = table(of: id, create: newValue != nil),
                newValue == nil ? Self.spans(table, chunk) : Self.reach(table, chunk) {
                 // A key once put in the dictionary (out of the span then) leaves it.
-                if !others.isEmpty, others.removeValue(forKey: id) != nil { count -= 1 }
+                let moved = others.isEmpty ? nil : others.removeValue(forKey: id)
+                defer { withExtendedLifetime(moved) {} }
+                if moved != nil { count -= 1 }
                 let position = chunk - table.pointee.firstChunk
                 let slots: Slots
                 if let held = table.pointee.chunks[position] {
@@ -157,19 +162,19 @@ struct ObjectIDTable<Value>: ~Copyable {
                 let change = (newValue != nil ? 1 : 0) - (slots[slot] != nil ? 1 : 0)
                 count += change
                 table.pointee.filled[position] += Int32(change)
+                let old = (slots + slot).move()
+                (slots + slot).initialize(to: newValue)
                 if table.pointee.filled[position] == 0 {
                     // Memory follows the values held, not the keys ever seen (a few emptied
                     // chunks are kept for reuse: their slots are all nil again).
-                    slots[slot] = nil
                     table.pointee.chunks[position] = nil
                     if table.pointee.spares.count < Self.maximumSpares {
                         table.pointee.spares.append(slots)
                     } else {
                         Self.freeSlots(slots)
                     }
-                } else {
-                    slots[slot] = newValue
                 }
+                withExtendedLifetime(old) {}
                 return
             }
             let old: Value?
@@ -232,12 +237,17 @@ struct ObjectIDTable<Value>: ~Copyable {
         UnsafeBufferPointer(start: tables, count: tableCount).reduce(0) { $0 + $1.chunks.count { $0 != nil } }
     }
 
-    /// Drops every value.
+    /// Drops every value (released once the table is empty: their deinits may use it).
     mutating func removeAll() {
-        Self.free(tables, count: tableCount)
+        let dropped = tables, droppedCount = tableCount
+        let droppedOthers = others
+        tables = .allocate(capacity: tableCapacity)
         tableCount = 0
-        others.removeAll()
+        others = [:]
         lastTable = 0
         count = 0
+        Self.free(dropped, count: droppedCount)
+        dropped.deallocate()
+        withExtendedLifetime(droppedOthers) {}
     }
 }

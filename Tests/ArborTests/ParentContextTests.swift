@@ -287,14 +287,9 @@ struct ParentContextEdgeTests {
             // The root saves while the middle is busy: the permanent IDs wait in its mailbox,
             // and the leaf, not told yet, saves under the temporary ID.
             try root.performAndWait { try root.save() }
-            try leaf.performAndWait {
-                try sales.setValue("b", forKey: "name")
-                try leaf.save()
-            }
+            try rename(sales, in: leaf)
         }
-        try middle.performAndWait { try middle.save() }
-        try root.performAndWait { try root.save() }
-        #expect(try storedNames(stack) == ["b"])
+        try saveUpAndExpectRenamed(stack, middle, root)
     }
 
     @Test("S001-06: a child's change to a new object its parent passed up and let go (unchanged there) still lands in the parent")
@@ -304,10 +299,20 @@ struct ParentContextEdgeTests {
         // The middle passes Sales up; unchanged there now, nobody holds its instance.
         try middle.performAndWait { try middle.save() }
         #expect(middle.performAndWait { middle.registeredObjects.isEmpty })
+        try rename(sales, in: leaf)
+        try saveUpAndExpectRenamed(stack, middle, root)
+    }
+
+    /// Names `sales` "b" in `leaf` and saves the leaf.
+    private func rename(_ sales: ManagedObject, in leaf: ManagedObjectContext) throws {
         try leaf.performAndWait {
             try sales.setValue("b", forKey: "name")
             try leaf.save()
         }
+    }
+
+    /// Saves `middle`, then `root`, and expects the store to hold the renamed department only.
+    private func saveUpAndExpectRenamed(_ stack: Stack, _ middle: ManagedObjectContext, _ root: ManagedObjectContext) throws {
         try middle.performAndWait { try middle.save() }
         try root.performAndWait { try root.save() }
         #expect(try storedNames(stack) == ["b"])

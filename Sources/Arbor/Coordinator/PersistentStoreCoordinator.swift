@@ -349,26 +349,21 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                     throw ArborError(.storeSave, "the store \(identifier) returned \(assigned.count) IDs for \(part.inserted.count) new rows")
                 }
                 result.append(assigned)
-                if !part.updated.isEmpty {
-                    let mapping = part.permanentIDs(assigned)
-                    let now = ContinuousClock.now
-                    for (id, row, _) in part.updated {
-                        guard let snapshot = cache[id] else { continue }
-                        snapshot.row = row.translated(mapping)
-                        snapshot.readAt = now
-                    }
-                }
-                // A row written anew under an ID the cache may still have — an object deleted
-                // elsewhere and written back by the overwrite policy, whose snapshot other objects
-                // still hold — gives that snapshot the new row. (New objects' IDs were temporary:
-                // no snapshot to look for.)
+                // Rows written under IDs the cache may have give those snapshots the new row:
+                // updated rows, and rows written anew under a permanent ID — an object deleted
+                // elsewhere and written back by the overwrite policy, whose snapshot other
+                // objects still hold. (New objects' IDs were temporary: nothing to look for.)
+                let now = ContinuousClock.now
                 var mapping: [ManagedObjectID: ManagedObjectID]?
-                for (id, row) in part.inserted where !id.isTemporaryID {
-                    guard let snapshot = cache[id] else { continue }
-                    if mapping == nil { mapping = part.permanentIDs(assigned) }
-                    snapshot.row = row.translated(mapping ?? [:])
-                    snapshot.readAt = ContinuousClock.now
+                func refreshCached(_ id: ManagedObjectID, _ row: StoreRow) {
+                    guard let snapshot = cache[id] else { return }
+                    let permanent = mapping ?? part.permanentIDs(assigned)
+                    mapping = permanent
+                    snapshot.row = row.translated(permanent)
+                    snapshot.readAt = now
                 }
+                for (id, row, _) in part.updated { refreshCached(id, row) }
+                for (id, row) in part.inserted where !id.isTemporaryID { refreshCached(id, row) }
                 for (id, _) in part.deleted {
                     if let snapshot = cache[id] { drop(snapshot) }
                 }

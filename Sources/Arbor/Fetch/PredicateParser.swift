@@ -84,8 +84,8 @@ struct PredicateParser {
 
     /// Whether the current token is the reserved word `word` (any case).
     func isWord(_ word: String, ahead: Int = 0) -> Bool {
-        guard index + ahead < tokens.count, case .word = tokens[index + ahead].kind else { return false }
-        return tokens[index + ahead].folded == word
+        // Only words have a folded text.
+        index + ahead < tokens.count && tokens[index + ahead].folded == word
     }
 
     func isSymbol(_ symbol: String, ahead: Int = 0) -> Bool {

@@ -132,11 +132,9 @@ struct ObjectIDTable<Value>: ~Copyable {
     /// The value held for `id`, or nil.
     subscript(id: ManagedObjectID) -> Value? {
         mutating get {
-            if let (chunk, slot) = Self.place(of: id), let table = table(of: id, create: false) {
-                let position = chunk - table.pointee.firstChunk
-                if position >= 0, position < table.pointee.chunks.count, let slots = table.pointee.chunks[position], slots[slot] != nil {
-                    return slots[slot]
-                }
+            if let (chunk, slot) = Self.place(of: id), let table = table(of: id, create: false), Self.spans(table, chunk),
+               let slots = table.pointee.chunks[chunk - table.pointee.firstChunk], let found = slots[slot] {
+                return found
             }
             return others.isEmpty ? nil : others[id]
         }
@@ -226,7 +224,7 @@ struct ObjectIDTable<Value>: ~Copyable {
         result.reserveCapacity(count)
         for table in UnsafeBufferPointer(start: tables, count: tableCount) {
             for case let slots? in table.chunks {
-                for slot in 0..<Self.chunkSize where slots[slot] != nil { result.append(slots[slot].unsafelyUnwrapped) }
+                for case let value? in UnsafeBufferPointer(start: slots, count: Self.chunkSize) { result.append(value) }
             }
         }
         return result

@@ -120,9 +120,10 @@ extension NativeStore {
                 try database.read { transaction in
                     guard let tree = try transaction.tree(named: Self.rowsTree(entity)) else { return 0 }
                     let wholeHierarchy = entity.superentity == nil && request.includesSubentities
+                    let entityColumns = columns(of: entity)
                     var count = 0
                     try tree.forEach { _, value in
-                        if wholeHierarchy || accepts(entityOf: value, entity: entity, subentities: request.includesSubentities) { count += 1 }
+                        if wholeHierarchy || accepts(entityOf: value, entity: entity, columns: entityColumns, subentities: request.includesSubentities) { count += 1 }
                         return true
                     }
                     return count
@@ -160,9 +161,11 @@ extension NativeStore {
         return plan(request, entity: entity).queryPlan(entity: entity, request: request)
     }
 
-    /// Whether the row whose bytes are `value` is of `entity` (or, with `subentities`, of one of
-    /// its descendants): reads the entity name only.
-    func accepts(entityOf value: UnsafeRawBufferPointer, entity: EntityDescription, subentities: Bool) -> Bool {
+    /// Whether the row whose bytes are `value` is of `entity` (whose stored columns are
+    /// `columns`), or, with `subentities`, of one of its descendants: compares the row's first
+    /// component with the entity's name, and decodes the name only when they differ.
+    func accepts(entityOf value: UnsafeRawBufferPointer, entity: EntityDescription, columns: RowColumns, subentities: Bool) -> Bool {
+        if columns.names(value) { return true }
         guard let name = Self.entityName(ofRow: value) else { return false }
         if name == entity.name { return true }
         guard subentities, let other = model.entity(named: name) else { return false }
@@ -462,9 +465,9 @@ extension NativeStore {
         let ordered = plan.sort.isEmpty
         var result: [(ManagedObjectID, StoreRow)] = []
 
+        let entityColumns = columns(of: entity)
         /// The entity a row names (its first component), or a typed error for a malformed row or
         /// an entity the model lacks.
-        let entityColumns = columns(of: entity)
         func rowEntity(_ bytes: UnsafeRawBufferPointer, key: () throws -> Int64) throws -> EntityDescription {
             // Most rows are of the fetched entity: told by their bytes, no name decoded.
             if entityColumns.names(bytes) { return entity }

@@ -225,7 +225,7 @@ final class RowWriter {
     func removeLinks(of id: ManagedObjectID) throws {
         let entity = try entity(of: id)
         let key = try store.primaryKey(of: id)
-        for relationship in entity.relationships where relationship.isToMany && relationship.isOrdered {
+        for relationship in try writes(entity).orderedToMany {
             try clear(try tree(NativeStore.orderTree(relationship)), prefix: NativeStore.key(key))
         }
         for relationship in entity.relationships where NativeStore.isJoined(relationship) {

@@ -148,10 +148,7 @@ final class ScanFilter {
         if conjunctionCount > 0 {
             // In order, as `AND` goes: an undecided test before a failing one leaves it undecided.
             for position in 0..<conjunctionCount {
-                let node = nodes[conjunction[position]]
-                guard locate(through: node.component, row, &located) else { return nil }
-                let value = UnsafeRawBufferPointer(rebasing: row[components[node.component]..<components[node.component + 1]])
-                guard let passed = test(node, value) else { return nil }
+                guard let passed = test(nodes[conjunction[position]], row, &located) else { return nil }
                 if !passed { return false }
             }
             return true
@@ -187,10 +184,15 @@ final class ScanFilter {
             }
             return !decisive
         default:
-            guard locate(through: node.component, row, &located) else { return nil }
-            let value = UnsafeRawBufferPointer(rebasing: row[components[node.component]..<components[node.component + 1]])
-            return test(node, value)
+            return test(node, row, &located)
         }
+    }
+
+    /// Test `node` on its component of `row`, located first.
+    @inline(__always)
+    private func test(_ node: Node, _ row: UnsafeRawBufferPointer, _ located: inout Int) -> Bool? {
+        guard locate(through: node.component, row, &located) else { return nil }
+        return test(node, UnsafeRawBufferPointer(rebasing: row[components[node.component]..<components[node.component + 1]]))
     }
 
     /// The order of two big-endian words as their bytes.

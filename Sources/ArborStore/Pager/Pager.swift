@@ -140,8 +140,8 @@ public final class Pager {
     /// Values collected per tree root to make a dictionary from, in the open write transaction.
     @exclusivity(unchecked) var dictionarySamples: [PageNumber: [UInt8]] = [:]
 
-    /// Reused for reading page 1 at the start of each transaction.
-    @exclusivity(unchecked) var headerScratch: [UInt8] = []
+    /// Reused for reading the header's bytes at the start of each transaction.
+    @exclusivity(unchecked) var headerScratch = [UInt8](repeating: 0, count: DatabaseHeader.size)
     /// Whether the directory must be synced at the next journal sync: once per connection, the
     /// first time it relies on the journal, whoever created the journal file (a connection that
     /// created it and then rolled back, or died, may never have synced its directory entry); and
@@ -323,9 +323,8 @@ public final class Pager {
         // checksum was verified; the page itself is read and verified only when they differ
         // (hashing all of it took about 4,000 instructions each time: a small query's 1% when it
         // takes its lock afresh, as every query does once retained locks have expired).
-        if cacheChangeCounter != nil && headerScratch.count >= DatabaseHeader.size {
-            let unchanged = try headerScratch.withUnsafeMutableBytes { raw -> Bool in
-                let bytes = UnsafeMutableRawBufferPointer(rebasing: raw[..<DatabaseHeader.size])
+        if cacheChangeCounter != nil {
+            let unchanged = try headerScratch.withUnsafeMutableBytes { bytes -> Bool in
                 guard try file.readFully(into: bytes, at: 0),
                       bytes.loadLE(UInt64.self, at: 40) == cacheChangeCounter,
                       let decoded = try? DatabaseHeader.decode(UnsafeRawBufferPointer(bytes), path: path) else { return false }
@@ -361,7 +360,6 @@ public final class Pager {
         }
         journal.setPageSize(decoded.pageSize)
         header = decoded
-        if headerScratch.count != decoded.pageSize { headerScratch = [UInt8](repeating: 0, count: decoded.pageSize) }
         if cacheChangeCounter != decoded.changeCounter {
             dropCachedPages()
             cacheChangeCounter = decoded.changeCounter

@@ -492,7 +492,7 @@ extension NativeStore {
                 guard request.includesSubentities, rowEntity.isKind(of: entity) else { return true }
             }
             let id = objectID(rowEntity, key)
-            let row = try decode(bytes, objectID: id, entity: rowEntity)
+            let row = try decode(bytes, objectID: id, entity: rowEntity, columns: rowEntity === entity ? entityColumns : nil)
             // An exact plan's ranges hold only matching rows (as counting trusts too).
             if !plan.exact, let filter = plan.filter, try !evaluator.evaluate(filter, on: .row(row, id)) { return true }
             result.append((id, row))
@@ -571,7 +571,7 @@ extension NativeStore {
                     raw.layout = layout
                     if try !evaluator.evaluate(filter, on: .raw(raw)) { return true }
                 }
-                result.append((id, try decode(value, objectID: id, entity: layout.entity)))
+                result.append((id, try decode(value, objectID: id, entity: layout.entity, columns: layout.entity === entity ? entityColumns : nil)))
                 return !(ordered && result.count >= window)
             }
             withExtendedLifetime(filters) {}

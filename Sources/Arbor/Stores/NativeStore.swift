@@ -316,8 +316,9 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
 
     /// Decodes a row in place (straight out of its page), component by component into the
     /// slots of its entity's layout. `entity`, when given, is the row's entity as the caller
-    /// already read it (the name is then skipped, not decoded again).
-    func decode(_ bytes: UnsafeRawBufferPointer, objectID: ManagedObjectID, entity known: EntityDescription? = nil) throws -> StoreRow {
+    /// already read it (the name is then skipped, not decoded again), and `columns` that entity's
+    /// stored columns when the caller has them at hand.
+    func decode(_ bytes: UnsafeRawBufferPointer, objectID: ManagedObjectID, entity known: EntityDescription? = nil, columns knownColumns: RowColumns? = nil) throws -> StoreRow {
         func corrupt(_ why: String) -> ArborError {
             ArborError(.store, "the row of \(objectID) is malformed: \(why)", objectID: objectID)
         }
@@ -336,16 +337,20 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                 entityName = name
             }
             guard case .int(let version)? = try reader.next() else { throw corrupt("no entity and version") }
-            guard let columns = rowColumns[ObjectIdentifier(entity)] else { throw corrupt("its entity \(entityName) is not in the store's model") }
-            var slots = entity.propertyLayout.makeSlots()
-            for column in columns.columns {
-                switch column {
-                case .attribute(let slot, let type):
-                    guard let component = try reader.next() else { throw corrupt("too few values") }
-                    slots[slot] = Self.attributeValue(component, type: type).map(PropertyValue.attribute) ?? PropertyValue.none
-                case .toOne(let slot, let destination, let named):
-                    var destinationName = destination
-                    if named {
+            guard let columns = knownColumns ?? rowColumns[ObjectIdentifier(entity)] else {
+                throw corrupt("its entity \(entityName) is not in the store's model")
+            }
+            let layout = entity.propertyLayout
+            var slots = layout.makeSlots()
+            try columns.steps.withUnsafeBufferPointer { steps in
+                for step in steps {
+                    if let kind = step.kind {
+                        guard let component = try reader.next() else { throw corrupt("too few values") }
+                        if let value = Self.attributeValue(component, kind: kind) { slots[step.slot] = .attribute(value) } else { slots[step.slot] = PropertyValue.none }
+                        continue
+                    }
+                    var destinationName = columns.destinations[step.destination]
+                    if step.named {
                         guard let component = try reader.next() else { throw corrupt("too few values") }
                         if case .string(let name) = component {
                             // A name read from the file: only the model's entities make IDs.
@@ -355,13 +360,13 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                     }
                     guard let component = try reader.next() else { throw corrupt("too few values") }
                     if case .int(let key) = component {
-                        slots[slot] = .object(self.objectID(destinationName, key))
+                        slots[step.slot] = .object(self.objectID(destinationName, key))
                     } else {
-                        slots[slot] = PropertyValue.none
+                        slots[step.slot] = PropertyValue.none
                     }
                 }
             }
-            return StoreRow(entityName: entityName, version: version, values: PropertyStorage(layout: entity.propertyLayout, slots: slots))
+            return StoreRow(entityName: entityName, version: version, values: PropertyStorage(layout: layout, slots: slots))
         } catch let error as StoreError {
             throw corrupt(error.message)
         }
@@ -385,7 +390,13 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     }
 
     static func attributeValue(_ component: KeyComponent, type: AttributeType) -> AttributeValue? {
-        switch (type.kind, component) {
+        attributeValue(component, kind: type.kind)
+    }
+
+    /// The value of an attribute of `kind` that `component` stores; nil for nil, or for a
+    /// component of another kind.
+    static func attributeValue(_ component: KeyComponent, kind: AttributeType.Kind) -> AttributeValue? {
+        switch (kind, component) {
         case (_, .null): nil
         case (.integer16, .int(let v)), (.integer32, .int(let v)), (.integer64, .int(let v)): .integer(v)
         case (.decimal, .string(let v)): Decimal(string: v).map(AttributeValue.decimal)

@@ -4,7 +4,10 @@ import Foundation
 /// persistent attribute, then each to-one relationship (preceded by its destination's entity
 /// name when the destination entity has sub-entities). The one statement of the row layout that
 /// decoding follows (``NativeStore/encode(_:entity:permanent:)`` writes it).
-struct RowColumns: Sendable {
+///
+/// A class: made once per entity of the model and shared, so passing it to every row's decoder
+/// retains one reference rather than copying its arrays.
+final class RowColumns: Sendable {
     enum Column: Sendable {
         /// A persistent attribute, and its slot in the entity's property layout.
         case attribute(slot: Int, type: AttributeType)
@@ -22,6 +25,23 @@ struct RowColumns: Sendable {
     /// The entity's name as a row's first component is encoded: a row whose bytes start with it
     /// is a row of this entity (components end unambiguously), told without decoding the name.
     let entityComponent: [UInt8]
+    /// The columns as the decoder walks them: plain values (no payload to retain or release
+    /// per column per row), a to-one's destination given by its place in `destinations`.
+    let steps: [DecodeStep]
+    /// The to-one columns' destination entities, by the steps' `destination`.
+    let destinations: [String]
+
+    /// One column as the decoder reads it.
+    struct DecodeStep {
+        /// The slot in the entity's property layout.
+        var slot: Int
+        /// An attribute's kind; nil for a to-one relationship.
+        var kind: AttributeType.Kind?
+        /// A to-one's destination (an index into `destinations`).
+        var destination: Int
+        /// Whether a to-one's row names its destination's entity before its key.
+        var named: Bool
+    }
 
     init(_ entity: EntityDescription) {
         var columns: [Column] = []
@@ -36,6 +56,19 @@ struct RowColumns: Sendable {
             columns.append(.toOne(slot: slot, destination: relationship.destinationEntityName, named: named))
             toOneSlots.append((slot, named))
         }
+        var steps: [DecodeStep] = []
+        var destinations: [String] = []
+        for column in columns {
+            switch column {
+            case .attribute(let slot, let type):
+                steps.append(DecodeStep(slot: slot, kind: type.kind, destination: 0, named: false))
+            case .toOne(let slot, let destination, let named):
+                steps.append(DecodeStep(slot: slot, kind: nil, destination: destinations.count, named: named))
+                destinations.append(destination)
+            }
+        }
+        self.steps = steps
+        self.destinations = destinations
         self.columns = columns
         self.attributeSlots = attributeSlots
         self.toOneSlots = toOneSlots

@@ -346,7 +346,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                 for step in steps {
                     if let kind = step.kind {
                         guard let component = try reader.next() else { throw corrupt("too few values") }
-                        if let value = Self.attributeValue(component, kind: kind) { slots[step.slot] = .attribute(value) } else { slots[step.slot] = PropertyValue.none }
+                        slots[step.slot] = Self.attributeValue(component, kind: kind).map(PropertyValue.attribute) ?? PropertyValue.none
                         continue
                     }
                     var destinationName = columns.destinations[step.destination]
@@ -387,10 +387,6 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         case .uri(let v): .string(v.absoluteString)
         case .transformable(let v): .data(Array(v))
         }
-    }
-
-    static func attributeValue(_ component: KeyComponent, type: AttributeType) -> AttributeValue? {
-        attributeValue(component, kind: type.kind)
     }
 
     /// The value of an attribute of `kind` that `component` stores; nil for nil, or for a

@@ -47,25 +47,19 @@ final class RowColumns: Sendable {
         var columns: [Column] = []
         var attributeSlots: [Int] = []
         var toOneSlots: [(slot: Int, named: Bool)] = []
+        var steps: [DecodeStep] = []
+        var destinations: [String] = []
         for (attribute, slot) in zip(entity.attributes, entity.attributeSlots) where !attribute.isTransient {
             columns.append(.attribute(slot: slot, type: attribute.type))
             attributeSlots.append(slot)
+            steps.append(DecodeStep(slot: slot, kind: attribute.type.kind, destination: 0, named: false))
         }
         for (relationship, slot) in zip(entity.relationships, entity.relationshipSlots) where !relationship.isToMany {
             let named = relationship.destinationEntity.map { !$0.subentities.isEmpty } ?? false
             columns.append(.toOne(slot: slot, destination: relationship.destinationEntityName, named: named))
             toOneSlots.append((slot, named))
-        }
-        var steps: [DecodeStep] = []
-        var destinations: [String] = []
-        for column in columns {
-            switch column {
-            case .attribute(let slot, let type):
-                steps.append(DecodeStep(slot: slot, kind: type.kind, destination: 0, named: false))
-            case .toOne(let slot, let destination, let named):
-                steps.append(DecodeStep(slot: slot, kind: nil, destination: destinations.count, named: named))
-                destinations.append(destination)
-            }
+            steps.append(DecodeStep(slot: slot, kind: nil, destination: destinations.count, named: named))
+            destinations.append(relationship.destinationEntityName)
         }
         self.steps = steps
         self.destinations = destinations
@@ -158,7 +152,7 @@ final class RawRow {
         guard let slot = layout?.slots[key] else { return nil }
         switch slot {
         case .attribute(let index, let type):
-            return NativeStore.attributeValue(try component(index), type: type).map(Operand.init) ?? .null
+            return NativeStore.attributeValue(try component(index), kind: type.kind).map(Operand.init) ?? .null
         case .toOne(let index, let destination, let named):
             guard case .int(let key) = try component(index) else { return .null }
             var name = destination

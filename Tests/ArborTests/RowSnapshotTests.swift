@@ -62,6 +62,61 @@ struct RowSnapshotTests {
         withExtendedLifetime(faults) {}
     }
 
+    @Test("item 6: a fetched fault fires with the row another context of the coordinator saved after the fetch (its snapshot changed in place), not with the values the fetch gave it")
+    func filledFaultFiresWithTheNewerSnapshot() throws {
+        let stack = try Stack()
+        let ids = try departments(stack, 2)
+        let reader = stack.context()
+        let faults = try reader.fetch(FetchRequest<ManagedObject>(entityName: "Department"))
+        #expect(faults.count == 2 && faults.allSatisfy(\.isFault))
+        let changed = try #require(faults.first { $0.objectID == ids[0] })
+        let untouched = try #require(faults.first { $0.objectID == ids[1] })
+        let writer = stack.context()
+        try writer.existingObject(with: ids[0]).setValue("Renamed", forKey: "name")
+        try writer.save()
+        let before = stack.coordinator.rowCacheStatistics
+        #expect(try changed.value(forKey: "name") as? String == "Renamed", "the fire reads the snapshot the save updated")
+        #expect(try untouched.value(forKey: "name") as? String == "D1")
+        let after = stack.coordinator.rowCacheStatistics
+        #expect(after.hits == before.hits + 2 && after.misses == before.misses, "both fires are cache hits")
+        #expect(!changed.isFault && !untouched.isFault && changed.committedValues(forKeys: ["name"])["name"] as? String == "Renamed")
+    }
+
+    @Test("S000-71: a fetched fault in a context with staleness 0 reads its row again when it fires, though the fetch gave it the values")
+    func filledFaultHonoursStalenessZero() throws {
+        let stack = try Stack()
+        _ = try departments(stack, 1)
+        let reader = stack.context()
+        reader.stalenessInterval = 0
+        let fault = try #require(try reader.fetch(FetchRequest<ManagedObject>(entityName: "Department")).first)
+        let before = stack.coordinator.rowCacheStatistics
+        #expect(try fault.value(forKey: "name") as? String == "D0")
+        let after = stack.coordinator.rowCacheStatistics
+        #expect(after.staleReads == before.staleReads + 1 && after.hits == before.hits)
+    }
+
+    @Test("item 6: snapshots counted down on many threads at once end at zero references and leave the cache")
+    func concurrentReleasesDropSnapshots() async throws {
+        let stack = try Stack()
+        _ = try departments(stack, 200)
+        let coordinator = stack.coordinator
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<4 {
+                group.addTask {
+                    for _ in 0..<20 {
+                        let context = ManagedObjectContext(concurrencyType: .privateQueue)
+                        context.persistentStoreCoordinator = coordinator
+                        context.performAndWait {
+                            let objects = (try? context.fetch(FetchRequest<ManagedObject>(entityName: "Department"))) ?? []
+                            for object in objects.prefix(50) { _ = try? object.value(forKey: "name") }
+                        }
+                    }
+                }
+            }
+        }
+        #expect(coordinator.rowCacheStatistics.snapshots == 0, "every snapshot was released and dropped")
+    }
+
     @Test("S000-71/S000-74: a held snapshot older than the staleness interval is read again, in place, from the other coordinator's save")
     func heldSnapshotIsReadAgainWhenStale() throws {
         let directory = try temporaryDirectory()

@@ -218,7 +218,7 @@ extension ManagedObjectContext {
         // fault returned fires from the cache.
         if parent == nil {
             rows.withUnsafeBufferPointer { rows in
-                holdSnapshots(count: fresh.count, coordinator) { index in
+                holdSnapshots(count: fresh.count, coordinator, fill: !realize) { index in
                     (fresh[index], rows.baseAddress.unsafelyUnwrapped.advanced(by: freshRows[index]).pointer(to: \.1).unsafelyUnwrapped)
                 }
             }
@@ -255,19 +255,21 @@ extension ManagedObjectContext {
 
     /// Gives each of `count` objects a reference to the row-cache snapshot of its row (after a
     /// fetch, a batch load or a save), under one lock: `element(index)` gives the object and
-    /// its row, in place (the object's ID is its row's).
-    func holdSnapshots(count: Int, _ coordinator: PersistentStoreCoordinator,
+    /// its row, in place (the object's ID is its row's). With `fill`, each object (a fault)
+    /// also takes the snapshot's values, still a fault: its first fire then needs no lock while
+    /// the snapshot stays as it was (``ManagedObject/fireFault()``).
+    func holdSnapshots(count: Int, _ coordinator: PersistentStoreCoordinator, fill: Bool = false,
                        _ element: (Int) -> (object: ManagedObject, row: UnsafePointer<StoreRow>)) {
-        let snapshots = coordinator.retainSnapshots(count: count) { index in
+        coordinator.retainSnapshots(count: count, { index in
             let (object, row) = element(index)
             return (object.objectID, row)
-        }
-        for (index, snapshot) in snapshots.enumerated() {
+        }, { index, snapshot in
             let object = element(index).object
             // An object listed twice (rows naming one ID twice: a damaged index) was counted
             // twice: one reference goes back.
             if object.snapshot === snapshot { coordinator.release(snapshot) } else { object.hold(snapshot, of: coordinator) }
-        }
+            if fill { fillFault(object, from: snapshot) }
+        })
     }
 
     /// Loads the rows of a batch of faults (``FetchRequest/fetchBatchSize``) into the row cache,
@@ -286,7 +288,7 @@ extension ManagedObjectContext {
             held.append(row)
         }
         held.withUnsafeBufferPointer { rows in
-            holdSnapshots(count: holders.count, coordinator) { (holders[$0], rows.baseAddress.unsafelyUnwrapped.advanced(by: $0)) }
+            holdSnapshots(count: holders.count, coordinator, fill: true) { (holders[$0], rows.baseAddress.unsafelyUnwrapped.advanced(by: $0)) }
         }
     }
 

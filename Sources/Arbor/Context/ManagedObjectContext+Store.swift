@@ -42,6 +42,15 @@ extension ManagedObjectContext {
         object.awakeFromFetch()
     }
 
+    /// Gives a fault the values of `snapshot`'s row, leaving it a fault that remembers the
+    /// snapshot's generation (``ManagedObject/fireFault()``). Called under the coordinator's
+    /// lock (the row is read there); calls out to nothing.
+    func fillFault(_ object: ManagedObject, from snapshot: RowSnapshot) {
+        populate(object, from: snapshot.row)
+        object.faulted = true
+        object.filledGeneration = snapshot.generation.load(ordering: .relaxed)
+    }
+
     /// Sets a fault's persistent values (and committed values) from a row.
     func populate(_ object: ManagedObject, from row: StoreRow) {
         let entity = object.entity

@@ -120,6 +120,10 @@ public final class ManagedObjectContext: @unchecked Sendable {
         set { onQueue { _stalenessInterval = newValue } }
     }
 
+    /// Whether a fault a fetch filled fires from its values without reading the row cache again
+    /// (``ManagedObject/fireFault()``): in a root context accepting cached data of any age.
+    var firesFromFilledValues: Bool { _stalenessInterval < 0 && _parent == nil }
+
     /// The coordinator the context saves to and loads from (nil: a scratch context that can
     /// insert, relate, validate and roll back, but not save or fire faults). Setting another
     /// coordinator first resets the context (its objects belong to the old one).

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Counters of a coordinator's row cache.
 public struct RowCacheStatistics: Sendable, Equatable {
@@ -34,6 +35,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     // exclusivity check, which took a few percent of every fetch.
     @exclusivity(unchecked) private var cache = ObjectIDTable<RowSnapshot>()
     @exclusivity(unchecked) private var statistics = RowCacheStatistics()
+    /// Hits of faults that fired from the values a fetch gave them (counted without the lock).
+    private let filledHits = Atomic<Int>(0)
 
     /// A coordinator for `model`, with no store yet.
     public init(managedObjectModel: ManagedObjectModel) {
@@ -135,6 +138,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         locked {
             var result = statistics
             result.snapshots = cache.count
+            result.hits += filledHits.load(ordering: .relaxed)
             return result
         }
     }
@@ -162,8 +166,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             }
             let now = ContinuousClock.now
             if let cached {
-                cached.row = row
-                cached.readAt = now
+                cached.replace(row, readAt: now)
                 return (adopt(cached, replacing: held), row)
             }
             let made = RowSnapshot(objectID: objectID, row: row, readAt: now)
@@ -172,10 +175,16 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
     }
 
+    /// Counts a fault fire answered by the values a fetch gave the fault from its snapshot (a
+    /// hit: ``ManagedObject/fireFault()``).
+    func countFilledHit() {
+        filledHits.add(1, ordering: .relaxed)
+    }
+
     /// One more reference to `snapshot`, in place of `held` (call with the lock held).
     private func adopt(_ snapshot: RowSnapshot, replacing held: RowSnapshot?) -> RowSnapshot {
         guard snapshot !== held else { return snapshot }
-        snapshot.references += 1
+        snapshot.references.add(1, ordering: .relaxed)
         if let held { releaseLocked(held) }
         return snapshot
     }
@@ -184,7 +193,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// with the lock held).
     private func drop(_ snapshot: RowSnapshot) {
         guard snapshot.isCached else { return }
-        snapshot.isCached = false
+        snapshot.markDropped()
         cache[snapshot.objectID] = nil
     }
 
@@ -198,42 +207,46 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// One more managed object holds data from each row's snapshot (after a fetch or a save): the
     /// rows replace what the cache had. Returns the snapshots, in the order of `rows`.
     func retainSnapshots(_ rows: [(ManagedObjectID, StoreRow)]) -> [RowSnapshot] {
+        var result: [RowSnapshot] = []
+        result.reserveCapacity(rows.count)
         // Each field read in place (a copy of the tuple goes through generic code).
         rows.withUnsafeBufferPointer { rows in
-            retainSnapshots(count: rows.count) { index in
+            retainSnapshots(count: rows.count, { index in
                 let element = rows.baseAddress.unsafelyUnwrapped.advanced(by: index)
                 return (element.pointer(to: \.0).unsafelyUnwrapped.pointee, element.pointer(to: \.1).unsafelyUnwrapped)
-            }
+            }, { _, snapshot in result.append(snapshot) })
         }
+        return result
     }
 
     /// One more reference to each of `count` snapshots, under one lock: `row(index)` gives the
-    /// object ID and the row of the `index`th.
-    func retainSnapshots(count: Int, _ row: (Int) -> (ManagedObjectID, UnsafePointer<StoreRow>)) -> [RowSnapshot] {
-        guard count > 0 else { return [] }
+    /// object ID and the row of the `index`th, and `body(index, snapshot)` runs with the lock
+    /// still held once its snapshot has the reference (it may read the snapshot's row, and must
+    /// call out to nothing).
+    func retainSnapshots(count: Int, _ row: (Int) -> (ManagedObjectID, UnsafePointer<StoreRow>), _ body: (Int, RowSnapshot) -> Void) {
+        guard count > 0 else { return }
         let now = ContinuousClock.now
-        return locked {
-            var result: [RowSnapshot] = []
-            result.reserveCapacity(count)
+        locked {
             for index in 0..<count {
                 let (objectID, stored) = row(index)
-                result.append(retainLocked(objectID, stored, at: now))
+                body(index, retainLocked(objectID, stored, at: now))
             }
-            return result
         }
     }
 
     /// One more reference to the snapshot of `objectID`, made from `row` when the cache has
     /// none (call with the lock held).
     private func retainLocked(_ objectID: ManagedObjectID, _ row: UnsafePointer<StoreRow>, at now: ContinuousClock.Instant) -> RowSnapshot {
-        let snapshot = cache.value(for: objectID) { RowSnapshot(objectID: objectID, row: row.pointee, readAt: now) }
-        // A row read before another context's save (the lock was let go in between) does not
-        // replace the newer one that save put here.
-        if snapshot.references > 0, row.pointee.version >= snapshot.row.version {
-            snapshot.row = row.pointee
-            snapshot.readAt = now
+        var made = false
+        let snapshot = cache.value(for: objectID) {
+            made = true
+            return RowSnapshot(objectID: objectID, row: row.pointee, readAt: now)
         }
-        snapshot.references += 1
+        // A row read before another context's save (the lock was let go in between) does not
+        // replace the newer one that save put here. (A cached snapshot may be at no references:
+        // its last holder counted down and has yet to drop it.)
+        if !made, row.pointee.version >= snapshot.row.version { snapshot.replace(row.pointee, readAt: now) }
+        snapshot.references.add(1, ordering: .relaxed)
         return snapshot
     }
 
@@ -246,8 +259,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             let now = ContinuousClock.now
             for (snapshot, row) in zip(cached, try rows(for: cached.map(\.objectID))) {
                 if let row {
-                    snapshot.row = row
-                    snapshot.readAt = now
+                    snapshot.replace(row, readAt: now)
                 } else {
                     drop(snapshot)
                 }
@@ -266,15 +278,16 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     }
 
     /// A managed object no longer holds data from `snapshot`; the last one drops it from the
-    /// cache.
+    /// cache. Takes the lock only then (a fetch may have taken a new reference meanwhile: the
+    /// count is read again under the lock).
     func release(_ snapshot: RowSnapshot) {
-        locked { releaseLocked(snapshot) }
+        guard snapshot.references.subtract(1, ordering: .relaxed).newValue <= 0 else { return }
+        locked { if snapshot.references.load(ordering: .relaxed) <= 0 { drop(snapshot) } }
     }
 
     /// ``release(_:)`` with the lock held.
     private func releaseLocked(_ snapshot: RowSnapshot) {
-        snapshot.references -= 1
-        if snapshot.references <= 0 { drop(snapshot) }
+        if snapshot.references.subtract(1, ordering: .relaxed).newValue <= 0 { drop(snapshot) }
     }
 
     // MARK: Fetching
@@ -359,8 +372,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                     guard let snapshot = cache[id] else { return }
                     let permanent = mapping ?? part.permanentIDs(assigned)
                     mapping = permanent
-                    snapshot.row = row.translated(permanent)
-                    snapshot.readAt = now
+                    snapshot.replace(row.translated(permanent), readAt: now)
                 }
                 for (id, row, _) in part.updated { refreshCached(id, row) }
                 for (id, row) in part.inserted where !id.isTemporaryID { refreshCached(id, row) }
@@ -376,20 +388,42 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 /// One row's snapshot in a coordinator's row cache: the row, when it was read, and how many
 /// managed objects (in every context of the coordinator) hold data from it. An object keeps a
 /// reference to the snapshot it holds, so that its fault fires and its release need no lookup.
-/// Every field is guarded by the coordinator's lock.
+///
+/// The row, its time and whether the cache holds it are read and changed under the coordinator's
+/// lock. Two fields are atomic, for the paths that take no lock:
+/// - ``generation`` changes with every change of the row or of ``isCached``: an object a fetch
+///   filled from the snapshot fires without the lock while the generation is the one it saw
+///   (``ManagedObject/fireFault()``);
+/// - ``references`` is counted down without the lock when an object lets go of the snapshot;
+///   the holder that takes it to zero then drops the snapshot under the lock (where it is
+///   checked again: a fetch may have taken a reference in between).
 final class RowSnapshot: @unchecked Sendable {
     let objectID: ManagedObjectID
-    var row: StoreRow
-    var readAt: ContinuousClock.Instant
-    var references = 0
+    private(set) var row: StoreRow
+    private(set) var readAt: ContinuousClock.Instant
+    let references = Atomic<Int>(0)
+    let generation = Atomic<UInt64>(0)
     /// Whether the cache holds this snapshot (false once dropped: at no references, or when its
     /// row went away while objects still held it).
-    var isCached = true
+    private(set) var isCached = true
 
     init(objectID: ManagedObjectID, row: StoreRow, readAt: ContinuousClock.Instant) {
         self.objectID = objectID
         self.row = row
         self.readAt = readAt
+    }
+
+    /// Replaces the row, read at `readAt` (under the coordinator's lock).
+    func replace(_ row: StoreRow, readAt: ContinuousClock.Instant) {
+        self.row = row
+        self.readAt = readAt
+        generation.add(1, ordering: .releasing)
+    }
+
+    /// Marks the snapshot as no longer in the cache (under the coordinator's lock).
+    func markDropped() {
+        isCached = false
+        generation.add(1, ordering: .releasing)
     }
 }
 

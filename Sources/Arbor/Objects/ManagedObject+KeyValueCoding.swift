@@ -195,6 +195,19 @@ extension ManagedObject {
         guard let context = managedObjectContext else {
             throw ArborError(.misuse, "\(self) is not in a context any more: its values cannot be loaded", objectID: objectID)
         }
+        // A fault a fetch filled from its snapshot fires from the values it holds while the
+        // snapshot is as the fetch saw it (same row, still cached), when any age is accepted:
+        // the same values a fire through the cache would give, without the coordinator's lock.
+        if let snapshot, filledGeneration == snapshot.generation.load(ordering: .acquiring), faultBatch == nil,
+           context.firesFromFilledValues, let coordinator = snapshotHolder {
+            context.takePermanentIDs()
+            coordinator.countFilledHit()
+            filledGeneration = .max
+            faulted = false
+            awakeFromFetch()
+            return
+        }
+        filledGeneration = .max
         if let batch = faultBatch {
             faultBatch = nil
             try context.loadBatch(batch)

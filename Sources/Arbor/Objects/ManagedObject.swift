@@ -92,6 +92,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// away or turns into a fault), and its coordinator.
     @exclusivity(unchecked) private(set) var snapshot: RowSnapshot?
     @exclusivity(unchecked) private(set) var snapshotHolder: PersistentStoreCoordinator?
+    /// The ``RowSnapshot/generation`` of ``snapshot`` whose values a fetch gave this fault
+    /// (`UInt64.max`: none). While the snapshot is still at it, the fault fires without reading
+    /// the snapshot again.
+    @exclusivity(unchecked) var filledGeneration = UInt64.max
     /// Destinations a fetch prefetched for this object (``FetchRequest/relationshipKeyPathsForPrefetching``),
     /// held until the object turns into a fault.
     var prefetchedDestinations: [ManagedObject] = []
@@ -107,7 +111,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Holds `snapshot` of `coordinator`'s row cache (a reference the caller counted; the one
     /// held before, if another, the caller released).
     func hold(_ snapshot: RowSnapshot, of coordinator: PersistentStoreCoordinator) {
-        if self.snapshot !== snapshot { self.snapshot = snapshot }
+        if self.snapshot !== snapshot {
+            self.snapshot = snapshot
+            filledGeneration = .max
+        }
         if snapshotHolder !== coordinator { snapshotHolder = coordinator }
     }
 
@@ -116,6 +123,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         guard let snapshot else { return }
         snapshotHolder?.release(snapshot)
         self.snapshot = nil
+        filledGeneration = .max
         snapshotHolder = nil
     }
 

@@ -267,7 +267,7 @@ extension ManagedObjectContext {
             let object = element(index).object
             // An object listed twice (rows naming one ID twice: a damaged index) was counted
             // twice: one reference goes back.
-            if object.snapshot === snapshot { coordinator.release(snapshot) } else { object.hold(snapshot, of: coordinator) }
+            if object.snapshot === snapshot { coordinator.release(snapshot) } else { object.hold(snapshot) }
             if fill { fillFault(object, from: snapshot) }
         })
     }

@@ -23,7 +23,7 @@ extension ManagedObjectContext {
         if let parent {
             row = try parentRow(parent, object.objectID)
         } else if let found = try coordinator.fetchSnapshot(for: object.objectID, held: object.snapshot, staleness: stalenessInterval) {
-            object.hold(found.0, of: coordinator)
+            object.hold(found.0)
             row = found.1
         }
         guard let row else {

@@ -169,7 +169,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 cached.replace(row, readAt: now)
                 return (adopt(cached, replacing: held), row)
             }
-            let made = RowSnapshot(objectID: objectID, row: row, readAt: now)
+            let made = RowSnapshot(objectID: objectID, row: row, readAt: now, coordinator: self)
             cache[objectID] = made
             return (adopt(made, replacing: held), row)
         }
@@ -240,7 +240,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         var made = false
         let snapshot = cache.value(for: objectID) {
             made = true
-            return RowSnapshot(objectID: objectID, row: row.pointee, readAt: now)
+            return RowSnapshot(objectID: objectID, row: row.pointee, readAt: now, coordinator: self)
         }
         // A row read before another context's save (the lock was let go in between) does not
         // replace the newer one that save put here. (A cached snapshot may be at no references:
@@ -399,6 +399,10 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 ///   checked again: a fetch may have taken a reference in between).
 final class RowSnapshot: @unchecked Sendable {
     let objectID: ManagedObjectID
+    /// The coordinator whose cache made the snapshot. Held strongly, so that objects holding
+    /// the snapshot keep the coordinator they release it to; the cycle through the cache ends
+    /// when the snapshot is dropped from it (at no references, or when its row goes).
+    let coordinator: PersistentStoreCoordinator
     private(set) var row: StoreRow
     private(set) var readAt: ContinuousClock.Instant
     let references = Atomic<Int>(0)
@@ -407,8 +411,9 @@ final class RowSnapshot: @unchecked Sendable {
     /// row went away while objects still held it).
     private(set) var isCached = true
 
-    init(objectID: ManagedObjectID, row: StoreRow, readAt: ContinuousClock.Instant) {
+    init(objectID: ManagedObjectID, row: StoreRow, readAt: ContinuousClock.Instant, coordinator: PersistentStoreCoordinator) {
         self.objectID = objectID
+        self.coordinator = coordinator
         self.row = row
         self.readAt = readAt
     }

@@ -46,7 +46,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// The entity's version hash (see docs/model.md, "Version hashes and compatibility").
     public private(set) var versionHash = Data()
     /// The slots of its objects' property storage.
-    private(set) var propertyLayout = PropertyLayout(names: [])
+    private(set) var propertyLayout = PropertyLayout.named([])
     /// Whether any attribute (inherited ones included) is transient.
     private(set) var hasTransientAttributes = false
     /// The slot of each of ``attributes`` in ``propertyLayout``.
@@ -60,7 +60,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     private(set) var relationshipSlots: [Int] = []
     /// A new object's values: attribute defaults (or none), no to-one destination, empty to-many
     /// relationships. New objects share it until they are edited.
-    private(set) var initialValues = PropertyStorage(layout: PropertyLayout(names: []))
+    private(set) var initialValues = PropertyStorage(layout: PropertyLayout.named([]))
     /// The attribute in each slot of ``propertyLayout`` (nil for relationships).
     private(set) var attributeInSlot: [AttributeDescription?] = []
     /// Whether any relationship (inherited ones included) is to-many.
@@ -148,7 +148,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         for name in attributes.map(\.name) + relationships.map(\.name) where !seen.insert(name).inserted {
             problems.append("\(self.name): the property name \"\(name)\" is used twice (inherited properties included)")
         }
-        propertyLayout = PropertyLayout(names: Array(Set(attributes.map(\.name) + relationships.map(\.name))).sorted())
+        propertyLayout = PropertyLayout.named(Array(Set(attributes.map(\.name) + relationships.map(\.name))).sorted())
         attributesByName = Dictionary(attributes.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         hasTransientAttributes = attributes.contains(where: \.isTransient)
         attributeSlots = attributes.map { propertyLayout.index[$0.name]! }

@@ -199,9 +199,9 @@ extension ManagedObject {
         // snapshot is as the fetch saw it (same row, still cached), when any age is accepted:
         // the same values a fire through the cache would give, without the coordinator's lock.
         if let snapshot, filledGeneration == snapshot.generation.load(ordering: .acquiring), faultBatch == nil,
-           context.firesFromFilledValues, let coordinator = snapshotHolder {
+           context.firesFromFilledValues {
             context.takePermanentIDs()
-            coordinator.countFilledHit()
+            snapshot.coordinator.countFilledHit()
             filledGeneration = .max
             faulted = false
             awakeFromFetch()

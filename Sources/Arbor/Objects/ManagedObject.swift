@@ -89,9 +89,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The version of the row the committed values came from (0: never saved).
     var committedVersion: Int64 = 0
     /// The row-cache snapshot this object holds a reference to (released when the object goes
-    /// away or turns into a fault), and its coordinator.
+    /// away or turns into a fault). The snapshot knows its coordinator.
     @exclusivity(unchecked) private(set) var snapshot: RowSnapshot?
-    @exclusivity(unchecked) private(set) var snapshotHolder: PersistentStoreCoordinator?
     /// The ``RowSnapshot/generation`` of ``snapshot`` whose values a fetch gave this fault
     /// (`UInt64.max`: none). While the snapshot is still at it, the fault fires without reading
     /// the snapshot again.
@@ -104,27 +103,25 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var faultBatch: FaultBatch?
 
     deinit {
-        if let snapshot { snapshotHolder?.release(snapshot) }
+        if let snapshot { snapshot.coordinator.release(snapshot) }
         link?.objectDidEnd(objectID, ObjectIdentifier(self))
     }
 
-    /// Holds `snapshot` of `coordinator`'s row cache (a reference the caller counted; the one
-    /// held before, if another, the caller released).
-    func hold(_ snapshot: RowSnapshot, of coordinator: PersistentStoreCoordinator) {
+    /// Holds `snapshot` (a reference the caller counted; the one held before, if another, the
+    /// caller released).
+    func hold(_ snapshot: RowSnapshot) {
         if self.snapshot !== snapshot {
             self.snapshot = snapshot
             filledGeneration = .max
         }
-        if snapshotHolder !== coordinator { snapshotHolder = coordinator }
     }
 
     /// Releases the row-cache snapshot held, if any.
     func releaseSnapshot() {
         guard let snapshot else { return }
-        snapshotHolder?.release(snapshot)
+        snapshot.coordinator.release(snapshot)
         self.snapshot = nil
         filledGeneration = .max
-        snapshotHolder = nil
     }
 
     /// Makes an object of `entity` and inserts it into `context` (when given), as Core Data's

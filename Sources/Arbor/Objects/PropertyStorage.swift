@@ -1,7 +1,10 @@
 import OrderedCollections
+import Synchronization
 
 /// The order of an entity's properties (all of them, inherited ones included, sorted by name):
-/// the slots of ``PropertyStorage``. Made once per entity, shared by all its objects.
+/// the slots of ``PropertyStorage``. One per list of names, shared by every entity and row with
+/// those names, and kept for the life of the process (``named(_:)``): storage refers to its
+/// layout without a reference count.
 final class PropertyLayout: Sendable {
     let names: [String]
     let index: NameIndex
@@ -9,7 +12,22 @@ final class PropertyLayout: Sendable {
     /// written (a fault's values cost no allocation).
     let emptySlots: [PropertyValue?]
 
-    init(names: [String]) {
+    /// Every layout made, by its names: never freed (a process has as many as the lists of
+    /// property names its models and rows use).
+    private static let made = Mutex<[[String]: PropertyLayout]>([:])
+
+    /// The layout of `names` (which must be distinct): the one made before for the same list,
+    /// else a new one, kept from then on.
+    static func named(_ names: [String]) -> PropertyLayout {
+        made.withLock { made in
+            if let layout = made[names] { return layout }
+            let layout = PropertyLayout(names: names)
+            made[names] = layout
+            return layout
+        }
+    }
+
+    private init(names: [String]) {
         self.names = names
         index = NameIndex(names)
         emptySlots = Array(repeating: nil, count: names.count)
@@ -108,7 +126,10 @@ struct NameIndex: Sendable {
 /// copies share their slots until one of them changes, so an object's values and its committed
 /// values cost one array between them until it is edited.
 struct PropertyStorage: Equatable, Sequence, Sendable {
-    let layout: PropertyLayout
+    /// The layout of the slots. Not counted: layouts are never freed (``PropertyLayout/named(_:)``),
+    /// and storage is copied and dropped with every row and object, where counting the shared
+    /// layout took a dozen atomic operations per fetched object.
+    unowned(unsafe) let layout: PropertyLayout
     private(set) var slots: [PropertyValue?]
 
     init(layout: PropertyLayout) {

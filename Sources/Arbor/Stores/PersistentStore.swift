@@ -32,7 +32,7 @@ public struct StoreRow: Sendable, Equatable {
     public init(entityName: String, version: Int64, attributes: [String: AttributeValue], toOne: [String: ManagedObjectID],
                 ordered: [String: [ManagedObjectID]] = [:]) {
         let names = Array(Set(attributes.keys).union(toOne.keys).union(ordered.keys)).sorted()
-        var values = PropertyStorage(layout: PropertyLayout(names: names))
+        var values = PropertyStorage(layout: PropertyLayout.named(names))
         for (key, value) in attributes { values[key] = .attribute(value) }
         for (key, id) in toOne { values[key] = .object(id) }
         for (key, ids) in ordered { values[key] = .objects(OrderedSet(ids)) }

@@ -2,7 +2,7 @@ import ArborTestSupport
 import Testing
 @testable import Arbor
 
-/// The slot index behind `value(forKey:)`, against a dictionary.
+/// The slot index behind `value(forKey:)` (a layout's), against a dictionary.
 @Suite("Name index")
 struct NameIndexTests {
     @Test("every name finds its slot and no other name finds one: short, long, non-ASCII and decomposed names, one to two hundred of them")
@@ -18,7 +18,7 @@ struct NameIndexTests {
                 let name = randomName()
                 if !names.contains(name) { names.append(name) }
             }
-            let index = NameIndex(names)
+            let index = PropertyLayout.named(names).index
             let model = Dictionary(uniqueKeysWithValues: names.enumerated().map { ($1, $0) })
             for name in names { #expect(index[name] == model[name]) }
             // Absent names, and a canonically equivalent spelling ("é" precomposed against "e" and
@@ -36,9 +36,9 @@ struct NameIndexTests {
 
     @Test("a non-ASCII key canonically equal to an ASCII name finds it, and the reverse (the Kelvin sign is K)")
     func canonicalEquivalenceAcrossASCII() {
-        let ascii = NameIndex(["name", "K", "salary"])
+        let ascii = PropertyLayout.named(["name", "K", "salary"]).index
         #expect(ascii["\u{212A}"] == 1 && ascii["K"] == 1 && ascii["k"] == nil)
-        let mixed = NameIndex(["name", "\u{212A}", "salary"])
+        let mixed = PropertyLayout.named(["name", "\u{212A}", "salary"]).index
         #expect(mixed["K"] == 1 && mixed["\u{212A}"] == 1 && mixed["salary"] == 2 && mixed["age"] == nil)
     }
 }

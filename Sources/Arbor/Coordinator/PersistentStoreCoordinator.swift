@@ -418,6 +418,11 @@ final class RowSnapshot: @unchecked Sendable {
         self.readAt = readAt
     }
 
+    /// A holder lets go of the snapshot (``PersistentStoreCoordinator/release(_:)``).
+    func release() {
+        coordinator.release(self)
+    }
+
     /// Replaces the row, read at `readAt` (under the coordinator's lock).
     func replace(_ row: StoreRow, readAt: ContinuousClock.Instant) {
         self.row = row

@@ -142,7 +142,7 @@ extension PredicateEvaluator {
         let entity = object.entity
         guard let slot = entity.propertyLayout.index[key] else { throw object.unknownKey(key) }
         if let attribute = entity.attributeInSlot[slot] {
-            if !attribute.isTransient { try object.fireFault() }
+            if attribute._withUnsafeGuaranteedRef({ !$0.isTransient }) { try object.fireFault() }
             // A transformable value is its encoding (as in the store: equality and nil tests).
             guard case .attribute(let stored)? = object.values[slot: slot] else { return .null }
             return Operand(stored)

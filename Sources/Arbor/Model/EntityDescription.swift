@@ -61,8 +61,11 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// A new object's values: attribute defaults (or none), no to-one destination, empty to-many
     /// relationships. New objects share it until they are edited.
     private(set) var initialValues = PropertyStorage(layout: PropertyLayout.named([]))
-    /// The attribute in each slot of ``propertyLayout`` (nil for relationships).
-    private(set) var attributeInSlot: [AttributeDescription?] = []
+    /// The attribute in each slot of ``propertyLayout`` (nil for relationships), unretained
+    /// (``attributes`` holds them), in a buffer the entity frees: every `value(forKey:)` and
+    /// `setValue(_:forKey:)` reads it, and an array of references was retained and released
+    /// around each read. Use an attribute through `_withUnsafeGuaranteedRef`.
+    private(set) var attributeInSlot = UnsafeMutableBufferPointer<Unmanaged<AttributeDescription>?>(start: nil, count: 0)
     /// Whether any relationship (inherited ones included) is to-many.
     private(set) var hasToManyRelationships = false
 
@@ -95,6 +98,10 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         ownRelationships = relationships
         ownUniqueness = uniqueness
         ownIndexes = indexes
+    }
+
+    deinit {
+        attributeInSlot.deallocate()
     }
 
     /// The root of the entity's hierarchy (itself when it has no parent): its objects are stored
@@ -156,8 +163,10 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         validatedAttributes = zip(attributes, attributeSlots).filter { Validation.hasRules($0.0) }.map { (attribute: $0.0, slot: $0.1) }
         validatedRelationships = zip(relationships, relationshipSlots).filter { Validation.hasRules($0.0) }.map { (relationship: $0.0, slot: $0.1) }
         hasToManyRelationships = relationships.contains(where: \.isToMany)
-        attributeInSlot = Array(repeating: nil, count: propertyLayout.names.count)
-        for (attribute, slot) in zip(attributes, attributeSlots) { attributeInSlot[slot] = attribute }
+        attributeInSlot.deallocate()
+        attributeInSlot = .allocate(capacity: propertyLayout.names.count)
+        attributeInSlot.initialize(repeating: nil)
+        for (attribute, slot) in zip(attributes, attributeSlots) { attributeInSlot[slot] = Unmanaged.passUnretained(attribute) }
         initialValues = PropertyStorage(layout: propertyLayout)
         for (attribute, slot) in zip(attributes, attributeSlots) {
             initialValues[slot: slot] = attribute.defaultValue.map(PropertyValue.attribute) ?? PropertyValue.none

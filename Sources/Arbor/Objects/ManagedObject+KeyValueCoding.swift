@@ -17,9 +17,11 @@ extension ManagedObject {
         // One lookup by name: the slot tells attribute from relationship.
         guard let slot = entity.propertyLayout.index[key] else { throw unknownKey(key) }
         if let attribute = entity.attributeInSlot[slot] {
-            if !attribute.isTransient { try fireFault() }
-            guard case .attribute(let stored)? = values[slot: slot] else { return nil }
-            return attribute.type.swiftValue(of: stored)
+            return try attribute._withUnsafeGuaranteedRef { attribute in
+                if !attribute.isTransient { try fireFault() }
+                guard case .attribute(let stored)? = values[slot: slot] else { return nil }
+                return attribute.type.swiftValue(of: stored)
+            }
         }
         // Not an attribute: a relationship.
         try fireFault()
@@ -98,14 +100,16 @@ extension ManagedObject {
         checkQueue()
         // One lookup by name finds the slot, and the slot the attribute (as in value(forKey:)).
         if let slot = entity.propertyLayout.index[key], let attribute = entity.attributeInSlot[slot] {
-            let stored: PropertyValue
-            if let value, !isNull(value) {
-                stored = .attribute(try attribute.type.storedValue(from: value, entity: entity.name, key: key))
-            } else {
-                stored = .none
+            try attribute._withUnsafeGuaranteedRef { attribute in
+                let stored: PropertyValue
+                if let value, !isNull(value) {
+                    stored = .attribute(try attribute.type.storedValue(from: value, entity: entity.name, key: key))
+                } else {
+                    stored = .none
+                }
+                if !attribute.isTransient { try fireFault() }
+                setPrimitive(stored, slot: slot, persistent: !attribute.isTransient)
             }
-            if !attribute.isTransient { try fireFault() }
-            setPrimitive(stored, slot: slot, persistent: !attribute.isTransient)
             return
         }
         guard let relationship = entity.relationshipsByName[key] else { throw unknownKey(key) }

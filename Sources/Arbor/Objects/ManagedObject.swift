@@ -103,7 +103,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var faultBatch: FaultBatch?
 
     deinit {
-        if let snapshot { snapshot.coordinator.release(snapshot) }
+        snapshot?.release()
         link?.objectDidEnd(objectID, ObjectIdentifier(self))
     }
 
@@ -119,7 +119,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Releases the row-cache snapshot held, if any.
     func releaseSnapshot() {
         guard let snapshot else { return }
-        snapshot.coordinator.release(snapshot)
+        snapshot.release()
         self.snapshot = nil
         filledGeneration = .max
     }

@@ -57,20 +57,25 @@ final class PropertyLayout: Sendable {
 /// (the Kelvin sign is "K"), so bytes hash only where that cannot matter: a table with a
 /// non-ASCII name hashes every key with `String`'s own hash, and a non-ASCII key in a table of
 /// ASCII names is compared with each name.
-struct NameIndex: Sendable {
-    private let names: [String]
+///
+/// Made only by a ``PropertyLayout``, which is never freed: the names and buckets live in
+/// buffers of their own, never freed either, so that a lookup counts no references (the arrays
+/// they were in were retained and released around every lookup).
+struct NameIndex: @unchecked Sendable {
+    private let names: UnsafeBufferPointer<String>
     /// The slot of each bucket's name, or -1 for an empty bucket.
-    private let buckets: [Int32]
+    private let buckets: UnsafeBufferPointer<Int32>
     private let mask: Int
     /// Whether every name is ASCII (hashed over bytes), else all hash with `hashValue`.
     private let ascii: Bool
 
     /// The index of `names`, which must be distinct: name `i` has slot `i`.
-    init(_ names: [String]) {
+    fileprivate init(_ names: [String]) {
         var capacity = 8
         while capacity < 2 * names.count { capacity *= 2 }
         let ascii = names.allSatisfy { $0.utf8.allSatisfy { $0 < 0x80 } }
-        var buckets = [Int32](repeating: -1, count: capacity)
+        let buckets = UnsafeMutableBufferPointer<Int32>.allocate(capacity: capacity)
+        buckets.initialize(repeating: -1)
         for (slot, name) in names.enumerated() {
             var bucket = (ascii ? Self.byteHash(name)! : name.hashValue) & (capacity - 1)
             while buckets[bucket] >= 0 {
@@ -79,8 +84,10 @@ struct NameIndex: Sendable {
             }
             buckets[bucket] = Int32(slot)
         }
-        self.names = names
-        self.buckets = buckets
+        let stored = UnsafeMutableBufferPointer<String>.allocate(capacity: names.count)
+        _ = stored.initialize(from: names)
+        self.names = UnsafeBufferPointer(stored)
+        self.buckets = UnsafeBufferPointer(buckets)
         self.ascii = ascii
         mask = capacity - 1
     }

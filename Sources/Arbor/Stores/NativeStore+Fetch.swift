@@ -535,6 +535,7 @@ extension NativeStore {
             // runs on a RawRow, which decodes only the values it reads. Only matching rows are
             // decoded whole.
             let raw = RawRow(store: self, placeholder: objectID(entity.name, 0))
+            let entitySpace = objectID(entity, 0).space
             // One filter per entity met; the current one is used unretained (it lives in
             // `filters`), so a row that stays with the same entity costs no reference counting.
             var filters: [ScanFilter] = []
@@ -563,6 +564,13 @@ extension NativeStore {
                 }
                 guard accepted else { return true }
                 if decided == false { return true }
+                // A row of the fetched entity (the common case) is decoded with the entity and
+                // columns at hand: no reference counting of either, no lookup of the ID space.
+                if decided == true || plan.filter == nil, scan._withUnsafeGuaranteedRef({ $0.layout.entity === entity }) {
+                    let id = ManagedObjectID(space: entitySpace, key: try Self.lastKey(of: entry, in: rows.name))
+                    result.append((id, try decode(value, objectID: id, entity: entity, columns: entityColumns)))
+                    return !(ordered && result.count >= window)
+                }
                 let layout = scan._withUnsafeGuaranteedRef { $0.layout }
                 let id = objectID(layout.entity, try Self.lastKey(of: entry, in: rows.name))
                 if decided == nil, let filter = plan.filter {

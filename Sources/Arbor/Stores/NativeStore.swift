@@ -319,27 +319,43 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     /// already read it (the name is then skipped, not decoded again), and `columns` that entity's
     /// stored columns when the caller has them at hand.
     func decode(_ bytes: UnsafeRawBufferPointer, objectID: ManagedObjectID, entity known: EntityDescription? = nil, columns knownColumns: RowColumns? = nil) throws -> StoreRow {
+        if let known {
+            if let knownColumns { return try decode(bytes, objectID: objectID, entity: known, columns: knownColumns) }
+            guard let columns = rowColumns[ObjectIdentifier(known)] else {
+                throw ArborError(.store, "the row of \(objectID) is malformed: its entity \(known.name) is not in the store's model", objectID: objectID)
+            }
+            return try decode(bytes, objectID: objectID, entity: known, columns: columns)
+        }
+        var reader = KeyReader(bytes)
+        let first: KeyComponent?
+        do {
+            first = try reader.next()
+        } catch let error as StoreError {
+            throw ArborError(.store, "the row of \(objectID) is malformed: \(error.message)", objectID: objectID)
+        }
+        guard case .string(let name)? = first else {
+            throw ArborError(.store, "the row of \(objectID) is malformed: no entity and version", objectID: objectID)
+        }
+        guard let entity = model.entity(named: name) else {
+            throw ArborError(.store, "the row of \(objectID) is malformed: its entity \(name) is not in the model", objectID: objectID)
+        }
+        guard let columns = rowColumns[ObjectIdentifier(entity)] else {
+            throw ArborError(.store, "the row of \(objectID) is malformed: its entity \(name) is not in the store's model", objectID: objectID)
+        }
+        return try decode(bytes, objectID: objectID, entity: entity, columns: columns)
+    }
+
+    /// Decodes a row of `entity` (whose stored columns are `columns`) in place. The entity and
+    /// the columns are borrowed from the caller: nothing per row counts references to them.
+    func decode(_ bytes: UnsafeRawBufferPointer, objectID: ManagedObjectID, entity: EntityDescription, columns: RowColumns) throws -> StoreRow {
         func corrupt(_ why: String) -> ArborError {
             ArborError(.store, "the row of \(objectID) is malformed: \(why)", objectID: objectID)
         }
         var reader = KeyReader(bytes)
         do {
-            let entity: EntityDescription
-            let entityName: String
-            if let known {
-                try reader.skip()
-                entity = known
-                entityName = known.name
-            } else {
-                guard case .string(let name)? = try reader.next() else { throw corrupt("no entity and version") }
-                guard let named = model.entity(named: name) else { throw corrupt("its entity \(name) is not in the model") }
-                entity = named
-                entityName = name
-            }
+            // The entity's name (the caller told the entity) is skipped, not decoded.
+            try reader.skip()
             guard case .int(let version)? = try reader.next() else { throw corrupt("no entity and version") }
-            guard let columns = knownColumns ?? rowColumns[ObjectIdentifier(entity)] else {
-                throw corrupt("its entity \(entityName) is not in the store's model")
-            }
             let layout = entity.propertyLayout
             var slots = layout.makeSlots()
             try columns.steps.withUnsafeBufferPointer { steps in
@@ -366,7 +382,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                     }
                 }
             }
-            return StoreRow(entityName: entityName, version: version, values: PropertyStorage(layout: layout, slots: slots))
+            return StoreRow(entityName: entity.name, version: version, values: PropertyStorage(layout: layout, slots: slots))
         } catch let error as StoreError {
             throw corrupt(error.message)
         }

@@ -189,11 +189,19 @@ extension ManagedObjectContext {
         freshRows.reserveCapacity(rows.count)
         // The IDs are read in place (`rows[position].0` copied the whole row first: a generic
         // copy of the tuple, a tenth of a fetch's time).
+        // The entity of the last new fault's ID space (rows come in runs of one entity): told
+        // by the space's address, with no name compared.
+        var lastSpace: UnsafeMutableRawPointer?
+        var lastEntity = analysis.entity
         rows.withUnsafeBufferPointer { buffer in
             for position in buffer.indices {
                 let id = buffer.baseAddress.unsafelyUnwrapped.advanced(by: position).pointer(to: \.0).unsafelyUnwrapped.pointee
                 let object = registeredObjectOrFault(id) {
-                    id.entityName == analysis.entity.name ? analysis.entity : modelEntity(of: id) ?? analysis.entity
+                    if id.spaceAddress != lastSpace {
+                        lastEntity = id.entityName == analysis.entity.name ? analysis.entity : modelEntity(of: id) ?? analysis.entity
+                        lastSpace = id.spaceAddress
+                    }
+                    return lastEntity
                 }
                 // Objects with unsaved changes are judged below, on their in-memory values.
                 if request.includesPendingChanges && object.hasChanges { continue }

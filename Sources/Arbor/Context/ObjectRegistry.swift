@@ -87,8 +87,14 @@ final class ContextLink: @unchecked Sendable {
     /// The context; nil once it has ended. Read on the context's queue (its objects never cross
     /// queues), and cleared by its `deinit`, wherever that runs: the context must not end on
     /// another thread while its objects are in use (docs/contexts.md).
-    unowned(unsafe) var context: ManagedObjectContext? {
-        didSet { isOpen.store(context != nil, ordering: .relaxed) }
+    var context: ManagedObjectContext? {
+        get { contextReference?.takeUnretainedValue() }
+        set { contextReference = newValue.map { Unmanaged.passUnretained($0) } }
+    }
+    /// ``context`` as stored: unretained (paths that only look at the context use it so, without
+    /// counting a reference).
+    private(set) var contextReference: Unmanaged<ManagedObjectContext>? {
+        didSet { isOpen.store(contextReference != nil, ordering: .relaxed) }
     }
     /// Whether the context is there (readable from any thread: an object ending after its
     /// context has nothing to report).

@@ -418,6 +418,11 @@ final class RowSnapshot: @unchecked Sendable {
         self.readAt = readAt
     }
 
+    /// Counts a fire answered by the values a fetch gave a fault from this snapshot.
+    func countFilledHit() {
+        coordinator.countFilledHit()
+    }
+
     /// A holder lets go of the snapshot (``PersistentStoreCoordinator/release(_:)``).
     func release() {
         coordinator.release(self)

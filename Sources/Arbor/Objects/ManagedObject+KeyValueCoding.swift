@@ -196,22 +196,24 @@ extension ManagedObject {
     /// Loads the persistent values when the object is a fault.
     func fireFault() throws {
         guard faulted else { return }
-        guard let context = managedObjectContext else {
-            throw ArborError(.misuse, "\(self) is not in a context any more: its values cannot be loaded", objectID: objectID)
-        }
         // A fault a fetch filled from its snapshot fires from the values it holds while the
         // snapshot is as the fetch saw it (same row, still cached), when any age is accepted:
         // the same values a fire through the cache would give, without the coordinator's lock.
-        if let snapshot, filledGeneration == snapshot.generation.load(ordering: .acquiring), faultBatch == nil,
-           context.firesFromFilledValues {
-            context.takePermanentIDs()
-            snapshot.coordinator.countFilledHit()
+        // (The context and the snapshot are used unretained: the object holds both.)
+        if filledGeneration != .max, faultBatch == nil, let snapshot = snapshotReference,
+           snapshot._withUnsafeGuaranteedRef({ filledGeneration == $0.generation.load(ordering: .acquiring) }),
+           let context = link?.contextReference,
+           context._withUnsafeGuaranteedRef({ $0.firesFromFilledValues && $0.permanentIDMailbox.isEmpty }) {
+            snapshot._withUnsafeGuaranteedRef { $0.countFilledHit() }
             filledGeneration = .max
             faulted = false
             awakeFromFetch()
             return
         }
         filledGeneration = .max
+        guard let context = managedObjectContext else {
+            throw ArborError(.misuse, "\(self) is not in a context any more: its values cannot be loaded", objectID: objectID)
+        }
         if let batch = faultBatch {
             faultBatch = nil
             try context.loadBatch(batch)

@@ -107,6 +107,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         link?.objectDidEnd(objectID, ObjectIdentifier(self))
     }
 
+    /// ``snapshot``, unretained (for paths that use it while the object holds it).
+    var snapshotReference: Unmanaged<RowSnapshot>? {
+        snapshot.map { Unmanaged.passUnretained($0) }
+    }
+
     /// Holds `snapshot` (a reference the caller counted; the one held before, if another, the
     /// caller released).
     func hold(_ snapshot: RowSnapshot) {

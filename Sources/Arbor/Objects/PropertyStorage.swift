@@ -11,6 +11,8 @@ final class PropertyLayout: Sendable {
     /// A slot array holding nothing, shared by every new storage of the layout until it is
     /// written (a fault's values cost no allocation).
     let emptySlots: [PropertyValue?]
+    /// The number of names (read without touching the array, which would count a reference).
+    let count: Int
 
     /// Every layout made, by its names: never freed (a process has as many as the lists of
     /// property names its models and rows use).
@@ -31,6 +33,7 @@ final class PropertyLayout: Sendable {
         self.names = names
         index = NameIndex(names)
         emptySlots = Array(repeating: nil, count: names.count)
+        count = names.count
     }
 
     /// A new slot array holding nothing, in a buffer of its own, to be written (a copy of
@@ -42,8 +45,8 @@ final class PropertyLayout: Sendable {
     @inline(__always)
     func makeSlots() -> [PropertyValue?] {
         var slots: [PropertyValue?] = []
-        slots.reserveCapacity(names.count)
-        for _ in 0..<names.count { slots.append(nil) }
+        slots.reserveCapacity(count)
+        for _ in 0..<count { slots.append(nil) }
         return slots
     }
 }

@@ -356,7 +356,8 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
             // The entity's name (the caller told the entity) is skipped, not decoded.
             try reader.skip()
             guard case .int(let version)? = try reader.next() else { throw corrupt("no entity and version") }
-            let layout = entity.propertyLayout
+            // Layouts are never freed: held unretained.
+            unowned(unsafe) let layout = entity.propertyLayout
             var slots = layout.makeSlots()
             try columns.steps.withUnsafeBufferPointer { steps in
                 for step in steps {

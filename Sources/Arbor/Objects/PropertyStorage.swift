@@ -1,5 +1,4 @@
 import OrderedCollections
-import Synchronization
 
 /// The order of an entity's properties (all of them, inherited ones included, sorted by name):
 /// the slots of ``PropertyStorage``. One per list of names, shared by every entity and row with
@@ -16,7 +15,7 @@ final class PropertyLayout: Sendable {
 
     /// Every layout made, by its names: never freed (a process has as many as the lists of
     /// property names its models and rows use).
-    private static let made = Mutex<[[String]: PropertyLayout]>([:])
+    private static let made = LockedValue<[[String]: PropertyLayout]>([:])
 
     /// The layout of `names` (which must be distinct): the one made before for the same list,
     /// else a new one, kept from then on.

@@ -147,6 +147,27 @@ struct StoreTests {
         }
     }
 
+    @Test("S000-42: a fault a fetch returned, whose row another context then deletes, is marked deleted with no values left — or fails — when it fires")
+    func inaccessibleFetchedFaults() throws {
+        let stack = try Stack()
+        let setup = stack.context()
+        let sales = try stack.insert("Department", in: setup, ["name": "Sales"])
+        try setup.save()
+        let id = sales.objectID
+        let tolerant = stack.context(), strict = stack.context()
+        strict.shouldDeleteInaccessibleFaults = false
+        let gone = try #require(try tolerant.fetch(FetchRequest<ManagedObject>(entityName: "Department")).first)
+        let missing = try #require(try strict.fetch(FetchRequest<ManagedObject>(entityName: "Department")).first)
+        #expect(gone.isFault && missing.isFault)
+        setup.delete(sales)
+        try setup.save()
+        #expect(try gone.value(forKey: "name") == nil, "the fetched values are not shown for a row that is gone")
+        #expect(gone.isDeleted && gone.committedValues(forKeys: nil).isEmpty)
+        #expect(throws: ArborError.self) { try missing.value(forKey: "name") }
+        #expect(missing.isFault && missing.committedValues(forKeys: nil).isEmpty)
+        #expect(missing.objectID == id)
+    }
+
     @Test("updates reach other contexts through the store; optimistic locking refuses a save over a newer row")
     func updatesAndConflicts() throws {
         let stack = try Stack()

@@ -27,6 +27,9 @@ extension ManagedObjectContext {
             row = found.1
         }
         guard let row else {
+            // A fault a fetch filled keeps none of the row it no longer has (its properties read
+            // nil, as any fault's for a missing row; delete rules see no destinations).
+            emptyFault(object)
             if shouldDeleteInaccessibleFaults && !strict {
                 object.faulted = false
                 object.deletedFlag = true
@@ -40,6 +43,23 @@ extension ManagedObjectContext {
         if parent != nil { object.releaseSnapshot() }
         populate(object, from: row)
         object.awakeFromFetch()
+    }
+
+    /// Takes a fault's persistent values away (a fetch filled it from a row that is gone): it
+    /// keeps its transient values only, and no committed values.
+    func emptyFault(_ object: ManagedObject) {
+        guard object.committed != nil else { return }
+        let entity = object.entity
+        var values = PropertyStorage(layout: entity.propertyLayout)
+        if entity.hasTransientAttributes {
+            for (attribute, slot) in zip(entity.attributes, entity.attributeSlots) where attribute.isTransient {
+                values[slot: slot] = object.values[slot: slot]
+            }
+        }
+        object.values = values
+        object.committed = nil
+        object.committedVersion = 0
+        object.unloadedRelationships.removeAll()
     }
 
     /// Gives a fault the values of `snapshot`'s row, leaving it a fault that remembers the

@@ -245,7 +245,11 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         // A row read before another context's save (the lock was let go in between) does not
         // replace the newer one that save put here. (A cached snapshot may be at no references:
         // its last holder counted down and has yet to drop it.)
-        if !made, row.pointee.version >= snapshot.row.version { snapshot.replace(row.pointee, readAt: now) }
+        // The same row read again changes only the snapshot's time (faults filled from it
+        // stay valid).
+        if !made, row.pointee.version >= snapshot.row.version {
+            if row.pointee == snapshot.row { snapshot.touch(readAt: now) } else { snapshot.replace(row.pointee, readAt: now) }
+        }
         snapshot.references.add(1, ordering: .relaxed)
         return snapshot
     }
@@ -433,6 +437,11 @@ final class RowSnapshot: @unchecked Sendable {
         self.row = row
         self.readAt = readAt
         generation.add(1, ordering: .releasing)
+    }
+
+    /// Records that the row was read again, unchanged, at `readAt` (under the coordinator's lock).
+    func touch(readAt: ContinuousClock.Instant) {
+        self.readAt = readAt
     }
 
     /// Marks the snapshot as no longer in the cache (under the coordinator's lock).

@@ -199,7 +199,8 @@ extension ManagedObject {
         // A fault a fetch filled from its snapshot fires from the values it holds while the
         // snapshot is as the fetch saw it (same row, still cached), when any age is accepted:
         // the same values a fire through the cache would give, without the coordinator's lock.
-        // (The context and the snapshot are used unretained: the object holds both.)
+        // (The snapshot is used unretained: the object holds it. So is the context, which the
+        // object's link names while the context is there.)
         if filledGeneration != .max, faultBatch == nil, let snapshot = snapshotReference,
            snapshot._withUnsafeGuaranteedRef({ filledGeneration == $0.generation.load(ordering: .acquiring) }),
            let context = link?.contextReference,

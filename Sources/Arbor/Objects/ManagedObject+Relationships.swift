@@ -122,6 +122,7 @@ public final class RelationshipSet: Sequence {
 
     /// The IDs now in the relationship (loaded first when needed).
     func ids() throws -> OrderedSet<ManagedObjectID> {
+        try owner.fireFault()
         try owner.loadRelationship(relationship.name)
         return owner.values[relationship.name]?.objectIDs ?? []
     }

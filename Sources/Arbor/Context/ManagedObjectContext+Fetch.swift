@@ -226,7 +226,7 @@ extension ManagedObjectContext {
         // fault returned fires from the cache.
         if parent == nil {
             rows.withUnsafeBufferPointer { rows in
-                holdSnapshots(count: fresh.count, coordinator, fill: !realize) { index in
+                holdSnapshots(count: fresh.count, coordinator, fill: !realize && firesFromFilledValues) { index in
                     (fresh[index], rows.baseAddress.unsafelyUnwrapped.advanced(by: freshRows[index]).pointer(to: \.1).unsafelyUnwrapped)
                 }
             }
@@ -265,7 +265,8 @@ extension ManagedObjectContext {
     /// fetch, a batch load or a save), under one lock: `element(index)` gives the object and
     /// its row, in place (the object's ID is its row's). With `fill`, each object (a fault)
     /// also takes the snapshot's values, still a fault: its first fire then needs no lock while
-    /// the snapshot stays as it was (``ManagedObject/fireFault()``).
+    /// the snapshot stays as it was (``ManagedObject/fireFault()``; only where such fires are
+    /// allowed, ``firesFromFilledValues``: elsewhere the fill would be done again at the fire).
     func holdSnapshots(count: Int, _ coordinator: PersistentStoreCoordinator, fill: Bool = false,
                        _ element: (Int) -> (object: ManagedObject, row: UnsafePointer<StoreRow>)) {
         coordinator.retainSnapshots(count: count, { index in
@@ -296,7 +297,7 @@ extension ManagedObjectContext {
             held.append(row)
         }
         held.withUnsafeBufferPointer { rows in
-            holdSnapshots(count: holders.count, coordinator, fill: true) { (holders[$0], rows.baseAddress.unsafelyUnwrapped.advanced(by: $0)) }
+            holdSnapshots(count: holders.count, coordinator, fill: firesFromFilledValues) { (holders[$0], rows.baseAddress.unsafelyUnwrapped.advanced(by: $0)) }
         }
     }
 

@@ -1,0 +1,153 @@
+import Foundation
+import OrderedCollections
+
+/// Faulting: the context loads a fault's values (from the row cache or the store), fills the
+/// faults a fetch returns, loads to-many relationships, and resolves IDs to loaded objects.
+extension ManagedObjectContext {
+    func requireCoordinator(_ what: @autoclosure () -> String) throws -> PersistentStoreCoordinator {
+        guard let persistentStoreCoordinator else {
+            throw ArborError(.misuse, "this context has no persistent store coordinator to \(what())")
+        }
+        return persistentStoreCoordinator
+    }
+
+    /// Loads a fault's values: from the coordinator's row cache when the snapshot is young enough
+    /// for ``stalenessInterval``, else from the store. A missing row marks the object deleted when
+    /// ``shouldDeleteInaccessibleFaults`` is set, else is ``ArborError/Code/objectNotFound``.
+    /// `strict` reports a missing row whatever ``shouldDeleteInaccessibleFaults`` says
+    /// (``existingObject(with:)``).
+    func fulfillFault(_ object: ManagedObject, strict: Bool = false) throws {
+        takePermanentIDs()
+        let coordinator = try requireCoordinator("load \(object.objectID)")
+        var row: StoreRow?
+        if let parent {
+            row = try parentRow(parent, object.objectID)
+        } else if let found = try coordinator.fetchSnapshot(for: object.objectID, held: object.snapshot, staleness: stalenessInterval) {
+            object.hold(found.0)
+            row = found.1
+        }
+        guard let row else {
+            // A fault a fetch filled keeps none of the row it no longer has (its properties read
+            // nil, as any fault's for a missing row; delete rules see no destinations).
+            emptyFault(object)
+            if shouldDeleteInaccessibleFaults && !strict {
+                object.faulted = false
+                object.deletedFlag = true
+                object.unloadedRelationships.removeAll()
+                return
+            }
+            throw ArborError(.objectNotFound, "\(object.objectID) has no row in its store: the object was deleted, or never saved",
+                             entity: object.entity.name, objectID: object.objectID)
+        }
+        // A child's objects hold no snapshot: their rows come from the parent's objects.
+        if parent != nil { object.releaseSnapshot() }
+        populate(object, from: row)
+        object.awakeFromFetch()
+    }
+
+    /// Takes a fault's persistent values away (a fetch filled it from a row that is gone): it
+    /// keeps its transient values only, and no committed values.
+    func emptyFault(_ object: ManagedObject) {
+        guard object.committed != nil else { return }
+        let entity = object.entity
+        var values = PropertyStorage(layout: entity.propertyLayout)
+        if entity.hasTransientAttributes {
+            for (attribute, slot) in zip(entity.attributes, entity.attributeSlots) where attribute.isTransient {
+                values[slot: slot] = object.values[slot: slot]
+            }
+        }
+        object.values = values
+        object.committed = nil
+        object.committedVersion = 0
+        object.unloadedRelationships.removeAll()
+    }
+
+    /// Gives a fault the values of `snapshot`'s row, leaving it a fault that remembers the
+    /// snapshot's generation (``ManagedObject/fireFault()``). Called under the coordinator's
+    /// lock (the row is read there); calls out to nothing.
+    func fillFault(_ object: ManagedObject, from snapshot: RowSnapshot) {
+        populate(object, from: snapshot.row)
+        object.faulted = true
+        object.filledGeneration = snapshot.generation.load(ordering: .relaxed)
+    }
+
+    /// Sets a fault's persistent values (and committed values) from a row.
+    func populate(_ object: ManagedObject, from row: StoreRow) {
+        let entity = object.entity
+        // The committed values share the row's storage when it is in the entity's layout (rows
+        // Arbor made: then a fault fire allocates nothing but the object).
+        var committed: PropertyStorage
+        if row.values.layout === entity.propertyLayout {
+            committed = row.values
+        } else {
+            committed = PropertyStorage(layout: entity.propertyLayout)
+            for (attribute, slot) in zip(entity.attributes, entity.attributeSlots) where !attribute.isTransient {
+                committed[slot: slot] = row.attributeValue(attribute.name)
+            }
+            for (relationship, slot) in zip(entity.relationships, entity.relationshipSlots) where !relationship.isToMany {
+                committed[slot: slot] = row.toOneValue(relationship.name)
+            }
+        }
+        object.unloadedRelationships.removeAll()
+        if entity.hasToManyRelationships {
+            for (relationship, slot) in zip(entity.relationships, entity.relationshipSlots) where relationship.isToMany {
+                object.unloadedRelationships.insert(relationship.name)
+                if committed[slot: slot] != nil { committed[slot: slot] = nil }
+            }
+        }
+        // The values start as the committed ones (sharing their storage), plus the transients.
+        if entity.hasTransientAttributes {
+            let transients = zip(entity.attributes, entity.attributeSlots).filter { $0.0.isTransient }.map { ($0.0, $0.1, object.values[slot: $0.1]) }
+            object.values = committed
+            for (attribute, slot, held) in transients {
+                object.values[slot: slot] = held ?? attribute.defaultValue.map(PropertyValue.attribute) ?? PropertyValue.none
+            }
+        } else {
+            object.values = committed
+        }
+        object.committed = committed
+        object.committedVersion = row.version
+        object.changedSlots.removeAll()
+        object.faulted = false
+    }
+
+    /// Loads a to-many relationship's destinations from the store.
+    func loadRelationship(_ key: String, of object: ManagedObject) throws {
+        guard let relationship = object.entity.relationshipsByName[key] else { return }
+        takePermanentIDs()
+        let coordinator = try requireCoordinator("load \(object.objectID).\(key)")
+        let ids = if let parent {
+            OrderedSet(try parent.performAndWait { try parent.relatedIDsForChild(object.objectID, key) })
+        } else {
+            OrderedSet(try coordinator.relatedObjectIDs(of: object.objectID, relationship: relationship))
+        }
+        object.unloadedRelationships.remove(key)
+        object.values[key] = .objects(ids)
+        object.committed?[key] = .objects(ids)
+    }
+
+    /// The object for `objectID`, with its values loaded: the registered instance (a fault is
+    /// fired first), else the row is read and the object registered. Never a fault (S000-27,
+    /// S000-28).
+    ///
+    /// - Throws: ``ArborError/Code/objectNotFound`` when there is no such row (S000-26).
+    public func existingObject(with objectID: ManagedObjectID) throws -> ManagedObject {
+        checkQueue()
+        if let object = registeredObject(for: objectID) {
+            if object.faulted { try fulfillFault(object, strict: true) }
+            return object
+        }
+        // A child context may load a new object of its parent (by its temporary ID).
+        guard let entity = modelEntity(of: objectID), !objectID.isTemporaryID || parent != nil else {
+            throw ArborError(.objectNotFound, "\(objectID) is not registered in this context and names no saved object", objectID: objectID)
+        }
+        let object = makeFault(objectID, entity: entity)
+        do {
+            try fulfillFault(object, strict: true)
+        } catch {
+            removeFromContext(object)
+            throw error
+        }
+        return object
+    }
+}

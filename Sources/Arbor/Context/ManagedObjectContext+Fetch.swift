@@ -181,9 +181,10 @@ extension ManagedObjectContext {
         let evaluator = PredicateEvaluator(context: self)
         var results: [ManagedObject] = []
         results.reserveCapacity(rows.count)
-        // The objects that take their rows, and the rows' places in `rows` (read in place: no
-        // row is copied but into its snapshot).
-        var fresh: [ManagedObject] = []
+        // The objects that take their rows, by their places in `results` (an array of the
+        // objects themselves counted a reference to each twice), and the rows' places in `rows`
+        // (read in place: no row is copied but into its snapshot).
+        var fresh: [Int] = []
         var freshRows: [Int] = []
         fresh.reserveCapacity(rows.count)
         freshRows.reserveCapacity(rows.count)
@@ -207,7 +208,7 @@ extension ManagedObjectContext {
                 if request.includesPendingChanges && object.hasChanges { continue }
                 // New faults, and registered ones holding no row yet, take this one.
                 if object.faulted && object.snapshot == nil {
-                    fresh.append(object)
+                    fresh.append(results.count)
                     freshRows.append(position)
                 }
                 results.append(object)
@@ -226,13 +227,17 @@ extension ManagedObjectContext {
         // fault returned fires from the cache.
         if parent == nil {
             rows.withUnsafeBufferPointer { rows in
-                holdSnapshots(count: fresh.count, coordinator, fill: !realize && firesFromFilledValues) { index in
-                    (fresh[index], rows.baseAddress.unsafelyUnwrapped.advanced(by: freshRows[index]).pointer(to: \.1).unsafelyUnwrapped)
+                results.withUnsafeBufferPointer { objects in
+                    holdSnapshots(count: fresh.count, coordinator, fill: !realize && firesFromFilledValues) { index in
+                        (Unmanaged.passUnretained(objects[fresh[index]]),
+                         rows.baseAddress.unsafelyUnwrapped.advanced(by: freshRows[index]).pointer(to: \.1).unsafelyUnwrapped)
+                    }
                 }
             }
         }
         if realize {
-            for (object, position) in zip(fresh, freshRows) {
+            for (place, position) in zip(fresh, freshRows) {
+                let object = results[place]
                 populate(object, from: rows[position].1)
                 object.awakeFromFetch()
             }
@@ -267,17 +272,20 @@ extension ManagedObjectContext {
     /// also takes the snapshot's values, still a fault: its first fire then needs no lock while
     /// the snapshot stays as it was (``ManagedObject/fireFault()``; only where such fires are
     /// allowed, ``firesFromFilledValues``: elsewhere the fill would be done again at the fire).
+    ///
+    /// The objects come unretained (the caller holds them: nothing counts references per object).
     func holdSnapshots(count: Int, _ coordinator: PersistentStoreCoordinator, fill: Bool = false,
-                       _ element: (Int) -> (object: ManagedObject, row: UnsafePointer<StoreRow>)) {
+                       _ element: (Int) -> (object: Unmanaged<ManagedObject>, row: UnsafePointer<StoreRow>)) {
         coordinator.retainSnapshots(count: count, { index in
             let (object, row) = element(index)
-            return (object.objectID, row)
+            return (object._withUnsafeGuaranteedRef { $0.objectID }, row)
         }, { index, snapshot in
-            let object = element(index).object
-            // An object listed twice (rows naming one ID twice: a damaged index) was counted
-            // twice: one reference goes back.
-            if object.snapshot === snapshot { coordinator.release(snapshot) } else { object.hold(snapshot) }
-            if fill { fillFault(object, from: snapshot) }
+            element(index).object._withUnsafeGuaranteedRef { object in
+                // An object listed twice (rows naming one ID twice: a damaged index) was counted
+                // twice: one reference goes back.
+                if object.snapshot === snapshot { coordinator.release(snapshot) } else { object.hold(snapshot) }
+                if fill { fillFault(object, from: snapshot) }
+            }
         })
     }
 
@@ -297,7 +305,7 @@ extension ManagedObjectContext {
             held.append(row)
         }
         held.withUnsafeBufferPointer { rows in
-            holdSnapshots(count: holders.count, coordinator, fill: firesFromFilledValues) { (holders[$0], rows.baseAddress.unsafelyUnwrapped.advanced(by: $0)) }
+            holdSnapshots(count: holders.count, coordinator, fill: firesFromFilledValues) { (Unmanaged.passUnretained(holders[$0]), rows.baseAddress.unsafelyUnwrapped.advanced(by: $0)) }
         }
     }
 

@@ -46,7 +46,12 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// The entity's version hash (see docs/model.md, "Version hashes and compatibility").
     public private(set) var versionHash = Data()
     /// The slots of its objects' property storage.
-    private(set) var propertyLayout = PropertyLayout.named([])
+    private(set) var propertyLayout = PropertyLayout.named([]) {
+        didSet { layoutReference = Unmanaged.passUnretained(propertyLayout) }
+    }
+    /// ``propertyLayout``, unretained (layouts are never freed): decoding a row and making a
+    /// fault read it without counting a reference to it.
+    private(set) var layoutReference = Unmanaged.passUnretained(PropertyLayout.named([]))
     /// Whether any attribute (inherited ones included) is transient.
     private(set) var hasTransientAttributes = false
     /// The slot of each of ``attributes`` in ``propertyLayout``.

@@ -103,8 +103,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var faultBatch: FaultBatch?
 
     deinit {
-        snapshot?.release()
-        link?.objectDidEnd(objectID, ObjectIdentifier(self))
+        // Both used unretained: the object holds them until its fields go, just after.
+        snapshotReference?._withUnsafeGuaranteedRef { $0.release() }
+        if let link = link.map(Unmanaged.passUnretained) {
+            link._withUnsafeGuaranteedRef { $0.objectDidEnd(objectID, ObjectIdentifier(self)) }
+        }
     }
 
     /// ``snapshot``, unretained (for paths that use it while the object holds it).
@@ -155,11 +158,16 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Makes an object standing for an existing row, a fault until its values are loaded (the
     /// context calls it; subclasses that define initialisers must keep it).
+    ///
+    /// The context is an owned parameter, though the object keeps only its link: not `borrowing`.
+    /// A subclass overriding this initialiser with an owned parameter is then called through the
+    /// base's borrowing convention with no thunk, and releases the context once too often
+    /// (Swift 6.3; found when the test suite crashed).
     public required init(fault objectID: ManagedObjectID, entity: EntityDescription, context: ManagedObjectContext) {
         self.entity = entity
         self.objectID = objectID
-        values = PropertyStorage(layout: entity.propertyLayout)
-        managedObjectContext = context
+        values = PropertyStorage(layout: entity.layoutReference.takeUnretainedValue())
+        link = context.link
         faulted = true
     }
 

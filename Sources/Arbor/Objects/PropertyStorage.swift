@@ -7,9 +7,6 @@ import OrderedCollections
 final class PropertyLayout: Sendable {
     let names: [String]
     let index: NameIndex
-    /// A slot array holding nothing, shared by every new storage of the layout until it is
-    /// written (a fault's values cost no allocation).
-    let emptySlots: [PropertyValue?]
     /// The number of names (read without touching the array, which would count a reference).
     let count: Int
 
@@ -31,12 +28,11 @@ final class PropertyLayout: Sendable {
     private init(names: [String]) {
         self.names = names
         index = NameIndex(names)
-        emptySlots = Array(repeating: nil, count: names.count)
         count = names.count
     }
 
-    /// A new slot array holding nothing, in a buffer of its own, to be written (a copy of
-    /// ``emptySlots`` copied its slots one by one through the values' generic copy).
+    /// A new slot array holding nothing, in a buffer of its own, to be written (a copy of a
+    /// shared array of nils copied its slots one by one through the values' generic copy).
     /// Reserved and appended to: that path is specialized here and finds the array's storage
     /// type through a cached accessor, where `init(unsafeUninitializedCapacity:)` and
     /// `init(repeating:count:)` look it up in the runtime's generic metadata table for every
@@ -139,11 +135,15 @@ struct PropertyStorage: Equatable, Sequence, Sendable {
     /// and storage is copied and dropped with every row and object, where counting the shared
     /// layout took a dozen atomic operations per fetched object.
     unowned(unsafe) let layout: PropertyLayout
+    /// One value per name of the layout — or none at all, for storage never written: the empty
+    /// array is the runtime's shared one, whose reference counts cost nothing (a new fault's
+    /// values; sharing one array of nils per layout instead took two atomic operations on it per
+    /// fetched object). Reads treat missing slots as nil; the first write makes them.
     private(set) var slots: [PropertyValue?]
 
     init(layout: PropertyLayout) {
         self.layout = layout
-        slots = layout.emptySlots
+        slots = []
     }
 
     /// Storage holding `slots` (one per name of `layout`).
@@ -153,23 +153,34 @@ struct PropertyStorage: Equatable, Sequence, Sendable {
         self.slots = slots
     }
 
-    static func == (a: PropertyStorage, b: PropertyStorage) -> Bool { a.layout === b.layout && a.slots == b.slots }
+    static func == (a: PropertyStorage, b: PropertyStorage) -> Bool {
+        guard a.layout === b.layout else { return false }
+        // Storage never written holds nothing: equal to any that holds nothing.
+        return a.slots.count == b.slots.count ? a.slots == b.slots : a.isEmpty && b.isEmpty
+    }
 
     /// The value of `key` (nil: none held, or no such property).
     @inline(__always)
     subscript(key: String) -> PropertyValue? {
-        get { layout.index[key].flatMap { slots[$0] } }
+        get { layout.index[key].flatMap { self[slot: $0] } }
         set {
             guard let index = layout.index[key] else { return }
-            slots[index] = newValue
+            self[slot: index] = newValue
         }
     }
 
     /// The value in slot `slot` (an index of the layout).
     @inline(__always)
     subscript(slot slot: Int) -> PropertyValue? {
-        get { slots[slot] }
-        set { slots[slot] = newValue }
+        get { slot < slots.count ? slots[slot] : nil }
+        set {
+            if slots.isEmpty {
+                // Nil into storage never written changes nothing (and makes no array).
+                guard newValue != nil else { return }
+                slots = layout.makeSlots()
+            }
+            slots[slot] = newValue
+        }
     }
 
     /// Replaces IDs (old → new) in the relationship values held; slots that mention none of them
@@ -192,7 +203,7 @@ struct PropertyStorage: Equatable, Sequence, Sendable {
     var isEmpty: Bool { !slots.contains { $0 != nil } }
 
     /// The keys that hold a value.
-    var keys: [String] { layout.names.indices.filter { slots[$0] != nil }.map { layout.names[$0] } }
+    var keys: [String] { slots.indices.filter { slots[$0] != nil }.map { layout.names[$0] } }
 
     /// Drops every value.
     mutating func removeAll() {

@@ -357,33 +357,33 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
             try reader.skip()
             guard case .int(let version)? = try reader.next() else { throw corrupt("no entity and version") }
             // Layouts are never freed: held unretained.
-            unowned(unsafe) let layout = entity.propertyLayout
-            var slots = layout.makeSlots()
-            try columns.steps.withUnsafeBufferPointer { steps in
-                for step in steps {
-                    if let kind = step.kind {
-                        guard let component = try reader.next() else { throw corrupt("too few values") }
-                        slots[step.slot] = Self.attributeValue(component, kind: kind).map(PropertyValue.attribute) ?? PropertyValue.none
-                        continue
-                    }
-                    var destinationName = columns.destinations[step.destination]
-                    if step.named {
-                        guard let component = try reader.next() else { throw corrupt("too few values") }
-                        if case .string(let name) = component {
-                            // A name read from the file: only the model's entities make IDs.
-                            guard isModelEntity(name) else { throw corrupt("a relationship names \(name), which is not an entity of the model") }
-                            destinationName = name
-                        }
-                    }
+            let layoutReference = entity.layoutReference
+            var slots = layoutReference._withUnsafeGuaranteedRef { $0.makeSlots() }
+            for step in columns.stepBuffer {
+                if let kind = step.kind {
                     guard let component = try reader.next() else { throw corrupt("too few values") }
-                    if case .int(let key) = component {
-                        slots[step.slot] = .object(self.objectID(destinationName, key))
-                    } else {
-                        slots[step.slot] = PropertyValue.none
+                    slots[step.slot] = Self.attributeValue(component, kind: kind).map(PropertyValue.attribute) ?? PropertyValue.none
+                    continue
+                }
+                var destinationName = columns.destinations[step.destination]
+                if step.named {
+                    guard let component = try reader.next() else { throw corrupt("too few values") }
+                    if case .string(let name) = component {
+                        // A name read from the file: only the model's entities make IDs.
+                        guard isModelEntity(name) else { throw corrupt("a relationship names \(name), which is not an entity of the model") }
+                        destinationName = name
                     }
                 }
+                guard let component = try reader.next() else { throw corrupt("too few values") }
+                if case .int(let key) = component {
+                    slots[step.slot] = .object(self.objectID(destinationName, key))
+                } else {
+                    slots[step.slot] = PropertyValue.none
+                }
             }
-            return StoreRow(entityName: entity.name, version: version, values: PropertyStorage(layout: layout, slots: slots))
+            return layoutReference._withUnsafeGuaranteedRef {
+                StoreRow(entityName: entity.name, version: version, values: PropertyStorage(layout: $0, slots: slots))
+            }
         } catch let error as StoreError {
             throw corrupt(error.message)
         }

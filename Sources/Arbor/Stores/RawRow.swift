@@ -7,7 +7,7 @@ import Foundation
 ///
 /// A class: made once per entity of the model and shared, so passing it to every row's decoder
 /// retains one reference rather than copying its arrays.
-final class RowColumns: Sendable {
+final class RowColumns: @unchecked Sendable {
     enum Column: Sendable {
         /// A persistent attribute, and its slot in the entity's property layout.
         case attribute(slot: Int, type: AttributeType)
@@ -28,6 +28,9 @@ final class RowColumns: Sendable {
     /// The columns as the decoder walks them: plain values (no payload to retain or release
     /// per column per row), a to-one's destination given by its place in `destinations`.
     let steps: [DecodeStep]
+    /// ``steps`` in a buffer the columns own (never changed after `init`, so `@unchecked
+    /// Sendable` holds): decoding a row reads it without counting a reference to an array.
+    let stepBuffer: UnsafeMutableBufferPointer<DecodeStep>
     /// The to-one columns' destination entities, by the steps' `destination`.
     let destinations: [String]
 
@@ -62,11 +65,17 @@ final class RowColumns: Sendable {
             destinations.append(relationship.destinationEntityName)
         }
         self.steps = steps
+        stepBuffer = .allocate(capacity: steps.count)
+        _ = stepBuffer.initialize(from: steps)
         self.destinations = destinations
         self.columns = columns
         self.attributeSlots = attributeSlots
         self.toOneSlots = toOneSlots
         entityComponent = KeyEncoding.encode([.string(entity.name)])
+    }
+
+    deinit {
+        stepBuffer.deallocate()
     }
 
     /// Whether `row` is a row of this entity (its first component is the entity's name).

@@ -66,7 +66,20 @@ extension ManagedObjectContext {
     /// snapshot's generation (``ManagedObject/fireFault()``). Called under the coordinator's
     /// lock (the row is read there); calls out to nothing.
     func fillFault(_ object: ManagedObject, from snapshot: RowSnapshot) {
-        populate(object, from: snapshot.row)
+        let entity = object.entity
+        if snapshot.row.values.layout === entity.layoutReference.takeUnretainedValue(),
+           !entity.hasToManyRelationships, !entity.hasTransientAttributes,
+           object.unloadedRelationships.isEmpty, object.changedSlots.isEmpty {
+            // The common case, what `populate` does with nothing to adjust: the values and the
+            // committed values share the snapshot's storage (one count each; passing the row to
+            // `populate` copied it first, one more).
+            let values = snapshot.row.values
+            object.values = values
+            object.committed = consume values
+            object.committedVersion = snapshot.row.version
+        } else {
+            populate(object, from: snapshot.row)
+        }
         object.faulted = true
         object.filledGeneration = snapshot.generation.load(ordering: .relaxed)
     }

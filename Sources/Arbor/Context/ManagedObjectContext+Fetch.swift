@@ -152,7 +152,7 @@ extension ManagedObjectContext {
         let stores = coordinator.stores(holding: analysis.entity)
         let pending = pendingObjects(of: analysis.entity, request)
         let pushdown: Bool
-        let rows: [(ManagedObjectID, StoreRow)]
+        var rows: [(ManagedObjectID, StoreRow)]
         if let parent {
             // A child context's rows come from its parent, which runs the whole request over its
             // own state (S001-04); the window is the parent's to apply when nothing here changes
@@ -192,18 +192,17 @@ extension ManagedObjectContext {
         // copy of the tuple, a tenth of a fetch's time).
         // The entity of the last new fault's ID space (rows come in runs of one entity): told
         // by the space's address, with no name compared.
+        // (Held unretained: the model holds its entities.)
         var lastSpace: UnsafeMutableRawPointer?
-        var lastEntity = analysis.entity
+        var lastEntity = Unmanaged.passUnretained(analysis.entity)
         rows.withUnsafeBufferPointer { buffer in
             for position in buffer.indices {
                 let id = buffer.baseAddress.unsafelyUnwrapped.advanced(by: position).pointer(to: \.0).unsafelyUnwrapped.pointee
-                let object = registeredObjectOrFault(id) {
-                    if id.spaceAddress != lastSpace {
-                        lastEntity = id.entityName == analysis.entity.name ? analysis.entity : modelEntity(of: id) ?? analysis.entity
-                        lastSpace = id.spaceAddress
-                    }
-                    return lastEntity
+                if id.spaceAddress != lastSpace {
+                    lastEntity = Unmanaged.passUnretained(id.entityName == analysis.entity.name ? analysis.entity : modelEntity(of: id) ?? analysis.entity)
+                    lastSpace = id.spaceAddress
                 }
+                let object = lastEntity._withUnsafeGuaranteedRef { registeredObjectOrFault(id, entity: $0) }
                 // Objects with unsaved changes are judged below, on their in-memory values.
                 if request.includesPendingChanges && object.hasChanges { continue }
                 // New faults, and registered ones holding no row yet, take this one.
@@ -211,7 +210,7 @@ extension ManagedObjectContext {
                     fresh.append(results.count)
                     freshRows.append(position)
                 }
-                results.append(object)
+                results.append(consume object)
             }
         }
         // A child's rows are in hand (no row cache would serve its faults): its objects take them.
@@ -225,10 +224,11 @@ extension ManagedObjectContext {
         }
         // The fetched rows go to the row cache, one reference per object that now holds them: a
         // fault returned fires from the cache.
+        // Unless the rows are wanted below (`realize`), the snapshots take them away.
         if parent == nil {
-            rows.withUnsafeBufferPointer { rows in
+            rows.withUnsafeMutableBufferPointer { rows in
                 results.withUnsafeBufferPointer { objects in
-                    holdSnapshots(count: fresh.count, coordinator, fill: !realize && firesFromFilledValues) { index in
+                    holdSnapshots(count: fresh.count, coordinator, fill: !realize && firesFromFilledValues, consuming: !realize) { index in
                         (Unmanaged.passUnretained(objects[fresh[index]]),
                          rows.baseAddress.unsafelyUnwrapped.advanced(by: freshRows[index]).pointer(to: \.1).unsafelyUnwrapped)
                     }
@@ -274,17 +274,20 @@ extension ManagedObjectContext {
     /// allowed, ``firesFromFilledValues``: elsewhere the fill would be done again at the fire).
     ///
     /// The objects come unretained (the caller holds them: nothing counts references per object).
-    func holdSnapshots(count: Int, _ coordinator: PersistentStoreCoordinator, fill: Bool = false,
-                       _ element: (Int) -> (object: Unmanaged<ManagedObject>, row: UnsafePointer<StoreRow>)) {
-        coordinator.retainSnapshots(count: count, { index in
+    /// With `consuming`, new snapshots take their rows away (see
+    /// ``PersistentStoreCoordinator/retainSnapshots(count:consuming:_:_:)``).
+    func holdSnapshots(count: Int, _ coordinator: PersistentStoreCoordinator, fill: Bool = false, consuming: Bool = false,
+                       _ element: (Int) -> (object: Unmanaged<ManagedObject>, row: UnsafeMutablePointer<StoreRow>)) {
+        coordinator.retainSnapshots(count: count, consuming: consuming, { index in
             let (object, row) = element(index)
             return (object._withUnsafeGuaranteedRef { $0.objectID }, row)
         }, { index, snapshot in
             element(index).object._withUnsafeGuaranteedRef { object in
                 // An object listed twice (rows naming one ID twice: a damaged index) was counted
-                // twice: one reference goes back.
-                if object.snapshot === snapshot { coordinator.release(snapshot) } else { object.hold(snapshot) }
-                if fill { fillFault(object, from: snapshot) }
+                // twice: one reference goes back. Otherwise the object keeps the reference it is
+                // handed (no count of its own), and is filled from it, used unretained.
+                if object.snapshot === snapshot { coordinator.release(snapshot) } else { object.hold(consume snapshot) }
+                if fill, let held = object.snapshotReference { held._withUnsafeGuaranteedRef { fillFault(object, from: $0) } }
             }
         })
     }
@@ -305,7 +308,7 @@ extension ManagedObjectContext {
             held.append(row)
         }
         held.withUnsafeBufferPointer { rows in
-            holdSnapshots(count: holders.count, coordinator, fill: firesFromFilledValues) { (Unmanaged.passUnretained(holders[$0]), rows.baseAddress.unsafelyUnwrapped.advanced(by: $0)) }
+            holdSnapshots(count: holders.count, coordinator, fill: firesFromFilledValues) { (Unmanaged.passUnretained(holders[$0]), UnsafeMutablePointer(mutating: rows.baseAddress.unsafelyUnwrapped.advanced(by: $0))) }
         }
     }
 

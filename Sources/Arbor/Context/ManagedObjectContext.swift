@@ -348,9 +348,26 @@ public final class ManagedObjectContext: @unchecked Sendable {
         if let object = registry[objectID] { return object }
         // Made outside any access to the registry: a subclass's init(fault:) may use the context.
         let entity = entity()
-        let object = entity.managedObjectClass.init(fault: objectID, entity: entity, context: self)
+        let object = newFault(objectID, entity: entity)
         registry.register(object, strongly: retainsRegisteredObjects)
         return object
+    }
+
+    /// The object registered for `objectID`, or else a new fault of `entity`, registered (a
+    /// fetch's common case: the entity is at hand, borrowed).
+    func registeredObjectOrFault(_ objectID: ManagedObjectID, entity: EntityDescription) -> ManagedObject {
+        takePermanentIDs()
+        purgeRegistry()
+        if let object = registry[objectID] { return object }
+        // Made outside any access to the registry: a subclass's init(fault:) may use the context.
+        let object = newFault(objectID, entity: entity)
+        registry.register(object, strongly: retainsRegisteredObjects)
+        return object
+    }
+
+    /// A new fault of `entity`'s class for `objectID` (not registered yet).
+    func newFault(_ objectID: ManagedObjectID, entity: EntityDescription) -> ManagedObject {
+        entity.managedObjectClass.init(fault: objectID, entity: entity, context: self)
     }
 
     /// The object for `objectID` when one can be had: registered, or a fault when the context has
@@ -373,7 +390,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// A new fault for `objectID` (not registered yet), registered.
     func makeFault(_ objectID: ManagedObjectID, entity: EntityDescription) -> ManagedObject {
-        let object = entity.managedObjectClass.init(fault: objectID, entity: entity, context: self)
+        let object = newFault(objectID, entity: entity)
         register(object)
         return object
     }

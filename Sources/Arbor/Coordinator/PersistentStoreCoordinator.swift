@@ -213,8 +213,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         rows.withUnsafeBufferPointer { rows in
             retainSnapshots(count: rows.count, { index in
                 let element = rows.baseAddress.unsafelyUnwrapped.advanced(by: index)
-                return (element.pointer(to: \.0).unsafelyUnwrapped.pointee, element.pointer(to: \.1).unsafelyUnwrapped)
-            }, { _, snapshot in result.append(snapshot) })
+                return (element.pointer(to: \.0).unsafelyUnwrapped.pointee, UnsafeMutablePointer(mutating: element.pointer(to: \.1).unsafelyUnwrapped))
+            }, { _, snapshot in result.append(consume snapshot) })
         }
         return result
     }
@@ -222,25 +222,30 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// One more reference to each of `count` snapshots, under one lock: `row(index)` gives the
     /// object ID and the row of the `index`th, and `body(index, snapshot)` runs with the lock
     /// still held once its snapshot has the reference (it may read the snapshot's row, and must
-    /// call out to nothing).
-    func retainSnapshots(count: Int, _ row: (Int) -> (ManagedObjectID, UnsafePointer<StoreRow>), _ body: (Int, RowSnapshot) -> Void) {
+    /// call out to nothing). With `consuming`, a new snapshot takes its row away from where
+    /// `row` points, leaving ``StoreRow/placeholder`` there (no count on the row's values for
+    /// the copy, nor for dropping the original); without, the rows are only read.
+    func retainSnapshots(count: Int, consuming: Bool = false, _ row: (Int) -> (ManagedObjectID, UnsafeMutablePointer<StoreRow>),
+                         _ body: (Int, __owned RowSnapshot) -> Void) {
         guard count > 0 else { return }
         let now = ContinuousClock.now
         locked {
             for index in 0..<count {
                 let (objectID, stored) = row(index)
-                body(index, retainLocked(objectID, stored, at: now))
+                body(index, retainLocked(objectID, stored, consuming: consuming, at: now))
             }
         }
     }
 
     /// One more reference to the snapshot of `objectID`, made from `row` when the cache has
-    /// none (call with the lock held).
-    private func retainLocked(_ objectID: ManagedObjectID, _ row: UnsafePointer<StoreRow>, at now: ContinuousClock.Instant) -> RowSnapshot {
+    /// none — taking the row away with `consuming` (call with the lock held).
+    private func retainLocked(_ objectID: ManagedObjectID, _ row: UnsafeMutablePointer<StoreRow>, consuming: Bool,
+                              at now: ContinuousClock.Instant) -> RowSnapshot {
         var made = false
         let snapshot = cache.value(for: objectID) {
             made = true
-            return RowSnapshot(objectID: objectID, row: row.pointee, readAt: now, coordinator: self)
+            let taken = consuming ? exchange(&row.pointee, with: StoreRow.placeholder) : row.pointee
+            return RowSnapshot(objectID: objectID, row: taken, readAt: now, coordinator: self)
         }
         // A row read before another context's save (the lock was let go in between) does not
         // replace the newer one that save put here. (A cached snapshot may be at no references:

@@ -117,10 +117,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Holds `snapshot` (a reference the caller counted; the one held before, if another, the
     /// caller released).
-    func hold(_ snapshot: RowSnapshot) {
+    func hold(_ snapshot: __owned RowSnapshot) {
         if self.snapshot !== snapshot {
-            self.snapshot = snapshot
             filledGeneration = .max
+            self.snapshot = consume snapshot
         }
     }
 

@@ -20,6 +20,10 @@ public struct StoreRow: Sendable, Equatable {
     /// no value (nil) for anything else.
     var values: PropertyStorage
 
+    /// A row of nothing, left where a row was taken away (its values are the runtime's shared
+    /// empty array: copying and dropping it counts nothing).
+    static let placeholder = StoreRow(entityName: "", version: 0, values: PropertyStorage(layout: PropertyLayout.named([])))
+
     /// A row of `values` (in a layout of the entity's, or any layout naming the properties).
     init(entityName: String, version: Int64, values: PropertyStorage) {
         self.entityName = entityName

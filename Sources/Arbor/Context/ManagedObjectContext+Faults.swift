@@ -70,12 +70,10 @@ extension ManagedObjectContext {
         if snapshot.row.values.layout === entity.layoutReference.takeUnretainedValue(),
            !entity.hasToManyRelationships, !entity.hasTransientAttributes,
            object.unloadedRelationships.isEmpty, object.changedSlots.isEmpty {
-            // The common case, what `populate` does with nothing to adjust: the values and the
-            // committed values share the snapshot's storage (one count each; passing the row to
-            // `populate` copied it first, one more).
-            let values = snapshot.row.values
-            object.values = values
-            object.committed = consume values
+            // The common case, what `populate` does with nothing to adjust: the values, which
+            // are the committed values too, share the snapshot's storage (one count; passing
+            // the row to `populate` copied it first, and the object counted two).
+            object.setValuesAndCommitted(snapshot.row.values)
             object.committedVersion = snapshot.row.version
         } else {
             populate(object, from: snapshot.row)
@@ -115,10 +113,10 @@ extension ManagedObjectContext {
             for (attribute, slot, held) in transients {
                 object.values[slot: slot] = held ?? attribute.defaultValue.map(PropertyValue.attribute) ?? PropertyValue.none
             }
+            object.committed = committed
         } else {
-            object.values = committed
+            object.setValuesAndCommitted(committed)
         }
-        object.committed = committed
         object.committedVersion = row.version
         object.changedSlots.removeAll()
         object.faulted = false

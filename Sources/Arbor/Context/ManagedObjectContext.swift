@@ -361,7 +361,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
         if let object = registry[objectID] { return object }
         // Made outside any access to the registry: a subclass's init(fault:) may use the context.
         let object = newFault(objectID, entity: entity)
-        registry.register(object, strongly: retainsRegisteredObjects)
+        // `init(fault:)` gave it the context's link (the registry's).
+        registry.register(object, strongly: retainsRegisteredObjects, linked: true)
         return object
     }
 

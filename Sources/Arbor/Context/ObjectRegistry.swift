@@ -20,10 +20,11 @@ struct ObjectRegistry: ~Copyable {
         /// The object itself while it is held strongly.
         var strongObject: ManagedObject?
 
-        init(_ object: ManagedObject, strongly: Bool) {
-            self.object = object
-            identity = ObjectIdentifier(object)
-            strongObject = strongly ? object : nil
+        /// (The object is borrowed: an entry of an object held weakly counts no strong reference.)
+        init(_ object: borrowing ManagedObject, strongly: Bool) {
+            self.object = copy object
+            identity = ObjectIdentifier(copy object)
+            strongObject = strongly ? copy object : nil
         }
     }
 
@@ -46,8 +47,9 @@ struct ObjectRegistry: ~Copyable {
         mutating get { entries[id]?.object }
     }
 
-    mutating func register(_ object: ManagedObject, strongly: Bool) {
-        if object.link !== link { object.link = link }
+    /// Registers `object` (`linked`: it holds this registry's link already, a new fault).
+    mutating func register(_ object: ManagedObject, strongly: Bool, linked: Bool = false) {
+        if !linked && object.link !== link { object.link = link }
         entries[object.objectID] = Entry(object, strongly: strongly)
     }
 

@@ -66,9 +66,50 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     // it calls out — to hooks, observers or subclasses — while it does.
 
     /// The values in memory: persistent and transient, as the application sees them.
-    @exclusivity(unchecked) var values: PropertyStorage
+    var values: PropertyStorage {
+        _read { yield storedValues }
+        set {
+            detachCommitted()
+            storedValues = newValue
+        }
+        _modify {
+            detachCommitted()
+            yield &storedValues
+        }
+    }
     /// The persistent values as last read from or saved to the store (nil: never saved).
-    @exclusivity(unchecked) var committed: PropertyStorage?
+    var committed: PropertyStorage? {
+        get { committedIsValues ? storedValues : storedCommitted }
+        set {
+            committedIsValues = false
+            storedCommitted = newValue
+        }
+    }
+    /// ``values`` as stored.
+    @exclusivity(unchecked) private(set) var storedValues: PropertyStorage
+    /// ``committed`` as stored, unless ``committedIsValues``.
+    @exclusivity(unchecked) private var storedCommitted: PropertyStorage?
+    /// Whether the committed values are the values themselves (an object filled from its row
+    /// and not changed since): the object then counts one reference to their storage, not two
+    /// — one count less when a fetch fills it, and one when it ends. The first change of the
+    /// values gives the committed values their own reference first.
+    private var committedIsValues = false
+
+    /// Gives the committed values their own reference to the storage, before the values change.
+    @inline(__always)
+    private func detachCommitted() {
+        if committedIsValues {
+            storedCommitted = storedValues
+            committedIsValues = false
+        }
+    }
+
+    /// Sets the values and the committed values to `values` (held once).
+    func setValuesAndCommitted(_ values: __owned PropertyStorage) {
+        storedValues = consume values
+        storedCommitted = nil
+        committedIsValues = true
+    }
     /// The persistent properties changed since the object was last saved or fetched (slots of
     /// the entity's property layout).
     @exclusivity(unchecked) var changedSlots = SlotSet()
@@ -141,7 +182,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         precondition(!entity.isAbstract, "\(entity.name) is abstract: only its sub-entities have instances")
         self.entity = entity
         objectID = ManagedObjectID(temporaryIn: entity.temporaryIDSpace)
-        values = entity.initialValues
+        storedValues = entity.initialValues
         context?.insert(self)
     }
 
@@ -166,7 +207,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     public required init(fault objectID: ManagedObjectID, entity: EntityDescription, context: ManagedObjectContext) {
         self.entity = entity
         self.objectID = objectID
-        values = PropertyStorage(layout: entity.layoutReference.takeUnretainedValue())
+        storedValues = PropertyStorage(layout: entity.layoutReference.takeUnretainedValue())
         link = context.link
         faulted = true
     }

@@ -183,7 +183,7 @@ extension ManagedObjectContext {
         results.reserveCapacity(rows.count)
         // The objects that take their rows, by their places in `results` (an array of the
         // objects themselves counted a reference to each twice), and the rows' places in `rows`
-        // (read in place: no row is copied but into its snapshot).
+        // (read in place; a new snapshot takes its row away, unless the rows are wanted after).
         var fresh: [Int] = []
         var freshRows: [Int] = []
         fresh.reserveCapacity(rows.count)
@@ -276,18 +276,24 @@ extension ManagedObjectContext {
     /// The objects come unretained (the caller holds them: nothing counts references per object).
     /// With `consuming`, new snapshots take their rows away (see
     /// ``PersistentStoreCoordinator/retainSnapshots(count:consuming:_:_:)``).
-    func holdSnapshots(count: Int, _ coordinator: PersistentStoreCoordinator, fill: Bool = false, consuming: Bool = false,
+    func holdSnapshots(count: Int, _ coordinator: PersistentStoreCoordinator, fill: Bool = false, consuming: Bool,
                        _ element: (Int) -> (object: Unmanaged<ManagedObject>, row: UnsafeMutablePointer<StoreRow>)) {
         coordinator.retainSnapshots(count: count, consuming: consuming, { index in
             let (object, row) = element(index)
             return (object._withUnsafeGuaranteedRef { $0.objectID }, row)
         }, { index, snapshot in
+            // The reference handed over, carried into the object as it is (no count of its own).
+            let reference = Unmanaged.passRetained(consume snapshot)
             element(index).object._withUnsafeGuaranteedRef { object in
                 // An object listed twice (rows naming one ID twice: a damaged index) was counted
-                // twice: one reference goes back. Otherwise the object keeps the reference it is
-                // handed (no count of its own), and is filled from it, used unretained.
-                if object.snapshot === snapshot { coordinator.release(snapshot) } else { object.hold(consume snapshot) }
-                if fill, let held = object.snapshotReference { held._withUnsafeGuaranteedRef { fillFault(object, from: $0) } }
+                // twice: one reference goes back.
+                if reference._withUnsafeGuaranteedRef({ object.snapshot === $0 }) {
+                    coordinator.release(reference.takeRetainedValue())
+                } else {
+                    object.hold(retained: reference)
+                }
+                // Filled from the snapshot it holds, used unretained.
+                if fill { reference._withUnsafeGuaranteedRef { fillFault(object, from: $0) } }
             }
         })
     }
@@ -308,7 +314,7 @@ extension ManagedObjectContext {
             held.append(row)
         }
         held.withUnsafeBufferPointer { rows in
-            holdSnapshots(count: holders.count, coordinator, fill: firesFromFilledValues) { (Unmanaged.passUnretained(holders[$0]), UnsafeMutablePointer(mutating: rows.baseAddress.unsafelyUnwrapped.advanced(by: $0))) }
+            holdSnapshots(count: holders.count, coordinator, fill: firesFromFilledValues, consuming: false) { (Unmanaged.passUnretained(holders[$0]), UnsafeMutablePointer(mutating: rows.baseAddress.unsafelyUnwrapped.advanced(by: $0))) }
         }
     }
 

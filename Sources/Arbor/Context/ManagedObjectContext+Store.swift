@@ -376,7 +376,7 @@ extension ManagedObjectContext {
         }
         if permanent.isEmpty {
             savedRows.withUnsafeBufferPointer { saved in
-                holdSnapshots(count: unheld.count, coordinator) { index in
+                holdSnapshots(count: unheld.count, coordinator, consuming: false) { index in
                     let element = saved.baseAddress.unsafelyUnwrapped.advanced(by: unheld[index])
                     return (Unmanaged.passUnretained(element.pointer(to: \.object).unsafelyUnwrapped.pointee), UnsafeMutablePointer(mutating: element.pointer(to: \.row).unsafelyUnwrapped))
                 }
@@ -385,7 +385,7 @@ extension ManagedObjectContext {
             // Rows that mention new objects take their permanent IDs first.
             let rows = unheld.map { savedRows[$0].row.translated(permanent) }
             rows.withUnsafeBufferPointer { rows in
-                holdSnapshots(count: unheld.count, coordinator) { (Unmanaged.passUnretained(savedRows[unheld[$0]].object), UnsafeMutablePointer(mutating: rows.baseAddress.unsafelyUnwrapped.advanced(by: $0))) }
+                holdSnapshots(count: unheld.count, coordinator, consuming: false) { (Unmanaged.passUnretained(savedRows[unheld[$0]].object), UnsafeMutablePointer(mutating: rows.baseAddress.unsafelyUnwrapped.advanced(by: $0))) }
             }
         }
         finishSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects,

@@ -211,7 +211,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         result.reserveCapacity(rows.count)
         // Each field read in place (a copy of the tuple goes through generic code).
         rows.withUnsafeBufferPointer { rows in
-            retainSnapshots(count: rows.count, { index in
+            retainSnapshots(count: rows.count, consuming: false, { index in
                 let element = rows.baseAddress.unsafelyUnwrapped.advanced(by: index)
                 return (element.pointer(to: \.0).unsafelyUnwrapped.pointee, UnsafeMutablePointer(mutating: element.pointer(to: \.1).unsafelyUnwrapped))
             }, { _, snapshot in result.append(consume snapshot) })
@@ -224,8 +224,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// still held once its snapshot has the reference (it may read the snapshot's row, and must
     /// call out to nothing). With `consuming`, a new snapshot takes its row away from where
     /// `row` points, leaving ``StoreRow/placeholder`` there (no count on the row's values for
-    /// the copy, nor for dropping the original); without, the rows are only read.
-    func retainSnapshots(count: Int, consuming: Bool = false, _ row: (Int) -> (ManagedObjectID, UnsafeMutablePointer<StoreRow>),
+    /// the copy, nor for dropping the original): the rows must then be the caller's own,
+    /// unshared; without, they are only read (and may be an immutable array's).
+    func retainSnapshots(count: Int, consuming: Bool, _ row: (Int) -> (ManagedObjectID, UnsafeMutablePointer<StoreRow>),
                          _ body: (Int, __owned RowSnapshot) -> Void) {
         guard count > 0 else { return }
         let now = ContinuousClock.now
@@ -452,7 +453,9 @@ final class RowSnapshot: @unchecked Sendable {
     /// Marks the snapshot as no longer in the cache (under the coordinator's lock).
     func markDropped() {
         isCached = false
-        generation.add(1, ordering: .releasing)
+        // Only holders read the generation: at no references (the last holder let go, the
+        // common drop) there is no one to tell.
+        if references.load(ordering: .relaxed) > 0 { generation.add(1, ordering: .releasing) }
     }
 }
 

@@ -102,8 +102,7 @@ extension ManagedObject {
 
     /// Replaces IDs (old → new) in every relationship value (temporary IDs saved as permanent).
     func replaceObjectIDs(_ mapping: [ManagedObjectID: ManagedObjectID]) {
-        values.replaceObjectIDs(mapping)
-        committed?.replaceObjectIDs(mapping)
+        replaceStoredObjectIDs(mapping)
     }
 }
 

@@ -61,9 +61,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// reports its end. Held strongly; nil outside any context.
     @exclusivity(unchecked) var link: ContextLink?
 
-    // The three below are changed in place on every `setValue`: no dynamic exclusivity check
-    // (about a tenth of a bulk insert's time). Only Arbor's own code changes them, and none of
-    // it calls out — to hooks, observers or subclasses — while it does.
+    // The values, the committed values and the changed slots are changed in place on every
+    // `setValue`: their storage has no dynamic exclusivity check (about a tenth of a bulk
+    // insert's time). Only Arbor's own code changes them, and none of it calls out — to hooks,
+    // observers or subclasses — while it does.
 
     /// The values in memory: persistent and transient, as the application sees them.
     var values: PropertyStorage {
@@ -84,6 +85,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             committedIsValues = false
             storedCommitted = newValue
         }
+        _modify {
+            detachCommitted()
+            yield &storedCommitted
+        }
     }
     /// ``values`` as stored.
     @exclusivity(unchecked) private(set) var storedValues: PropertyStorage
@@ -93,7 +98,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// and not changed since): the object then counts one reference to their storage, not two
     /// — one count less when a fetch fills it, and one when it ends. The first change of the
     /// values gives the committed values their own reference first.
-    private var committedIsValues = false
+    @exclusivity(unchecked) private var committedIsValues = false
 
     /// Gives the committed values their own reference to the storage, before the values change.
     @inline(__always)
@@ -102,6 +107,13 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             storedCommitted = storedValues
             committedIsValues = false
         }
+    }
+
+    /// Replaces IDs (old → new) in the values and the committed values (once when they are
+    /// one: they stay one).
+    func replaceStoredObjectIDs(_ mapping: [ManagedObjectID: ManagedObjectID]) {
+        storedValues.replaceObjectIDs(mapping)
+        if !committedIsValues { storedCommitted?.replaceObjectIDs(mapping) }
     }
 
     /// Sets the values and the committed values to `values` (held once).
@@ -163,6 +175,13 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             filledGeneration = .max
             self.snapshot = consume snapshot
         }
+    }
+
+    /// Holds the snapshot `reference` names, taking over the count the caller made for it (the
+    /// object holds no other).
+    func hold(retained reference: Unmanaged<RowSnapshot>) {
+        filledGeneration = .max
+        snapshot = reference.takeRetainedValue()
     }
 
     /// Releases the row-cache snapshot held, if any.

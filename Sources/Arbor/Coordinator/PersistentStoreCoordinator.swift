@@ -246,17 +246,20 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         let snapshot = cache.value(for: objectID) {
             made = true
             let taken = consuming ? exchange(&row.pointee, with: StoreRow.placeholder) : row.pointee
-            return RowSnapshot(objectID: objectID, row: taken, readAt: now, coordinator: self)
+            // Made with its first reference (set, not counted atomically).
+            return RowSnapshot(objectID: objectID, row: taken, readAt: now, coordinator: self, references: 1)
         }
         // A row read before another context's save (the lock was let go in between) does not
         // replace the newer one that save put here. (A cached snapshot may be at no references:
         // its last holder counted down and has yet to drop it.)
         // The same row read again changes only the snapshot's time (faults filled from it
         // stay valid).
-        if !made, row.pointee.version >= snapshot.row.version {
-            if row.pointee == snapshot.row { snapshot.touch(readAt: now) } else { snapshot.replace(row.pointee, readAt: now) }
+        if !made {
+            if row.pointee.version >= snapshot.row.version {
+                if row.pointee == snapshot.row { snapshot.touch(readAt: now) } else { snapshot.replace(row.pointee, readAt: now) }
+            }
+            snapshot.references.add(1, ordering: .relaxed)
         }
-        snapshot.references.add(1, ordering: .relaxed)
         return snapshot
     }
 
@@ -415,13 +418,14 @@ final class RowSnapshot: @unchecked Sendable {
     let coordinator: PersistentStoreCoordinator
     private(set) var row: StoreRow
     private(set) var readAt: ContinuousClock.Instant
-    let references = Atomic<Int>(0)
+    let references: Atomic<Int>
     let generation = Atomic<UInt64>(0)
     /// Whether the cache holds this snapshot (false once dropped: at no references, or when its
     /// row went away while objects still held it).
     private(set) var isCached = true
 
-    init(objectID: ManagedObjectID, row: StoreRow, readAt: ContinuousClock.Instant, coordinator: PersistentStoreCoordinator) {
+    init(objectID: ManagedObjectID, row: StoreRow, readAt: ContinuousClock.Instant, coordinator: PersistentStoreCoordinator, references: Int = 0) {
+        self.references = Atomic(references)
         self.objectID = objectID
         self.coordinator = coordinator
         self.row = row

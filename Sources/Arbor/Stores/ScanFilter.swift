@@ -127,8 +127,11 @@ final class ScanFilter {
     }
 
     /// Whether `row` is a row of this filter's entity (its first component is the name).
+    /// (The name is a whole component, which ends unambiguously: equal leading bytes are the
+    /// same name, compared with `memcmp` rather than by the keys' order.)
+    @inline(__always)
     func owns(_ row: UnsafeRawBufferPointer) -> Bool {
-        row.count >= name.count && KeyEncoding.order(UnsafeRawBufferPointer(rebasing: row[0..<name.count]), UnsafeRawBufferPointer(name)) == 0
+        row.count >= name.count && memcmp(row.baseAddress!, name.baseAddress!, name.count) == 0
     }
 
     /// Whether `row` (one of this entity's) matches; nil when its bytes do not decide it

@@ -331,26 +331,11 @@ public final class ManagedObjectContext: @unchecked Sendable {
     ///
     /// - Precondition: the context has a coordinator whose model has the ID's entity.
     public func object(with objectID: ManagedObjectID) -> ManagedObject {
-        checkQueue()
-        return registeredObjectOrFault(objectID) {
-            guard let entity = modelEntity(of: objectID) else {
-                preconditionFailure("\(objectID) is not registered, and the context has no coordinator whose model has \(objectID.entityName)")
-            }
-            return entity
+        if let object = registeredObject(for: objectID) { return object }
+        guard let entity = modelEntity(of: objectID) else {
+            preconditionFailure("\(objectID) is not registered, and the context has no coordinator whose model has \(objectID.entityName)")
         }
-    }
-
-    /// The object registered for `objectID`, or else a new fault of the entity `entity` gives,
-    /// registered (a fault fire's and a fetch's common case).
-    func registeredObjectOrFault(_ objectID: ManagedObjectID, entity: () -> EntityDescription) -> ManagedObject {
-        takePermanentIDs()
-        purgeRegistry()
-        if let object = registry[objectID] { return object }
-        // Made outside any access to the registry: a subclass's init(fault:) may use the context.
-        let entity = entity()
-        let object = newFault(objectID, entity: entity)
-        registry.register(object, strongly: retainsRegisteredObjects)
-        return object
+        return makeFault(objectID, entity: entity)
     }
 
     /// The object registered for `objectID`, or else a new fault of `entity`, registered (a

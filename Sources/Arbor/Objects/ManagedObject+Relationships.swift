@@ -99,11 +99,6 @@ extension ManagedObject {
             setPrimitive(.none, forKey: key, persistent: true)
         }
     }
-
-    /// Replaces IDs (old → new) in every relationship value (temporary IDs saved as permanent).
-    func replaceObjectIDs(_ mapping: [ManagedObjectID: ManagedObjectID]) {
-        replaceStoredObjectIDs(mapping)
-    }
 }
 
 /// A live view of a to-many relationship that mutates it (Core Data's `mutableSetValue(forKey:)`

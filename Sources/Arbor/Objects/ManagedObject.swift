@@ -109,9 +109,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         }
     }
 
-    /// Replaces IDs (old → new) in the values and the committed values (once when they are
-    /// one: they stay one).
-    func replaceStoredObjectIDs(_ mapping: [ManagedObjectID: ManagedObjectID]) {
+    /// Replaces IDs (old → new) in every relationship value (temporary IDs saved as permanent):
+    /// in the values and the committed values, once when they are one (they stay one).
+    func replaceObjectIDs(_ mapping: [ManagedObjectID: ManagedObjectID]) {
         storedValues.replaceObjectIDs(mapping)
         if !committedIsValues { storedCommitted?.replaceObjectIDs(mapping) }
     }

@@ -26,10 +26,9 @@ final class RowColumns: @unchecked Sendable {
     /// is a row of this entity (components end unambiguously), told without decoding the name.
     let entityComponent: [UInt8]
     /// The columns as the decoder walks them: plain values (no payload to retain or release
-    /// per column per row), a to-one's destination given by its place in `destinations`.
-    let steps: [DecodeStep]
-    /// ``steps`` in a buffer the columns own (never changed after `init`, so `@unchecked
-    /// Sendable` holds): decoding a row reads it without counting a reference to an array.
+    /// per column per row), a to-one's destination given by its place in `destinations`. In a
+    /// buffer the columns own (never changed after `init`, so `@unchecked Sendable` holds):
+    /// decoding a row reads it without counting a reference to an array.
     let stepBuffer: UnsafeMutableBufferPointer<DecodeStep>
     /// The to-one columns' destination entities, by the steps' `destination`.
     let destinations: [String]
@@ -64,7 +63,6 @@ final class RowColumns: @unchecked Sendable {
             steps.append(DecodeStep(slot: slot, kind: nil, destination: destinations.count, named: named))
             destinations.append(relationship.destinationEntityName)
         }
-        self.steps = steps
         stepBuffer = .allocate(capacity: steps.count)
         _ = stepBuffer.initialize(from: steps)
         self.destinations = destinations
@@ -81,9 +79,14 @@ final class RowColumns: @unchecked Sendable {
     /// Whether `row` is a row of this entity (its first component is the entity's name).
     @inline(__always)
     func names(_ row: UnsafeRawBufferPointer) -> Bool {
-        let count = entityComponent.count
-        guard row.count >= count else { return false }
-        return entityComponent.withUnsafeBytes { memcmp($0.baseAddress!, row.baseAddress!, count) == 0 }
+        entityComponent.withUnsafeBytes { Self.row(row, begins: $0) }
+    }
+
+    /// Whether `row` begins with `name`, an encoded entity name: a whole component, which ends
+    /// unambiguously, so equal leading bytes are the same name (`memcmp`, not the keys' order).
+    @inline(__always)
+    static func row(_ row: UnsafeRawBufferPointer, begins name: UnsafeRawBufferPointer) -> Bool {
+        row.count >= name.count && memcmp(row.baseAddress!, name.baseAddress!, name.count) == 0
     }
 }
 

@@ -127,11 +127,9 @@ final class ScanFilter {
     }
 
     /// Whether `row` is a row of this filter's entity (its first component is the name).
-    /// (The name is a whole component, which ends unambiguously: equal leading bytes are the
-    /// same name, compared with `memcmp` rather than by the keys' order.)
     @inline(__always)
     func owns(_ row: UnsafeRawBufferPointer) -> Bool {
-        row.count >= name.count && memcmp(row.baseAddress!, name.baseAddress!, name.count) == 0
+        RowColumns.row(row, begins: UnsafeRawBufferPointer(name))
     }
 
     /// Whether `row` (one of this entity's) matches; nil when its bytes do not decide it

@@ -180,6 +180,72 @@ struct DatabaseTests {
 
 @Suite("Tree.forEach")
 struct ForEachTests {
+    @Test("a prefilter skips exactly the values that begin with its prefix, hold its guards and fail a comparison; select then turns down more; body sees the rest in key order", arguments: [2, 9])
+    func prefilterSkipsExactly(prefixLength: Int) throws {
+        let database = try Database(path: "/db", options: simulatedOptions(SimulatedDisk(), pageSize: 512, cacheSize: 128 * 512))
+        var random = SplitMix64(seed: UInt64(prefixLength))
+        let prefix = (0..<prefixLength).map { UInt8(0x41 + $0) }
+        var values: [[UInt8]] = []
+        try database.write { (tx) throws in
+            let tree = try tx.createTree(named: "t")
+            for i in 0..<3000 {
+                // The prefix (its last byte changed now and then), a tag byte, then a number.
+                var value = prefix
+                if random.next() % 4 == 0 { value[prefixLength - 1] ^= 1 }
+                value.append(random.next() % 5 == 0 ? 0x05 : (random.next() % 2 == 0 ? 0x20 : 0x21))
+                value += withUnsafeBytes(of: (random.next() % 100).bigEndian) { Array($0) }
+                if i % 97 == 0 { value = Array(value.prefix(Int(random.next() % UInt64(value.count)))) }  // too short
+                if i % 101 == 0 { value += Array(repeating: UInt8(i % 251), count: 700) }  // in an overflow chain
+                values.append(value)
+                try tree.put(KeyEncoding.encode([.int(Int64(i))]), value)
+            }
+        }
+        let relations: [ValuePrefilter.Relation] = [.equal, .notEqual, .less, .lessOrEqual, .greater, .greaterOrEqual]
+        var skippedInAll = 0
+        for round in 0..<12 {
+            let comparisons = (0..<(1 + round % 2)).map { _ in
+                ValuePrefilter.Comparison(offset: prefixLength + 1, relation: relations[Int(random.next() % 6)], constant: random.next() % 100)
+            }
+            let prefilter = ValuePrefilter(prefix: prefix, guards: [.init(offset: prefixLength, allowed: [0x20, 0x21])], comparisons: comparisons)
+            #expect(prefilter.reach == prefixLength + 9)
+            func skipped(_ value: [UInt8]) -> Bool {
+                guard value.count >= prefixLength + 9, Array(value.prefix(prefixLength)) == prefix,
+                      value[prefixLength] == 0x20 || value[prefixLength] == 0x21 else { return false }
+                let number = value[(prefixLength + 1)..<(prefixLength + 9)].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+                return comparisons.contains { comparison in
+                    switch comparison.relation {
+                    case .equal: number != comparison.constant
+                    case .notEqual: number == comparison.constant
+                    case .less: number >= comparison.constant
+                    case .lessOrEqual: number > comparison.constant
+                    case .greater: number <= comparison.constant
+                    case .greaterOrEqual: number < comparison.constant
+                    }
+                }
+            }
+            let expectedSelected = values.indices.filter { !skipped(values[$0]) }
+            let expectedTaken = expectedSelected.filter { values[$0].count % 2 == 0 }
+            var selected: [[UInt8]] = []
+            var taken: [Int] = []
+            try database.read { (tx) throws in
+                let tree = try #require(try tx.tree(named: "t"))
+                try tree.forEach(prefilter: prefilter, selecting: { value in
+                    selected.append(Array(value))
+                    return value.count % 2 == 0
+                }) { key, value in
+                    let index = Int(try #require(KeyEncoding.decode(Array(key)).first.flatMap { if case .int(let n) = $0 { n } else { nil } }))
+                    #expect(value.elementsEqual(values[index]))
+                    taken.append(index)
+                    return true
+                }
+            }
+            #expect(selected == expectedSelected.map { values[$0] }, "round \(round): select sees every value the prefilter passes, in order")
+            #expect(taken == expectedTaken, "round \(round)")
+            skippedInAll += values.count - expectedSelected.count
+        }
+        #expect(skippedInAll > 3000, "the rounds skip values (\(skippedInAll))")
+    }
+
     @Test("a scan of a tree larger than the cache goes through the scan ring and evicts none of the working set")
     func scanKeepsWorkingSet() throws {
         var options = simulatedOptions(SimulatedDisk(), pageSize: 512)

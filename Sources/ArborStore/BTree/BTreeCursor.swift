@@ -1,3 +1,4 @@
+import CLZ4
 /// A position in a B+tree: the path from the root to a leaf cell.
 ///
 /// Moves first, last, to the first key ≥ k, next and previous. The path is only valid while the
@@ -153,6 +154,18 @@ struct BTreeCursor {
         return try tree.value(page: leaf.page, index: leaf.index)
     }
 
+    /// Prefetches the leaf after the current one when its parent names it and it is cached (see
+    /// ``PageCache/prefetch(_:)``).
+    func prefetchNextLeaf() {
+        guard path.count >= 2 else { return }
+        let parent = path[path.count - 2]
+        let next = try? pager.withPage(parent.page) { body -> PageNumber in
+            let node = NodeView(body: body)
+            return node.type == NodeLayout.interiorType && parent.index < node.count ? node.child(parent.index + 1) : 0
+        }
+        if let next, next != 0 { pager.cache.prefetch(next) }
+    }
+
     /// Moves past the current leaf to the first cell of the next non-empty one.
     mutating func nextLeaf() throws -> Bool {
         guard isValid, !path.isEmpty else { return false }
@@ -164,11 +177,20 @@ struct BTreeCursor {
     /// position on, reading values in place (values in overflow chains or compressed are
     /// assembled in a scratch buffer; keys, split between the node's prefix, the slot and the
     /// cell, are assembled in `keyBuffer`, which holds ``NodeLayout/maxKeySize(usable:)`` bytes).
-    /// Stops early when `body` returns false; returns whether it did.
-    func forEachInLeaf(keyBuffer: UnsafeMutableRawBufferPointer, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws -> Bool {
+    /// A cell whose value `prefilter` skips or `select` turns down is passed over before its key
+    /// is assembled. Stops early when `body` returns false; returns whether it did.
+    func forEachInLeaf(keyBuffer: UnsafeMutableRawBufferPointer,
+                       prefilter: CompiledPrefilter? = nil,
+                       select: (UnsafeRawBufferPointer) throws -> Bool,
+                       _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws -> Bool {
         guard isValid, let leaf = path.last else { return false }
         return try pager.withPage(leaf.page) { page -> Bool in
             let node = NodeView(body: page)
+            // The cells are read in slot order, mostly one cache line after another: asking for
+            // the whole content area at once overlaps the misses (measured: a scan of pages not
+            // in the processor's caches went from 15 to 8 ns a row).
+            let contentStart = node.contentStart
+            if contentStart < page.count { arbor_prefetch_range(page.baseAddress! + contentStart, page.count - contentStart) }
             let prefixLength = node.prefixLength
             guard prefixLength <= keyBuffer.count else {
                 throw StoreError.corrupt(page: leaf.page, "a leaf claims a \(prefixLength)-byte key prefix", path: pager.path)
@@ -180,22 +202,35 @@ struct BTreeCursor {
                 guard prefixLength + suffix <= keyBuffer.count, end <= page.count else {
                     throw StoreError.corrupt(page: leaf.page, "cell \(index) claims a \(prefixLength + suffix)-byte key", path: pager.path)
                 }
-                let head = node.head(index)
-                if suffix > 0 { keyBuffer[prefixLength] = UInt8(head >> 8) }
-                if suffix > 1 { keyBuffer[prefixLength + 1] = UInt8(head & 0xFF) }
-                if end > tail { (keyBuffer.baseAddress! + prefixLength + 2).copyMemory(from: page.baseAddress! + tail, byteCount: end - tail) }
-                let key = UnsafeRawBufferPointer(rebasing: keyBuffer[0..<(prefixLength + suffix)])
+                /// The key, assembled only for a selected cell.
+                func key() -> UnsafeRawBufferPointer {
+                    let head = node.head(index)
+                    if suffix > 0 { keyBuffer[prefixLength] = UInt8(head >> 8) }
+                    if suffix > 1 { keyBuffer[prefixLength + 1] = UInt8(head & 0xFF) }
+                    if end > tail { (keyBuffer.baseAddress! + prefixLength + 2).copyMemory(from: page.baseAddress! + tail, byteCount: end - tail) }
+                    return UnsafeRawBufferPointer(rebasing: keyBuffer[0..<(prefixLength + suffix)])
+                }
                 let flags = page[offset] & NodeLayout.flagMask
                 let keepGoing: Bool
                 if flags == 0 {
                     var position = end
                     let storedLength = Varint.read(page, &position)
-                    keepGoing = try body(key, UnsafeRawBufferPointer(rebasing: page[position..<(position + storedLength)]))
+                    guard storedLength <= page.count - position else {
+                        throw StoreError.corrupt(page: leaf.page, "cell \(index) claims a \(storedLength)-byte value", path: pager.path)
+                    }
+                    let value = UnsafeRawBufferPointer(rebasing: page[position..<(position + storedLength)])
+                    if let prefilter, prefilter.skips(value) { continue }
+                    guard try select(value) else { continue }
+                    keepGoing = try body(key(), value)
                 } else {
                     // A value's overflow chain is read once: through the scan ring, whatever the
                     // tree's size (a small tree's leaves may hold the keys of many large values).
                     let value = try pager.cache.scanning(true) { try LeafCell(node, index).value(tree: tree) }
-                    keepGoing = try value.withUnsafeBytes { try body(key, $0) }
+                    keepGoing = try value.withUnsafeBytes { value in
+                        if let prefilter, prefilter.skips(value) { return true }
+                        guard try select(value) else { return true }
+                        return try body(key(), value)
+                    }
                 }
                 if !keepGoing { return true }
             }

@@ -5,6 +5,7 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import CLZ4
 
 /// Counters of a page cache.
 public struct PageCacheStatistics: Sendable, Equatable {
@@ -244,6 +245,15 @@ final class PageCache {
 
     /// The frame holding `page`, without counting.
     func peek(_ page: PageNumber) -> Int? { find(page) }
+
+    /// Asks the processor to bring `page`'s image into its caches when the page is cached (a
+    /// hint: nothing is counted, pinned or loaded). A scan asks for its next leaf while it reads
+    /// the current one, so the first touch of each leaf does not wait on memory.
+    @inline(__always)
+    func prefetch(_ page: PageNumber) {
+        guard let frame = find(page) else { return }
+        arbor_prefetch_range(images + frame * pageSize, pageSize)
+    }
 
     /// A frame for `page` (not yet cached): a fresh one while under capacity, else a clean,
     /// unpinned victim chosen by CLOCK. Nil when every frame is dirty or pinned.

@@ -1,0 +1,158 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Byte tests on a tree's values that a scan (``Tree/forEach(from:prefilter:selecting:_:)``)
+/// runs inside its leaf loop, before it assembles a key or calls anything: the cheapest way to
+/// pass over the many values of a table that a filter turns down on a few fixed bytes.
+///
+/// A value is **skipped** only when all of these hold:
+/// - it is at least ``reach`` bytes long;
+/// - it begins with ``prefix``;
+/// - each guard's byte is one of the guard's allowed bytes;
+/// - at least one comparison fails.
+///
+/// Every other value goes on to the scan's `select` and `body` as usual, so a prefilter is
+/// conservative: it can only skip values its caller's own test would turn down. A comparison reads
+/// the eight bytes at its offset as a big-endian number (the order of ``KeyEncoding``'s integers,
+/// whose payload follows a tag byte).
+public struct ValuePrefilter: Sendable, Equatable {
+    /// How a comparison's number relates to its constant for the value to pass.
+    public enum Relation: UInt8, Sendable {
+        case equal, notEqual, less, lessOrEqual, greater, greaterOrEqual
+    }
+
+    /// A byte that must be one of (up to) three values for the comparisons to apply.
+    public struct Guard: Sendable, Equatable {
+        /// Where the byte is.
+        public var offset: Int
+        /// The byte values allowed (repeat one to allow fewer than three).
+        public var allowed: (UInt8, UInt8, UInt8)
+
+        /// A guard at `offset` allowing `allowed` (one to three bytes).
+        public init(offset: Int, allowed: [UInt8]) {
+            precondition((1...3).contains(allowed.count) && offset >= 0, "a guard allows one to three bytes at a non-negative offset")
+            self.offset = offset
+            self.allowed = (allowed[0], allowed[min(1, allowed.count - 1)], allowed[allowed.count - 1])
+        }
+
+        public static func == (a: Guard, b: Guard) -> Bool {
+            a.offset == b.offset && a.allowed == b.allowed
+        }
+
+        @inline(__always)
+        func holds(_ byte: UInt8) -> Bool {
+            byte == allowed.0 || byte == allowed.1 || byte == allowed.2
+        }
+    }
+
+    /// A test of the big-endian number at an offset against a constant.
+    public struct Comparison: Sendable, Equatable {
+        /// Where the eight bytes are.
+        public var offset: Int
+        public var relation: Relation
+        public var constant: UInt64
+
+        /// A comparison of the eight bytes at `offset` (big-endian) with `constant`.
+        public init(offset: Int, relation: Relation, constant: UInt64) {
+            precondition(offset >= 0, "a comparison reads at a non-negative offset")
+            self.offset = offset
+            self.relation = relation
+            self.constant = constant
+        }
+
+        /// Whether `value`'s eight bytes at ``offset`` pass (the value must reach that far).
+        @inlinable @inline(__always)
+        public func passes(_ value: UnsafeRawBufferPointer) -> Bool {
+            let number = UInt64(bigEndian: value.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+            return switch relation {
+            case .equal: number == constant
+            case .notEqual: number != constant
+            case .less: number < constant
+            case .lessOrEqual: number <= constant
+            case .greater: number > constant
+            case .greaterOrEqual: number >= constant
+            }
+        }
+    }
+
+    /// The bytes a value begins with.
+    public var prefix: [UInt8]
+    public var guards: [Guard]
+    public var comparisons: [Comparison]
+
+    /// A prefilter that skips a value beginning with `prefix` whose `guards` hold and which fails
+    /// one of `comparisons`.
+    public init(prefix: [UInt8], guards: [Guard], comparisons: [Comparison]) {
+        self.prefix = prefix
+        self.guards = guards
+        self.comparisons = comparisons
+    }
+
+    /// The fewest bytes a value needs for every test to read inside it.
+    public var reach: Int {
+        max(prefix.count, guards.map { $0.offset + 1 }.max() ?? 0, comparisons.map { $0.offset + 8 }.max() ?? 0)
+    }
+}
+
+/// A ``ValuePrefilter`` laid out for the leaf loop: its tests in buffers it owns, the prefix as
+/// words when it is 8…16 bytes long.
+final class CompiledPrefilter {
+    let reach: Int
+    private let prefix: UnsafeMutableRawBufferPointer
+    private let prefixWords: (first: UInt64, last: UInt64)?
+    private let guards: UnsafeMutableBufferPointer<ValuePrefilter.Guard>
+    private let comparisons: UnsafeMutableBufferPointer<ValuePrefilter.Comparison>
+
+    init(_ filter: ValuePrefilter) {
+        reach = filter.reach
+        prefix = .allocate(byteCount: max(1, filter.prefix.count), alignment: 8)
+        prefix.copyBytes(from: filter.prefix)
+        if (8...16).contains(filter.prefix.count) {
+            let bytes = UnsafeRawBufferPointer(rebasing: prefix[0..<filter.prefix.count])
+            prefixWords = (bytes.loadUnaligned(as: UInt64.self), bytes.loadUnaligned(fromByteOffset: bytes.count - 8, as: UInt64.self))
+        } else {
+            prefixWords = nil
+        }
+        guards = .allocate(capacity: max(1, filter.guards.count))
+        _ = guards.initialize(from: filter.guards)
+        comparisons = .allocate(capacity: max(1, filter.comparisons.count))
+        _ = comparisons.initialize(from: filter.comparisons)
+        prefixCount = filter.prefix.count
+        guardCount = filter.guards.count
+        comparisonCount = filter.comparisons.count
+    }
+
+    private let prefixCount: Int
+    private let guardCount: Int
+    private let comparisonCount: Int
+
+    deinit {
+        prefix.deallocate()
+        guards.deallocate()
+        comparisons.deallocate()
+    }
+
+    /// Whether the scan skips `value` (see ``ValuePrefilter``).
+    @inline(__always)
+    func skips(_ value: UnsafeRawBufferPointer) -> Bool {
+        guard comparisonCount > 0, value.count >= reach else { return false }
+        if let prefixWords {
+            guard value.loadUnaligned(as: UInt64.self) == prefixWords.first,
+                  value.loadUnaligned(fromByteOffset: prefixCount - 8, as: UInt64.self) == prefixWords.last else { return false }
+        } else if prefixCount > 0 {
+            guard memcmp(value.baseAddress!, prefix.baseAddress!, prefixCount) == 0 else { return false }
+        }
+        for index in 0..<guardCount where !guards[index].holds(value.load(fromByteOffset: guards[index].offset, as: UInt8.self)) {
+            return false
+        }
+        for index in 0..<comparisonCount where !comparisons[index].passes(value) {
+            return true
+        }
+        return false
+    }
+}

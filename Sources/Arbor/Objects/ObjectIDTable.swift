@@ -169,7 +169,9 @@ struct ObjectIDTable<Value>: ~Copyable {
                     if table.pointee.spares.count < Self.maximumSpares {
                         table.pointee.spares.append(slots)
                     } else {
-                        Self.freeSlots(slots)
+                        // Every slot is nil, which holds nothing: no deinitializing (that went
+                        // through the runtime's generic array destroy, slot by slot).
+                        slots.deallocate()
                     }
                 }
                 withExtendedLifetime(old) {}

@@ -237,7 +237,8 @@ struct FetchPlan {
         }
         var plan = QueryPlan(entityName: entity.name, access: access, filter: filter, orderedByIndex: orderedByIndex && !request.sortDescriptors.isEmpty,
                              sort: sort, stopsEarly: request.limit > 0 && sort.isEmpty)
-        if index == nil, let filter { plan.filterOnEncodedValues = ScanFilter.compiles(filter, layout: RawRowLayout(entity, columns: RowColumns(entity))) }
+        // Whether a filter compiles depends on the attributes' kinds, not on their order in rows.
+        if index == nil, let filter { plan.filterOnEncodedValues = ScanFilter.compiles(filter, layout: RawRowLayout(entity, columns: RowColumns(entity, layout: .fixedFirst))) }
         return plan
     }
 }
@@ -539,7 +540,11 @@ extension NativeStore {
             // One filter per entity met; the current one is used unretained (it lives in
             // `filters`), so a row that stays with the same entity costs no reference counting.
             var filters: [ScanFilter] = []
-            var current: Unmanaged<ScanFilter>?
+            // Read for every row by two closures: kept behind a pointer, which (unlike a
+            // captured variable) takes no exclusivity check per access.
+            let currentFilter = UnsafeMutablePointer<Unmanaged<ScanFilter>?>.allocate(capacity: 1)
+            currentFilter.initialize(to: nil)
+            defer { currentFilter.deallocate() }
             func malformed(_ entry: UnsafeRawBufferPointer) -> ArborError {
                 let key = (try? Self.lastKey(of: entry, in: rows.name)).map { "\($0)" } ?? "?"
                 return ArborError(.store, "the row \(key) of \(rows.name) is malformed")
@@ -552,11 +557,27 @@ extension NativeStore {
                 filters.append(made)
                 return Unmanaged.passUnretained(made)
             }
-            try rows.forEach { entry, value in
-                var scan = current
+            // Rows are first screened on their values alone, in the engine's leaf loop: a row the
+            // current filter rejects costs no key and no call of the body below.
+            func mayTake(_ value: UnsafeRawBufferPointer) -> Bool {
+                guard let scan = currentFilter.pointee else { return true }
+                return scan._withUnsafeGuaranteedRef { filter in
+                    // Most rows of most scans: turned down by a few loads from the fixed head.
+                    if filter.rejects(value) { return false }
+                    guard filter.owns(value) else { return true }
+                    return filter.accepted && filter.decide(value) != false
+                }
+            }
+            // The fetched entity's filter is made first: its leading tests on the rows' fixed
+            // head run inside the engine's leaf loop (ScanFilter.prefilter).
+            let fetched = ScanFilter(plan.filter, layout: rawRowLayout(entity), accepted: true)
+            filters.append(fetched)
+            currentFilter.pointee = Unmanaged.passUnretained(fetched)
+            try rows.forEach(prefilter: fetched.prefilter, selecting: mayTake) { entry, value in
+                var scan = currentFilter.pointee
                 if scan?._withUnsafeGuaranteedRef({ $0.owns(value) }) != true {
                     scan = try filter(for: entry, value)
-                    current = scan
+                    currentFilter.pointee = scan
                 }
                 guard let scan else { return true }
                 let (accepted, decided) = scan._withUnsafeGuaranteedRef { filter -> (Bool, Bool?) in

@@ -26,6 +26,8 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     public let configurationName: String?
     let database: Database
     let model: ManagedObjectModel
+    /// The order of the columns in this store's rows (recorded in its metadata).
+    let rowLayout: RowColumns.RowLayout
     /// Each entity's stored columns, in row order (``RowColumns``), made once.
     let rowColumns: [ObjectIdentifier: RowColumns]
     /// Each entity's indexes, single-key uniqueness trees and foreign-key trees (the fetch
@@ -54,12 +56,14 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         return try NativeStore(path: "/memory.arbor", type: "memory", model: model, configuration: configuration, options: options)
     }
 
-    init(path: String, type: String, model: ManagedObjectModel, configuration: String?, options: DatabaseOptions) throws {
+    /// - Parameter newRowLayout: the row layout of a store this call makes (tests make stores of
+    ///   layout 1, as earlier builds did: their metadata then records no layout).
+    init(path: String, type: String, model: ManagedObjectModel, configuration: String?, options: DatabaseOptions,
+         newRowLayout: RowColumns.RowLayout = .fixedFirst) throws {
         self.type = type
         self.path = type == "memory" ? nil : path
         configurationName = configuration
         self.model = model
-        rowColumns = Dictionary(uniqueKeysWithValues: model.entities.map { (ObjectIdentifier($0), RowColumns($0)) })
         accessPaths = Dictionary(uniqueKeysWithValues: model.entities.map { (ObjectIdentifier($0), Self.accessPaths(of: $0)) })
         let database: Database
         do {
@@ -70,13 +74,14 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         self.database = database
         // An existing store is checked in a read transaction; only a new one is written to
         // (checked again under the write lock, in case another connection made it meanwhile).
-        identifier = try Self.storeError("open the store at \(path)", code: .storeOpen) {
-            if let uuid = try database.read({ try Self.recordedIdentifier($0, model: model, path: path) }) { return uuid }
-            return try database.write { transaction -> UUID in
-                if let uuid = try Self.recordedIdentifier(transaction, model: model, path: path) { return uuid }
+        let (identifier, rowLayout) = try Self.storeError("open the store at \(path)", code: .storeOpen) {
+            if let recorded = try database.read({ try Self.recordedIdentifier($0, model: model, path: path) }) { return recorded }
+            return try database.write { transaction -> (UUID, RowColumns.RowLayout) in
+                if let recorded = try Self.recordedIdentifier(transaction, model: model, path: path) { return recorded }
                 let metadata = try transaction.tree(named: "arbor.metadata", create: true)!
                 let uuid = UUID()
                 try metadata.put(Array("uuid".utf8), withUnsafeBytes(of: uuid.uuid) { Array($0) })
+                if newRowLayout != .declared { try metadata.put(Array("rows".utf8), [newRowLayout.rawValue]) }
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.sortedKeys]
                 let hashes = Dictionary(uniqueKeysWithValues: model.entities.map { ($0.name, $0.versionHashString) })
@@ -86,9 +91,12 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                 for root in model.entities where root.superentity == nil {
                     _ = try transaction.tree(named: Self.rowsTree(root), create: true)
                 }
-                return uuid
+                return (uuid, newRowLayout)
             }
         }
+        self.identifier = identifier
+        self.rowLayout = rowLayout
+        rowColumns = Dictionary(uniqueKeysWithValues: model.entities.map { (ObjectIdentifier($0), RowColumns($0, layout: rowLayout)) })
         let store = identifier
         let spaces = model.entities.map { (entity: $0, space: ObjectIDSpace.interned($0.name, store)) }
         idSpaces = Dictionary(spaces.map { ($0.entity.name, $0.space) }, uniquingKeysWith: { first, _ in first })
@@ -150,12 +158,14 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         }
     }
 
-    /// The identifier recorded in an Arbor store, after checking its model is `model`'s; nil for
-    /// a new (empty) database.
+    /// The identifier and row layout recorded in an Arbor store, after checking its model is
+    /// `model`'s; nil for a new (empty) database. A store without a recorded layout was made
+    /// before layout 2, in the model's order.
     ///
     /// - Throws: ``ArborError/Code/incompatibleModel``; ``ArborError/Code/storeOpen`` for a
-    ///   database of something else (trees but no Arbor metadata) or damaged metadata.
-    static func recordedIdentifier(_ transaction: ReadTransaction, model: ManagedObjectModel, path: String) throws -> UUID? {
+    ///   database of something else (trees but no Arbor metadata), damaged metadata, or a row
+    ///   layout this build does not know.
+    static func recordedIdentifier(_ transaction: ReadTransaction, model: ManagedObjectModel, path: String) throws -> (UUID, RowColumns.RowLayout)? {
         guard let metadata = try transaction.tree(named: "arbor.metadata") else {
             let trees = try transaction.trees()
             guard trees.isEmpty else {
@@ -169,7 +179,14 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
             throw ArborError(.storeOpen, "the Arbor metadata of \(path) is damaged: its identifier or model hashes are missing or unreadable")
         }
         try model.checkCompatible(withStoreHashes: recorded.compactMapValues { bytes(fromHex: $0) }, storeName: path)
-        return UUID(uuid: stored.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) })
+        var layout = RowColumns.RowLayout.declared
+        if let recordedLayout = try metadata.get(Array("rows".utf8)) {
+            guard recordedLayout.count == 1, let known = RowColumns.RowLayout(rawValue: recordedLayout[0]) else {
+                throw ArborError(.storeOpen, "\(path) stores its rows in layout \(recordedLayout.map(String.init).joined(separator: " ")), which this build of Arbor does not know (it reads layouts 1 and 2)")
+            }
+            layout = known
+        }
+        return (UUID(uuid: stored.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }), layout)
     }
 
     static func bytes(fromHex hex: String) -> Data? {
@@ -297,7 +314,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
 
     /// The stored columns of `entity`'s rows (made once per entity of the model).
     func columns(of entity: EntityDescription) -> RowColumns {
-        rowColumns[ObjectIdentifier(entity)] ?? RowColumns(entity)
+        rowColumns[ObjectIdentifier(entity)] ?? RowColumns(entity, layout: rowLayout)
     }
 
     /// The scan filter's layout of `entity`'s rows, from its stored columns.

@@ -5,6 +5,12 @@ import Foundation
 /// name when the destination entity has sub-entities). The one statement of the row layout that
 /// decoding follows (``NativeStore/encode(_:entity:permanent:)`` writes it).
 ///
+/// In stores of row layout 2 (``RowLayout/fixedFirst``, every store made since 2026-11-23) the
+/// attributes of fixed size come first — integers, floating-point numbers, dates, booleans and
+/// UUIDs, in the order the model declares them — then the others (strings, decimals, binary
+/// data, URIs, transformables), so a scan's filter finds a fixed-size attribute at the same
+/// offset in every row without skipping strings. Stores of layout 1 keep the model's order.
+///
 /// A class: made once per entity of the model and shared, so passing it to every row's decoder
 /// retains one reference rather than copying its arrays.
 final class RowColumns: @unchecked Sendable {
@@ -45,13 +51,33 @@ final class RowColumns: @unchecked Sendable {
         var named: Bool
     }
 
-    init(_ entity: EntityDescription) {
+    /// The order of a store's row columns (recorded in its metadata as `rows`).
+    enum RowLayout: UInt8, Sendable {
+        /// The model's order (stores made before layout 2).
+        case declared = 1
+        /// Attributes of fixed size first.
+        case fixedFirst = 2
+    }
+
+    /// Whether every non-nil value of `kind` is stored as a component of one size.
+    static func isFixedSize(_ kind: AttributeType.Kind) -> Bool {
+        switch kind {
+        case .integer16, .integer32, .integer64, .double, .float, .date, .boolean, .uuid: true
+        case .decimal, .string, .binaryData, .uri, .transformable: false
+        }
+    }
+
+    init(_ entity: EntityDescription, layout: RowLayout) {
         var columns: [Column] = []
         var attributeSlots: [Int] = []
         var toOneSlots: [(slot: Int, named: Bool)] = []
         var steps: [DecodeStep] = []
         var destinations: [String] = []
-        for (attribute, slot) in zip(entity.attributes, entity.attributeSlots) where !attribute.isTransient {
+        var attributes = zip(entity.attributes, entity.attributeSlots).filter { !$0.0.isTransient }
+        if layout == .fixedFirst {
+            attributes = attributes.filter { Self.isFixedSize($0.0.type.kind) } + attributes.filter { !Self.isFixedSize($0.0.type.kind) }
+        }
+        for (attribute, slot) in attributes {
             columns.append(.attribute(slot: slot, type: attribute.type))
             attributeSlots.append(slot)
             steps.append(DecodeStep(slot: slot, kind: attribute.type.kind, destination: 0, named: false))

@@ -73,6 +73,35 @@ final class ScanFilter {
     private let conjunction: UnsafeMutableBufferPointer<Int>
     /// The number of tests in `conjunction` (0: walk the tree).
     private let conjunctionCount: Int
+    /// The row's *fixed head*: the leading components whose sizes the layout fixes (the name,
+    /// the version, then integer, floating-point, date, UUID and boolean attributes up to the
+    /// first of another kind). `fixedStarts[k]` is where component `k` starts, for `k` up to
+    /// `fixedCount` (the first component after the head). A row whose head holds the expected
+    /// tags (`guards`) has its first `fixedCount` components located without reading them.
+    private let fixedStarts: UnsafeMutableBufferPointer<Int>
+    private let fixedCount: Int
+    /// For each head component after the name: its offset, and the tag it must have there (0 for
+    /// a one-byte component: nil, false or true).
+    private let guards: UnsafeMutableBufferPointer<(offset: Int, tag: UInt8)>
+    /// For each test of `conjunction`: when it compares an integer of the fixed head with its
+    /// constant, where the integer's eight bytes are and the constant as a number (a row that
+    /// holds the fixed head has an integer there, so the test is decided by one comparison).
+    private let headTests: UnsafeMutableBufferPointer<HeadTest>
+    /// The encoded name's first and last eight bytes, when it is 8…16 bytes long (most are): the
+    /// row's entity is then told by two loads, not a call to `memcmp`.
+    private let nameWords: (first: UInt64, last: UInt64)?
+
+    /// A conjunction test decided on the fixed head (see ``headTests``): the comparison the
+    /// engine's prefilter makes of the integer's eight bytes.
+    struct HeadTest {
+        /// False: the test goes the general way.
+        var onHead = false
+        var comparison = ValuePrefilter.Comparison(offset: 0, relation: .equal, constant: 0)
+
+        /// The test on a row that holds the fixed head.
+        @inline(__always)
+        func passes(_ row: UnsafeRawBufferPointer) -> Bool { comparison.passes(row) }
+    }
 
     /// Compiles `predicate` (nil: no filter) for rows of `layout`'s entity.
     init(_ predicate: ObjectPredicate?, layout: RawRowLayout, accepted: Bool) {
@@ -94,7 +123,6 @@ final class ScanFilter {
         pool = .allocate(byteCount: max(1, compiler.pool.count), alignment: 1)
         pool.copyBytes(from: compiler.pool)
         lastComponent = compiler.lastComponent
-        components = .allocate(capacity: compiler.lastComponent + 2)
         var tests: [Int] = []
         if let root {
             let isTest = { (node: Node) in ![.constantFalse, .constantTrue, .not, .and, .or].contains(node.kind) }
@@ -108,6 +136,111 @@ final class ScanFilter {
         conjunction = .allocate(capacity: max(1, tests.count))
         _ = conjunction.initialize(from: tests)
         conjunctionCount = tests.count
+        let head = Self.fixedHead(layout, nameCount: encodedName.count, through: compiler.lastComponent)
+        // Room for every component a test reads and for the fixed head (which always spans the
+        // name and the version), each start and the end after.
+        components = .allocate(capacity: max(compiler.lastComponent + 2, head.starts.count))
+        fixedStarts = .allocate(capacity: head.starts.count)
+        _ = fixedStarts.initialize(from: head.starts)
+        fixedCount = head.starts.count - 1
+        guards = .allocate(capacity: max(1, head.guards.count))
+        _ = guards.initialize(from: head.guards)
+        headTests = .allocate(capacity: max(1, tests.count))
+        headTests.initialize(repeating: HeadTest())
+        for (position, index) in tests.enumerated() {
+            let node = compiler.nodes[index]
+            // A test of a head component other than the name and version (always an attribute).
+            guard node.kind == .compare, node.tag == KeyEncoding.Tag.int, node.component >= 2,
+                  node.component < head.starts.count - 1, node.count == 1 else { continue }
+            let span = compiler.spans[node.first]
+            guard span.count == 9 else { continue }
+            let constant = compiler.pool[(span.start + 1)..<(span.start + 9)].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            let relation: ValuePrefilter.Relation = switch node.op {
+            case .equalTo: .equal
+            case .notEqualTo: .notEqual
+            case .lessThan: .less
+            case .lessThanOrEqualTo: .lessOrEqual
+            case .greaterThan: .greater
+            default: .greaterOrEqual
+            }
+            headTests[position] = HeadTest(onHead: true, comparison: ValuePrefilter.Comparison(offset: head.starts[node.component] + 1, relation: relation, constant: constant))
+        }
+        prefilter = Self.prefilter(accepted: accepted, name: encodedName, guards: head.guards, tests: tests.map { compiler.nodes[$0] }, headTests: headTests)
+        if (8...16).contains(encodedName.count) {
+            let bytes = UnsafeRawBufferPointer(name)
+            nameWords = (bytes.loadUnaligned(as: UInt64.self), bytes.loadUnaligned(fromByteOffset: bytes.count - 8, as: UInt64.self))
+        } else {
+            nameWords = nil
+        }
+    }
+
+    /// The fixed head of `layout`'s rows, no further than component `last` needs: the start of
+    /// each component in it and of the one after it, and the tags that must hold.
+    static func fixedHead(_ layout: RawRowLayout, nameCount: Int, through last: Int) -> (starts: [Int], guards: [(offset: Int, tag: UInt8)]) {
+        var kinds: [Int: AttributeType.Kind] = [:]
+        for case .attribute(let component, let type) in layout.slots.values { kinds[component] = type.kind }
+        var starts = [0, nameCount]
+        // The version: an integer.
+        var guards: [(offset: Int, tag: UInt8)] = [(nameCount, KeyEncoding.Tag.int)]
+        starts.append(nameCount + 9)
+        var component = 2
+        while component <= last, let kind = kinds[component] {
+            let start = starts[component]
+            switch kind {
+            case .integer16, .integer32, .integer64: guards.append((start, KeyEncoding.Tag.int)); starts.append(start + 9)
+            case .double, .float: guards.append((start, KeyEncoding.Tag.double)); starts.append(start + 9)
+            case .date: guards.append((start, KeyEncoding.Tag.date)); starts.append(start + 9)
+            case .uuid: guards.append((start, KeyEncoding.Tag.uuid)); starts.append(start + 17)
+            case .boolean: guards.append((start, 0)); starts.append(start + 1)
+            default: return (starts, guards)
+            }
+            component += 1
+        }
+        return (starts, guards)
+    }
+
+    /// The engine-side form of the conjunction's leading tests on the fixed head (those before
+    /// its first other test): rows of this entity that hold the fixed head and fail one of them
+    /// are passed over inside the engine's leaf loop, exactly the rows ``rejects(_:)`` turns
+    /// down. Nil when the predicate does not start with such a test, or for an entity whose rows
+    /// the fetch does not take.
+    let prefilter: ValuePrefilter?
+
+    static func prefilter(accepted: Bool, name: [UInt8], guards: [(offset: Int, tag: UInt8)], tests: [Node],
+                          headTests: UnsafeMutableBufferPointer<HeadTest>) -> ValuePrefilter? {
+        guard accepted else { return nil }
+        var comparisons: [ValuePrefilter.Comparison] = []
+        var lastComponent = 0
+        for (position, node) in tests.enumerated() {
+            let head = headTests[position]
+            guard head.onHead else { break }
+            comparisons.append(head.comparison)
+            lastComponent = max(lastComponent, node.component)
+        }
+        guard !comparisons.isEmpty else { return nil }
+        // The guard of component k is guards[k - 1] (the version's is the first).
+        let needed = guards.prefix(lastComponent).map { guardOf in
+            ValuePrefilter.Guard(offset: guardOf.offset, allowed: guardOf.tag == 0
+                ? [KeyEncoding.Tag.null, KeyEncoding.Tag.falseValue, KeyEncoding.Tag.trueValue] : [guardOf.tag])
+        }
+        return ValuePrefilter(prefix: name, guards: needed, comparisons: comparisons)
+    }
+
+    /// Whether `row` has the fixed head the layout implies (every head component of its
+    /// expected kind, so none is nil except booleans).
+    @inline(__always)
+    private func holdsFixedHead(_ row: UnsafeRawBufferPointer) -> Bool {
+        guard row.count >= fixedStarts[fixedCount] else { return false }
+        for index in 0..<(fixedCount - 1) {
+            let (offset, tag) = guards[index]
+            let actual = row.load(fromByteOffset: offset, as: UInt8.self)
+            if tag == 0 {
+                if actual != KeyEncoding.Tag.null && actual != KeyEncoding.Tag.falseValue && actual != KeyEncoding.Tag.trueValue { return false }
+            } else if actual != tag {
+                return false
+            }
+        }
+        return true
     }
 
     deinit {
@@ -118,6 +251,9 @@ final class ScanFilter {
         pool.deallocate()
         components.deallocate()
         conjunction.deallocate()
+        fixedStarts.deallocate()
+        guards.deallocate()
+        headTests.deallocate()
     }
 
     /// Whether `predicate` compiles for rows of `layout`'s entity (for explain).
@@ -129,7 +265,27 @@ final class ScanFilter {
     /// Whether `row` is a row of this filter's entity (its first component is the name).
     @inline(__always)
     func owns(_ row: UnsafeRawBufferPointer) -> Bool {
-        RowColumns.row(row, begins: UnsafeRawBufferPointer(name))
+        if let nameWords {
+            return row.count >= name.count && row.loadUnaligned(as: UInt64.self) == nameWords.first
+                && row.loadUnaligned(fromByteOffset: name.count - 8, as: UInt64.self) == nameWords.last
+        }
+        return RowColumns.row(row, begins: UnsafeRawBufferPointer(name))
+    }
+
+    /// Whether `row` is one of this entity's rows that the predicate's leading tests on the fixed
+    /// head turn down — the few loads a scan spends on most rows, run in the engine's leaf loop
+    /// before anything else (a row not rejected here is decided by ``decide(_:)``). Only the
+    /// tests of the conjunction before its first test off the head are tried, in order, so the
+    /// answer is the one `decide` would give.
+    @inline(__always)
+    func rejects(_ row: UnsafeRawBufferPointer) -> Bool {
+        guard accepted, conjunctionCount > 0, headTests[0].onHead, owns(row), holdsFixedHead(row) else { return false }
+        for position in 0..<conjunctionCount {
+            let head = headTests[position]
+            guard head.onHead else { return false }
+            if !head.passes(row) { return true }
+        }
+        return false
     }
 
     /// Whether `row` (one of this entity's) matches; nil when its bytes do not decide it
@@ -142,18 +298,32 @@ final class ScanFilter {
     /// every component.
     func decide(_ row: UnsafeRawBufferPointer) -> Bool? {
         guard compiled else { return nil }
-        components[0] = 0
-        components[1] = name.count
         // Components located so far: `components[located]` is where the next one starts.
         var located = 1
+        components[0] = 0
+        components[1] = name.count
+        let onHead = holdsFixedHead(row)
+        /// Locates the fixed head at once (before the first test that needs components).
+        func locateHead() {
+            guard onHead, located < fixedCount else { return }
+            for index in 2...fixedCount { components[index] = fixedStarts[index] }
+            located = fixedCount
+        }
         if conjunctionCount > 0 {
             // In order, as `AND` goes: an undecided test before a failing one leaves it undecided.
             for position in 0..<conjunctionCount {
+                let head = headTests[position]
+                if onHead && head.onHead {
+                    if !head.passes(row) { return false }
+                    continue
+                }
+                locateHead()
                 guard let passed = test(nodes[conjunction[position]], row, &located) else { return nil }
                 if !passed { return false }
             }
             return true
         }
+        locateHead()
         return evaluate(nodes.count - 1, row, &located)
     }
 

@@ -1,0 +1,157 @@
+import ArborStore
+import ArborTestSupport
+import Foundation
+import Testing
+@testable import Arbor
+
+/// Row layout 2 (fixed-size attributes first) and the scan tests that use it: a conjunction's
+/// leading comparisons of integers on the rows' fixed head run inside the engine's leaf loop
+/// (`ValuePrefilter`), the rest on the row's bytes or decoded values. Whatever the layout, a scan
+/// must give what the predicate gives in memory.
+@Suite("Scans on the rows' fixed head")
+struct ScanLayoutTests {
+    static func model() throws -> ManagedObjectModel {
+        try ManagedObjectModel {
+            Entity("Item") {
+                Attribute("label", .string)
+                Attribute("n1", .integer64)
+                Attribute("flag", .boolean)
+                Attribute("n2", .integer16)
+                Attribute("when", .date)
+                Attribute("n3", .integer32)
+                Attribute("serial", .integer64)
+            }
+            Entity("Special", parent: "Item") { Attribute("extra", .integer64) }
+        }
+    }
+
+    struct Row {
+        var serial: Int64
+        var special: Bool
+        var label: String?
+        var n1: Int64?
+        var flag: Bool?
+        var n2: Int64?
+        var when: Date?
+        var n3: Int64?
+
+        var dictionary: [String: Any?] {
+            ["serial": serial, "label": label, "n1": n1, "flag": flag, "n2": n2, "when": when, "n3": n3]
+        }
+    }
+
+    static func randomRow(_ serial: Int64, _ random: inout SplitMix64) -> Row {
+        func number() -> Int64? { Int.random(in: 0..<5, using: &random) == 0 ? nil : Int64.random(in: -3...3, using: &random) }
+        return Row(serial: serial, special: Int.random(in: 0..<4, using: &random) == 0,
+                   label: [nil, "", "apple", "avocado", "banana", "Apple", "x7"].randomElement(using: &random)!,
+                   n1: number(), flag: [nil, true, false].randomElement(using: &random)!, n2: number(),
+                   when: Bool.random(using: &random) ? nil : Date(timeIntervalSinceReferenceDate: Double(Int.random(in: 0...3, using: &random)) * 86_400),
+                   n3: number())
+    }
+
+    static func randomTest(_ random: inout SplitMix64) -> String {
+        switch Int.random(in: 0..<10, using: &random) {
+        case 0: return "label BEGINSWITH 'a'"
+        case 1: return "flag == \(Bool.random(using: &random) ? "YES" : "NO")"
+        case 2: return "\(["n1", "n2", "n3"].randomElement(using: &random)!) == nil"
+        case 3: return "n2 IN {\(Int.random(in: -3...3, using: &random)), \(Int.random(in: -3...3, using: &random))}"
+        default:
+            let key = ["n1", "n2", "n3", "serial"].randomElement(using: &random)!
+            let op = ["==", "!=", "<", "<=", ">", ">="].randomElement(using: &random)!
+            return "\(key) \(op) \(Int.random(in: -4...4, using: &random) * (key == "serial" ? 40 : 1) + (key == "serial" ? 200 : 0))"
+        }
+    }
+
+    static func randomPredicate(_ random: inout SplitMix64) -> String {
+        switch Int.random(in: 0..<6, using: &random) {
+        case 0: return randomTest(&random)
+        case 1: return "(\(randomTest(&random)) OR \(randomTest(&random))) AND \(randomTest(&random))"
+        case 2: return "NOT (\(randomTest(&random))) AND \(randomTest(&random))"
+        default: return (0..<Int.random(in: 2...3, using: &random)).map { _ in randomTest(&random) }.joined(separator: " AND ")
+        }
+    }
+
+    @Test("scans give what in-memory evaluation gives, in stores of either row layout, with nils before the tested integers, booleans and subentities", arguments: [RowColumns.RowLayout.fixedFirst, .declared])
+    func scansAgree(layout: RowColumns.RowLayout) throws {
+        let seed = UInt64.random(in: 0...UInt64.max)
+        var random = SplitMix64(seed: seed)
+        let model = try Self.model()
+        let path = try temporaryDirectory() + "/items.arbor"
+        let rows = (1...400).map { Self.randomRow(Int64($0), &random) }
+        do {
+            // A store made with `layout` (layout 1 as builds before 2026-11-23 made them).
+            let store = try NativeStore(path: path, type: "native", model: model, configuration: nil, options: DatabaseOptions(), newRowLayout: layout)
+            let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+            coordinator.addPersistentStore(store)
+            let stack = Stack(model: model, coordinator: coordinator)
+            let context = stack.context()
+            for row in rows {
+                var values: [String: Any] = ["serial": row.serial]
+                if let label = row.label { values["label"] = label }
+                if let n1 = row.n1 { values["n1"] = n1 }
+                if let flag = row.flag { values["flag"] = flag }
+                if let n2 = row.n2 { values["n2"] = Int16(n2) }
+                if let when = row.when { values["when"] = when }
+                if let n3 = row.n3 { values["n3"] = Int32(n3) }
+                if row.special { values["extra"] = Int64(7) }
+                _ = try stack.insert(row.special ? "Special" : "Item", in: context, values)
+            }
+            try context.save()
+        }
+        // Reopened as any store is: the layout comes from the store's metadata.
+        let stack = try Stack(model: model, path: path)
+        let store = try #require(stack.coordinator.persistentStores.first as? NativeStore)
+        #expect(store.rowLayout == layout)
+        var prefiltered = 0
+        for round in 0..<250 {
+            let format = Self.randomPredicate(&random)
+            let predicate = try ObjectPredicate(format: format)
+            let subentities = Bool.random(using: &random)
+            var request = FetchRequest<ManagedObject>(entityName: "Item")
+            request.predicate = predicate
+            request.includesSubentities = subentities
+            let context = stack.context()
+            let fetched = try context.fetch(request).map { try #require($0.value(forKey: "serial") as? Int64) }
+            let expected = try rows.filter { row in try (subentities || !row.special) && predicate.evaluate(with: row.dictionary) }.map(\.serial)
+            #expect(fetched.sorted() == expected.sorted(), "seed \(seed), layout \(layout), round \(round): \(format), subentities \(subentities)")
+            let filter = ScanFilter(predicate, layout: store.rawRowLayout(try #require(model.entity(named: "Item"))), accepted: true)
+            if filter.prefilter != nil { prefiltered += 1 }
+        }
+        if layout == .fixedFirst {
+            #expect(prefiltered > 60, "the engine's prefilter takes part in many of the scans (\(prefiltered) of 250)")
+        } else {
+            // Layout 1 puts the label (a string) first: no integer is at a fixed offset.
+            #expect(prefiltered == 0)
+        }
+    }
+
+    @Test("a new store records row layout 2 and puts fixed-size attributes first; a store of an unknown layout is refused with a typed error")
+    func layoutIsRecorded() throws {
+        let model = try Self.model()
+        let path = try temporaryDirectory() + "/items.arbor"
+        do {
+            let stack = try Stack(model: model, path: path)
+            let store = try #require(stack.coordinator.persistentStores.first as? NativeStore)
+            #expect(store.rowLayout == .fixedFirst)
+            let item = try #require(model.entity(named: "Item"))
+            let layout = store.rawRowLayout(item)
+            // Components 0 and 1 are the entity's name and the version; then the fixed-size
+            // attributes in the model's order, then the label.
+            let order = ["n1", "flag", "n2", "when", "n3", "serial", "label"]
+            for (offset, key) in order.enumerated() {
+                guard case .attribute(let component, _)? = layout.slots[key] else {
+                    Issue.record("\(key) has no column")
+                    continue
+                }
+                #expect(component == offset + 2, "\(key)")
+            }
+        }
+        let database = try Database(path: path)
+        #expect(try database.read { try $0.tree(named: "arbor.metadata")?.get(Array("rows".utf8)) } == [2])
+        try database.write { try $0.tree(named: "arbor.metadata", create: false)!.put(Array("rows".utf8), [9]) }
+        database.close()
+        let error = try #require(throws: ArborError.self) { try Stack(model: model, path: path) }
+        #expect(error.code == .storeOpen)
+        #expect(error.message.contains("layout 9"), "\(error.message)")
+    }
+}

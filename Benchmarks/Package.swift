@@ -101,10 +101,13 @@ let package = Package(
             dependencies: ["EngineWorkloads", "CommitWorkloads"],
             swiftSettings: swiftSettings
         ),
+        // A full scan's cost per row: the engine's leaf walk against Arbor's fetch path.
+        .executableTarget(name: "ScanProbe", dependencies: ["GraphWorkloads", .product(name: "ArborStore", package: "Arbor")],
+                          swiftSettings: swiftSettings),
         // The object graph's workloads, Arbor alone, for profilers and quick measurements.
         .executableTarget(
             name: "ObjectGraphProfile",
-            dependencies: ["CommitWorkloads", .product(name: "Arbor", package: "Arbor"), .product(name: "ArborTestSupport", package: "Arbor")],
+            dependencies: ["CommitWorkloads", .product(name: "Arbor", package: "Arbor"), .product(name: "ArborStore", package: "Arbor"), .product(name: "ArborTestSupport", package: "Arbor")],
             swiftSettings: swiftSettings
         ),
         // The object-graph workloads on Arbor and on GRDB records (issue 4, item 11).
@@ -113,6 +116,7 @@ let package = Package(
             dependencies: [
                 "CommitWorkloads",
                 .product(name: "Arbor", package: "Arbor"),
+                .product(name: "ArborStore", package: "Arbor"),
                 .product(name: "ArborTestSupport", package: "Arbor"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],

@@ -42,6 +42,8 @@ for _ in 0..<rounds {
         // FETCH_ONLY=unindexed (comma-separated keys) runs only those workloads, for profiling.
         if let only = ProcessInfo.processInfo.environment["FETCH_ONLY"], !only.split(separator: ",").contains(Substring(workload.key)) { continue }
         for engine in engines {
+            // FETCH_ENGINE=Arbor (or GRDB) runs one engine's queries alone, for profiling.
+            if let only = ProcessInfo.processInfo.environment["FETCH_ENGINE"], only != engine.engine { continue }
             let start = clock.now
             let found = try workload.run(engine)
             rates[engine.engine, default: [:]][workload.key, default: []].append(Double(workload.queries) / (clock.now - start).seconds)
@@ -56,7 +58,7 @@ func median(_ values: [Double]) -> Double {
     return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
 }
 
-print("Fetch requests against GRDB record requests: \(grouped(count)) people; \(rounds) rounds, the engines taking turns; medians.")
+print("Fetch requests against GRDB record requests: \(grouped(count)) people; \(rounds) rounds, the engines taking turns; medians; \(CacheBudget.label).")
 print("")
 print("| Workload | Arbor (queries/s) | GRDB (queries/s) | Arbor/GRDB (median; range) | Goal | Met |")
 print("|---|---:|---:|---:|---|---|")

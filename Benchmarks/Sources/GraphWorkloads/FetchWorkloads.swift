@@ -63,7 +63,7 @@ public final class ArborFetches: FetchWorkload {
         }
         entity = model.entity(named: "Person")!
         coordinator = PersistentStoreCoordinator(managedObjectModel: model)
-        try coordinator.addNativeStore(at: directory.path + "/fetch.arbor")
+        try coordinator.addNativeStore(at: directory.path + "/fetch.arbor", options: CacheBudget.arborOptions)
         context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
     }
 
@@ -114,6 +114,12 @@ public final class ArborFetches: FetchWorkload {
         return total
     }
 
+    /// The number of people a fetch request with `format` returns (each object made and
+    /// dropped; nothing read from it): for probes of one predicate.
+    public func fetchCount(_ format: String) throws -> Int {
+        try context.fetch(try Arbor.FetchRequest<ManagedObject>(entityName: "Person", format: format)).count
+    }
+
     /// See ``FetchWorkload/count(_:)``.
     public func count(_ bounds: [Int64]) throws -> Int {
         var total = 0
@@ -147,6 +153,7 @@ public final class GRDBFetches: FetchWorkload {
         var configuration = Configuration()
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA journal_mode = DELETE; PRAGMA synchronous = FULL")
+            try CacheBudget.apply(to: db)
         }
         queue = try DatabaseQueue(path: directory.path + "/fetch.sqlite", configuration: configuration)
         try queue.write { db in

@@ -1,8 +1,41 @@
 import Arbor
+import ArborStore
 import ArborTestSupport
 import CommitWorkloads
 import Foundation
 import GRDB
+
+/// The page-cache budget both engines get in the object-graph and fetch workloads: the same on
+/// both sides, as the engine workloads give both 64 MiB (`EngineSettings`). 128 MiB unless the
+/// environment's `CACHE_MIB` says otherwise: enough to hold the 1,000,000-object databases, so
+/// the reports measure the engines' paths rather than re-reading pages the operating system
+/// already holds. `CACHE_MIB=default` leaves each engine its own default (Arbor 8 MiB, SQLite
+/// 2 MB), as the reports before 2026-11-23 ran.
+public enum CacheBudget {
+    /// The budget in bytes, or nil for each engine's default.
+    public static let bytes: Int? = {
+        let setting = ProcessInfo.processInfo.environment["CACHE_MIB"] ?? "128"
+        if setting == "default" { return nil }
+        return (Int(setting) ?? 128) << 20
+    }()
+
+    /// How the budget reads in a report.
+    public static var label: String {
+        bytes.map { "both engines' page caches \($0 >> 20) MiB" } ?? "each engine's default page cache (Arbor 8 MiB, SQLite 2 MB)"
+    }
+
+    /// Native store options with the budget.
+    public static var arborOptions: DatabaseOptions {
+        var options = DatabaseOptions()
+        if let bytes { options.cacheSize = bytes }
+        return options
+    }
+
+    /// Sets the budget on a new SQLite connection (`PRAGMA cache_size` in KiB when negative).
+    public static func apply(to db: GRDB.Database) throws {
+        if let bytes { try db.execute(sql: "PRAGMA cache_size = -\(bytes >> 10)") }
+    }
+}
 
 /// The object-graph workloads of issue 4, item 11, on one engine: Arbor's object graph
 /// (managed objects, a context, a native store) or GRDB's records (on the system SQLite). Both
@@ -64,7 +97,7 @@ public final class ArborGraph: GraphWorkload {
         }
         entity = model.entity(named: "Employee")!
         coordinator = PersistentStoreCoordinator(managedObjectModel: model)
-        store = try coordinator.addNativeStore(at: directory.path + "/graph.arbor")
+        store = try coordinator.addNativeStore(at: directory.path + "/graph.arbor", options: CacheBudget.arborOptions)
     }
 
     func insert(_ i: Int, into context: ManagedObjectContext) throws -> ManagedObject {
@@ -169,6 +202,7 @@ public final class GRDBGraph: GraphWorkload {
         configuration.journalMode = .default
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA journal_mode = DELETE; PRAGMA synchronous = FULL")
+            try CacheBudget.apply(to: db)
         }
         queue = try DatabaseQueue(path: directory.path + "/graph.sqlite", configuration: configuration)
         try queue.write { db in

@@ -1,6 +1,7 @@
 // The object graph's workloads, Arbor alone, for profilers and quick measurements:
 //   swift run -c release ObjectGraphProfile [objects] [insert|fetch|keyed|faults]
 import Arbor
+import ArborStore
 import ArborTestSupport
 import CommitWorkloads
 import Foundation
@@ -18,7 +19,10 @@ let model = try ManagedObjectModel {
 let directory = try ScratchDirectory(prefix: "arbor-graph")
 defer { directory.remove() }
 let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
-try coordinator.addNativeStore(at: directory.path + "/graph.arbor")
+// CACHE_MIB=N gives the store an N MiB page cache (the reports' budget is 128).
+var options = DatabaseOptions()
+if let mib = ProcessInfo.processInfo.environment["CACHE_MIB"].flatMap(Int.init) { options.cacheSize = mib << 20 }
+try coordinator.addNativeStore(at: directory.path + "/graph.arbor", options: options)
 let entity = model.entity(named: "Employee")!
 let clock = ContinuousClock()
 func rate(_ operations: Int, _ duration: Duration) -> String {

@@ -40,7 +40,7 @@ for make in [{ try ArborGraph() as GraphWorkload }, { try GRDBGraph() as GraphWo
     }
 }
 
-print("Object graph against GRDB records: \(grouped(Double(count))) objects; rollback journal, full syncs; one run.")
+print("Object graph against GRDB records: \(grouped(Double(count))) objects; rollback journal, full syncs; \(CacheBudget.label); one run.")
 print("Files on \(fileSystem).")
 if fileSystem == "tmpfs" {
     print("Warning: tmpfs ignores fsync: the durable-save figures say nothing about durability. Set ARBOR_BENCH_DIR.")

@@ -7,7 +7,12 @@
 /// no prefetch instruction. A scan asks for a leaf's cells, which it reads from the end of the
 /// page downwards, and for the next leaf (docs/architecture.md, "Page cache").
 static inline void arbor_prefetch_range(const void *start, long count) {
-    const char *p = (const char *)start;
-    for (long i = count - 1; i >= 0; i -= 64) __builtin_prefetch(p + i, 0, 3);
+    if (count <= 0) return;
+    unsigned long first = (unsigned long)start & ~63UL;
+    unsigned long line = ((unsigned long)start + (unsigned long)count - 1) & ~63UL;
+    for (;; line -= 64) {
+        __builtin_prefetch((const void *)line, 0, 3);
+        if (line == first) break;
+    }
 }
 #endif

@@ -148,6 +148,15 @@ struct ScanLayoutTests {
         }
         let database = try Database(path: path)
         #expect(try database.read { try $0.tree(named: "arbor.metadata")?.get(Array("rows".utf8)) } == [2])
+        // A build before layout 2 checks only the recorded hashes: the layout's entry among them
+        // makes it refuse the store rather than read its rows in the model's order.
+        let hashBytes = try #require(try database.read { try $0.tree(named: "arbor.metadata")?.get(Array("hashes".utf8)) })
+        let recorded = try JSONDecoder().decode([String: String].self, from: Data(hashBytes))
+        #expect(recorded[NativeStore.rowLayoutHashKey] == "02")
+        let olderCheck = try #require(throws: ArborError.self) {
+            try model.checkCompatible(withStoreHashes: recorded.compactMapValues { NativeStore.bytes(fromHex: $0) }, storeName: path)
+        }
+        #expect(olderCheck.code == .incompatibleModel)
         try database.write { try $0.tree(named: "arbor.metadata", create: false)!.put(Array("rows".utf8), [9]) }
         database.close()
         let error = try #require(throws: ArborError.self) { try Stack(model: model, path: path) }

@@ -170,7 +170,8 @@ struct ObjectIDTable<Value>: ~Copyable {
                         table.pointee.spares.append(slots)
                     } else {
                         // Every slot is nil, which holds nothing: no deinitializing (that went
-                        // through the runtime's generic array destroy, slot by slot).
+                        // through the runtime's generic array destroy, slot by slot). This relies
+                        // on `Optional.none` owning no resource, whatever `Value` is.
                         slots.deallocate()
                     }
                 }

@@ -11,7 +11,8 @@ import OrderedCollections
 ///   to-many, the pairs (foreign key, primary key), so the to-many side is a range scan;
 /// - `join.<Entity>.<relationship>`: for each unordered many-to-many relationship, its pairs;
 /// - `unique.<Root>.<keys>`: each uniqueness constraint's values → the primary key holding them;
-/// - `arbor.metadata`: the store's identifier and the model's entity version hashes.
+/// - `arbor.metadata`: the store's identifier, the model's entity version hashes, its description
+///   and schema, and the row layout (`rows`; see ``RowColumns``).
 ///
 /// Every save is one engine write transaction. The in-memory store is this class over a
 /// ``MemoryFileSystem``.
@@ -84,7 +85,11 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                 if newRowLayout != .declared { try metadata.put(Array("rows".utf8), [newRowLayout.rawValue]) }
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.sortedKeys]
-                let hashes = Dictionary(uniqueKeysWithValues: model.entities.map { ($0.name, $0.versionHashString) })
+                var hashes = Dictionary(uniqueKeysWithValues: model.entities.map { ($0.name, $0.versionHashString) })
+                // Builds before row layout 2 read only these hashes: an entry no model can have
+                // makes them refuse the store (an entity only in the store) instead of reading
+                // its rows in the wrong order.
+                if newRowLayout != .declared { hashes[Self.rowLayoutHashKey] = String(format: "%02x", newRowLayout.rawValue) }
                 try metadata.put(Array("hashes".utf8), Array(try encoder.encode(hashes)))
                 try metadata.put(Array("model".utf8), Array(model.description.utf8))
                 try metadata.put(Array("schema".utf8), try Self.schemaBytes(model))
@@ -178,7 +183,9 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
               let recorded = try? JSONDecoder().decode([String: String].self, from: Data(hashBytes)) else {
             throw ArborError(.storeOpen, "the Arbor metadata of \(path) is damaged: its identifier or model hashes are missing or unreadable")
         }
-        try model.checkCompatible(withStoreHashes: recorded.compactMapValues { bytes(fromHex: $0) }, storeName: path)
+        var entityHashes = recorded
+        entityHashes[rowLayoutHashKey] = nil
+        try model.checkCompatible(withStoreHashes: entityHashes.compactMapValues { bytes(fromHex: $0) }, storeName: path)
         var layout = RowColumns.RowLayout.declared
         if let recordedLayout = try metadata.get(Array("rows".utf8)) {
             guard recordedLayout.count == 1, let known = RowColumns.RowLayout(rawValue: recordedLayout[0]) else {
@@ -188,6 +195,10 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         }
         return (UUID(uuid: stored.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }), layout)
     }
+
+    /// The entry of a layout-2 store's recorded hashes that names its row layout (a name no
+    /// model's entity is expected to have: one named so could not be stored).
+    static let rowLayoutHashKey = "(row layout)"
 
     static func bytes(fromHex hex: String) -> Data? {
         var data = Data()

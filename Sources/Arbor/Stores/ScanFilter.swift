@@ -165,7 +165,7 @@ final class ScanFilter {
             }
             headTests[position] = HeadTest(onHead: true, comparison: ValuePrefilter.Comparison(offset: head.starts[node.component] + 1, relation: relation, constant: constant))
         }
-        prefilter = Self.prefilter(accepted: accepted, name: encodedName, guards: head.guards, tests: tests.map { compiler.nodes[$0] }, headTests: headTests)
+        prefilter = Self.makePrefilter(accepted: accepted, name: encodedName, guards: head.guards, tests: tests.map { compiler.nodes[$0] }, headTests: headTests)
         if (8...16).contains(encodedName.count) {
             let bytes = UnsafeRawBufferPointer(name)
             nameWords = (bytes.loadUnaligned(as: UInt64.self), bytes.loadUnaligned(fromByteOffset: bytes.count - 8, as: UInt64.self))
@@ -200,13 +200,16 @@ final class ScanFilter {
     }
 
     /// The engine-side form of the conjunction's leading tests on the fixed head (those before
-    /// its first other test): rows of this entity that hold the fixed head and fail one of them
-    /// are passed over inside the engine's leaf loop, exactly the rows ``rejects(_:)`` turns
-    /// down. Nil when the predicate does not start with such a test, or for an entity whose rows
-    /// the fetch does not take.
+    /// its first other test): rows of this entity whose head holds as far as those tests read,
+    /// and which fail one of them, are passed over inside the engine's leaf loop. That is what
+    /// ``rejects(_:)`` turns down and a little more (a row with a nil in a later head column),
+    /// all of it rows ``decide(_:)`` rejects. Nil when the predicate does not start with such a
+    /// test, or for an entity whose rows the fetch does not take.
     let prefilter: ValuePrefilter?
 
-    static func prefilter(accepted: Bool, name: [UInt8], guards: [(offset: Int, tag: UInt8)], tests: [Node],
+    /// The ``prefilter`` of a filter with these parts (`tests` and `headTests` by the
+    /// conjunction's positions).
+    static func makePrefilter(accepted: Bool, name: [UInt8], guards: [(offset: Int, tag: UInt8)], tests: [Node],
                           headTests: UnsafeMutableBufferPointer<HeadTest>) -> ValuePrefilter? {
         guard accepted else { return nil }
         var comparisons: [ValuePrefilter.Comparison] = []
@@ -273,8 +276,8 @@ final class ScanFilter {
     }
 
     /// Whether `row` is one of this entity's rows that the predicate's leading tests on the fixed
-    /// head turn down — the few loads a scan spends on most rows, run in the engine's leaf loop
-    /// before anything else (a row not rejected here is decided by ``decide(_:)``). Only the
+    /// head turn down — the few loads a scan spends on most rows that the engine's prefilter did
+    /// not pass over, before the general ``decide(_:)``. Only the
     /// tests of the conjunction before its first test off the head are tried, in order, so the
     /// answer is the one `decide` would give.
     @inline(__always)

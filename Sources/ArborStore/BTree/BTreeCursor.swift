@@ -213,9 +213,13 @@ struct BTreeCursor {
                 let flags = page[offset] & NodeLayout.flagMask
                 let keepGoing: Bool
                 if flags == 0 {
+                    // Pages read from the file passed the node check; these guard the rest.
+                    guard end + 10 <= page.count || end < page.count && page[end] < 0x80 else {
+                        throw StoreError.corrupt(page: leaf.page, "cell \(index) has no room for its value's length", path: pager.path)
+                    }
                     var position = end
                     let storedLength = Varint.read(page, &position)
-                    guard storedLength <= page.count - position else {
+                    guard storedLength >= 0, storedLength <= page.count - position else {
                         throw StoreError.corrupt(page: leaf.page, "cell \(index) claims a \(storedLength)-byte value", path: pager.path)
                     }
                     let value = UnsafeRawBufferPointer(rebasing: page[position..<(position + storedLength)])

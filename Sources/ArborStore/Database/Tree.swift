@@ -123,8 +123,9 @@ public final class Tree {
     }
 
     /// Visits the entries in key order, from the first key ≥ `start` (or the first key), passing
-    /// each key and value as bytes read in place — the fastest way through a tree: no copies, one
-    /// page-cache lookup per leaf. Return `false` from `body` to stop.
+    /// each key and value as bytes read in place — the fastest way through a tree: no copies, a
+    /// few page-cache lookups per leaf (the leaf, its parent for the next leaf's prefetch). Return
+    /// `false` from `body` to stop.
     ///
     /// The buffers are valid only during the call. Trees cannot change while `body` runs: puts,
     /// deletes, sequences, creating and dropping trees fail with `misuse` until it returns.

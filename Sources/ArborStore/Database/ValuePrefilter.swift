@@ -23,15 +23,26 @@ import Darwin
 public struct ValuePrefilter: Sendable, Equatable {
     /// How a comparison's number relates to its constant for the value to pass.
     public enum Relation: UInt8, Sendable {
-        case equal, notEqual, less, lessOrEqual, greater, greaterOrEqual
+        /// The number equals the constant.
+        case equal
+        /// The number differs from the constant.
+        case notEqual
+        /// The number is below the constant.
+        case less
+        /// The number is at most the constant.
+        case lessOrEqual
+        /// The number is above the constant.
+        case greater
+        /// The number is at least the constant.
+        case greaterOrEqual
     }
 
     /// A byte that must be one of (up to) three values for the comparisons to apply.
     public struct Guard: Sendable, Equatable {
         /// Where the byte is.
-        public var offset: Int
-        /// The byte values allowed (repeat one to allow fewer than three).
-        public var allowed: (UInt8, UInt8, UInt8)
+        public let offset: Int
+        /// The byte values allowed (one repeated when fewer than three are).
+        public let allowed: (UInt8, UInt8, UInt8)
 
         /// A guard at `offset` allowing `allowed` (one to three bytes).
         public init(offset: Int, allowed: [UInt8]) {
@@ -40,6 +51,7 @@ public struct ValuePrefilter: Sendable, Equatable {
             self.allowed = (allowed[0], allowed[min(1, allowed.count - 1)], allowed[allowed.count - 1])
         }
 
+        /// Whether two guards test the same byte for the same values.
         public static func == (a: Guard, b: Guard) -> Bool {
             a.offset == b.offset && a.allowed == b.allowed
         }
@@ -53,9 +65,13 @@ public struct ValuePrefilter: Sendable, Equatable {
     /// A test of the big-endian number at an offset against a constant.
     public struct Comparison: Sendable, Equatable {
         /// Where the eight bytes are.
-        public var offset: Int
-        public var relation: Relation
-        public var constant: UInt64
+        public let offset: Int
+        /// How the number must relate to ``constant``.
+        public let relation: Relation
+        /// The constant, as the number its eight big-endian bytes read as: for a ``KeyEncoding``
+        /// integer, its encoded payload (sign bit flipped), so that numbers order as the
+        /// integers do.
+        public let constant: UInt64
 
         /// A comparison of the eight bytes at `offset` (big-endian) with `constant`.
         public init(offset: Int, relation: Relation, constant: UInt64) {
@@ -81,9 +97,11 @@ public struct ValuePrefilter: Sendable, Equatable {
     }
 
     /// The bytes a value begins with.
-    public var prefix: [UInt8]
-    public var guards: [Guard]
-    public var comparisons: [Comparison]
+    public let prefix: [UInt8]
+    /// The bytes that must hold for the comparisons to apply.
+    public let guards: [Guard]
+    /// The comparisons, at least one of which a skipped value fails.
+    public let comparisons: [Comparison]
 
     /// A prefilter that skips a value beginning with `prefix` whose `guards` hold and which fails
     /// one of `comparisons`.

@@ -557,13 +557,12 @@ extension NativeStore {
                 filters.append(made)
                 return Unmanaged.passUnretained(made)
             }
-            // Rows are first screened on their values alone, in the engine's leaf loop: a row the
-            // current filter rejects costs no key and no call of the body below.
+            // Rows the engine's prefilter passes are screened on their values alone, in the
+            // engine's leaf loop: a row the current filter rejects costs no key and no call of
+            // the body below.
             func mayTake(_ value: UnsafeRawBufferPointer) -> Bool {
                 guard let scan = currentFilter.pointee else { return true }
                 return scan._withUnsafeGuaranteedRef { filter in
-                    // Most rows of most scans: turned down by a few loads from the fixed head.
-                    if filter.rejects(value) { return false }
                     guard filter.owns(value) else { return true }
                     return filter.accepted && filter.decide(value) != false
                 }

@@ -59,13 +59,22 @@ final class RowColumns: @unchecked Sendable {
         case fixedFirst = 2
     }
 
-    /// Whether every non-nil value of `kind` is stored as a component of one size.
-    static func isFixedSize(_ kind: AttributeType.Kind) -> Bool {
+    /// The component a value of `kind` is stored as, when every one has the same size: the tags
+    /// it may start with (a boolean's include nil's, which is one byte too) and its size. Nil for
+    /// kinds of varying size.
+    static func fixedComponent(_ kind: AttributeType.Kind) -> (tags: [UInt8], size: Int)? {
         switch kind {
-        case .integer16, .integer32, .integer64, .double, .float, .date, .boolean, .uuid: true
-        case .decimal, .string, .binaryData, .uri, .transformable: false
+        case .integer16, .integer32, .integer64: ([KeyEncoding.Tag.int], 9)
+        case .double, .float: ([KeyEncoding.Tag.double], 9)
+        case .date: ([KeyEncoding.Tag.date], 9)
+        case .uuid: ([KeyEncoding.Tag.uuid], 17)
+        case .boolean: ([KeyEncoding.Tag.null, KeyEncoding.Tag.falseValue, KeyEncoding.Tag.trueValue], 1)
+        case .decimal, .string, .binaryData, .uri, .transformable: nil
         }
     }
+
+    /// Whether every non-nil value of `kind` is stored as a component of one size.
+    static func isFixedSize(_ kind: AttributeType.Kind) -> Bool { fixedComponent(kind) != nil }
 
     init(_ entity: EntityDescription, layout: RowLayout) {
         var columns: [Column] = []

@@ -80,9 +80,8 @@ final class ScanFilter {
     /// tags (`guards`) has its first `fixedCount` components located without reading them.
     private let fixedStarts: UnsafeMutableBufferPointer<Int>
     private let fixedCount: Int
-    /// For each head component after the name: its offset, and the tag it must have there (0 for
-    /// a one-byte component: nil, false or true).
-    private let guards: UnsafeMutableBufferPointer<(offset: Int, tag: UInt8)>
+    /// For each head component after the name: its offset and the tags it may have there.
+    private let guards: UnsafeMutableBufferPointer<ValuePrefilter.Guard>
     /// For each test of `conjunction`: when it compares an integer of the fixed head with its
     /// constant, where the integer's eight bytes are and the constant as a number (a row that
     /// holds the fixed head has an integer there, so the test is decided by one comparison).
@@ -176,24 +175,17 @@ final class ScanFilter {
 
     /// The fixed head of `layout`'s rows, no further than component `last` needs: the start of
     /// each component in it and of the one after it, and the tags that must hold.
-    static func fixedHead(_ layout: RawRowLayout, nameCount: Int, through last: Int) -> (starts: [Int], guards: [(offset: Int, tag: UInt8)]) {
+    static func fixedHead(_ layout: RawRowLayout, nameCount: Int, through last: Int) -> (starts: [Int], guards: [ValuePrefilter.Guard]) {
         var kinds: [Int: AttributeType.Kind] = [:]
         for case .attribute(let component, let type) in layout.slots.values { kinds[component] = type.kind }
-        var starts = [0, nameCount]
-        // The version: an integer.
-        var guards: [(offset: Int, tag: UInt8)] = [(nameCount, KeyEncoding.Tag.int)]
-        starts.append(nameCount + 9)
+        // The name, then the version: an integer.
+        var starts = [0, nameCount, nameCount + 9]
+        var guards = [ValuePrefilter.Guard(offset: nameCount, allowed: [KeyEncoding.Tag.int])]
         var component = 2
-        while component <= last, let kind = kinds[component] {
+        while component <= last, let kind = kinds[component], let fixed = RowColumns.fixedComponent(kind) {
             let start = starts[component]
-            switch kind {
-            case .integer16, .integer32, .integer64: guards.append((start, KeyEncoding.Tag.int)); starts.append(start + 9)
-            case .double, .float: guards.append((start, KeyEncoding.Tag.double)); starts.append(start + 9)
-            case .date: guards.append((start, KeyEncoding.Tag.date)); starts.append(start + 9)
-            case .uuid: guards.append((start, KeyEncoding.Tag.uuid)); starts.append(start + 17)
-            case .boolean: guards.append((start, 0)); starts.append(start + 1)
-            default: return (starts, guards)
-            }
+            guards.append(ValuePrefilter.Guard(offset: start, allowed: fixed.tags))
+            starts.append(start + fixed.size)
             component += 1
         }
         return (starts, guards)
@@ -201,15 +193,14 @@ final class ScanFilter {
 
     /// The engine-side form of the conjunction's leading tests on the fixed head (those before
     /// its first other test): rows of this entity whose head holds as far as those tests read,
-    /// and which fail one of them, are passed over inside the engine's leaf loop. That is what
-    /// ``rejects(_:)`` turns down and a little more (a row with a nil in a later head column),
-    /// all of it rows ``decide(_:)`` rejects. Nil when the predicate does not start with such a
-    /// test, or for an entity whose rows the fetch does not take.
+    /// and which fail one of them, are passed over inside the engine's leaf loop: rows
+    /// ``decide(_:)`` would reject on those same tests. Nil when the predicate does not start
+    /// with such a test, or for an entity whose rows the fetch does not take.
     let prefilter: ValuePrefilter?
 
     /// The ``prefilter`` of a filter with these parts (`tests` and `headTests` by the
     /// conjunction's positions).
-    static func makePrefilter(accepted: Bool, name: [UInt8], guards: [(offset: Int, tag: UInt8)], tests: [Node],
+    static func makePrefilter(accepted: Bool, name: [UInt8], guards: [ValuePrefilter.Guard], tests: [Node],
                           headTests: UnsafeMutableBufferPointer<HeadTest>) -> ValuePrefilter? {
         guard accepted else { return nil }
         var comparisons: [ValuePrefilter.Comparison] = []
@@ -222,11 +213,7 @@ final class ScanFilter {
         }
         guard !comparisons.isEmpty else { return nil }
         // The guard of component k is guards[k - 1] (the version's is the first).
-        let needed = guards.prefix(lastComponent).map { guardOf in
-            ValuePrefilter.Guard(offset: guardOf.offset, allowed: guardOf.tag == 0
-                ? [KeyEncoding.Tag.null, KeyEncoding.Tag.falseValue, KeyEncoding.Tag.trueValue] : [guardOf.tag])
-        }
-        return ValuePrefilter(prefix: name, guards: needed, comparisons: comparisons)
+        return ValuePrefilter(prefix: name, guards: Array(guards.prefix(lastComponent)), comparisons: comparisons)
     }
 
     /// Whether `row` has the fixed head the layout implies (every head component of its
@@ -234,14 +221,8 @@ final class ScanFilter {
     @inline(__always)
     private func holdsFixedHead(_ row: UnsafeRawBufferPointer) -> Bool {
         guard row.count >= fixedStarts[fixedCount] else { return false }
-        for index in 0..<(fixedCount - 1) {
-            let (offset, tag) = guards[index]
-            let actual = row.load(fromByteOffset: offset, as: UInt8.self)
-            if tag == 0 {
-                if actual != KeyEncoding.Tag.null && actual != KeyEncoding.Tag.falseValue && actual != KeyEncoding.Tag.trueValue { return false }
-            } else if actual != tag {
-                return false
-            }
+        for index in 0..<(fixedCount - 1) where !guards[index].holds(row.load(fromByteOffset: guards[index].offset, as: UInt8.self)) {
+            return false
         }
         return true
     }
@@ -273,22 +254,6 @@ final class ScanFilter {
                 && row.loadUnaligned(fromByteOffset: name.count - 8, as: UInt64.self) == nameWords.last
         }
         return RowColumns.row(row, begins: UnsafeRawBufferPointer(name))
-    }
-
-    /// Whether `row` is one of this entity's rows that the predicate's leading tests on the fixed
-    /// head turn down — the few loads a scan spends on most rows that the engine's prefilter did
-    /// not pass over, before the general ``decide(_:)``. Only the
-    /// tests of the conjunction before its first test off the head are tried, in order, so the
-    /// answer is the one `decide` would give.
-    @inline(__always)
-    func rejects(_ row: UnsafeRawBufferPointer) -> Bool {
-        guard accepted, conjunctionCount > 0, headTests[0].onHead, owns(row), holdsFixedHead(row) else { return false }
-        for position in 0..<conjunctionCount {
-            let head = headTests[position]
-            guard head.onHead else { return false }
-            if !head.passes(row) { return true }
-        }
-        return false
     }
 
     /// Whether `row` (one of this entity's) matches; nil when its bytes do not decide it

@@ -56,8 +56,9 @@ public struct ValuePrefilter: Sendable, Equatable {
             a.offset == b.offset && a.allowed == b.allowed
         }
 
-        @inline(__always)
-        func holds(_ byte: UInt8) -> Bool {
+        /// Whether `byte` is one of the allowed values.
+        @inlinable @inline(__always)
+        public func holds(_ byte: UInt8) -> Bool {
             byte == allowed.0 || byte == allowed.1 || byte == allowed.2
         }
     }
@@ -121,6 +122,9 @@ public struct ValuePrefilter: Sendable, Equatable {
 /// words when it is 8…16 bytes long.
 final class CompiledPrefilter {
     let reach: Int
+    private let prefixCount: Int
+    private let guardCount: Int
+    private let comparisonCount: Int
     private let prefix: UnsafeMutableRawBufferPointer
     private let prefixWords: (first: UInt64, last: UInt64)?
     private let guards: UnsafeMutableBufferPointer<ValuePrefilter.Guard>
@@ -144,10 +148,6 @@ final class CompiledPrefilter {
         guardCount = filter.guards.count
         comparisonCount = filter.comparisons.count
     }
-
-    private let prefixCount: Int
-    private let guardCount: Int
-    private let comparisonCount: Int
 
     deinit {
         prefix.deallocate()

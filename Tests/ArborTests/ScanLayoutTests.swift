@@ -118,7 +118,10 @@ struct ScanLayoutTests {
             if filter.prefilter != nil { prefiltered += 1 }
         }
         if layout == .fixedFirst {
-            #expect(prefiltered > 60, "the engine's prefilter takes part in many of the scans (\(prefiltered) of 250)")
+            // About 80 of 250 on average (twelve seeds gave 68–101, one other 59: the seed is
+            // random); 25 is over five standard deviations below, and still proves the prefilter
+            // takes part.
+            #expect(prefiltered >= 25, "the engine's prefilter takes part in many of the scans (\(prefiltered) of 250)")
         } else {
             // Layout 1 puts the label (a string) first: no integer is at a fixed offset.
             #expect(prefiltered == 0)

@@ -154,16 +154,19 @@ struct BTreeCursor {
         return try tree.value(page: leaf.page, index: leaf.index)
     }
 
-    /// Prefetches the leaf after the current one when its parent names it and it is cached (see
-    /// ``PageCache/prefetch(_:)``).
+    /// Prefetches the leaf after the current one when its parent names it and it is cached, and
+    /// the cache's table slot of the leaf after that (see ``PageCache/prefetch(_:)`` and
+    /// ``PageCache/prefetchSlot(_:)``).
     func prefetchNextLeaf() {
         guard path.count >= 2 else { return }
         let parent = path[path.count - 2]
-        let next = try? pager.withPage(parent.page) { body -> PageNumber in
+        let (next, afterNext) = (try? pager.withPage(parent.page) { body -> (PageNumber, PageNumber) in
             let node = NodeView(body: body)
-            return node.type == NodeLayout.interiorType && parent.index < node.count ? node.child(parent.index + 1) : 0
-        }
-        if let next, next != 0 { pager.cache.prefetch(next) }
+            guard node.type == NodeLayout.interiorType, parent.index < node.count else { return (0, 0) }
+            return (node.child(parent.index + 1), parent.index + 1 < node.count ? node.child(parent.index + 2) : 0)
+        }) ?? (0, 0)
+        if afterNext != 0 { pager.cache.prefetchSlot(afterNext) }
+        if next != 0 { pager.cache.prefetch(next) }
     }
 
     /// Moves past the current leaf to the first cell of the next non-empty one.

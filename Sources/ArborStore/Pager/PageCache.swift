@@ -255,6 +255,15 @@ final class PageCache {
         arbor_prefetch_range(images + frame * pageSize, pageSize)
     }
 
+    /// Asks the processor for the table slot where a lookup of `page` starts (a hint). A scan
+    /// asks for the slot of the leaf after next: the lookup that finds the next leaf's frame
+    /// then does not wait on memory either (the table is spread over megabytes, so a lookup's
+    /// first slot is usually out of the processor's caches).
+    @inline(__always)
+    func prefetchSlot(_ page: PageNumber) {
+        arbor_prefetch_range(slots + home(page), MemoryLayout<Slot>.stride)
+    }
+
     /// A frame for `page` (not yet cached): a fresh one while under capacity, else a clean,
     /// unpinned victim chosen by CLOCK. Nil when every frame is dirty or pinned.
     func frame(for page: PageNumber) -> Int? {

@@ -191,7 +191,11 @@ struct KeyEncodingTests {
         // A truncated four-byte sequence (F0 9F 98) is repaired to one U+FFFD, three bytes: the
         // repaired text has the input's length, so only comparing the bytes catches it.
         let illFormed: [[UInt8]] = [[0xFF], [0xC3], [0x61, 0xC3], [0xF0, 0x9F, 0x98, 0x41], [0xED, 0xA0, 0x80],
-                                    [0xE2, 0x82], [0xC0, 0xAF], [0xEF, 0xBF, 0x41]]
+                                    [0xE2, 0x82], [0xC0, 0xAF], [0xEF, 0xBF, 0x41],
+                                    // ASCII is checked eight bytes at a time: a bad byte in the
+                                    // first word, in a later one, and in the tail after words.
+                                    Array("Person ".utf8) + [0xFF], Array("Employee 12345".utf8) + [0xC3],
+                                    Array("Employee".utf8) + [0xF0, 0x9F, 0x98] + Array("12345678".utf8)]
         for body in illFormed {
             #expect(throws: StoreError.self, "\(body)") { try read(body) }
         }

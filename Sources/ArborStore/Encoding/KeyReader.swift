@@ -69,12 +69,33 @@ public struct KeyReader {
     /// generic, unspecialized code (a metadata lookup per string); decoding — which repairs
     /// ill-formed bytes — and checking that nothing was repaired stays specialized. A repair
     /// always changes the bytes, so the text is valid exactly when its bytes equal the input.
+    ///
+    /// ASCII text (nearly all of it: names, keys) is valid as it is; eight bytes at a time tell,
+    /// which is cheaper than comparing the decoded copy with the input.
     static func string(validating bytes: UnsafeBufferPointer<UInt8>) -> String? {
+        if isASCII(bytes) { return String(decoding: bytes, as: UTF8.self) }
         var text = String(decoding: bytes, as: UTF8.self)
         let same = text.withUTF8 { utf8 in
             utf8.count == bytes.count && (bytes.isEmpty || memcmp(utf8.baseAddress!, bytes.baseAddress!, bytes.count) == 0)
         }
         return same ? text : nil
+    }
+
+    /// Whether every byte of `bytes` is below 0x80.
+    @inline(__always)
+    static func isASCII(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let base = bytes.baseAddress else { return true }
+        let raw = UnsafeRawPointer(base)
+        var index = 0
+        while index + 8 <= bytes.count {
+            if raw.loadUnaligned(fromByteOffset: index, as: UInt64.self) & 0x8080_8080_8080_8080 != 0 { return false }
+            index += 8
+        }
+        while index < bytes.count {
+            if base[index] & 0x80 != 0 { return false }
+            index += 1
+        }
+        return true
     }
 
     /// Skips the next component without decoding it.

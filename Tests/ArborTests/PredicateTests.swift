@@ -177,10 +177,31 @@ struct PredicateTests {
         "SUBQUERY(employees, $e, $e.salary > 5 AND $e.name LIKE[c] \"a*\").@count >= 2", "a + b * (c - 1) / 2 < -3.5",
         "x BETWEEN {1, 10}", "ALL scores > 0", "NONE names ==[c] \"z\"", "#IN == 1", "x == $var", "TRUEPREDICATE", "a == NULL",
         "employees.@sum.salary > 10", "flag == TRUE OR flag == NO", "x == 1e300 OR x == -0.25",
+        "a - b - c + d == 1", "a - (b - c) == 1", "a - (b + c) == 1", "a * (b + c) == 1", "(a + b) * c == 1",
+        "a / (b * c) == 1", "a / b * c == 1", "-(a + b) * c == 1", "--x == 1", "- -x == 1", "-age < 0", "0 - 5 == x",
+        "0 - -9223372036854775808 == x", "-(-x) == a - -b", "-x.y * 2 == 1",
     ])
     func roundTrip(format: String) throws {
         let predicate = try ObjectPredicate(format: format)
         #expect(try ObjectPredicate(format: predicate.predicateFormat) == predicate, "\(predicate.predicateFormat)")
+    }
+
+    @Test("arithmetic prints no deeper than it parsed: chains near the nesting limit print back and parse (a fuzzer's find)")
+    func deepArithmeticRoundTrip() throws {
+        // The fuzzer's input: 96 minus signs, unary after the first; "(0 - (0 - …" with a pair
+        // of parentheses per level went past the parser's limit of 100.
+        let found = "922720368" + String(repeating: "-", count: 96) + "eeeeeeee-------vvvv-54775807 +3+ age > 7"
+        let long = (0..<150).map { "k\($0)" }.joined(separator: " - ") + " > 0"
+        let negations = String(repeating: "-", count: 90) + "x == 1"
+        let rightNested = String(repeating: "a - (", count: 45) + "b" + String(repeating: ")", count: 45) + " == 1"
+        for format in [found, long, negations, rightNested] {
+            let predicate = try ObjectPredicate(format: format)
+            let printed = predicate.predicateFormat
+            #expect(try ObjectPredicate(format: printed) == predicate, "\(printed.prefix(120))")
+        }
+        // Left-associative chains print without parentheses, a negation as a unary minus.
+        #expect(try ObjectPredicate(format: "a - b - c > 0").predicateFormat == "a - b - c > 0")
+        #expect(try ObjectPredicate(format: "-(a + b) > 0").predicateFormat == "-(a + b) > 0")
     }
 
     @Test("constants with no literal print as CAST and come back")

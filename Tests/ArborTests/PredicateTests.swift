@@ -186,7 +186,7 @@ struct PredicateTests {
         #expect(try ObjectPredicate(format: predicate.predicateFormat) == predicate, "\(predicate.predicateFormat)")
     }
 
-    @Test("arithmetic prints no deeper than it parsed: chains near the nesting limit print back and parse (a fuzzer's find)")
+    @Test("arithmetic prints no deeper than it parsed: chains near the nesting limit print back and parse (a fuzzer's find, and a reviewer's)")
     func deepArithmeticRoundTrip() throws {
         // The fuzzer's input: 96 minus signs, unary after the first; "(0 - (0 - …" with a pair
         // of parentheses per level went past the parser's limit of 100.
@@ -194,14 +194,16 @@ struct PredicateTests {
         let long = (0..<150).map { "k\($0)" }.joined(separator: " - ") + " > 0"
         let negations = String(repeating: "-", count: 90) + "x == 1"
         let rightNested = String(repeating: "a - (", count: 45) + "b" + String(repeating: ")", count: 45) + " == 1"
-        for format in [found, long, negations, rightNested] {
+        // Negations written as subtractions, at the limit: a unary minus would cost one more level.
+        let subtractions = String(repeating: "0 - (", count: 98) + "x" + String(repeating: ")", count: 98) + " == 1"
+        for format in [found, long, negations, rightNested, subtractions] {
             let predicate = try ObjectPredicate(format: format)
             let printed = predicate.predicateFormat
             #expect(try ObjectPredicate(format: printed) == predicate, "\(printed.prefix(120))")
         }
-        // Left-associative chains print without parentheses, a negation as a unary minus.
+        // Left-associative chains print without parentheses; a negation as the parser stores it.
         #expect(try ObjectPredicate(format: "a - b - c > 0").predicateFormat == "a - b - c > 0")
-        #expect(try ObjectPredicate(format: "-(a + b) > 0").predicateFormat == "-(a + b) > 0")
+        #expect(try ObjectPredicate(format: "-(a + b) > 0").predicateFormat == "0 - (a + b) > 0")
     }
 
     @Test("constants with no literal print as CAST and come back")

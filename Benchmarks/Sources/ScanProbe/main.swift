@@ -13,12 +13,13 @@ let count = CommandLine.arguments.count > 1 ? Int(CommandLine.arguments[1]) ?? 1
 let dir = "/tmp/scanprobe"
 try? FileManager.default.removeItem(atPath: dir)
 try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+defer { try? FileManager.default.removeItem(atPath: dir) }
 let db = try Database(path: dir + "/p.arbor")
 try db.write { t in
     let tree = try t.createTree(named: "rows", kind: .table)
     for i in 0..<count {
         let key = KeyEncoding.encode([.int(Int64(i + 1))])
-        let value = KeyEncoding.encode([.string("Person"), .int(1), .int(Int64(20 + i % 45)), .string("Person \(i)"), .int(Int64((i * 7919) % 100_000 + 30_000)), .int(Int64(i % (count / 10)))])
+        let value = KeyEncoding.encode([.string("Person"), .int(1), .int(Int64(20 + i % 45)), .string("Person \(i)"), .int(Int64((i * 7919) % 100_000 + 30_000)), .int(Int64(i % max(1, count / 10)))])
         try tree.put(key, value)
     }
 }
@@ -51,9 +52,6 @@ func scanRows(_ test: (UnsafeRawBufferPointer) -> Bool) throws -> Int {
 }
 try age.withUnsafeBytes { a in
     try time("walk") { try scanRows { _ in true } }
-    try time("guards+age at 36") {
-        try scanRows { v in v.count > 45 && v[0] == 0x40 && v[9] == 0x20 && v[18] == 0x20 && v[27] == 0x20 && v[36] == 0x20 && memcmp(v.baseAddress! + 36, a.baseAddress!, 9) == 0 }
-    }
     try time("age test") { try scanRows { v in v.count > 27 && memcmp(v.baseAddress! + 18, a.baseAddress!, 9) == 0 } }
 }
 

@@ -51,8 +51,7 @@ enum PredicateFormatter {
         case .variable(let name): return "$" + name
         case .aggregate(let elements): return "{" + elements.map(format).joined(separator: ", ") + "}"
         case .arithmetic(let op, let a, let b):
-            if let negated = negation(expression) { return "-" + unaryOperand(negated) }
-            return leftOperand(a, of: op) + " " + op.rawValue + " " + rightOperand(b, of: op)
+            return operand(a, binding: precedence(op)) + " " + op.rawValue + " " + operand(b, binding: precedence(op) + 1)
         case .subquery(let collection, let variable, let predicate):
             return "SUBQUERY(\(format(collection)), $\(variable), \(format(predicate)))"
         }
@@ -60,40 +59,18 @@ enum PredicateFormatter {
 
     // Arithmetic prints with no more parentheses than the parser needs, so a predicate nested
     // close to the parser's depth limit prints as a string that parses back (each pair of
-    // parentheses is a level of nesting): operators of one precedence associate to the left,
-    // and a negation the parser made from a unary minus prints as one.
-
-    /// The operand of a negation, `0 - x`, that the parser makes from `-x`: not for a constant
-    /// (`-5` reads as the constant -5, so `0 - 5` prints as the subtraction it is).
-    static func negation(_ expression: ObjectExpression) -> ObjectExpression? {
-        guard case .arithmetic(.subtract, .constant(.int(0)), let operand) = expression else { return nil }
-        if case .constant = operand { return nil }
-        return operand
-    }
+    // parentheses is a level of nesting): operators of one precedence associate to the left.
+    // A negation prints as `0 - x`, as the parser stores it: a unary minus costs a level too.
 
     static func precedence(_ op: ObjectExpression.ArithmeticOperator) -> Int {
         op == .add || op == .subtract ? 1 : 2
     }
 
-    /// The left operand of `op`: in parentheses when it binds less tightly.
-    static func leftOperand(_ expression: ObjectExpression, of op: ObjectExpression.ArithmeticOperator) -> String {
-        if case .arithmetic(let inner, _, _) = expression, negation(expression) == nil, precedence(inner) < precedence(op) {
-            return "(\(format(expression)))"
-        }
-        return format(expression)
-    }
-
-    /// The right operand of `op`: in parentheses unless it binds more tightly (`a - (b - c)`).
-    static func rightOperand(_ expression: ObjectExpression, of op: ObjectExpression.ArithmeticOperator) -> String {
-        if case .arithmetic(let inner, _, _) = expression, negation(expression) == nil, precedence(inner) <= precedence(op) {
-            return "(\(format(expression)))"
-        }
-        return format(expression)
-    }
-
-    /// The operand of a unary minus: arithmetic in parentheses, a negation as it is (`--x`).
-    static func unaryOperand(_ expression: ObjectExpression) -> String {
-        if case .arithmetic = expression, negation(expression) == nil { return "(\(format(expression)))" }
+    /// An operand that must bind at least as tightly as `level`: arithmetic of a lower
+    /// precedence in parentheses (`level` is the operator's own precedence on the left, one more
+    /// on the right, where `a - (b - c)` needs them).
+    static func operand(_ expression: ObjectExpression, binding level: Int) -> String {
+        if case .arithmetic(let inner, _, _) = expression, precedence(inner) < level { return "(\(format(expression)))" }
         return format(expression)
     }
 

@@ -19,6 +19,9 @@ let swiftSettings: [SwiftSetting] = [
 
 let package = Package(
     name: "Arbor",
+    // The engine uses the standard library's `Mutex` and `Atomic` (Synchronization), which Apple's
+    // platforms have from these releases on; Linux has them with every Swift 6 toolchain.
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
         .library(name: "ArborStore", targets: ["ArborStore"]),
         .library(name: "Arbor", targets: ["Arbor"]),
@@ -30,6 +33,13 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-system", from: "1.4.0"),
         // OrderedSet for to-many relationships (ordered and unordered) in the object graph.
         .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
+        // Logging (store open and recovery, busy waits, slow fetches, failed saves) and metrics
+        // (cache hits and misses, commits, syncs, latencies): docs/observability.md.
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        // `swift package generate-documentation` (`make docs`): the DocC catalogues of Arbor and
+        // ArborStore.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
         // Tests only: property-based testing with shrinking (Swift Testing).
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
     ],
@@ -46,6 +56,8 @@ let package = Package(
             dependencies: [
                 "CLZ4",
                 .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -55,6 +67,8 @@ let package = Package(
             dependencies: [
                 "ArborStore",
                 .product(name: "OrderedCollections", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -79,12 +93,18 @@ let package = Package(
             dependencies: [
                 "ArborStore", "ArborTestSupport",
                 .product(name: "PropertyBased", package: "swift-property-based"),
+                .product(name: "InMemoryLogging", package: "swift-log"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
             ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "ArborTests",
-            dependencies: ["Arbor", "ArborTestSupport"],
+            dependencies: [
+                "Arbor", "ArborTestSupport",
+                .product(name: "InMemoryLogging", package: "swift-log"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ],
             swiftSettings: swiftSettings
         ),
         // End-to-end tests of the `arbor` binary (and the multi-process tests, which spawn it).

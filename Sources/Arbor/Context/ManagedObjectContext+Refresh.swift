@@ -49,6 +49,9 @@ extension ManagedObjectContext {
         for attribute in object.entity.attributes where attribute.isTransient {
             transient[attribute.name] = object.values[attribute.name] ?? PropertyValue.none
         }
+        // Values a typed property refused are pending changes: kept when merging, gone with the
+        // others otherwise.
+        if !mergeChanges { object.refusedValues = nil }
         object.willTurnIntoFault()
         object.values.removeAll()
         object.changedSlots.removeAll()

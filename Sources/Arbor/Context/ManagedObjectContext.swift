@@ -543,6 +543,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
             }
             object.deletedFlag = false
             object.changedSlots.removeAll()
+            object.refusedValues = nil
             noteRefreshed(object)
         }
         inserted.removeAll()
@@ -582,7 +583,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     func objectDidChange(_ object: ManagedObject, noting: Bool = true) {
         if noting { noteUpdated(object) }
         guard !object.insertedFlag, !object.deletedFlag else { return }
-        if object.changedSlots.isEmpty {
+        if object.changedSlots.isEmpty && object.refusedValues == nil {
             updated.remove(object)
         } else {
             updated.append(object)

@@ -1,4 +1,5 @@
 import ArborStore
+import Foundation
 
 /// An error thrown by the object graph.
 ///
@@ -18,7 +19,7 @@ import ArborStore
 ///     print(error.key ?? "", error.message)
 /// }
 /// ```
-public struct ArborError: Error, Sendable, CustomStringConvertible {
+public struct ArborError: Error, Sendable, CustomStringConvertible, LocalizedError {
     /// The kind of failure: a stable name and Core Data's error number where Core Data has one.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         /// The code's stable name, as printed.
@@ -169,10 +170,25 @@ public struct ArborError: Error, Sendable, CustomStringConvertible {
                           detailedErrors: errors)
     }
 
+    /// The code, its number and the message, with the engine's error when there is one:
+    /// `mergeConflict (133020): … [busy: …]`.
     public var description: String {
         var text = "\(code) (\(code.number)): \(message)"
         if let storeError { text += " [\(storeError)]" }
         return text
+    }
+
+    /// The message (Foundation's `localizedDescription` of the error).
+    public var errorDescription: String? { message }
+
+    /// The engine's error underneath, when there is one.
+    public var failureReason: String? { storeError?.description }
+
+    /// A list of `items` for a message: the first few in full, then how many there are in all
+    /// (`a, b, c and 97 more objects`), so that a message stays one readable line.
+    static func listing(_ items: [String], of count: Int, noun: String, shown: Int = 3) -> String {
+        guard count > shown else { return items.prefix(shown).joined(separator: ", ") }
+        return items.prefix(shown).joined(separator: ", ") + " and \(count - shown) more \(noun)s (\(count) in all)"
     }
 }
 

@@ -37,7 +37,14 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
 
     /// Makes a model of `entities`, with optional configurations (name → entity names).
     ///
-    /// - Throws: ``ArborError/Code/invalidModel`` listing every problem found.
+    /// The typed accessors (``Managed``, ``ManagedSet``, ``ManagedList``) of each entity's class
+    /// are checked against the entity's properties (an instance of each class is made outside
+    /// any context to read them).
+    ///
+    /// - Throws: ``ArborError/Code/invalidModel`` listing every problem found; for typed
+    ///   accessors that do not fit, its ``ArborError/detailedErrors`` hold one
+    ///   ``ArborError/Code/wrongValueType`` per accessor, naming the class, the Swift property,
+    ///   the declared type and the property's type.
     public init(entities specs: [Entity], configurations: [String: Set<String>] = [:]) throws {
         var problems: [String] = []
         var byName: [String: EntityDescription] = [:]
@@ -129,6 +136,13 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
         self.entities = entities
         entitiesByName = byName
         versionHash = VersionHash.of(entities.map { "\($0.name) \($0.versionHashString)" }.joined(separator: "\n"))
+        // The typed accessors of the entities' classes, against the finished entities.
+        let declarationErrors = entities.flatMap(TypedAccess.declarationErrors)
+        if !declarationErrors.isEmpty {
+            throw ArborError(.invalidModel,
+                             "the model is not valid: " + declarationErrors.map(\.message).joined(separator: "; "),
+                             detailedErrors: declarationErrors)
+        }
     }
 
     /// The entity named `name`.

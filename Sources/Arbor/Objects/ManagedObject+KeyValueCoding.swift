@@ -110,6 +110,7 @@ extension ManagedObject {
                 if !attribute.isTransient { try fireFault() }
                 setPrimitive(stored, slot: slot, persistent: !attribute.isTransient)
             }
+            if refusedValues != nil { clearRefusals(key) }
             return
         }
         guard let relationship = entity.relationshipsByName[key] else { throw unknownKey(key) }
@@ -132,6 +133,7 @@ extension ManagedObject {
             let object = try destinations(value, for: relationship).first
             try setToOne(object, relationship: relationship)
         }
+        if refusedValues != nil { clearRefusals(key) }
     }
 
     /// A proxy for mutating the to-many relationship `key`: insertions and removals through it

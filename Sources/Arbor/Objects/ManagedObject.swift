@@ -154,6 +154,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The batch of faults a fetch returned this one in, whose rows load together when the first
     /// of them fires.
     var faultBatch: FaultBatch?
+    /// Values a typed accessor's setter could not set (it cannot throw), by key: each fails the
+    /// object's next validation, and so its save (nil: none, the usual case).
+    var refusedValues: [String: ArborError]?
 
     deinit {
         // Both used unretained: the object holds them until its fields go, just after.
@@ -246,12 +249,33 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     public var isInserted: Bool { insertedFlag && !deletedFlag }
     /// Whether the object was deleted in its context and not yet saved.
     public var isDeleted: Bool { deletedFlag }
-    /// Whether the object has unsaved changes to persistent properties (and is not new or deleted).
-    public var isUpdated: Bool { !insertedFlag && !deletedFlag && !changedSlots.isEmpty }
+    /// Whether the object has unsaved changes to persistent properties (and is not new or
+    /// deleted), or holds a value a typed property refused (see ``Managed``).
+    public var isUpdated: Bool { !insertedFlag && !deletedFlag && (!changedSlots.isEmpty || refusedValues != nil) }
     /// Whether the object's persistent values have not been loaded yet.
     public var isFault: Bool { faulted }
     /// Whether the object is inserted, updated or deleted.
-    public var hasChanges: Bool { insertedFlag || deletedFlag || !changedSlots.isEmpty }
+    public var hasChanges: Bool { insertedFlag || deletedFlag || !changedSlots.isEmpty || refusedValues != nil }
+
+    /// Records that `key` could not be set (a typed accessor's setter, which cannot throw): the
+    /// object counts as changed, and its next validation fails with `error`.
+    func refuse(_ error: ArborError, forKey key: String) {
+        var error = error
+        if error.objectID == nil { error.objectID = objectID }
+        if error.entityName == nil { error.entityName = entity.name }
+        if error.key == nil { error.key = key }
+        refusedValues = (refusedValues ?? [:]).merging([key: error]) { $1 }
+        managedObjectContext?.objectDidChange(self)
+    }
+
+    /// Forgets a refusal of `key` (set since with an accepted value), or all of them (nil: the
+    /// changes were rolled back or refreshed away).
+    func clearRefusals(_ key: String? = nil) {
+        guard var refused = refusedValues else { return }
+        if let key { refused[key] = nil } else { refused.removeAll() }
+        refusedValues = refused.isEmpty ? nil : refused
+        if refusedValues == nil { managedObjectContext?.objectDidChange(self, noting: false) }
+    }
 
     /// The persistent properties changed since the last save or fetch, with their new values
     /// (nil for a property set to nil): relationships as objects.

@@ -4,21 +4,39 @@ import Foundation
 /// through key-value coding:
 ///
 /// ```swift
-/// final class Employee: ManagedObject {
-///     @Managed("firstName") var firstName: String?
-///     @Managed("salary") var salary: Decimal?
-///     @Managed("department") var department: Department?
-///     @ManagedSet("projects") var projects: Set<Project>
-///     @ManagedList("reports") var reports: [Employee]
+/// final class Book: ManagedObject {
+///     @Managed("title") var title: String          // a required attribute
+///     @Managed("pages") var pages: Int?            // an .integer32 attribute, read as Int
+///     @Managed("price") var price: Decimal?
+///     @Managed("author") var author: Author?       // a to-one relationship
+///     @ManagedSet("loans") var loans: Set<Loan>
+///     @ManagedList("chapters") var chapters: [Chapter]
 /// }
 /// ```
 ///
-/// The key names the model's property; the Swift type must be the attribute's (`Int16` for
-/// `.integer16`, and so on: docs/model.md) or the destination's class. Setting a value the model
-/// refuses, or one of another type, is a programming error here (accessors cannot throw); use
-/// `setValue(_:forKey:)` to get a typed error instead. Reading a fault whose row is gone gives nil.
+/// The key names the model's property. When the model is made, every declaration of a class
+/// given to an ``Entity`` is checked against its property (``ManagedObjectModel/init(entities:configurations:)``
+/// throws ``ArborError/Code/invalidModel`` naming the class, the Swift property, the declared
+/// type and the attribute's type), so a typed read never returns nil for a value that is there:
+///
+/// - an integer attribute takes `Int` or any signed integer type as wide as the attribute
+///   (`Int16`, `Int32`, `Int64`); writes are checked against the attribute's width;
+/// - every other attribute takes its own Swift type (`Decimal` for `.decimal`, `Double` for
+///   `.double`, …: docs/model.md, "Attribute types");
+/// - a non-optional type (`var title: String`) is for a required attribute: where the object
+///   holds nil (a new object not yet set, a fault whose row is gone) it reads the attribute's
+///   default value, or the type's zero value (`0`, `""`, `false`, empty `Data`); `Date`, `UUID`,
+///   `URL` and transformable types need a default value to be declared non-optional;
+/// - a to-one relationship takes an optional class that the destination entity's objects are.
+///
+/// Setters cannot throw. A value the model refuses (an integer too large for the attribute, an
+/// object of another context) is not set: the refusal is recorded in the object, which counts
+/// as changed, and its next ``ManagedObject/validateForInsert()`` or
+/// ``ManagedObject/validateForUpdate()`` — and so the next save — fails with the error, naming
+/// the object, the key and the value. Setting the property again with an accepted value, or
+/// rolling back, clears it. Use `setValue(_:forKey:)` to get the error at once.
 @propertyWrapper
-public struct Managed<Value> {
+public struct Managed<Value>: TypedDeclaration {
     /// The property's key in the model.
     public let key: String
 
@@ -27,37 +45,32 @@ public struct Managed<Value> {
 
     /// Unavailable: the value is reached through the enclosing object.
     @available(*, unavailable, message: "@Managed is only for properties of ManagedObject subclasses")
-    public var wrappedValue: Value? {
+    public var wrappedValue: Value {
         get { fatalError("@Managed is only for properties of ManagedObject subclasses") }
         set { fatalError("@Managed is only for properties of ManagedObject subclasses") }
     }
 
-    /// The property of `object` (Swift's enclosing-instance access for property wrappers): the
-    /// getter reads it through `value(forKey:)` (nil when that fails or the type differs), the
-    /// setter writes it through `setValue(_:forKey:)` and stops on a refused value (see above).
+    static var wrapper: TypedAccess.Wrapper { .managed }
+    static var declaredType: Any.Type { Value.self }
+
+    /// The property of `object` (Swift's enclosing-instance access for property wrappers): read
+    /// and converted to `Value` as the model's check guarantees it can be, and written through
+    /// `setValue(_:forKey:)`, a refusal recorded (see above).
     public static subscript<Object: ManagedObject>(
         _enclosingInstance object: Object,
-        wrapped wrappedKeyPath: ReferenceWritableKeyPath<Object, Value?>,
+        wrapped wrappedKeyPath: ReferenceWritableKeyPath<Object, Value>,
         storage storageKeyPath: ReferenceWritableKeyPath<Object, Managed<Value>>
-    ) -> Value? {
-        get {
-            let key = object[keyPath: storageKeyPath].key
-            return (try? object.value(forKey: key)).flatMap { $0 as? Value }
-        }
-        set {
-            let key = object[keyPath: storageKeyPath].key
-            do {
-                try object.setValue(newValue, forKey: key)
-            } catch {
-                preconditionFailure("\(object.entity.name).\(key) refused \(String(describing: newValue)): \(error)")
-            }
-        }
+    ) -> Value {
+        get { TypedAccess.read(object, key: object[keyPath: storageKeyPath].key, as: Value.self) }
+        set { TypedAccess.write(TypedAccess.flattened(newValue), to: object, key: object[keyPath: storageKeyPath].key) }
     }
 }
 
-/// A typed unordered to-many relationship of a ``ManagedObject`` subclass (see ``Managed``).
+/// A typed unordered to-many relationship of a ``ManagedObject`` subclass (see ``Managed``):
+/// the model checks that the relationship is unordered and that its destination entity's objects
+/// are `Element`s.
 @propertyWrapper
-public struct ManagedSet<Element: ManagedObject> {
+public struct ManagedSet<Element: ManagedObject>: TypedDeclaration {
     /// The relationship's key in the model.
     public let key: String
 
@@ -71,33 +84,27 @@ public struct ManagedSet<Element: ManagedObject> {
         set { fatalError("@ManagedSet is only for properties of ManagedObject subclasses") }
     }
 
+    static var wrapper: TypedAccess.Wrapper { .set }
+    static var declaredType: Any.Type { Element.self }
+
     /// The property of `object` (Swift's enclosing-instance access for property wrappers): the
-    /// getter reads it through `value(forKey:)` (nil when that fails or the type differs), the
-    /// setter writes it through `setValue(_:forKey:)` and stops on a refused value (see above).
+    /// getter reads the destinations (none while a fault whose row is gone cannot load them),
+    /// the setter writes them through `setValue(_:forKey:)`, a refusal recorded (see ``Managed``).
     public static subscript<Object: ManagedObject>(
         _enclosingInstance object: Object,
         wrapped wrappedKeyPath: ReferenceWritableKeyPath<Object, Set<Element>>,
         storage storageKeyPath: ReferenceWritableKeyPath<Object, ManagedSet<Element>>
     ) -> Set<Element> {
-        get {
-            let key = object[keyPath: storageKeyPath].key
-            let objects = (try? object.value(forKey: key)) as? Set<ManagedObject> ?? []
-            return Set(objects.compactMap { $0 as? Element })
-        }
-        set {
-            let key = object[keyPath: storageKeyPath].key
-            do {
-                try object.setValue(Set(newValue.map { $0 as ManagedObject }), forKey: key)
-            } catch {
-                preconditionFailure("\(object.entity.name).\(key) refused the objects given: \(error)")
-            }
-        }
+        get { Set(TypedAccess.destinations(object, key: object[keyPath: storageKeyPath].key).compactMap { $0 as? Element }) }
+        set { TypedAccess.write(Set(newValue.map { $0 as ManagedObject }), to: object, key: object[keyPath: storageKeyPath].key) }
     }
 }
 
-/// A typed ordered to-many relationship of a ``ManagedObject`` subclass (see ``Managed``).
+/// A typed ordered to-many relationship of a ``ManagedObject`` subclass (see ``Managed``): the
+/// model checks that the relationship is ordered and that its destination entity's objects are
+/// `Element`s.
 @propertyWrapper
-public struct ManagedList<Element: ManagedObject> {
+public struct ManagedList<Element: ManagedObject>: TypedDeclaration {
     /// The relationship's key in the model.
     public let key: String
 
@@ -111,26 +118,18 @@ public struct ManagedList<Element: ManagedObject> {
         set { fatalError("@ManagedList is only for properties of ManagedObject subclasses") }
     }
 
+    static var wrapper: TypedAccess.Wrapper { .list }
+    static var declaredType: Any.Type { Element.self }
+
     /// The property of `object` (Swift's enclosing-instance access for property wrappers): the
-    /// getter reads it through `value(forKey:)` (nil when that fails or the type differs), the
-    /// setter writes it through `setValue(_:forKey:)` and stops on a refused value (see above).
+    /// getter reads the destinations in order, the setter writes them through
+    /// `setValue(_:forKey:)`, a refusal recorded (see ``Managed``).
     public static subscript<Object: ManagedObject>(
         _enclosingInstance object: Object,
         wrapped wrappedKeyPath: ReferenceWritableKeyPath<Object, [Element]>,
         storage storageKeyPath: ReferenceWritableKeyPath<Object, ManagedList<Element>>
     ) -> [Element] {
-        get {
-            let key = object[keyPath: storageKeyPath].key
-            let objects = (try? object.value(forKey: key)) as? [ManagedObject] ?? []
-            return objects.compactMap { $0 as? Element }
-        }
-        set {
-            let key = object[keyPath: storageKeyPath].key
-            do {
-                try object.setValue(newValue.map { $0 as ManagedObject }, forKey: key)
-            } catch {
-                preconditionFailure("\(object.entity.name).\(key) refused the objects given: \(error)")
-            }
-        }
+        get { TypedAccess.destinations(object, key: object[keyPath: storageKeyPath].key).compactMap { $0 as? Element } }
+        set { TypedAccess.write(newValue.map { $0 as ManagedObject }, to: object, key: object[keyPath: storageKeyPath].key) }
     }
 }

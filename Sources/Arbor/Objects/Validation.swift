@@ -69,7 +69,9 @@ enum Validation {
     /// Every property rule `object` breaks (its persistent and transient attributes, its
     /// relationships).
     static func propertyErrors(of object: ManagedObject) -> [ArborError] {
-        var errors: [ArborError] = []
+        // Values a typed property refused come first: they were never set, so the rules below
+        // see the value before them.
+        var errors: [ArborError] = object.refusedValues.map { $0.sorted { $0.key < $1.key }.map(\.value) } ?? []
         let entity = object.entity
         // Only properties with a rule can fail (most attributes of most models have none).
         for (attribute, slot) in entity.validatedAttributes {
@@ -93,10 +95,10 @@ enum Validation {
             let ids = object.values[relationship.name]?.objectIDs ?? []
             let denying = ids.filter { id in object.managedObjectContext?.registeredObject(for: id)?.isDeleted != true }
             guard !denying.isEmpty else { continue }
+            let named = ArborError.listing(denying.map(\.description), of: denying.count, noun: "object")
             errors.append(ArborError(.validationRelationshipDeniedDelete,
-                                     "\(object.entity.name).\(relationship.name) denies the deletion of \(object.objectID) while it holds \(denying.map(\.description).joined(separator: ", "))",
-                                     entity: object.entity.name, key: relationship.name, value: denying.map(\.description).joined(separator: ", "),
-                                     objectID: object.objectID))
+                                     "\(object.entity.name).\(relationship.name) denies the deletion of \(object.objectID) while it holds \(named)",
+                                     entity: object.entity.name, key: relationship.name, value: named, objectID: object.objectID))
         }
         return errors
     }

@@ -1,3 +1,4 @@
+import Foundation
 import SystemPackage
 #if canImport(Glibc)
 import Glibc
@@ -24,7 +25,7 @@ import Darwin
 ///     print(error.page ?? 0, error.message)
 /// }
 /// ```
-public struct StoreError: Error, Sendable, CustomStringConvertible {
+public struct StoreError: Error, Sendable, CustomStringConvertible, LocalizedError {
     /// The kind of failure. An extensible set of values: new codes may be added in later versions.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         /// The code's stable name, as printed.
@@ -90,12 +91,20 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         self.path = path
     }
 
+    /// The code and the message, with the file and the operating-system error when known:
+    /// `busy: … [/path/to/file] (Resource temporarily unavailable)`.
     public var description: String {
         var text = "\(code): \(message)"
         if let path { text += " [\(path)]" }
         if let errno { text += " (\(errno))" }
         return text
     }
+
+    /// The message, with the file when known (Foundation's `localizedDescription` of the error).
+    public var errorDescription: String? { path.map { "\(message) [\($0)]" } ?? message }
+
+    /// The operating-system error underneath, when there is one.
+    public var failureReason: String? { errno.map { "\($0)" } }
 
 
     /// The I/O failure code.

@@ -178,6 +178,70 @@ struct ConflictTests {
         #expect(!conflict.local.hasChanges)
     }
 
+    @Test("S004-04/S004-06: a row another context changed and changed back is no conflict — its values are the snapshot's — so the save proceeds, written at the stored version plus one (issue 25, item 3)")
+    func changedBackIsNoConflict() throws {
+        let conflict = try Conflict(storeChanges: false)
+        try conflict.storeSide.setValue("Changed", forKey: "lastName")
+        try conflict.store.save()
+        try conflict.storeSide.setValue("Lovelace", forKey: "lastName")
+        try conflict.store.save()
+        #expect(conflict.storeSide.committedVersion == 3)
+        try conflict.local.save()
+        #expect(try conflict.saved()?.lastName == "Local")
+        #expect(try conflict.saved()?.startDate == conflict.start)
+        // The version written is the stored one plus one, in the object, the row and the cache.
+        #expect(conflict.localSide.committedVersion == 4)
+        #expect(try conflict.stack.coordinator.rows(for: [conflict.localSide.objectID]).first??.version == 4)
+        #expect(conflict.stack.coordinator.cachedRow(for: conflict.localSide.objectID)?.version == 4)
+        // S004-07: the other side's snapshot now differs from the row: its next change conflicts.
+        try conflict.storeSide.setValue(3000, forKey: "salary")
+        let error = try #require(throws: ArborError.self) { try conflict.store.save() }
+        #expect(error.code == .mergeConflict && error.conflicts.first?.persistedSnapshot?.attributes["lastName"] == .string("Local"))
+        #expect(error.conflicts.first?.oldVersionNumber == 3 && error.conflicts.first?.newVersionNumber == 4)
+    }
+
+    @Test("S004-06: a deletion, and an object marked with detectConflicts(for:), go through when the row moved on with its values unchanged")
+    func changedBackDeletedAndChecked() throws {
+        let deleted = try Conflict(storeChanges: false, localChanges: false)
+        deleted.local.delete(deleted.localSide)
+        for name in ["Changed", "Lovelace"] {
+            try deleted.storeSide.setValue(name, forKey: "lastName")
+            try deleted.store.save()
+        }
+        try deleted.local.save()
+        #expect(try deleted.saved() == nil)
+
+        let checked = try Conflict(storeChanges: false, localChanges: false)
+        checked.local.detectConflicts(for: checked.localSide)
+        for salary in [5000, 1000] {
+            try checked.storeSide.setValue(salary, forKey: "salary")
+            try checked.store.save()
+        }
+        _ = try checked.stack.insert("Department", in: checked.local, ["name": "Research"])
+        try checked.local.save()
+        #expect(try checked.stack.context().count(for: FetchRequest<ManagedObject>(entityName: "Department")) == 1)
+    }
+
+    @Test("S004-02/S004-06: a to-many change elsewhere moves the row's version but not its snapshot (attributes and to-one IDs): renaming the department still saves")
+    func toManyChangeIsNoConflict() throws {
+        let stack = try Stack()
+        let one = stack.context()
+        let department = try stack.insert("Department", in: one, ["name": "Research"])
+        try one.save()
+        let two = stack.context()
+        let there = try two.existingObject(with: department.objectID)
+        let ada = try stack.insert("Employee", in: two, ["firstName": "Ada", "lastName": "Lovelace"])
+        try ada.setValue(there, forKey: "department")
+        try two.save()
+        #expect(there.committedVersion == 2, "the department's row was written again for its employees")
+        try department.setValue("Analytics", forKey: "name")
+        try one.save()
+        let reader = stack.context()
+        let saved = try reader.existingObject(with: department.objectID)
+        #expect(try saved.value(forKey: "name") as? String == "Analytics")
+        #expect((try saved.value(forKey: "employees") as? Set<ManagedObject>)?.count == 1)
+    }
+
     @Test("S000-16/S000-17/S004-06: detectConflicts(for:) checks an unchanged object at the next save; unmarked unchanged objects are not checked")
     func detectConflicts() throws {
         let conflict = try Conflict(storeChanges: false, localChanges: false)

@@ -468,7 +468,7 @@ final class FailingStore: PersistentStore, @unchecked Sendable {
         try base.relatedObjectIDs(of: objectID, relationship: relationship)
     }
     func allocatePrimaryKeys(for entity: EntityDescription, count: Int) throws -> [Int64] { try base.allocatePrimaryKeys(for: entity, count: count) }
-    func save(_ changes: StoreChanges) throws -> [ManagedObjectID] {
+    func save(_ changes: StoreChanges) throws -> StoreSaveResult {
         if failing { throw ArborError(.storeSave, "the disk is full (simulated)") }
         return try base.save(changes)
     }

@@ -21,9 +21,16 @@ extension ManagedObjectContext {
         conflictChecked[ObjectIdentifier(object)] = object
     }
 
-    /// The rows the marked, unchanged objects must still be at, for each store's save.
-    func lockChecks() -> [(ManagedObject, Int64)] {
-        conflictChecked.values.filter { $0.managedObjectContext === self && !$0.hasChanges && !$0.faulted }.map { ($0, $0.committedVersion) }
+    /// The marked, unchanged objects whose rows must still be as read, for each store's save.
+    func lockChecks() -> [ManagedObject] {
+        conflictChecked.values.filter { $0.managedObjectContext === self && !$0.hasChanges && !$0.faulted }
+    }
+
+    /// What a save expects of `object`'s stored row (``RowExpectation``): the version it was
+    /// read at, and its committed values as the snapshot seed 004 compares.
+    func lockExpectation(of object: ManagedObject) -> RowExpectation {
+        RowExpectation(version: object.committedVersion,
+                       snapshot: object.committed.map { StoreRow(entityName: object.entity.name, version: object.committedVersion, values: $0) })
     }
 
     // MARK: Finding conflicts
@@ -31,13 +38,13 @@ extension ManagedObjectContext {
     /// The optimistic-locking conflicts of the pending save: changed, deleted and marked objects
     /// whose row has moved on (a deleted object whose row is gone is not one: S004-15).
     func optimisticLockingConflicts(_ coordinator: PersistentStoreCoordinator) throws -> [MergeConflict] {
-        let candidates = (updated.objects + deleted.objects + lockChecks().map(\.0)).filter { !$0.objectID.isTemporaryID && !$0.insertedFlag }
+        let candidates = (updated.objects + deleted.objects + lockChecks()).filter { !$0.objectID.isTemporaryID && !$0.insertedFlag }
         guard !candidates.isEmpty else { return [] }
         let rows = try coordinator.rows(for: candidates.map(\.objectID))
         var conflicts: [MergeConflict] = []
         for (object, row) in zip(candidates, rows) {
             if row == nil && object.deletedFlag { continue }
-            if let row, row.version == object.committedVersion { continue }
+            if let row, lockExpectation(of: object).isMet(by: row, entity: object.entity) { continue }
             let snapshot = object.committed.map { StoreRow(entityName: object.entity.name, version: object.committedVersion, values: $0) }
             conflicts.append(MergeConflict(objectID: object.objectID, objectSnapshot: snapshot, cachedSnapshot: coordinator.cachedRow(for: object.objectID),
                                            persistedSnapshot: row, oldVersionNumber: object.committedVersion, newVersionNumber: row?.version ?? 0))

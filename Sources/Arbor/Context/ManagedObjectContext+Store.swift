@@ -224,6 +224,8 @@ extension ManagedObjectContext {
         var newParts: [Int] = []
         var savedRows: [SavedRow] = []
         var assigned: [[ManagedObjectID]] = []
+        // Updated rows the stores wrote at another version than asked (RowExpectation).
+        var rebasedVersions: [ManagedObjectID: Int64] = [:]
         var attempts = 0
         // Set when a later store failed after earlier ones saved: those are brought up to date
         // below, the rest stays pending, and the failure is thrown at the end.
@@ -272,11 +274,11 @@ extension ManagedObjectContext {
             }
             for object in updatedObjects {
                 let newRow = persistentRow(of: object, version: object.committedVersion + 1)
-                parts[try part(of: object.objectID)].changes.updated.append((object.objectID, newRow, object.committedVersion))
+                parts[try part(of: object.objectID)].changes.updated.append((object.objectID, newRow, lockExpectation(of: object)))
                 savedRows.append(SavedRow(object: object, row: newRow))
             }
             for object in deletedObjects where !object.objectID.isTemporaryID {
-                parts[try part(of: object.objectID)].changes.deleted.append((object.objectID, object.committedVersion))
+                parts[try part(of: object.objectID)].changes.deleted.append((object.objectID, lockExpectation(of: object)))
             }
             // Many-to-many links: the difference between committed and current destinations
             // (only entities with to-many relationships can have any).
@@ -295,8 +297,8 @@ extension ManagedObjectContext {
             }
             for object in insertedObjects where object.entity.hasToManyRelationships { try recordLinks(of: object) }
             for object in updatedObjects where object.entity.hasToManyRelationships { try recordLinks(of: object) }
-            for (object, version) in lockChecks() {
-                parts[try part(of: object.objectID)].changes.checked.append((object.objectID, version))
+            for object in lockChecks() {
+                parts[try part(of: object.objectID)].changes.checked.append((object.objectID, lockExpectation(of: object)))
             }
             do {
                 // Across several stores a refusal would come after earlier stores saved their
@@ -308,11 +310,13 @@ extension ManagedObjectContext {
                     let constraints = try constraintConflicts(coordinator)
                     if !constraints.isEmpty { throw ArborError.constraintConflicts(constraints) }
                 }
-                assigned = try coordinator.save(parts.map { ($0.store, $0.changes) })
+                let results = try coordinator.save(parts.map { ($0.store, $0.changes) })
+                assigned = results.map(\.insertedIDs)
+                for result in results { rebasedVersions.merge(result.rebasedVersions) { $1 } }
                 break
             } catch let partial as PartialSave {
                 // The first stores saved their parts; only their objects are saved now.
-                let savedParts = partial.assigned.count
+                let savedParts = partial.saved.count
                 let saved = Array(parts.prefix(savedParts))
                 let stores = Set(saved.map(\.store))
                 var savedNew: [ManagedObject] = []
@@ -331,7 +335,8 @@ extension ManagedObjectContext {
                 deletedObjects = deletedObjects.filter(inSavedPart)
                 savedRows = savedRows.filter { inSavedPart($0.object) }
                 parts = saved
-                assigned = partial.assigned
+                assigned = partial.saved.map(\.insertedIDs)
+                for result in partial.saved { rebasedVersions.merge(result.rebasedVersions) { $1 } }
                 partialFailure = partial.failure
                 break
             } catch let error as ArborError where error.code == .mergeConflict || error.code == .constraintConflict {
@@ -368,6 +373,11 @@ extension ManagedObjectContext {
         // in `savedRows`: no second array of objects and rows (a large save's transient memory
         // is page faults).
         var unheld: [Int] = []
+        if !rebasedVersions.isEmpty {
+            for position in savedRows.indices {
+                if let version = rebasedVersions[savedRows[position].object.objectID] { savedRows[position].row.version = version }
+            }
+        }
         for (position, saved) in savedRows.enumerated() {
             let object = saved.object
             markSaved(object)
@@ -461,5 +471,5 @@ extension ManagedObjectContext {
 /// eighth of a large save's time — and an array of structs by the struct's own code).
 struct SavedRow {
     let object: ManagedObject
-    let row: StoreRow
+    var row: StoreRow
 }

@@ -354,27 +354,28 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     }
 
     /// Saves `changes` (grouped by store) and brings the row cache up to date. One store at a
-    /// time; each store's part is atomic. Returns, for each part, the IDs of its inserted rows
+    /// time; each store's part is atomic. Returns, for each part, what its store's save did
     /// (``PersistentStore/save(_:)``).
-    func save(_ changes: [(store: UUID, changes: StoreChanges)]) throws -> [[ManagedObjectID]] {
+    func save(_ changes: [(store: UUID, changes: StoreChanges)]) throws -> [StoreSaveResult] {
         try locked {
-            var result: [[ManagedObjectID]] = []
+            var result: [StoreSaveResult] = []
             for (identifier, part) in changes {
                 guard let store = store(identified: identifier) else {
                     throw ArborError(.misuse, "a save names a store the coordinator does not have")
                 }
-                let assigned: [ManagedObjectID]
+                let saved: StoreSaveResult
                 do {
-                    assigned = try store.save(part)
+                    saved = try store.save(part)
                 } catch {
                     // The stores before this one saved their parts: the caller must know which.
-                    if !result.isEmpty { throw PartialSave(assigned: result, failure: error) }
+                    if !result.isEmpty { throw PartialSave(saved: result, failure: error) }
                     throw error
                 }
+                let assigned = saved.insertedIDs
                 guard assigned.count == part.inserted.count else {
                     throw ArborError(.storeSave, "the store \(identifier) returned \(assigned.count) IDs for \(part.inserted.count) new rows")
                 }
-                result.append(assigned)
+                result.append(saved)
                 // Rows written under IDs the cache may have give those snapshots the new row:
                 // updated rows, and rows written anew under a permanent ID — an object deleted
                 // elsewhere and written back by the overwrite policy, whose snapshot other
@@ -387,7 +388,17 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                     mapping = permanent
                     snapshot.replace(row.translated(permanent), readAt: now)
                 }
-                for (id, row, _) in part.updated { refreshCached(id, row) }
+                for (id, row, _) in part.updated {
+                    // A row written at another version than it carried (seed 004's rule let a
+                    // moved row through) is cached at the version written.
+                    guard let version = saved.rebasedVersions.isEmpty ? nil : saved.rebasedVersions[id] else {
+                        refreshCached(id, row)
+                        continue
+                    }
+                    var rebased = row
+                    rebased.version = version
+                    refreshCached(id, rebased)
+                }
                 for (id, row) in part.inserted where !id.isTemporaryID { refreshCached(id, row) }
                 for (id, _) in part.deleted {
                     if let snapshot = cache[id] { drop(snapshot) }
@@ -466,6 +477,7 @@ final class RowSnapshot: @unchecked Sendable {
 /// A save over several stores that failed after the first stores had saved their parts:
 /// `assigned` holds the committed parts' new IDs (the first `assigned.count` parts).
 struct PartialSave: Error {
-    let assigned: [[ManagedObjectID]]
+    /// What the stores that saved their parts did, in order.
+    let saved: [StoreSaveResult]
     let failure: any Error
 }

@@ -569,15 +569,15 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
 
     /// Writes one save's changes in one engine write transaction: rows, indexes, links,
     /// constraints; primary keys for rows that come with temporary IDs are allocated in it.
-    public func save(_ changes: StoreChanges) throws -> [ManagedObjectID] {
-        guard !changes.isEmpty else { return [] }
+    public func save(_ changes: StoreChanges) throws -> StoreSaveResult {
+        guard !changes.isEmpty else { return StoreSaveResult(insertedIDs: []) }
         // An ArborError (a conflict, a constraint) thrown inside the transaction rolls it back.
         return try Self.storeError("save to \(path ?? "memory")", code: .storeSave) {
             try database.write { transaction in
                 let writer = RowWriter(store: self, transaction: transaction, changes: changes)
                 try writer.allocateKeys()
                 try writer.apply()
-                return writer.insertedIDs
+                return StoreSaveResult(insertedIDs: writer.insertedIDs, rebasedVersions: writer.rebasedVersions)
             }
         }
     }

@@ -114,14 +114,15 @@ public struct StoreChanges: Sendable {
     /// primary keys in the same transaction (references to them in other rows of the same save
     /// are translated too).
     public var inserted: [(ManagedObjectID, StoreRow)] = []
-    /// Changed rows: the new row (its version already incremented) and the version the saving
-    /// context's copy was read at (the store refuses the save if the row has moved on since).
-    public var updated: [(ManagedObjectID, StoreRow, expectedVersion: Int64)] = []
-    /// Deleted rows, with the version the saving context's copy was read at.
-    public var deleted: [(ManagedObjectID, expectedVersion: Int64)] = []
-    /// Rows that must still be at a version, though this save does not change them (objects
-    /// marked with ``ManagedObjectContext/detectConflicts(for:)``).
-    public var checked: [(ManagedObjectID, expectedVersion: Int64)] = []
+    /// Changed rows: the new row (its version the expected one plus one) and what the saving
+    /// context's copy was read as (the store refuses the save when the row has moved on since
+    /// and its values are no longer the snapshot's: ``RowExpectation``).
+    public var updated: [(ManagedObjectID, StoreRow, expected: RowExpectation)] = []
+    /// Deleted rows, with what the saving context's copy was read as.
+    public var deleted: [(ManagedObjectID, expected: RowExpectation)] = []
+    /// Rows that must still be as read, though this save does not change them (objects marked
+    /// with ``ManagedObjectContext/detectConflicts(for:)``).
+    public var checked: [(ManagedObjectID, expected: RowExpectation)] = []
     /// Many-to-many links added: (object, relationship name, destination).
     public var linked: [(ManagedObjectID, String, ManagedObjectID)] = []
     /// Many-to-many links removed: (object, relationship name, destination).
@@ -141,6 +142,75 @@ public struct StoreChanges: Sendable {
     /// Whether there is nothing to write.
     public var isEmpty: Bool {
         inserted.isEmpty && updated.isEmpty && deleted.isEmpty && linked.isEmpty && unlinked.isEmpty && checked.isEmpty
+    }
+}
+
+/// What a save expects of a stored row it changes, deletes or checks: Core Data's optimistic
+/// locking (seed 004, "Conflict Detection and Optimistic Locking"). The one owner of the rule:
+/// stores apply it inside their write transaction, and contexts apply it when they build the
+/// conflict records of a save that was refused.
+///
+/// The row is as expected when its version is the one the object was read at (the fast path:
+/// nothing else is compared), or — its version having moved on, as another context's save moves
+/// it — when its persisted values are still those of the object's snapshot: "If the values are
+/// the same, the store has not been changed since the object was fetched, so the save proceeds
+/// normally." The persisted values are a row's attributes, its to-one destinations and the order
+/// of its ordered to-many relationships (where both rows carry it); unordered to-many
+/// relationships live in other rows and join trees, not in the snapshot.
+public struct RowExpectation: Sendable {
+    /// The version of the row the object was read at.
+    public var version: Int64
+    /// The object's persisted values as read (nil: compare versions only).
+    public var snapshot: StoreRow?
+
+    /// An expectation of the row at `version`, holding `snapshot`'s values.
+    public init(version: Int64, snapshot: StoreRow? = nil) {
+        self.version = version
+        self.snapshot = snapshot
+    }
+
+    /// Whether `stored` (the row in the store now, of `entity`) is still what the save expects.
+    public func isMet(by stored: StoreRow, entity: EntityDescription) -> Bool {
+        if stored.version == version { return true }
+        guard let snapshot else { return false }
+        return stored.hasPersistedValues(of: snapshot, entity: entity)
+    }
+}
+
+extension StoreRow {
+    /// Whether this row's persisted values (attributes, to-one destinations, and the order of
+    /// ordered to-many relationships both rows carry) are `other`'s; versions are not compared.
+    func hasPersistedValues(of other: StoreRow, entity: EntityDescription) -> Bool {
+        for attribute in entity.attributes where !attribute.isTransient {
+            if attributeValue(attribute.name) != other.attributeValue(attribute.name) { return false }
+        }
+        for relationship in entity.relationships {
+            if !relationship.isToMany {
+                if toOneValue(relationship.name) != other.toOneValue(relationship.name) { return false }
+            } else if relationship.isOrdered, let mine = orderedDestinations(relationship.name),
+                      let theirs = other.orderedDestinations(relationship.name), mine != theirs {
+                return false
+            }
+        }
+        return true
+    }
+}
+
+/// What a store's save did, beyond writing the changes: the IDs of the rows it inserted, and the
+/// versions of updated rows it wrote at another version than their new row carried.
+public struct StoreSaveResult: Sendable {
+    /// The IDs of the inserted rows, in the order of ``StoreChanges/inserted``: the permanent ID
+    /// given to each row that came with a temporary one, the row's own ID for the others.
+    public var insertedIDs: [ManagedObjectID]
+    /// Updated rows written at a version other than their new row's: the row had moved on since
+    /// it was read, with its values unchanged (``RowExpectation``), so it was written at the
+    /// stored version plus one. Empty for most saves.
+    public var rebasedVersions: [ManagedObjectID: Int64]
+
+    /// A result listing the inserted rows' IDs and the rebased versions.
+    public init(insertedIDs: [ManagedObjectID], rebasedVersions: [ManagedObjectID: Int64] = [:]) {
+        self.insertedIDs = insertedIDs
+        self.rebasedVersions = rebasedVersions
     }
 }
 
@@ -167,13 +237,13 @@ public protocol PersistentStore: AnyObject, Sendable {
     /// `count` new primary keys for objects of `entity` (never handed out again).
     func allocatePrimaryKeys(for entity: EntityDescription, count: Int) throws -> [Int64]
     /// Applies `changes` in one transaction: all of it, or — throwing — none of it. Returns the
-    /// IDs of the inserted rows, in the order of `changes.inserted`: the permanent ID given to
-    /// each row that came with a temporary one, the row's own ID for the others.
+    /// IDs of the inserted rows (and the versions of rows written at another version than
+    /// asked: ``StoreSaveResult``).
     ///
-    /// - Throws: ``ArborError/Code/mergeConflict`` when a row's version is not the expected one
-    ///   (or the row is gone); ``ArborError/Code/constraintConflict`` for a uniqueness violation;
-    ///   ``ArborError/Code/storeSave`` for an engine failure.
-    func save(_ changes: StoreChanges) throws -> [ManagedObjectID]
+    /// - Throws: ``ArborError/Code/mergeConflict`` when a row is not as expected
+    ///   (``RowExpectation``: moved on and changed, or gone); ``ArborError/Code/constraintConflict``
+    ///   for a uniqueness violation; ``ArborError/Code/storeSave`` for an engine failure.
+    func save(_ changes: StoreChanges) throws -> StoreSaveResult
     /// The ID of row `primaryKey` of `entityName` in this store.
     func objectID(entityName: String, primaryKey: Int64) -> ManagedObjectID
     /// The rows matching a fetch, in its order and window (docs/predicates.md, "Execution").

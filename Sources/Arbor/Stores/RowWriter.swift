@@ -127,13 +127,17 @@ final class RowWriter {
         }
     }
 
+    /// Updated rows written at the stored version plus one, not at their new row's version:
+    /// rows that moved on since they were read, with their values unchanged (``RowExpectation``).
+    private(set) var rebasedVersions: [ManagedObjectID: Int64] = [:]
+
     func apply() throws {
         // Deletions first (their unique values and links go), then updates, then insertions.
         for (id, expected) in changes.checked { _ = try current(id, expected: expected) }
         for (id, expected) in changes.deleted {
             // Deleting a row another context deleted already is no conflict (S004-15).
-            guard try readRow(id) != nil else { continue }
-            let old = try current(id, expected: expected)
+            guard let old = try readRow(id) else { continue }
+            try check(old, of: id, expected: expected)
             try removeIndexes(of: id, row: old)
             try rowsTree(try entity(of: id)).delete(NativeStore.key(try store.primaryKey(of: id)))
             try removeLinks(of: id)
@@ -142,24 +146,37 @@ final class RowWriter {
         // so that rows may trade unique values within one save.
         for (id, _, expected) in changes.updated {
             let old = try current(id, expected: expected)
+            if old.version != expected.version { rebasedVersions[id] = old.version + 1 }
             try removeIndexes(of: id, row: old)
         }
-        for (id, row, _) in changes.updated { try write(id, row) }
+        for (id, row, _) in changes.updated {
+            guard let version = rebasedVersions.isEmpty ? nil : rebasedVersions[id] else {
+                try write(id, row)
+                continue
+            }
+            var rebased = row
+            rebased.version = version
+            try write(id, rebased)
+        }
         for ((_, row), id) in zip(changes.inserted, insertedIDs) { try write(id, row) }
         for (id, key, other) in changes.unlinked { try link(id, key, other, add: false) }
         for (id, key, other) in changes.linked { try link(id, key, other, add: true) }
     }
 
-    /// The stored row of `id`, which must be at version `expected`.
-    func current(_ id: ManagedObjectID, expected: Int64) throws -> StoreRow {
+    /// The stored row of `id`, which must be as `expected`.
+    func current(_ id: ManagedObjectID, expected: RowExpectation) throws -> StoreRow {
         guard let row = try readRow(id) else {
             throw ArborError(.mergeConflict, "\(id) was deleted by another context since it was read", objectID: id)
         }
-        guard row.version == expected else {
-            throw ArborError(.mergeConflict, "\(id) changed in the store since it was read (version \(row.version), expected \(expected))",
-                             objectID: id)
-        }
+        try check(row, of: id, expected: expected)
         return row
+    }
+
+    /// Checks that `row`, the stored row of `id`, is as `expected` (``RowExpectation``).
+    func check(_ row: StoreRow, of id: ManagedObjectID, expected: RowExpectation) throws {
+        guard !expected.isMet(by: row, entity: try entity(of: id)) else { return }
+        throw ArborError(.mergeConflict, "\(id) changed in the store since it was read (version \(row.version), expected \(expected.version))",
+                         objectID: id)
     }
 
     func readRow(_ id: ManagedObjectID) throws -> StoreRow? {

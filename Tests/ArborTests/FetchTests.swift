@@ -355,7 +355,7 @@ struct FetchTests {
         #expect(arborErrorCode { try people.fetch("age BEGINSWITH '3'") } == .invalidFetchRequest)
         #expect(arborErrorCode { try people.fetch("name.length == 3") } == .unknownKey)
         #expect(arborErrorCode { try people.fetch("age > $x") } == .invalidFetchRequest)
-        #expect(arborErrorCode { try people.fetch(sort: [ObjectSortDescriptor(key: "nope")]) } == .unknownKey)
+        #expect(arborErrorCode { try people.fetch(sort: [ObjectSortDescriptor(key: "nope")]) } == .invalidFetchRequest)
         #expect(arborErrorCode { try people.fetch("age IN {1, 'x'}") } == .invalidFetchRequest, "every element of a list is checked")
         #expect(arborErrorCode { try people.fetch("age BETWEEN {1, 'x'}") } == .invalidFetchRequest)
         // The checks refuse only what is wrong.

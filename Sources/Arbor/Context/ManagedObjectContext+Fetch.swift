@@ -36,7 +36,9 @@ extension ManagedObjectContext {
             if Result.self == ManagedObject.self { return unsafeBitCast(objects, to: [Result].self) }
             results = objects
         case .dictionary:
-            results = try fetchDictionaries(request)
+            let rows = try fetchDictionaries(request)
+            if Result.self == [String: any Sendable].self, let typed = rows as? [Result] { return typed }
+            results = rows
         }
         return try results.map { element in
             guard let typed = element as? Result else {
@@ -351,30 +353,41 @@ extension ManagedObjectContext {
         }
     }
 
-    /// Dictionaries of the request's properties, grouped and aggregated as asked.
-    func fetchDictionaries<Result>(_ request: FetchRequest<Result>) throws -> [[String: Any]] {
+    /// Dictionaries of the request's properties, grouped and aggregated as asked, in the order
+    /// its sort descriptors give (docs/predicates.md, "Dictionaries").
+    func fetchDictionaries<Result>(_ request: FetchRequest<Result>) throws -> [[String: any Sendable]] {
+        guard let entity = persistentStoreCoordinator?.managedObjectModel.entity(named: request.entityName) else {
+            throw ArborError(.invalidFetchRequest, "the model has no entity \(request.entityName) to fetch", entity: request.entityName)
+        }
+        let properties = request.propertiesToFetch ?? entity.attributes.filter { !$0.isTransient }.map { PropertyToFetch.key($0.name) }
+        let groupKeys = request.propertiesToGroupBy ?? []
+        let grouped = !groupKeys.isEmpty
+        let aggregates = properties.contains { if case .aggregate = $0.kind { true } else { false } }
+        let order = try DictionaryOrder(request.sortDescriptors, properties: properties, groupKeys: groupKeys,
+                                        collapsed: grouped || aggregates, entity: entity)
         var objectRequest = FetchRequest<ManagedObject>(entityName: request.entityName)
         objectRequest.predicate = request.predicate
-        objectRequest.sortDescriptors = request.sortDescriptors
         objectRequest.includesPendingChanges = request.includesPendingChanges
         objectRequest.includesSubentities = request.includesSubentities
         objectRequest.returnsObjectsAsFaults = false
-        let grouped = !(request.propertiesToGroupBy ?? []).isEmpty
-        let aggregates = request.propertiesToFetch?.contains { if case .aggregate = $0.kind { true } else { false } } ?? false
-        if !grouped && !aggregates {
-            objectRequest.fetchLimit = request.returnsDistinctResults ? 0 : request.fetchLimit
-            objectRequest.fetchOffset = request.returnsDistinctResults ? 0 : request.fetchOffset
+        // The objects are sorted and windowed by the fetch when each dictionary is one object
+        // and every sort key is the objects' own; otherwise the dictionaries are.
+        let sortsObjects = !order.sortsDictionaries
+        if sortsObjects {
+            objectRequest.sortDescriptors = request.sortDescriptors
+            if !request.returnsDistinctResults {
+                objectRequest.fetchLimit = request.fetchLimit
+                objectRequest.fetchOffset = request.fetchOffset
+            }
         }
         let objects = try fetchObjects(objectRequest)
-        guard let entity = persistentStoreCoordinator?.managedObjectModel.entity(named: request.entityName) else { return [] }
-        let properties = request.propertiesToFetch ?? entity.attributes.filter { !$0.isTransient }.map { PropertyToFetch.key($0.name) }
         let evaluator = PredicateEvaluator(context: self)
 
         func plain(_ object: ManagedObject, _ keyPath: String) throws -> Operand {
             try evaluator.value(of: keyPath.split(separator: ".", omittingEmptySubsequences: false).map(String.init)[...], on: .object(object))
         }
-        func dictionary(_ members: [ManagedObject]) throws -> [String: Any] {
-            var result: [String: Any] = [:]
+        func dictionary(_ members: [ManagedObject]) throws -> [String: any Sendable] {
+            var result: [String: any Sendable] = [:]
             for property in properties {
                 let value: Operand
                 switch property.kind {
@@ -386,13 +399,13 @@ extension ManagedObjectContext {
                         ? .int(Int64(values.filter { !$0.isNull }.count))
                         : try evaluator.collectionOperator(function.collectionOperator, [], on: .collection(values))
                 }
-                if let swift = value.swiftValue { result[property.name] = swift }
+                if let sendable = value.sendableValue { result[property.name] = sendable }
             }
             return result
         }
 
-        var rows: [[String: Any]]
-        if let groupKeys = request.propertiesToGroupBy, !groupKeys.isEmpty {
+        var rows: [DictionaryRow]
+        if grouped {
             var groups: [[Operand]] = []
             var members: [[ManagedObject]] = []
             for object in objects {
@@ -404,28 +417,105 @@ extension ManagedObjectContext {
                     members.append([object])
                 }
             }
-            rows = try members.map(dictionary)
+            rows = try zip(groups, members).map { group, members in
+                DictionaryRow(values: try dictionary(members), object: nil, group: Dictionary(zip(groupKeys, group)) { first, _ in first })
+            }
         } else if aggregates {
-            rows = [try dictionary(objects)]
+            rows = [DictionaryRow(values: try dictionary(objects), object: nil, group: [:])]
         } else {
-            rows = try objects.map { try dictionary([$0]) }
+            rows = try objects.map { DictionaryRow(values: try dictionary([$0]), object: $0, group: [:]) }
         }
         if let having = request.havingPredicate {
-            rows = try rows.filter { try having.evaluate(with: $0) }
+            rows = try rows.filter { try having.evaluate(with: $0.values as [String: Any]) }
+        }
+        if order.sortsDictionaries {
+            rows = try order.sorted(rows, evaluator: evaluator)
         }
         if request.returnsDistinctResults {
-            var distinct: [[String: Any]] = []
-            func same(_ a: [String: Any], _ b: [String: Any]) -> Bool {
+            var distinct: [DictionaryRow] = []
+            func same(_ a: [String: any Sendable], _ b: [String: any Sendable]) -> Bool {
                 a.count == b.count && a.allSatisfy { key, value in
                     b[key].map { PredicateEvaluator.equal(Operand.from(value), Operand.from($0), []) } ?? false
                 }
             }
-            for row in rows where !distinct.contains(where: { same($0, row) }) { distinct.append(row) }
+            for row in rows where !distinct.contains(where: { same($0.values, row.values) }) { distinct.append(row) }
             rows = distinct
         }
-        if grouped || aggregates || request.returnsDistinctResults {
+        if !sortsObjects || request.returnsDistinctResults {
             rows = rows.window(offset: request.fetchOffset, limit: request.fetchLimit)
         }
-        return rows
+        return rows.map(\.values)
+    }
+}
+
+/// One dictionary of a dictionary fetch, with what its sort keys may read: the object it was
+/// made of (nil for a group or an aggregate over several) and its group's key values.
+struct DictionaryRow {
+    var values: [String: any Sendable]
+    let object: ManagedObject?
+    let group: [String: Operand]
+}
+
+/// How a dictionary fetch orders its results: each sort key read from the dictionaries (an
+/// aggregate's or expression's alias, a fetched key, a group-by key) or from the object each
+/// dictionary was made of (an attribute or to-one key path). An alias shadows an attribute of the
+/// same name. Checked before anything runs: a grouped or aggregated fetch sorts only by what its
+/// dictionaries hold, and a key that is neither an alias nor an attribute or to-one key path of
+/// the entity is `invalidFetchRequest`.
+struct DictionaryOrder {
+    enum Source {
+        /// The value the dictionaries hold under this name (or the group's key value).
+        case result(String)
+        /// The key path on the object the dictionary was made of.
+        case object(ArraySlice<String>)
+    }
+
+    let descriptors: [ObjectSortDescriptor]
+    let sources: [Source]
+    /// Whether the dictionaries are sorted (rather than the objects, by the fetch).
+    let sortsDictionaries: Bool
+
+    init(_ descriptors: [ObjectSortDescriptor], properties: [PropertyToFetch], groupKeys: [String], collapsed: Bool,
+         entity: EntityDescription) throws {
+        let aliases = Set(properties.compactMap { property -> String? in
+            if case .key = property.kind { return nil }
+            return property.name
+        })
+        let results = Set(properties.map(\.name)).union(groupKeys)
+        var sources: [Source] = []
+        for descriptor in descriptors {
+            if aliases.contains(descriptor.key) || (collapsed && results.contains(descriptor.key)) {
+                sources.append(.result(descriptor.key))
+                continue
+            }
+            if collapsed {
+                throw ArborError(.invalidFetchRequest,
+                                 "the grouped or aggregated fetch of \(entity.name) is sorted by \(descriptor.key), which its dictionaries do not hold: sort it by a key it groups by or fetches, or by an aggregate's or expression's name",
+                                 entity: entity.name, key: descriptor.key)
+            }
+            try FetchAnalysis.checkSortKey(descriptor.key, of: entity)
+            sources.append(.object(descriptor.keys[...]))
+        }
+        self.descriptors = descriptors
+        self.sources = sources
+        sortsDictionaries = collapsed || sources.contains { if case .result = $0 { true } else { false } }
+    }
+
+    /// `rows` in this order (stable: ties keep their order).
+    func sorted(_ rows: [DictionaryRow], evaluator: PredicateEvaluator) throws -> [DictionaryRow] {
+        guard !descriptors.isEmpty else { return rows }
+        let keyed = try rows.map { row in
+            (row, try sources.map { source -> Operand in
+                switch source {
+                case .result(let name):
+                    if let value = row.values[name] { return Operand.from(value) }
+                    return row.group[name] ?? .null
+                case .object(let keys):
+                    guard let object = row.object else { return .null }
+                    return try evaluator.value(of: keys, on: .object(object))
+                }
+            })
+        }
+        return ObjectSortDescriptor.stableSort(keyed, descriptors).map(\.0)
     }
 }

@@ -18,14 +18,7 @@ struct FetchAnalysis {
         }
         self.entity = entity
         if let predicate { try Self.check(predicate, entity: entity, scope: [:]) }
-        for descriptor in sortDescriptors {
-            let keys = descriptor.keys
-            let end = try Self.resolve(keys[...], from: .entity(entity), scope: [:], what: "the sort descriptor \(descriptor.key)")
-            if case .collection = end {
-                throw ArborError(.invalidFetchRequest, "\(entity.name) cannot be sorted by \(descriptor.key): it goes through a to-many relationship",
-                                 entity: entity.name, key: descriptor.key)
-            }
-        }
+        for descriptor in sortDescriptors { try Self.checkSortKey(descriptor.key, of: entity) }
         storeSorts = sortDescriptors.allSatisfy { descriptor in
             guard !descriptor.key.utf8.contains(UInt8(ascii: ".")), let attribute = entity.attributesByName[descriptor.key] else { return false }
             return !attribute.isTransient
@@ -41,6 +34,32 @@ struct FetchAnalysis {
         }
         storePredicate = rowTerms.isEmpty ? nil : (rowTerms.count == 1 ? rowTerms[0] : .and(rowTerms))
         residual = objectTerms.isEmpty ? nil : (objectTerms.count == 1 ? objectTerms[0] : .and(objectTerms))
+    }
+
+    /// Checks a sort key of `entity`'s objects: an attribute, or a key path through to-one
+    /// relationships ending at an attribute or a to-one relationship.
+    ///
+    /// - Throws: ``ArborError/Code/invalidFetchRequest`` for anything else: an unknown key, a
+    ///   path through a to-many relationship or past an attribute, a collection operator.
+    static func checkSortKey(_ key: String, of entity: EntityDescription) throws {
+        func refuse(_ why: String) -> ArborError {
+            ArborError(.invalidFetchRequest, "\(entity.name) cannot be sorted by \(key): \(why) (a sort key is an attribute or a key path through to-one relationships)",
+                       entity: entity.name, key: key)
+        }
+        let keys = key.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        var current = entity
+        for (position, name) in keys.enumerated() {
+            if name.hasPrefix("@") { throw refuse("\(name) is a collection operator") }
+            if current.attributesByName[name] != nil {
+                guard position == keys.count - 1 else { throw refuse("\"\(keys[position + 1])\" cannot follow the attribute \(current.name).\(name)") }
+                return
+            }
+            guard let relationship = current.relationshipsByName[name], let destination = relationship.destinationEntity else {
+                throw refuse("\(current.name) has no property \"\(name)\"")
+            }
+            guard !relationship.isToMany else { throw refuse("it goes through the to-many relationship \(current.name).\(name)") }
+            current = destination
+        }
     }
 
     // MARK: Row-evaluable

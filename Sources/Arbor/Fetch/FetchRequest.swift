@@ -79,7 +79,9 @@ public struct PropertyToFetch: Sendable, Hashable {
 /// ```
 ///
 /// `Result` is what the fetch returns: `ManagedObject` or a subclass (``FetchResultType/managedObject``),
-/// `ManagedObjectID`, `[String: Any]` (``FetchResultType/dictionary``), or `Int` (``FetchResultType/count``).
+/// `ManagedObjectID`, `[String: any Sendable]` (``FetchResultType/dictionary``: values that may
+/// cross queues, so a dictionary fetch can run in `performBackgroundTask` and return its results;
+/// `[String: Any]` works too), or `Int` (``FetchResultType/count``).
 public struct FetchRequest<Result>: Sendable, Hashable {
     /// The entity whose objects are fetched.
     public var entityName: String
@@ -119,12 +121,14 @@ public struct FetchRequest<Result>: Sendable, Hashable {
     public var relationshipKeyPathsForPrefetching: [String] = []
 
     /// A request for objects of `entityName`, returning `Result`s: objects for a managed object
-    /// type, IDs for `ManagedObjectID`, dictionaries for `[String: Any]`, a count for `Int`.
+    /// type, IDs for `ManagedObjectID`, dictionaries for `[String: any Sendable]` (or
+    /// `[String: Any]`), a count for `Int`.
     public init(entityName: String) {
         self.entityName = entityName
         switch Result.self {
         case is ManagedObjectID.Type: resultType = .managedObjectID
         case is [String: Any].Type, is [String: Any?].Type: resultType = .dictionary
+        case _ where Result.self == [String: any Sendable].self: resultType = .dictionary
         case is Int.Type: resultType = .count
         default: resultType = .managedObject
         }

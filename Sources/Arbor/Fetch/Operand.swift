@@ -123,3 +123,30 @@ extension Operand {
         }
     }
 }
+
+extension Operand {
+    /// The value as a dictionary result holds it (nil for nil): plain values as they are,
+    /// objects as their IDs (as Core Data's dictionary results give relationships), collections
+    /// as arrays of such values; a value of no kind Arbor knows as its description.
+    var sendableValue: (any Sendable)? {
+        switch self {
+        case .null: nil
+        case .bool(let b): b
+        case .int(let n): n
+        case .double(let d): d
+        case .decimal(let d): d
+        case .string(let s): s
+        case .date(let d): d
+        case .data(let d): d
+        case .uuid(let u): u
+        case .url(let u): u
+        case .objectID(let id): id
+        case .object(let object): object.objectID
+        case .row(_, let id): id
+        case .raw(let raw): raw.id
+        case .dictionary(let dictionary): dictionary.compactMapValues { Operand.from($0).sendableValue }
+        case .collection(let elements): elements.compactMap(\.sendableValue)
+        case .opaque(let value): value.map { String(describing: $0.base) }
+        }
+    }
+}

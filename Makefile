@@ -2,6 +2,8 @@
 #
 #   make demo            build and run the demonstration (installs liblz4-dev first if missing)
 #   make test            the whole test suite, as CI runs it (installs liblz4-dev first if missing)
+#   make docs            the DocC archives of Arbor and ArborStore; fails on any DocC warning and on
+#                        a public type missing from its catalogue's Topics (part of `make test`)
 #   make crash-campaign  a long crash campaign (many more transactions than `make test`)
 #   make model-campaign  a long model-based campaign (many more operations than `make test`)
 #   make bench           benchmarks against SQLite (Benchmarks/, its own package)
@@ -32,7 +34,7 @@ FUZZ_TARGETS := FuzzPager FuzzPredicate
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := cd Fuzz && $(SWIFT) build -c release --sanitize=fuzzer -Xswiftc -sanitize=fuzzer,address
 
-.PHONY: all deps build test tsan demo crash-campaign model-campaign bench bench-report bench-engine bench-graph bench-fetch bench-floor bench-contexts bench-undo fuzz-build fuzz-replay fuzz-smoke clean
+.PHONY: all deps build test docs tsan demo crash-campaign model-campaign bench bench-report bench-engine bench-graph bench-fetch bench-floor bench-contexts bench-undo fuzz-build fuzz-replay fuzz-smoke clean
 
 all: build
 
@@ -52,7 +54,18 @@ test: deps
 	$(SWIFT) build --build-tests
 	@set -o pipefail; $(SWIFT) test --skip-build 2>&1 | tee .build/test.log
 	$(MAKE) fuzz-replay
+	$(MAKE) docs
 	@Scripts/test-summary.sh .build/test.log
+
+# The DocC archives of the library modules, in .build/plugins/Swift-DocC/outputs/ (swift-docc-plugin).
+# Any warning (a link that does not resolve, a parameter documented that does not exist) fails the
+# build, and so does a public type, function or variable missing from the Topics of its module's
+# catalogue (Sources/<Module>/<Module>.docc/<Module>.md): Scripts/check-docc-topics.py names it.
+DOCC_TARGETS := ArborStore Arbor
+DOCC_OUTPUTS := .build/plugins/Swift-DocC/outputs
+docs: deps
+	$(SWIFT) package generate-documentation $(addprefix --target ,$(DOCC_TARGETS)) --warnings-as-errors
+	@Scripts/check-docc-topics.py $(foreach target,$(DOCC_TARGETS),$(DOCC_OUTPUTS)/$(target).doccarchive)
 
 # The tests of contexts used from several threads (and two processes), built with Thread
 # Sanitizer in a build folder of their own: a data race fails the run. Scripts/tsan-suppressions.txt

@@ -12,10 +12,10 @@ import OrderedCollections
 /// - `join.<Entity>.<relationship>`: for each unordered many-to-many relationship, its pairs;
 /// - `unique.<Root>.<keys>`: each uniqueness constraint's values → the primary key holding them;
 /// - `arbor.metadata`: the store's identifier, the model's entity version hashes, its description
-///   and schema, and the row layout (`rows`; see ``RowColumns``).
+///   and schema, and the row layout (`rows`; see `RowColumns`).
 ///
 /// Every save is one engine write transaction. The in-memory store is this class over a
-/// ``MemoryFileSystem``.
+/// `MemoryFileSystem` (ArborStore's in-memory file system).
 public final class NativeStore: PersistentStore, @unchecked Sendable {
     /// The store's identifier, kept in its metadata tree.
     public let identifier: UUID

@@ -6,7 +6,7 @@ struct ArborCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "arbor",
         abstract: "Inspect and maintain Arbor database files, and demonstrate the object graph.",
-        version: "0.1.0",
+        version: "0.2.0",
         subcommands: [Demo.self, Query.self, Info.self, Check.self, Get.self, Put.self, Delete.self, Scan.self, Dump.self, Load.self, Stress.self]
     )
 }

@@ -165,7 +165,7 @@ struct DemoCommandTests {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let store = directory + "/employees.arbor"
-        let result = try runArbor(["demo", "--store", store])
+        let result = try runArbor(["demo", store])
         #expect(result.status == 0, "\(result.stderr)")
         for line in ["Engineering is a fault: true", "its name: Engineering (now a fault: false)", "same instance in the reader: true",
                      "Sales: [\"Katherine Johnson\"]", "Katherine's row is gone: objectNotFound",

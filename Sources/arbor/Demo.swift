@@ -54,12 +54,7 @@ struct Demo: ParsableCommand {
     var file = "employees.arbor"
 
     func run() throws {
-        do {
-            try demonstrate()
-        } catch let error as ArborError {
-            printError("arbor: \(error)")
-            throw ExitCode(1)
-        }
+        try reportingErrors { try demonstrate() }
     }
 
     func step(_ title: String) { print("\n== \(title)") }

@@ -8,8 +8,8 @@ struct Info: ParsableCommand {
             Opens FILE read-only and prints its header fields, its size, the freelist, each tree \
             (kind, entries, depth, pages, fill factor, compressed values), and the result of the \
             page-level check (every page's checksum, the freelist). Exits with status 1 when the \
-            file is not an Arbor database, is damaged, or has an interrupted transaction that must \
-            be recovered by opening it read-write. For the full structural check, use `arbor check`.
+            file is not an Arbor database, is damaged, or has an interrupted transaction that \
+            `arbor recover` must roll back first. For the full structural check, use `arbor check`.
             """
     )
 

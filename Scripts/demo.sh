@@ -11,7 +11,7 @@ trap 'rm -rf "$dir"' EXIT
 db="$dir/demo.arbor"
 
 echo "== The object graph: arbor demo"
-"$arbor" demo --store "$dir/employees.arbor"
+"$arbor" demo "$dir/employees.arbor"
 echo
 "$arbor" info "$dir/employees.arbor"
 "$arbor" check "$dir/employees.arbor"

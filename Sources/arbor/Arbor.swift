@@ -1,4 +1,5 @@
 import ArgumentParser
+import Arbor
 import ArborStore
 
 @main
@@ -6,25 +7,47 @@ struct ArborCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "arbor",
         abstract: "Inspect and maintain Arbor database files, and demonstrate the object graph.",
-        version: "0.1.0",
-        subcommands: [Demo.self, Query.self, Info.self, Check.self, Get.self, Put.self, Delete.self, Scan.self, Dump.self, Load.self, Stress.self]
+        version: "0.2.0",
+        subcommands: [Demo.self, Query.self, Info.self, Check.self, Recover.self, Get.self, Put.self, Delete.self, Scan.self, Dump.self, Load.self, Stress.self]
     )
 }
 
-/// Runs `body`, turning a `StoreError` into a clear message on standard error and exit status 1.
+/// Runs `body`, turning a `StoreError` or an `ArborError` into a one-line message on standard
+/// error and exit status 1.
 func reportingErrors<R>(_ body: () throws -> R) throws -> R {
     do {
         return try body()
     } catch let error as StoreError {
         printError("arbor: \(describe(error))")
         throw ExitCode(1)
+    } catch let error as ArborError {
+        printError("arbor: \(describe(error))")
+        throw ExitCode(1)
     }
 }
 
+/// An engine error as `<path>: <message> [<code>]`.
 func describe(_ error: StoreError) -> String {
+    if error.code == .readOnly, let path = error.path { return "\(hotJournal(path)) [\(error.code)]" }
     var text = error.message
     if let path = error.path { text = "\(path): " + text }
     return "\(text) [\(error.code)]"
+}
+
+/// An object-graph error as its message and code (with the engine's code when an engine error
+/// lies underneath).
+func describe(_ error: ArborError) -> String {
+    if let cause = error.storeError, cause.code == .readOnly, let path = cause.path {
+        return "\(hotJournal(path)) [\(cause.code)]"
+    }
+    return "\(error.message) [\(error.storeError.map { "\(error.code), \($0.code)" } ?? "\(error.code)")]"
+}
+
+/// What a read-only command says about a file with a hot journal. The engine refuses to read it
+/// with `readOnly` (a read-only handle may not roll the journal back); read-only commands never
+/// write, so that refusal is the only `readOnly` error they meet.
+func hotJournal(_ path: String) -> String {
+    "\(path): an interrupted transaction (a hot journal, \(path)-journal) must be rolled back before the file can be read: run `arbor recover \(path)`"
 }
 
 func printError(_ text: String) {

@@ -50,29 +50,24 @@ struct Demo: ParsableCommand {
             """
     )
 
-    @Option(name: .long, help: "The store file (created or replaced).")
-    var store = "employees.arbor"
+    @Argument(help: "The store file (created or replaced).")
+    var file = "employees.arbor"
 
     func run() throws {
-        do {
-            try demonstrate()
-        } catch let error as ArborError {
-            printError("arbor: \(error)")
-            throw ExitCode(1)
-        }
+        try reportingErrors { try demonstrate() }
     }
 
     func step(_ title: String) { print("\n== \(title)") }
 
     func demonstrate() throws {
-        for suffix in ["", "-journal"] { try? FileManager.default.removeItem(atPath: store + suffix) }
+        for suffix in ["", "-journal"] { try? FileManager.default.removeItem(atPath: file + suffix) }
         let model = try demoModel()
         step("The model (version hash \(model.versionHashString))")
         print(model)
 
         let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
-        let native = try coordinator.addNativeStore(at: store)
-        step("A native store at \(store) (identifier \(native.identifier))")
+        let native = try coordinator.addNativeStore(at: file)
+        step("A native store at \(file) (identifier \(native.identifier))")
 
         step("Insert two departments and four employees, then save")
         let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
@@ -161,6 +156,6 @@ struct Demo: ParsableCommand {
 
         let cache = coordinator.rowCacheStatistics
         step("Row cache: \(cache.snapshots) snapshots held, \(cache.hits) hits, \(cache.misses) misses")
-        print("\nThe store stays at \(store): try `arbor info \(store)` and `arbor check \(store)`.")
+        print("\nThe store stays at \(file): try `arbor info \(file)` and `arbor check \(file)`.")
     }
 }

@@ -8,8 +8,8 @@ struct Info: ParsableCommand {
             Opens FILE read-only and prints its header fields, its size, the freelist, each tree \
             (kind, entries, depth, pages, fill factor, compressed values), and the result of the \
             page-level check (every page's checksum, the freelist). Exits with status 1 when the \
-            file is not an Arbor database, is damaged, or has an interrupted transaction that must \
-            be recovered by opening it read-write. For the full structural check, use `arbor check`.
+            file is not an Arbor database, is damaged, or has an interrupted transaction that \
+            `arbor recover` must roll back first. For the full structural check, use `arbor check`.
             """
     )
 
@@ -20,11 +20,12 @@ struct Info: ParsableCommand {
         try reportingErrors {
             let database = try openDatabase(file, readOnly: true)
             defer { database.close() }
-            var problems: [String] = []
+            // Each problem once: the page check below reports the freelist's problems and every
+            // unreadable page; a tree that cannot be walked reports its page with its name.
+            var treeProblems: [StoreError] = []
             let (fields, trees) = try database.read { transaction -> ([(String, String)], [[String]]) in
                 let header = transaction.header
-                let (freelist, freelistProblems) = try transaction.freelist()
-                problems += freelistProblems.map(\.description)
+                let (freelist, _) = try transaction.freelist()
                 let bytes = Int64(header.pageCount) * Int64(header.pageSize)
                 let descriptors = try transaction.trees()
                 var rows: [[String]] = [["tree", "kind", "entries", "depth", "pages", "leaf/interior/overflow", "fill", "compressed"]]
@@ -36,7 +37,7 @@ struct Info: ParsableCommand {
                                      "\(stats.leafPages)/\(stats.interiorPages)/\(stats.overflowPages)",
                                      "\(Int((stats.fillFactor * 100).rounded()))%", "\(stats.compressedValues)"])
                     } catch let error as StoreError {
-                        problems.append("tree \"\(descriptor.name)\": \(error.message)")
+                        treeProblems.append(error)
                     }
                 }
                 let fields = [
@@ -54,8 +55,10 @@ struct Info: ParsableCommand {
                 ]
                 return (fields, descriptors.isEmpty ? [] : rows)
             }
-            let pageProblems = try database.pageProblems()
-            problems += pageProblems.map(\.description)
+            let pageProblems = try database.pageProblems().filter { problem in
+                !treeProblems.contains { $0.page == problem.page && $0.message.hasSuffix(problem.description) }
+            }
+            let problems = treeProblems.map(\.message) + pageProblems.map(\.description)
             let width = fields.map(\.0.count).max() ?? 0
             for (name, value) in fields { print(pad(name, width) + "  " + value) }
             if !trees.isEmpty {

@@ -71,7 +71,7 @@ struct Query: ParsableCommand {
                 printError("\(objects.count) \(objects.count == 1 ? "object" : "objects")")
             }
         } catch let error as ArborError {
-            printError("arbor: \(error.message)")
+            printError("arbor: \(describe(error))")
             if let position = error.position, let predicate {
                 printError("  \(predicate)\n  \(String(repeating: " ", count: max(0, position)))^")
             }

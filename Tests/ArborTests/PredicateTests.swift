@@ -218,6 +218,50 @@ struct PredicateTests {
         }
     }
 
+    @Test("CAST of an ISO-8601 string to NSDate: date only, minutes, seconds, fractions, Z and offsets", arguments: [
+        ("2026-12-01", 1_796_083_200.0),
+        ("2026-12-01T00:00:00Z", 1_796_083_200),
+        ("2026-12-01t09:30z", 1_796_117_400),
+        ("2026-12-01T09:30:15.25+01:00", 1_796_113_815.25),
+        ("2026-12-01 09:30:15,5-0530", 1_796_137_215.5),
+        ("2026-12-01T00:00:00-03", 1_796_094_000),
+        ("2024-02-29T23:59:59.999999Z", 1_709_251_199.999999),
+        ("1969-12-31T23:59:59Z", -1),
+        ("0001-01-01T00:00:00Z", -62_135_596_800),
+    ])
+    func castISO8601(text: String, secondsSince1970: Double) throws {
+        let predicate = try ObjectPredicate(format: "due == CAST('\(text)', 'NSDate')")
+        let expected = Date(timeIntervalSince1970: secondsSince1970)
+        guard case .comparison(let comparison) = predicate, case .constant(.date(let date)) = comparison.right else {
+            Issue.record("\(predicate)")
+            return
+        }
+        #expect(abs(date.timeIntervalSince(expected)) < 1e-6, "\(text): \(date) is not \(expected)")
+        // It matches the date given as an argument, and prints back (as seconds) to the same date.
+        #expect(try matches("due == CAST(\"\(text)\", \"NSDate\")", ["due": date] as [String: Any]))
+        #expect(try ObjectPredicate(format: predicate.predicateFormat) == predicate)
+        #expect(try matches("due < CAST('2026-12-01T00:00:00.001Z', 'NSDate')", ["due": Date(timeIntervalSince1970: 1_796_083_200)] as [String: Any]))
+    }
+
+    @Test("a malformed ISO-8601 date in CAST is a predicateSyntax error saying what is wrong, at the string", arguments: [
+        ("2026-13-01", "month 13 is not 1…12"), ("2026-02-29", "day 29 is not 1…28 in 2026-02"),
+        ("2026-12-01T09:30", "needs a time zone"), ("2026-12-01T24:00Z", "hour 24 is not 0…23"),
+        ("2026-12-01T09:60Z", "minute 60"), ("2026-12-01T09:30:61Z", "second 61"), ("2026-12-01T09:30:00.Z", "digits after"),
+        ("2026-12-01T09:30Z junk", "after the time zone"), ("2026-12-01T09:30+25:00", "offset"), ("26-12-01", "four-digit year"),
+        ("next tuesday", "four-digit year"), ("", "four-digit year"), ("2026-12-01X", "expected 'T'"),
+    ])
+    func castISO8601Malformed(text: String, reason: String) throws {
+        let format = "due > CAST('\(text)', 'NSDate')"
+        do {
+            _ = try ObjectPredicate(format: format)
+            Issue.record("\(text) parsed")
+        } catch let error as ArborError {
+            #expect(error.code == .predicateSyntax)
+            #expect(error.message.contains("CAST cannot make an NSDate from \"\(text)\": ") && error.message.contains(reason), "\(error.message)")
+            #expect(error.position == 11, "\(text): \(error.position ?? -1)")
+        }
+    }
+
     // MARK: Evaluation on plain values
 
     @Test("comparisons on dictionaries and plain values")

@@ -165,7 +165,7 @@ struct DemoCommandTests {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let store = directory + "/employees.arbor"
-        let result = try runArbor(["demo", "--store", store])
+        let result = try runArbor(["demo", store])
         #expect(result.status == 0, "\(result.stderr)")
         for line in ["Engineering is a fault: true", "its name: Engineering (now a fault: false)", "same instance in the reader: true",
                      "Sales: [\"Katherine Johnson\"]", "Katherine's row is gone: objectNotFound",
@@ -174,5 +174,42 @@ struct DemoCommandTests {
         }
         let check = try runArbor(["check", store])
         #expect(check.status == 0 && check.stdout.hasPrefix("ok:"))
+    }
+}
+
+@Suite("arbor check")
+struct CheckCommandTests {
+    @Test("a corrupt page is one problem, printed once, naming its tree and page once each")
+    func corruptPageOnce() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.cleanup() }
+        let db = dir.file("books.arbor")
+        var options = DatabaseOptions()
+        options.pageSize = 512
+        let database = try Database(path: db, options: options)
+        try database.write { transaction in
+            let rows = try transaction.createTree(named: "rows.Book")
+            for i in 0..<300 { try rows.put(KeyEncoding.encode([.int(Int64(i))]), Array(repeating: 7, count: 40)) }
+        }
+        // A one-page tree made last: its root is the file's last page.
+        try database.write { transaction in
+            let index = try transaction.createTree(named: "index.Book.year", kind: .index)
+            for year in 1990..<1993 { try index.put(KeyEncoding.encode([.int(Int64(year))]), []) }
+        }
+        let page = try database.read { $0.header.pageCount }
+        database.close()
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: db)))
+        bytes[Int(page - 1) * 512 + 20] ^= 0x40
+        try Data(bytes).write(to: URL(fileURLWithPath: db))
+
+        let check = try runArbor(["check", db])
+        #expect(check.status == 1)
+        #expect(check.stdout == "1 problem(s) found\n")
+        #expect(check.stderr == "arbor: \(db): tree \"index.Book.year\", page \(page): checksum mismatch\n", "\(check.stderr)")
+
+        // info walks each tree for its statistics and checks every page: the same problem, once.
+        let info = try runArbor(["info", db])
+        #expect(info.status == 1)
+        #expect(info.stderr == "arbor: \(db): tree \"index.Book.year\", page \(page): checksum mismatch\n", "\(info.stderr)")
     }
 }

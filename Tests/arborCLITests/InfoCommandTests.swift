@@ -54,7 +54,7 @@ struct InfoCommandTests {
             expected = "page 1 is corrupt"
         default:
             bytes[4096 * 2 + 10] ^= 0x01
-            expected = "page 3: page 3 is corrupt: checksum mismatch"
+            expected = "arbor: \(path): page 3: checksum mismatch\n"
         }
         if kind != "missing" { try Data(bytes).write(to: URL(fileURLWithPath: path)) }
         let result = try runArbor(["info", path])

@@ -9,7 +9,7 @@ struct QueryCommandTests {
     func demoStore() throws -> (TemporaryDirectory, String) {
         let dir = try TemporaryDirectory()
         let path = dir.file("employees.arbor")
-        let demo = try runArbor(["demo", "--store", path])
+        let demo = try runArbor(["demo", path])
         #expect(demo.status == 0, "\(demo.stderr)")
         return (dir, path)
     }

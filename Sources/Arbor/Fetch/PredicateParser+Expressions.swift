@@ -251,7 +251,8 @@ extension PredicateParser {
     }
 
     /// `CAST(value, "type")`: the way the format prints dates, decimals, UUIDs, URLs, data and
-    /// object IDs, which have no literals of their own.
+    /// object IDs, which have no literals of their own. A date is a number of seconds since
+    /// 2001-01-01 (as the format prints it) or an ISO-8601 string (``ISO8601Date``).
     mutating func parseCast() throws -> ObjectExpression {
         let start = current
         advance()
@@ -266,6 +267,12 @@ extension PredicateParser {
         switch (typeName, value) {
         case ("NSDate", .constant(.int(let n))): return .constant(.date(Date(timeIntervalSinceReferenceDate: Double(n))))
         case ("NSDate", .constant(.double(let d))): return .constant(.date(Date(timeIntervalSinceReferenceDate: d)))
+        case ("NSDate", .constant(.string(let s))):
+            do {
+                return .constant(.date(try ISO8601Date.date(from: s)))
+            } catch {
+                throw self.error("CAST cannot make an NSDate from \"\(s)\": \(error.reason) (ISO-8601 dates: \(ISO8601Date.examples))", at: valueToken)
+            }
         case ("NSNumber", .constant(.string(let s))):
             guard let d = Double(s) else { throw bad() }
             return .constant(.double(d))

@@ -52,7 +52,7 @@ struct IntegrityChecker {
         let freelist = try pager.freelist(problems: &freelistProblems)
         for page in freelist.trunks + freelist.leaves {
             if let other = usage.mark(page, "the freelist") {
-                report.problems.append(IntegrityProblem(page: page, "free page is also used by \(other)"))
+                report.problems.append(IntegrityProblem(owner: "the freelist", page: page, "page is also used by \(other)"))
             }
         }
         report.freePages = freelist.trunks.count + freelist.leaves.count
@@ -68,12 +68,12 @@ struct IntegrityChecker {
                         do {
                             try tree.walkOverflow(first: descriptor.dictionaryPage, length: descriptor.dictionaryLength) { page, _, _ in
                                 if let other = usage.mark(page, name) {
-                                    report.problems.append(IntegrityProblem(page: page, "dictionary page of \(name) is also used by \(other)"))
+                                    report.problems.append(IntegrityProblem(owner: name, page: page, "dictionary page is also used by \(other)"))
                                 }
                                 statistics.dictionaryPages += 1
                             }
                         } catch let error as StoreError {
-                            report.problems.append(IntegrityProblem(page: error.page, "\(name): dictionary: \(error.message)"))
+                            report.problems.append(IntegrityProblem(owner: name, page: error.page, "dictionary: \(error.detail)"))
                         }
                     }
                     walk(tree, name: name, usage: &usage, statistics: &statistics,
@@ -81,17 +81,45 @@ struct IntegrityChecker {
                     report.trees[descriptor.name] = statistics
                 }
             } catch let error as StoreError {
-                report.problems.append(IntegrityProblem(page: error.page, "catalog unreadable: \(error.message)"))
+                report.problems.append(IntegrityProblem(owner: "the catalog", page: error.page, "unreadable: \(error.detail)"))
             }
         }
         for page in usage.unused() {
             report.problems.append(IntegrityProblem(page: page, "page is used by nothing (neither a tree nor the freelist)"))
         }
+        report.problems = Self.merged(report.problems)
         return report
+    }
+
+    /// The problems with each found once: a page the page check found unreadable (knowing only
+    /// its number) and a tree's walk then could not read either is one problem, with its owner.
+    static func merged(_ problems: [IntegrityProblem]) -> [IntegrityProblem] {
+        struct Unowned: Hashable {
+            var page: PageNumber
+            var message: String
+        }
+        var result: [IntegrityProblem] = []
+        var places: [Unowned: Int] = [:]
+        for problem in problems {
+            guard let page = problem.page else {
+                result.append(problem)
+                continue
+            }
+            let key = Unowned(page: page, message: problem.message)
+            if problem.owner == nil {
+                places[key] = result.count
+            } else if let place = places.removeValue(forKey: key), result[place].owner == nil {
+                result[place].owner = problem.owner
+                continue
+            }
+            result.append(problem)
+        }
+        return result
     }
 
     /// Walks one tree, marking its pages, checking order against the bounds inherited from the
     /// parents, leaf depth, overflow chains and (with `verifyValues`) that compressed values decode.
+    /// `name` is the tree as problems name their owner: `tree "rows.Book"`, `the catalog`.
     func walk(_ tree: BTree, name: String, usage: inout PageUsage, statistics: inout TreeStatistics,
               problems: inout [IntegrityProblem], verifyValues: Bool) {
         var leafDepth: Int?
@@ -99,18 +127,18 @@ struct IntegrityChecker {
         var stack: [(PageNumber, Int, [UInt8]?, [UInt8]?)] = [(tree.root, 1, nil, nil)]
         while let (page, depth, lower, upper) = stack.popLast() {
             if let other = usage.mark(page, name) {
-                problems.append(IntegrityProblem(page: page, "page of \(name) is also used by \(other)"))
+                problems.append(IntegrityProblem(owner: name, page: page, "page is also used by \(other)"))
                 continue
             }
             guard depth <= BTree.maximumDepth else {
-                problems.append(IntegrityProblem(page: page, "\(name) is deeper than \(BTree.maximumDepth) levels"))
+                problems.append(IntegrityProblem(owner: name, page: page, "the tree is deeper than \(BTree.maximumDepth) levels"))
                 continue
             }
             let image: NodeImage
             do {
                 image = try tree.image(of: page)
             } catch let error as StoreError {
-                problems.append(IntegrityProblem(page: page, "\(name): \(error.message)"))
+                problems.append(IntegrityProblem(owner: name, page: page, error.detail))
                 continue
             } catch {
                 continue
@@ -120,15 +148,15 @@ struct IntegrityChecker {
             let keys = (0..<image.count).map(image.key)
             for (index, key) in keys.enumerated() {
                 if index > 0, !keys[index - 1].lexicographicallyPrecedes(key) {
-                    problems.append(IntegrityProblem(page: page, "\(name): keys \(index - 1) and \(index) are out of order"))
+                    problems.append(IntegrityProblem(owner: name, page: page, "keys \(index - 1) and \(index) are out of order"))
                     break
                 }
                 if let lower, key.lexicographicallyPrecedes(lower) {
-                    problems.append(IntegrityProblem(page: page, "\(name): key \(index) sorts before its parent's separator"))
+                    problems.append(IntegrityProblem(owner: name, page: page, "key \(index) sorts before its parent's separator"))
                     break
                 }
                 if let upper, !key.lexicographicallyPrecedes(upper) {
-                    problems.append(IntegrityProblem(page: page, "\(name): key \(index) does not sort before its parent's next separator"))
+                    problems.append(IntegrityProblem(owner: name, page: page, "key \(index) does not sort before its parent's next separator"))
                     break
                 }
             }
@@ -136,7 +164,7 @@ struct IntegrityChecker {
                 statistics.leafPages += 1
                 statistics.entries += image.count
                 if let leafDepth, leafDepth != depth {
-                    problems.append(IntegrityProblem(page: page, "\(name): leaf at depth \(depth), others at \(leafDepth)"))
+                    problems.append(IntegrityProblem(owner: name, page: page, "leaf at depth \(depth), others at \(leafDepth)"))
                 }
                 leafDepth = leafDepth ?? depth
                 statistics.depth = max(statistics.depth, depth)
@@ -149,7 +177,7 @@ struct IntegrityChecker {
                 let children = image.children
                 for (index, child) in children.enumerated() {
                     guard child >= 2, child <= pager.pageCount else {
-                        problems.append(IntegrityProblem(page: page, "\(name): child \(child) is outside the file"))
+                        problems.append(IntegrityProblem(owner: name, page: page, "child \(child) is outside the file"))
                         continue
                     }
                     let childLower = index == 0 ? lower : keys[index - 1]
@@ -177,7 +205,7 @@ struct IntegrityChecker {
                 statistics.overflowPages += chain.count
                 for overflowPage in chain {
                     if let other = usage.mark(overflowPage, name) {
-                        problems.append(IntegrityProblem(page: overflowPage, "overflow page of \(name) is also used by \(other)"))
+                        problems.append(IntegrityProblem(owner: name, page: overflowPage, "overflow page is also used by \(other)"))
                     }
                 }
             }
@@ -185,7 +213,7 @@ struct IntegrityChecker {
                 _ = try parsed.decode(stored, tree: tree)
             }
         } catch let error as StoreError {
-            problems.append(IntegrityProblem(page: page, "\(name): value of cell \(index): \(error.message)"))
+            problems.append(IntegrityProblem(owner: name, page: page, "value of cell \(index): \(error.detail)"))
         } catch {}
     }
 }

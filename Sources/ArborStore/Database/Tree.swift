@@ -208,9 +208,9 @@ public final class Tree {
         var statistics = TreeStatistics()
         var usage = PageUsage(pageCount: transaction.pager.pageCount)
         IntegrityChecker(pager: transaction.pager)
-            .walk(btree, name: name, usage: &usage, statistics: &statistics, problems: &problems, verifyValues: false)
+            .walk(btree, name: "tree \"\(name)\"", usage: &usage, statistics: &statistics, problems: &problems, verifyValues: false)
         if let problem = problems.first {
-            throw StoreError(.corrupt, "tree \"\(name)\": \(problem)", page: problem.page, path: transaction.pager.path)
+            throw StoreError(.corrupt, problem.description, page: problem.page, path: transaction.pager.path)
         }
         if btree.dictionaryLength > 0 {
             statistics.dictionaryPages = (btree.dictionaryLength + btree.overflowPayload - 1) / btree.overflowPayload

@@ -1,19 +1,27 @@
-/// A problem found by a consistency check.
+/// A problem found by an integrity check: what is wrong, where.
+///
+/// Each part of the context is given once: `owner` says which structure the page belongs to,
+/// `page` which page, `message` only what is wrong there, so the description reads
+/// `tree "index.Book.year", page 501: checksum mismatch`.
 public struct IntegrityProblem: Sendable, Equatable, CustomStringConvertible {
+    /// What the page belongs to, as a phrase (`tree "rows.Book"`, `the catalog`), when the
+    /// problem lies in one structure.
+    public var owner: String?
     /// The page concerned, when the problem concerns one page.
     public var page: PageNumber?
-    /// What is wrong.
+    /// What is wrong (naming neither the owner nor the page).
     public var message: String
 
     /// Creates a problem.
-    public init(page: PageNumber?, _ message: String) {
+    public init(owner: String? = nil, page: PageNumber?, _ message: String) {
+        self.owner = owner
         self.page = page
         self.message = message
     }
 
     public var description: String {
-        if let page { return "page \(page): \(message)" }
-        return message
+        let context = [owner, page.map { "page \($0)" }].compactMap { $0 }
+        return context.isEmpty ? message : context.joined(separator: ", ") + ": " + message
     }
 }
 
@@ -43,11 +51,11 @@ extension Pager {
         var trunk = header.freelistHead
         while trunk != 0 {
             guard trunk >= 2, trunk <= header.pageCount else {
-                problems.append(IntegrityProblem(page: trunk, "freelist trunk is outside the file (\(header.pageCount) pages)"))
+                problems.append(IntegrityProblem(owner: "the freelist", page: trunk, "trunk is outside the file (\(header.pageCount) pages)"))
                 break
             }
             guard seen.insert(trunk).inserted else {
-                problems.append(IntegrityProblem(page: trunk, "freelist trunk appears twice (a cycle)"))
+                problems.append(IntegrityProblem(owner: "the freelist", page: trunk, "trunk appears twice (a cycle)"))
                 break
             }
             layout.trunks.append(trunk)
@@ -62,18 +70,18 @@ extension Pager {
                     return (next, (0..<count).map { body.loadLE(UInt32.self, at: FreelistTrunk.entriesOffset + 4 * $0) })
                 }
             } catch let error as StoreError where error.code == .corrupt {
-                problems.append(IntegrityProblem(page: trunk, "freelist trunk unreadable: \(error.message)"))
+                problems.append(IntegrityProblem(owner: "the freelist", page: trunk, "trunk unreadable: \(error.detail)"))
                 break
             }
             if entries.1 == [PageNumber.max] {
-                problems.append(IntegrityProblem(page: trunk, "freelist trunk has a wrong type byte or claims more entries than fit"))
+                problems.append(IntegrityProblem(owner: "the freelist", page: trunk, "trunk has a wrong type byte or claims more entries than fit"))
                 break
             }
             for leaf in entries.1 {
                 if leaf < 2 || leaf > header.pageCount {
-                    problems.append(IntegrityProblem(page: trunk, "freelist leaf \(leaf) is outside the file"))
+                    problems.append(IntegrityProblem(owner: "the freelist", page: trunk, "leaf \(leaf) is outside the file"))
                 } else if !seen.insert(leaf).inserted {
-                    problems.append(IntegrityProblem(page: leaf, "page is listed in the freelist twice"))
+                    problems.append(IntegrityProblem(owner: "the freelist", page: leaf, "page is listed twice"))
                 } else {
                     layout.leaves.append(leaf)
                 }
@@ -108,7 +116,7 @@ extension Pager {
                     do {
                         _ = try pager.withPage(page) { _ in () }
                     } catch let error as StoreError where error.code == .corrupt {
-                        problems.append(IntegrityProblem(page: page, error.message))
+                        problems.append(IntegrityProblem(page: page, error.detail))
                     }
                 }
             }

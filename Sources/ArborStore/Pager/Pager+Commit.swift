@@ -219,7 +219,7 @@ extension Pager {
             try waitForLock(.exclusive, deadline: deadline)
             // Someone may have recovered between our look and our lock.
             if let journalHeader = try journal.readHeader(), try isHot(journalHeader) {
-                try playback(journalHeader)
+                statistics.pagesRestored += UInt64(try playback(journalHeader))
                 statistics.recoveries += 1
             }
         } catch {
@@ -267,11 +267,16 @@ extension Pager {
     /// Writes the journal's original images back, truncates the file to its original length,
     /// syncs it, and only then invalidates the journal: a crash anywhere in here leaves the
     /// journal hot, and replaying it again is harmless.
-    func playback(_ journalHeader: Journal.Header) throws {
+    ///
+    /// - Returns: the number of page images written back (the records before the first whose
+    ///   checksum fails).
+    @discardableResult
+    func playback(_ journalHeader: Journal.Header) throws -> Int {
         try checkJournalMatchesDatabase(journalHeader)
         journal.setPageSize(journalHeader.pageSize)
         defer { journal.setPageSize(header.pageSize) }
         let pageSize = Int64(journalHeader.pageSize)
+        var restored = 0
         for index in 0..<Int(journalHeader.recordCount) {
             let valid = try journal.readRecord(index: index, nonce: journalHeader.nonce) { page, image in
                 guard page >= 1, page <= journalHeader.originalPageCount else {
@@ -281,6 +286,7 @@ extension Pager {
             }
             // A record whose checksum fails was never synced, so its page was never overwritten.
             if !valid { break }
+            restored += 1
         }
         let originalSize = Int64(journalHeader.originalPageCount) * pageSize
         try file.truncate(to: originalSize)
@@ -290,5 +296,6 @@ extension Pager {
         try journal.invalidate()
         try syncing { try journal.sync() }
         statistics.journalSyncs += 1
+        return restored
     }
 }

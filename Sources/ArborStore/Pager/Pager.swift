@@ -46,6 +46,10 @@ public struct PagerStatistics: Sendable, Equatable {
     public var journalRecords: UInt64 = 0
     /// Hot journals rolled back by this connection.
     public var recoveries: UInt64 = 0
+    /// Page images those rollbacks wrote back into the database file (`arbor recover` reports
+    /// them). A hot journal may hold none: a crash while the file only grew is undone by
+    /// truncating it.
+    public var pagesRestored: UInt64 = 0
 
     /// All syncs together.
     public var syncs: UInt64 { journalSyncs + databaseSyncs + directorySyncs }

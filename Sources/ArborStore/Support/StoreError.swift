@@ -150,6 +150,15 @@ public struct StoreError: Error, Sendable, CustomStringConvertible, LocalizedErr
 
     /// A corruption error naming the page.
     static func corrupt(page: UInt32, _ detail: String, path: String? = nil) -> StoreError {
-        StoreError(.corrupt, "page \(page) is corrupt: \(detail)", page: page, path: path)
+        StoreError(.corrupt, corruptPrefix(page) + detail, page: page, path: path)
+    }
+
+    private static func corruptPrefix(_ page: UInt32) -> String { "page \(page) is corrupt: " }
+
+    /// The message without the page it names, for reports that name the page themselves
+    /// (``IntegrityProblem``): `checksum mismatch` for `page 5 is corrupt: checksum mismatch`.
+    var detail: String {
+        guard let page, message.hasPrefix(Self.corruptPrefix(page)) else { return message }
+        return String(message.dropFirst(Self.corruptPrefix(page).count))
     }
 }

@@ -22,7 +22,7 @@ extension ManagedObjectContext {
     ///   predicate; ``ArborError/Code/store`` when a store fails.
     public func fetch<Result>(_ request: FetchRequest<Result>) throws -> [Result] {
         checkQueue()
-        let request = resolved(request)
+        let request = try resolved(request)
         let results: [Any]
         switch request.resultType {
         case .count:
@@ -55,7 +55,7 @@ extension ManagedObjectContext {
     /// - Throws: as ``fetch(_:)``.
     public func count<Result>(for request: FetchRequest<Result>) throws -> Int {
         checkQueue()
-        let request = resolved(request)
+        let request = try resolved(request)
         let (coordinator, analysis) = try prepare(request)
         if request.resultType == .dictionary { return try fetchDictionaries(request).count }
         if parent == nil, analysis.residual == nil, pendingObjects(of: analysis.entity, request).isEmpty {
@@ -69,7 +69,7 @@ extension ManagedObjectContext {
 
     /// The plan a fetch follows: the store's (``QueryPlan``), and what the context does after it.
     func explain<Result>(_ request: FetchRequest<Result>) throws -> String {
-        let request = resolved(request)
+        let request = try resolved(request)
         let (coordinator, analysis) = try prepare(request)
         let pending = pendingObjects(of: analysis.entity, request)
         if parent != nil { return "served by the parent context (its own plan, over its unsaved state)" }
@@ -106,7 +106,13 @@ extension ManagedObjectContext {
 
     /// The request with its entity named as the model names it: a typed request made with
     /// ``FetchRequest/init()`` names its class, which the model may give another entity name.
-    func resolved<Result>(_ request: FetchRequest<Result>) -> FetchRequest<Result> {
+    ///
+    /// - Throws: ``ArborError/Code/invalidFetchRequest`` for a negative limit, offset or batch size.
+    func resolved<Result>(_ request: FetchRequest<Result>) throws -> FetchRequest<Result> {
+        for (name, value) in [("fetchLimit", request.fetchLimit), ("fetchOffset", request.fetchOffset), ("fetchBatchSize", request.fetchBatchSize)] where value < 0 {
+            throw ArborError(.invalidFetchRequest, "the fetch of \(request.entityName) has \(name) \(value): it cannot be negative (0 means none)",
+                             entity: request.entityName, key: name, value: "\(value)")
+        }
         guard let model = persistentStoreCoordinator?.managedObjectModel, model.entity(named: request.entityName) == nil,
               let type = Result.self as? ManagedObject.Type, type != ManagedObject.self,
               let entity = model.entities.first(where: { $0.managedObjectClass == type }) else { return request }
@@ -175,7 +181,7 @@ extension ManagedObjectContext {
             var storeFetch = storeFetch(request, analysis: analysis, window: pushdown)
             if !pushdown, analysis.residual == nil, analysis.storeSorts, pending.isEmpty, request.fetchLimit > 0 {
                 // Several stores: each gives its first offset + limit rows.
-                storeFetch.limit = request.fetchOffset + request.fetchLimit
+                storeFetch.limit = Array<Int>.windowEnd(offset: request.fetchOffset, limit: request.fetchLimit)
             }
             rows = try coordinator.fetch(storeFetch, in: stores)
         }

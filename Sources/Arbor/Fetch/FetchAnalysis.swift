@@ -47,6 +47,7 @@ struct FetchAnalysis {
                        entity: entity.name, key: key)
         }
         let keys = key.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        guard keys.count <= KeyPathEvaluator.maximumKeys else { throw refuse("it has more than \(KeyPathEvaluator.maximumKeys) keys") }
         var current = entity
         for (position, name) in keys.enumerated() {
             if name.hasPrefix("@") { throw refuse("\(name) is a collection operator") }
@@ -145,6 +146,9 @@ struct FetchAnalysis {
 
     /// Follows keys from `start` through the model.
     static func resolve(_ keys: ArraySlice<String>, from start: End, scope: [String: End], what: @autoclosure () -> String) throws -> End {
+        guard keys.count <= KeyPathEvaluator.maximumKeys else {
+            throw ArborError(.invalidFetchRequest, "\(what()): more than \(KeyPathEvaluator.maximumKeys) keys")
+        }
         var current = start
         for (position, key) in zip(keys.indices, keys) {
             if key.hasPrefix("@") {

@@ -100,6 +100,14 @@ extension Array {
         try ObjectSortDescriptor.sort(self, by: descriptors, evaluator: PredicateEvaluator()) { Operand.from($0) }
     }
 
+    /// How many results a window of `limit` results after `offset` ends at, counting from the
+    /// first (`Int.max` for no limit, and where the sum would overflow: "all the rest").
+    static func windowEnd(offset: Int, limit: Int) -> Int {
+        guard limit > 0 else { return Int.max }
+        let (end, overflow) = offset.addingReportingOverflow(limit)
+        return overflow ? Int.max : end
+    }
+
     /// The elements after the first `offset`, at most `limit` of them (0: no limit): a fetch's
     /// window.
     func window(offset: Int, limit: Int) -> [Element] {

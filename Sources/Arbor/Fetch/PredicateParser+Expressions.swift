@@ -9,6 +9,7 @@ extension PredicateParser {
         var value = try parseTerm()
         while isSymbol("+") || isSymbol("-") {
             let op: ObjectExpression.ArithmeticOperator = isSymbol("+") ? .add : .subtract
+            try countOperator()
             advance()
             value = .arithmetic(op, value, try parseTerm())
         }
@@ -19,6 +20,7 @@ extension PredicateParser {
         var value = try parseUnary()
         while isSymbol("*") || isSymbol("/") {
             let op: ObjectExpression.ArithmeticOperator = isSymbol("*") ? .multiply : .divide
+            try countOperator()
             advance()
             value = .arithmetic(op, value, try parseUnary())
         }
@@ -59,19 +61,37 @@ extension PredicateParser {
         return try parsePostfix(try parsePrimary())
     }
 
+    /// Counts one arithmetic operator (see ``PredicateParser/maximumOperators``).
+    mutating func countOperator() throws {
+        operators += 1
+        if operators > Self.maximumOperators {
+            throw error("the predicate has more than \(Self.maximumOperators) arithmetic operators", at: current)
+        }
+    }
+
+    /// Checks a key path's length (see ``KeyPathEvaluator/maximumKeys``).
+    func checkLength(of keys: [String]) throws {
+        if keys.count > KeyPathEvaluator.maximumKeys {
+            throw error("a key path has more than \(KeyPathEvaluator.maximumKeys) keys", at: current)
+        }
+    }
+
     /// Keys after an expression: `.name`, `.@count`, `.@sum.salary`.
     mutating func parsePostfix(_ base: ObjectExpression) throws -> ObjectExpression {
         var keys: [String] = []
         while isSymbol(".") {
             advance()
             keys += try parseKey(after: "\".\"")
+            try checkLength(of: keys)
         }
         if isSymbol("[") {
             throw error("index subscripts ([FIRST], [LAST], [SIZE], [n]) are not supported; use @count, or a key path")
         }
         guard !keys.isEmpty else { return base }
         switch base {
-        case .keyPath(let head): return .keyPath(head + keys)
+        case .keyPath(let head):
+            try checkLength(of: head + keys)
+            return .keyPath(head + keys)
         case .evaluatedObject: return .keyPath(keys)
         case .constant:
             throw error("a constant has no keys (\(keys.joined(separator: ".")))", at: tokens[index - 1])
@@ -153,7 +173,9 @@ extension PredicateParser {
             try expectSymbol(")", "to close the parenthesis")
             return inner
         case .symbol("@"):
-            return .keyPath(try parseKey(after: "the start of a key path"))
+            let keys = try parseKey(after: "the start of a key path")
+            try checkLength(of: keys)
+            return .keyPath(keys)
         case .word(let word):
             switch token.folded {
             case "NULL", "NIL": advance(); return .constant(.null)
@@ -202,7 +224,9 @@ extension PredicateParser {
             guard let path = argument as? String ?? (argument as? Substring).map(String.init), !path.isEmpty else {
                 throw wrong("a key path string")
             }
-            return ObjectExpression.key(path)
+            let expression = ObjectExpression.key(path)
+            if case .keyPath(let keys) = expression { try checkLength(of: keys) }
+            return expression
         case "d", "i", "u", "x", "X", "o":
             let value = try PredicateValue.from(argument)
             switch value {

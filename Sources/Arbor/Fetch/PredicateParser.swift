@@ -51,6 +51,11 @@ struct PredicateParser {
     /// How deeply the parser has recursed (bounded: a string cannot exhaust the stack).
     var depth = 0
     static let maximumDepth = 100
+    /// Arithmetic operators met so far: a chain (`a + b + c`) nests one level per operator in the
+    /// parsed tree without counting towards ``depth``, so chains have a bound of their own — the
+    /// evaluators, the printer and the tree's own release recurse through it.
+    var operators = 0
+    static let maximumOperators = 200
     /// Parenthesised predicates already read, by the token of their "(": the result, and the
     /// token and argument after them (so a "(" is never parsed twice: no exponential time).
     var parenthesised: [Int: Result<(ObjectPredicate, Int, Int), ArborError>] = [:]

@@ -26,6 +26,9 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
     /// Named sets of entities (Core Data's configurations): a store opened with a configuration
     /// holds the objects of those entities only.
     public let configurations: [String: Set<String>]
+    /// The most levels of parents an entity may have (a model read from a store's file is held
+    /// to it too, so a damaged or hostile schema cannot make the model's checks run away).
+    public static let maximumInheritanceDepth = 64
 
     /// Makes a model of the entities the closure declares, with optional configurations (name →
     /// entity names).
@@ -71,13 +74,17 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
             }
             var ancestor: String? = parentName
             var steps = 0
-            while let current = ancestor, steps <= entities.count {
+            while let current = ancestor, steps <= Self.maximumInheritanceDepth {
                 if current == entity.name { break }
                 ancestor = byName[current]?.superentityName
                 steps += 1
             }
             if ancestor == entity.name {
                 problems.append("\(entity.name): its parents lead back to itself")
+                continue
+            }
+            if steps > Self.maximumInheritanceDepth {
+                problems.append("\(entity.name): it has more than \(Self.maximumInheritanceDepth) levels of parents")
                 continue
             }
             entity.link(parent: parent)

@@ -59,6 +59,15 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
             return nil
         }
         defaultValue = convert(spec.defaultValue, "default value")
+        // A transformable default must read back as its type (a Codable that does not round-trip
+        // would give new objects a value no typed property can read).
+        if case .transformable(let encoded)? = defaultValue, let transformer = spec.type.transformer {
+            do {
+                _ = try transformer.decode(encoded)
+            } catch {
+                problems.append("\(entity).\(spec.name): the default value does not decode back as \(transformer.typeName): \(error)")
+            }
+        }
         minimum = convert(spec.minimum, "minimum")
         maximum = convert(spec.maximum, "maximum")
         minimumLength = spec.minimumLength

@@ -3,6 +3,22 @@ import Foundation
 /// Evaluates key paths on managed objects, with Core Data's collection operators.
 enum KeyPathEvaluator {
     static let operators: Set<String> = ["@count", "@sum", "@avg", "@min", "@max", "@distinctUnionOfObjects"]
+    /// The most keys a key path may have (evaluating one recurses once per key: a path of a
+    /// hundred thousand `manager.manager…` keys over a cycle would exhaust the stack). Key paths
+    /// in predicates, sort descriptors, `value(forKeyPath:)` and `setValue(_:forKeyPath:)` are
+    /// checked against it.
+    static let maximumKeys = 100
+
+    /// The keys of `keyPath`, split at dots.
+    ///
+    /// - Throws: ``ArborError/Code/unknownKey`` for a path of more than ``maximumKeys`` keys.
+    static func keys(of keyPath: String) throws -> [String] {
+        let keys = keyPath.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        guard keys.count <= maximumKeys else {
+            throw ArborError(.unknownKey, "a key path has \(keys.count) keys, more than the \(maximumKeys) allowed", key: String(keyPath.prefix(80)))
+        }
+        return keys
+    }
 
     /// The value of `path` on `root` (an object, a collection of values, or nil).
     static func evaluate(_ path: ArraySlice<String>, on root: Any?) throws -> Any? {

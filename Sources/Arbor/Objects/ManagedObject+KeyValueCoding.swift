@@ -38,8 +38,7 @@ extension ManagedObject {
     /// - Throws: as ``value(forKey:)``; ``ArborError/Code/unknownKey`` for an unknown operator.
     public func value(forKeyPath keyPath: String) throws -> Any? {
         checkQueue()
-        return try KeyPathEvaluator.evaluate(Substring(keyPath).split(separator: ".", omittingEmptySubsequences: false).map(String.init)[...],
-                                      on: self)
+        return try KeyPathEvaluator.evaluate(KeyPathEvaluator.keys(of: keyPath)[...], on: self)
     }
 
     /// Whether the relationship `key` has not been loaded: the object is a fault, or the
@@ -66,7 +65,7 @@ extension ManagedObject {
     ///   goes through a to-many relationship or an attribute.
     public func setValue(_ value: Any?, forKeyPath keyPath: String) throws {
         checkQueue()
-        var keys = keyPath.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        var keys = try KeyPathEvaluator.keys(of: keyPath)
         let last = keys.removeLast()
         var object: ManagedObject = self
         for key in keys {

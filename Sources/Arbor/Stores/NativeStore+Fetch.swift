@@ -81,6 +81,7 @@ extension NativeStore {
 
     /// The rows of a ``StoreFetch``, in its order and window.
     public func fetch(_ request: StoreFetch) throws -> [(ManagedObjectID, StoreRow)] {
+        try request.checkWindow()
         let entity = try entity(request.entityName)
         let plan = plan(request, entity: entity)
         return try Self.storeError("fetch \(request.entityName)") {
@@ -113,6 +114,7 @@ extension NativeStore {
 
     /// The number of rows a ``StoreFetch`` matches (its window applied).
     public func count(_ request: StoreFetch) throws -> Int {
+        try request.checkWindow()
         let entity = try entity(request.entityName)
         if request.predicate == nil && request.offset == 0 && request.limit == 0 {
             // Every row: count entries, decoding only the entity of each (none for a whole hierarchy).
@@ -461,7 +463,7 @@ extension NativeStore {
     func run(_ plan: FetchPlan, request: StoreFetch, entity: EntityDescription, transaction: ReadTransaction) throws -> [(ManagedObjectID, StoreRow)] {
         guard let rows = try transaction.tree(named: Self.rowsTree(entity)) else { return [] }
         let evaluator = PredicateEvaluator()
-        let window = request.limit > 0 ? request.offset + request.limit : Int.max
+        let window = Array<Int>.windowEnd(offset: request.offset, limit: request.limit)
         // Without a sort to do, the rows arrive in their final order: stop at the window's end.
         let ordered = plan.sort.isEmpty
         var result: [(ManagedObjectID, StoreRow)] = []

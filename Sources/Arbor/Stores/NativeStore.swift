@@ -384,6 +384,8 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
             // The entity's name (the caller told the entity) is skipped, not decoded.
             try reader.skip()
             guard case .int(let version)? = try reader.next() else { throw corrupt("no entity and version") }
+            // Versions start at 1, and a save adds one: the largest leaves room for that.
+            guard version > 0, version < Int64.max else { throw corrupt("its version \(version) is out of range") }
             // Layouts are never freed: held unretained.
             let layoutReference = entity.layoutReference
             var slots = layoutReference._withUnsafeGuaranteedRef { $0.makeSlots() }
@@ -404,6 +406,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                 }
                 guard let component = try reader.next() else { throw corrupt("too few values") }
                 if case .int(let key) = component {
+                    guard Self.isPrimaryKey(key) else { throw corrupt("a relationship holds \(key), which is not a primary key") }
                     slots[step.slot] = .object(self.objectID(destinationName, key))
                 } else {
                     slots[step.slot] = PropertyValue.none
@@ -529,11 +532,25 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     /// - Throws: ``ArborError/Code/store`` for an entry that is not such a key (a damaged tree).
     static func lastKey(of entryKey: UnsafeRawBufferPointer, in tree: String) throws -> Int64 {
         // Read in place: the components before it are skipped, not decoded.
-        guard let key = KeyEncoding.lastInteger(entryKey) else {
+        guard let key = KeyEncoding.lastInteger(entryKey), isPrimaryKey(key) else {
             throw ArborError(.store, "the tree \(tree) holds a malformed entry (its key does not end with a primary key)")
         }
         return key
     }
+
+    /// A primary key from a rows tree's sequence (an unsigned counter in the catalog), refused
+    /// past `Int64.max` — only a damaged or hostile catalog gets there.
+    static func primaryKey(fromSequence value: UInt64, of tree: Tree) throws -> Int64 {
+        guard let key = Int64(exactly: value) else {
+            throw StoreError(.corrupt, "the sequence of \(tree.name) is at \(value), past the largest primary key: the catalog is damaged")
+        }
+        return key
+    }
+
+    /// Whether `key`, read from the file, can be a primary key: keys are allocated from 1 up
+    /// (anything else, from a damaged or hostile file, would pass for a temporary ID).
+    @inline(__always)
+    static func isPrimaryKey(_ key: Int64) -> Bool { key > 0 }
 
     static func orderTree(_ relationship: RelationshipDescription) -> String {
         "order.\(relationship.entity?.name ?? "?").\(relationship.name)"
@@ -545,7 +562,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
             guard count > 0 else { return [] }
             return try database.write { transaction in
                 guard let tree = try transaction.tree(named: Self.rowsTree(entity), create: true) else { return [] }
-                return try tree.nextSequence(reserving: count).map { Int64($0) }
+                return try tree.nextSequence(reserving: count).map { try Self.primaryKey(fromSequence: $0, of: tree) }
             }
         }
     }
@@ -558,7 +575,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         return try Self.storeError("look up the holder of \(entity.rootEntity.name)(\(constraint.joined(separator: ", ")))") {
             try database.read { transaction -> ManagedObjectID? in
                 guard let holder = try transaction.tree(named: Self.uniqueTree(entity, constraint))?.get(value),
-                      let key = holder.withUnsafeBytes({ KeyEncoding.integer(exactly: $0) }) else { return nil }
+                      let key = holder.withUnsafeBytes({ KeyEncoding.integer(exactly: $0) }), Self.isPrimaryKey(key) else { return nil }
                 // The holder's own entity (a sub-entity's row names it first).
                 let name = try transaction.tree(named: Self.rowsTree(entity))?.get(Self.key(key))
                     .flatMap { bytes in bytes.withUnsafeBytes { Self.entityName(ofRow: $0) } }

@@ -202,6 +202,9 @@ final class RawRow {
             return NativeStore.attributeValue(try component(index), kind: type.kind).map(Operand.init) ?? .null
         case .toOne(let index, let destination, let named):
             guard case .int(let key) = try component(index) else { return .null }
+            guard NativeStore.isPrimaryKey(key) else {
+                throw ArborError(.store, "a row's relationship holds \(key), which is not a primary key")
+            }
             var name = destination
             if named, case .string(let actual) = try component(index - 1) {
                 // A name read from the file: only the model's entities make IDs.

@@ -122,7 +122,7 @@ final class RowWriter {
         for (root, positions) in groups {
             let keys = try rowsTree(root).nextSequence(reserving: positions.count)
             for (position, key) in zip(positions, keys) {
-                insertedIDs[position] = store.objectID(try entity(of: insertedIDs[position]), Int64(key))
+                insertedIDs[position] = store.objectID(try entity(of: insertedIDs[position]), try NativeStore.primaryKey(fromSequence: key, of: rowsTree(root)))
             }
         }
     }

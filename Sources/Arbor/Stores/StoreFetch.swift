@@ -71,3 +71,13 @@ public struct QueryPlan: Sendable, Hashable, CustomStringConvertible {
         return lines.joined(separator: "\n")
     }
 }
+
+extension StoreFetch {
+    /// Checks the window: a negative offset or limit is `invalidFetchRequest`.
+    func checkWindow() throws {
+        guard offset >= 0, limit >= 0 else {
+            throw ArborError(.invalidFetchRequest, "the fetch of \(entityName) has offset \(offset) and limit \(limit): neither can be negative (a limit of 0 means none)",
+                             entity: entityName)
+        }
+    }
+}

@@ -43,6 +43,7 @@ public struct CrashHarness {
         options.cacheSize = cacheSize
         options.lockTable = table
         options.busyTimeout = .milliseconds(100)
+        options.logger = .quietStore
         return options
     }
 

@@ -37,6 +37,7 @@ public struct DatabaseModelHarness {
     func options(_ disk: SimulatedDisk) -> DatabaseOptions {
         var options = DatabaseOptions()
         options.fileSystem = disk
+        options.logger = .quietStore
         options.lockTable = LockTable()
         options.pageSize = pageSize
         options.cacheSize = 24 * pageSize

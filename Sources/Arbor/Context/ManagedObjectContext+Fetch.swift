@@ -23,6 +23,16 @@ extension ManagedObjectContext {
     public func fetch<Result>(_ request: FetchRequest<Result>) throws -> [Result] {
         checkQueue()
         let request = try resolved(request)
+        let start = ContinuousClock.now
+        let results = try fetchResults(request)
+        persistentStoreCoordinator?.observer.fetched(request, results: results.count, duration: ContinuousClock.now - start) {
+            try self.explain(request)
+        }
+        return results
+    }
+
+    /// The results of a checked request (``fetch(_:)`` without its timing).
+    private func fetchResults<Result>(_ request: FetchRequest<Result>) throws -> [Result] {
         let results: [Any]
         switch request.resultType {
         case .count:

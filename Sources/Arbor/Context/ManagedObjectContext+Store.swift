@@ -147,12 +147,26 @@ extension ManagedObjectContext {
     ///   was read, ``ArborError/Code/constraintConflict`` for a uniqueness violation, store errors.
     public func save() throws {
         checkQueue()
+        let start = ContinuousClock.now
+        let wrote: Bool
+        do {
+            wrote = try saveChanges()
+        } catch {
+            persistentStoreCoordinator?.observer.saveFailed(error, context: name)
+            throw error
+        }
+        if wrote { persistentStoreCoordinator?.observer.saved(duration: ContinuousClock.now - start) }
+    }
+
+    /// The work of ``save()``; returns whether it wrote to the stores (a root context's save of
+    /// changes).
+    private func saveChanges() throws -> Bool {
         takePermanentIDs()
         // Only this save's own event may hand its set of new objects to its did-save.
         lastInsertedSet = nil
         // The event ends (delete rules apply now even when they wait for the save).
         endEvent(propagatingDeletes: true)
-        guard hasChanges else { return }
+        guard hasChanges else { return false }
         let coordinator = try requireCoordinator("save to")
         postWillSave()
         // willSave once per object; what it changes (and the deletions that propagates) is saved
@@ -212,7 +226,10 @@ extension ManagedObjectContext {
         for object in updatedObjects { collect { try object.validateForUpdate() } }
         for object in deletedObjects { collect { try object.validateForDelete() } }
         if let error = ArborError.gathering(failures) { throw error }
-        if let parent { return try saveToParent(parent, insertedObjects, updatedObjects, deletedObjects) }
+        if let parent {
+            try saveToParent(parent, insertedObjects, updatedObjects, deletedObjects)
+            return false
+        }
 
         // The rows to write, store by store: built again after a merge policy settled conflicts
         // (it changes objects), and written again — a few times at most, since another writer
@@ -343,7 +360,7 @@ extension ManagedObjectContext {
                 attempts += 1
                 guard attempts <= 5 else { throw error }
                 try resolveConflicts(after: error, coordinator)
-                guard hasChanges else { return }
+                guard hasChanges else { return true }
             }
         }
 
@@ -405,6 +422,7 @@ extension ManagedObjectContext {
             error.message += " (the objects of the stores before it were saved, and are saved in this context too; the rest of the changes are still pending)"
             throw error
         }
+        return true
     }
 }
 

@@ -90,11 +90,12 @@ public final class PersistentContainer: @unchecked Sendable {
     }
 
     /// A container for `model`, with one native store at `<defaultDirectoryURL>/<name>.arbor`
-    /// (not opened until ``loadPersistentStores()``).
-    public init(name: String, managedObjectModel: ManagedObjectModel) {
+    /// (not opened until ``loadPersistentStores()``), logging and counting through
+    /// `observability` (docs/observability.md).
+    public init(name: String, managedObjectModel: ManagedObjectModel, observability: ObjectGraphObservability = ObjectGraphObservability()) {
         self.name = name
         self.managedObjectModel = managedObjectModel
-        persistentStoreCoordinator = PersistentStoreCoordinator(managedObjectModel: managedObjectModel)
+        persistentStoreCoordinator = PersistentStoreCoordinator(managedObjectModel: managedObjectModel, observability: observability)
         descriptions = [PersistentStoreDescription(url: Self.defaultDirectoryURL().appendingPathComponent("\(name).arbor"))]
         // Set up directly: the container may be made off the main thread, with the main queue
         // not drained yet (a server's main thread starts its loop later).

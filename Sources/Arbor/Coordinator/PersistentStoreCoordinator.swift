@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Synchronization
 
 /// Counters of a coordinator's row cache.
@@ -37,11 +38,20 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     @exclusivity(unchecked) private var statistics = RowCacheStatistics()
     /// Hits of faults that fired from the values a fetch gave them (counted without the lock).
     private let filledHits = Atomic<Int>(0)
+    /// The logger and metrics of the coordinator and its contexts.
+    let observer: ObjectGraphObserver
 
-    /// A coordinator for `model`, with no store yet.
-    public init(managedObjectModel: ManagedObjectModel) {
+    /// A coordinator for `model`, with no store yet, logging and counting through
+    /// `observability` (docs/observability.md).
+    public init(managedObjectModel: ManagedObjectModel, observability: ObjectGraphObservability = ObjectGraphObservability()) {
         self.managedObjectModel = managedObjectModel
+        observer = ObjectGraphObserver(observability)
+        observer.coordinator = self
     }
+
+    /// The logger of the coordinator and its contexts (label `arbor.graph` unless
+    /// ``ObjectGraphObservability/logger`` said otherwise).
+    public var logger: Logger { observer.logger }
 
     func locked<R>(_ body: () throws -> R) rethrows -> R {
         lock.lock()
@@ -57,6 +67,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// Adds a store (objects of entities it accepts are saved to the first such store).
     public func addPersistentStore(_ store: any PersistentStore) {
         locked { stores.append(store) }
+        observer.added(store, model: managedObjectModel)
     }
 
     /// Opens (creating when missing) a native store at `path` and adds it.
@@ -64,7 +75,13 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// - Throws: ``ArborError/Code/incompatibleModel``, ``ArborError/Code/storeOpen``.
     @discardableResult
     public func addNativeStore(at path: String, configuration: String? = nil, options: DatabaseOptions = DatabaseOptions()) throws -> NativeStore {
-        let store = try NativeStore(path: path, model: managedObjectModel, configuration: configuration, options: options)
+        let store: NativeStore
+        do {
+            store = try NativeStore(path: path, model: managedObjectModel, configuration: configuration, options: options)
+        } catch {
+            observer.storeFailedToOpen(path, error)
+            throw error
+        }
         addPersistentStore(store)
         return store
     }

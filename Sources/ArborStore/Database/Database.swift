@@ -5,6 +5,8 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import CoreMetrics
+import Logging
 import Synchronization
 
 /// How a ``Database`` opens its file.
@@ -35,6 +37,14 @@ public struct DatabaseOptions: Sendable {
     /// and never when a writer needs it (lock rules 9 and 10 in `docs/locking.md`). Writers in
     /// other processes may wait this much longer for readers. Zero turns retention off.
     public var readLockRetention: Duration = .milliseconds(1)
+    /// Where the engine logs: opening and closing, hot-journal recovery, long lock waits, busy
+    /// timeouts, failed syncs (docs/observability.md). The label `arbor.store` by default.
+    public var logger = Logger(label: "arbor.store")
+    /// A lock wait at least this long is logged (`notice`).
+    public var slowLockWait: Duration = .milliseconds(100)
+    /// Makes the engine's metrics (cache hits and misses, commits, syncs, commit latency): nil
+    /// for the process's bootstrapped `MetricsSystem.factory` at the time the database opens.
+    public var metricsFactory: (any MetricsFactory)?
 
     /// Creates the default options.
     public init() {}
@@ -48,6 +58,8 @@ public struct DatabaseOptions: Sendable {
         options.create = create
         options.lockTable = lockTable
         options.readLockRetention = readLockRetention
+        options.logger = logger
+        options.slowLockWait = slowLockWait
         return options
     }
 }
@@ -79,6 +91,8 @@ public final class Database: Sendable {
 
     /// Idle connections, ready for read transactions.
     private let idle = Mutex<[PagerBox]>([])
+    /// The metrics each transaction reports to.
+    private let metrics: StoreMetrics
     /// Serialises this process's write transactions (across processes, the file lock does).
     private let writerGate = Gate()
     private let closed = Atomic<Bool>(false)
@@ -89,13 +103,21 @@ public final class Database: Sendable {
     public init(path: String, options: DatabaseOptions = DatabaseOptions()) throws {
         self.path = path
         self.options = options
+        metrics = StoreMetrics(path: path, factory: options.metricsFactory ?? MetricsSystem.factory)
         let first = try openConnection()
+        // What opening did (a recovery, say) is reported as the first connection's.
+        metrics.report(first.pager, since: &first.reported)
         idle.withLock { $0.append(first) }
+        options.logger.debug("opened \(path)", metadata: [
+            "arbor.path": "\(path)", "arbor.pageSize": "\(first.pager.pageSize)", "arbor.pages": "\(first.pager.pageCount)",
+            "arbor.readOnly": "\(options.readOnly)",
+        ])
     }
 
     /// Closes every idle connection. Transactions must not be running.
     public func close() {
-        closed.store(true, ordering: .sequentiallyConsistent)
+        guard !closed.exchange(true, ordering: .sequentiallyConsistent) else { return }
+        options.logger.debug("closed \(path)", metadata: ["arbor.path": "\(path)"])
         let connections = idle.withLock { pool -> [PagerBox] in
             defer { pool.removeAll() }
             return pool
@@ -137,6 +159,7 @@ public final class Database: Sendable {
     public func read<R>(_ body: (ReadTransaction) throws -> R) throws -> R {
         let connection = try checkout()
         defer { checkin(connection) }
+        defer { metrics.report(connection.pager, since: &connection.reported) }
         let pager = connection.pager
         try pager.beginRead()
         defer { pager.endRead() }
@@ -155,6 +178,7 @@ public final class Database: Sendable {
         defer { writerGate.leave() }
         let connection = try checkout()
         defer { checkin(connection) }
+        defer { metrics.report(connection.pager, since: &connection.reported) }
         let pager = connection.pager
         try pager.beginWrite()
         let transaction = WriteTransaction(pager: pager, options: options, writable: true)
@@ -170,7 +194,9 @@ public final class Database: Sendable {
             throw error
         }
         do {
+            let start = ContinuousClock.now
             try pager.commit()
+            metrics.commitDuration.recordNanoseconds((ContinuousClock.now - start).wholeNanoseconds)
         } catch StoreError.busy {
             // Readers in other processes held on past the busy timeout: give up cleanly.
             try? pager.rollback()
@@ -195,7 +221,19 @@ public final class Database: Sendable {
 /// Moves a connection between threads; the pool guarantees one user at a time.
 final class PagerBox: @unchecked Sendable {
     let pager: Pager
+    /// What the connection had counted when it last reported its metrics.
+    var reported = StoreMetrics.Counts()
     init(_ pager: Pager) { self.pager = pager }
+}
+
+extension Duration {
+    /// The duration in whole nanoseconds (saturating), as metrics timers take it.
+    package var wholeNanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        guard !overflow else { return seconds < 0 ? .min : .max }
+        return whole.addingReportingOverflow(attoseconds / 1_000_000_000).partialValue
+    }
 }
 
 /// A mutual-exclusion gate held across a caller's closure (a pthread mutex).

@@ -199,6 +199,8 @@ extension Pager {
             try body()
         } catch let error as StoreError {
             poison = error
+            options.logger.error("a sync failed: this connection refuses further writes until the file is opened again (which recovers it)",
+                                 metadata: ["arbor.path": "\(path)", "arbor.error": "\(error)"])
             throw error
         }
     }
@@ -219,8 +221,11 @@ extension Pager {
             try waitForLock(.exclusive, deadline: deadline)
             // Someone may have recovered between our look and our lock.
             if let journalHeader = try journal.readHeader(), try isHot(journalHeader) {
-                statistics.pagesRestored += UInt64(try playback(journalHeader))
+                let restored = try playback(journalHeader)
+                statistics.pagesRestored += UInt64(restored)
                 statistics.recoveries += 1
+                options.logger.warning("rolled back a hot journal: a writer stopped mid-commit; \(restored) pages restored, the file is as its last commit left it",
+                                       metadata: ["arbor.path": "\(path)", "arbor.pagesRestored": "\(restored)", "arbor.journal": "\(journal.path)"])
             }
         } catch {
             unlock(to: .shared)

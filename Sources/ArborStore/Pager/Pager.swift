@@ -1,3 +1,4 @@
+import Logging
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -25,6 +26,11 @@ public struct PagerOptions: Sendable {
     /// the next one starts without a system call (lock rules 9 and 10 in `docs/locking.md`).
     /// Zero (the pager's default) releases it at once.
     public var readLockRetention: Duration = .zero
+    /// Where the pager logs recoveries, long lock waits, busy timeouts and failed syncs
+    /// (docs/observability.md).
+    public var logger = Logger(label: "arbor.store")
+    /// A lock wait at least this long is logged (`notice`).
+    public var slowLockWait: Duration = .milliseconds(100)
 
     /// Creates the default options.
     public init() {}
@@ -46,6 +52,8 @@ public struct PagerStatistics: Sendable, Equatable {
     public var journalRecords: UInt64 = 0
     /// Hot journals rolled back by this connection.
     public var recoveries: UInt64 = 0
+    /// Locks not granted within the busy timeout (each a `busy` error).
+    public var busyTimeouts: UInt64 = 0
     /// Page images those rollbacks wrote back into the database file (`arbor recover` reports
     /// them). A hot journal may hold none: a crash while the file only grew is undone by
     /// truncating it.
@@ -487,10 +495,13 @@ public final class Pager {
         }
         let deadline = deadline ?? ContinuousClock.now + options.busyTimeout
         var backoff = Backoff()
+        // When the first try failed: the wait is timed from there (none is timed otherwise).
+        var waitingSince: ContinuousClock.Instant?
         while true {
             let (granted, firstReader) = try inodeLock.tryLock(.shared, owner: ownerID, current: level)
             if granted {
                 level = .shared
+                if let waitingSince { noteWait(for: .shared, since: waitingSince) }
                 if !firstReader { return .afresh }
                 do {
                     if try recoverIfHot(deadline: deadline) { return .afresh }
@@ -501,7 +512,9 @@ public final class Pager {
                 // Another connection is recovering or writing: let it finish.
                 unlock(to: .none)
             }
-            guard ContinuousClock.now < deadline else { throw busyError("read") }
+            let now = ContinuousClock.now
+            if waitingSince == nil { waitingSince = now }
+            guard now < deadline else { throw busyTimeout("read", lock: .shared, since: waitingSince ?? now) }
             backoff.wait()
         }
     }
@@ -516,12 +529,32 @@ public final class Pager {
 
     /// Raises the lock, waiting up to the busy timeout.
     func waitForLock(_ target: LockLevel, deadline: ContinuousClock.Instant? = nil) throws {
-        let deadline = deadline ?? ContinuousClock.now + options.busyTimeout
+        guard try !tryLock(target) else { return }
+        let start = ContinuousClock.now
+        let deadline = deadline ?? start + options.busyTimeout
         var backoff = Backoff()
         while try !tryLock(target) {
-            guard ContinuousClock.now < deadline else { throw busyError(target == .exclusive ? "write the file" : "write") }
+            guard ContinuousClock.now < deadline else { throw busyTimeout(target == .exclusive ? "write the file" : "write", lock: target, since: start) }
             backoff.wait()
         }
+        noteWait(for: target, since: start)
+    }
+
+    /// Logs a lock wait that lasted at least ``PagerOptions/slowLockWait``.
+    func noteWait(for lock: LockLevel, since start: ContinuousClock.Instant) {
+        let waited = ContinuousClock.now - start
+        guard waited >= options.slowLockWait else { return }
+        options.logger.notice("waited \(waited) for a \(lock) lock held by another connection",
+                              metadata: ["arbor.path": "\(path)", "arbor.lock": "\(lock)", "arbor.waited": "\(waited)"])
+    }
+
+    /// The `busy` error of a lock not granted within the busy timeout, counted and logged.
+    func busyTimeout(_ what: String, lock: LockLevel, since start: ContinuousClock.Instant) -> StoreError {
+        statistics.busyTimeouts += 1
+        let waited = ContinuousClock.now - start
+        options.logger.warning("gave up waiting for a \(lock) lock after \(waited): another connection held it past the busy timeout",
+                               metadata: ["arbor.path": "\(path)", "arbor.lock": "\(lock)", "arbor.waited": "\(waited)"])
+        return busyError(what)
     }
 
     func unlock(to target: LockLevel) {

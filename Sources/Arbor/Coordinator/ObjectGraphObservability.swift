@@ -1,0 +1,139 @@
+import ArborStore
+import CoreMetrics
+import Foundation
+import Logging
+
+/// Where the object graph reports what an operator looks at: its logger (label `arbor.graph`), its
+/// metrics, and the threshold past which a fetch is logged as slow (docs/observability.md).
+///
+/// Give it to ``PersistentStoreCoordinator/init(managedObjectModel:observability:)`` or
+/// ``PersistentContainer/init(name:managedObjectModel:observability:)``. The engine under each
+/// store logs through its own logger (`DatabaseOptions.logger`, label `arbor.store`).
+///
+/// ```swift
+/// var observability = ObjectGraphObservability()
+/// observability.slowFetchThreshold = .milliseconds(50)
+/// let container = PersistentContainer(name: "Catalogue", managedObjectModel: model, observability: observability)
+/// ```
+public struct ObjectGraphObservability: Sendable {
+    /// The logger: stores added or failing to open, slow fetches, failed saves.
+    public var logger = Logger(label: "arbor.graph")
+    /// Makes the object graph's metrics (row-cache hits and misses, snapshots held, saves, save
+    /// and fetch latency): nil for the process's bootstrapped `MetricsSystem.factory` at the time
+    /// the coordinator is made.
+    public var metricsFactory: (any MetricsFactory)?
+    /// A fetch taking at least this long is logged (`warning`, with its plan) and counted as
+    /// slow; nil turns this off.
+    public var slowFetchThreshold: Duration? = .milliseconds(250)
+
+    /// The defaults: label `arbor.graph`, the bootstrapped metrics, slow fetches from 250 ms.
+    public init() {}
+}
+
+/// A coordinator's logger and metrics, made once with it. Contexts report each root save, each
+/// failed save and each fetch; the row cache's counters (kept as plain integers by the cache)
+/// are reported as increments at each save, and at a fetch when a second has passed since the
+/// last report.
+final class ObjectGraphObserver: Sendable {
+    let logger: Logger
+    let slowFetchThreshold: Duration?
+    let rowCacheHits: Counter
+    let rowCacheMisses: Counter
+    let rowCacheStaleReads: Counter
+    let snapshots: Gauge
+    let saves: Counter
+    let saveFailures: Counter
+    let saveDuration: CoreMetrics.Timer
+    let fetchDuration: CoreMetrics.Timer
+    let slowFetches: Counter
+    /// The row cache's counters as last reported, and when (under its lock).
+    private let reported = LockedValue<(statistics: RowCacheStatistics, at: ContinuousClock.Instant)>((RowCacheStatistics(), .now))
+    /// The coordinator whose row cache is reported (it owns this observer).
+    nonisolated(unsafe) weak var coordinator: PersistentStoreCoordinator?
+
+    init(_ observability: ObjectGraphObservability) {
+        let factory = observability.metricsFactory ?? MetricsSystem.factory
+        logger = observability.logger
+        slowFetchThreshold = observability.slowFetchThreshold
+        rowCacheHits = Counter(label: "arbor_row_cache_hits", factory: factory)
+        rowCacheMisses = Counter(label: "arbor_row_cache_misses", factory: factory)
+        rowCacheStaleReads = Counter(label: "arbor_row_cache_stale_reads", factory: factory)
+        snapshots = Gauge(label: "arbor_row_cache_snapshots", factory: factory)
+        saves = Counter(label: "arbor_saves", factory: factory)
+        saveFailures = Counter(label: "arbor_save_failures", factory: factory)
+        saveDuration = CoreMetrics.Timer(label: "arbor_save_duration", factory: factory)
+        fetchDuration = CoreMetrics.Timer(label: "arbor_fetch_duration", factory: factory)
+        slowFetches = Counter(label: "arbor_slow_fetches", factory: factory)
+    }
+
+    // MARK: Events
+
+    /// A root context's save wrote its changes.
+    func saved(duration: Duration) {
+        saves.increment()
+        saveDuration.recordNanoseconds(duration.wholeNanoseconds)
+        reportRowCache(now: .now, force: true)
+    }
+
+    /// A save threw `error`: logged (validation failures at `debug`: they are the application's
+    /// to report; conflicts at `notice`; anything else, a store's failure, at `error`) and counted.
+    func saveFailed(_ error: any Error, context: String?) {
+        saveFailures.increment()
+        let arbor = error as? ArborError
+        let level: Logger.Level = switch arbor?.code {
+        case let code? where code.isValidation: .debug
+        case .mergeConflict?, .constraintConflict?: .notice
+        default: .error
+        }
+        logger.log(level: level, "a save failed: \(arbor.map { "\($0.code): \($0.message)" } ?? "\(error)")",
+                   metadata: ["arbor.context": "\(context ?? "unnamed")", "arbor.error": "\(error)"])
+    }
+
+    /// A fetch of `request` returned `results` results in `duration`; `plan` gives its plan, asked
+    /// only when the fetch was slow.
+    func fetched<Result>(_ request: FetchRequest<Result>, results: Int, duration: Duration, plan: () throws -> String) {
+        fetchDuration.recordNanoseconds(duration.wholeNanoseconds)
+        if let slowFetchThreshold, duration >= slowFetchThreshold {
+            slowFetches.increment()
+            logger.warning("a fetch of \(request.entityName) took \(duration) (\(results) results)", metadata: [
+                "arbor.entity": "\(request.entityName)", "arbor.duration": "\(duration)", "arbor.results": "\(results)",
+                "arbor.predicate": "\(request.predicate?.predicateFormat ?? "none")",
+                "arbor.plan": "\((try? plan()) ?? "unknown")",
+            ])
+        }
+        reportRowCache(now: .now, force: false)
+    }
+
+    /// A store was added to the coordinator.
+    func added(_ store: any PersistentStore, model: ManagedObjectModel) {
+        logger.debug("added \(store.type) store \(store.path ?? "in memory")", metadata: [
+            "arbor.path": "\(store.path ?? "memory")", "arbor.store": "\(store.identifier)", "arbor.model": "\(model.versionHashString)",
+        ])
+    }
+
+    /// A store at `path` failed to open.
+    func storeFailedToOpen(_ path: String, _ error: any Error) {
+        logger.error("could not open the store at \(path): \(error)", metadata: ["arbor.path": "\(path)", "arbor.error": "\(error)"])
+    }
+
+    /// Reports the row cache's counters since the last report: always with `force`, else when a
+    /// second has passed.
+    func reportRowCache(now: ContinuousClock.Instant, force: Bool) {
+        guard let coordinator else { return }
+        let due = reported.withLock { last -> Bool in
+            guard force || now - last.at >= .seconds(1) else { return false }
+            last.at = now
+            return true
+        }
+        guard due else { return }
+        let current = coordinator.rowCacheStatistics
+        let before = reported.withLock { last -> RowCacheStatistics in
+            defer { last.statistics = current }
+            return last.statistics
+        }
+        if current.hits > before.hits { rowCacheHits.increment(by: Int64(current.hits - before.hits)) }
+        if current.misses > before.misses { rowCacheMisses.increment(by: Int64(current.misses - before.misses)) }
+        if current.staleReads > before.staleReads { rowCacheStaleReads.increment(by: Int64(current.staleReads - before.staleReads)) }
+        snapshots.record(current.snapshots)
+    }
+}

@@ -53,8 +53,39 @@ struct Demo: ParsableCommand {
     @Argument(help: "The store file (created or replaced).")
     var file = "employees.arbor"
 
+    @Option(help: .hidden)
+    var moreEmployees = 0
+
     func run() throws {
-        try reportingErrors { try demonstrate() }
+        try reportingErrors {
+            try demonstrate()
+            if moreEmployees > 0 { try hireMany(moreEmployees) }
+        }
+    }
+
+    /// `--more-employees N` (hidden): N more employees in Engineering, for measuring `arbor
+    /// query` on a big store (docs/performance.md). Saved 10,000 at a time, each batch in a
+    /// fresh context.
+    func hireMany(_ count: Int) throws {
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try demoModel())
+        try coordinator.addNativeStore(at: file)
+        let department = try ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            .fetch(FetchRequest<DemoDepartment>(entityName: "Department", format: "name == 'Engineering'"))[0].objectID
+        var hired = 0
+        while hired < count {
+            let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            let engineering = context.object(with: department) as! DemoDepartment
+            for _ in 0..<min(10_000, count - hired) {
+                let employee = DemoEmployee(context: context)
+                employee.firstName = "Employee"
+                employee.lastName = "Number \(hired)"
+                employee.salary = Decimal(40_000 + hired % 100_000)
+                employee.department = engineering
+                hired += 1
+            }
+            try context.save()
+        }
+        print("\nhired \(count) more employees")
     }
 
     func step(_ title: String) { print("\n== \(title)") }

@@ -8,7 +8,7 @@ struct ArborCommand: ParsableCommand {
         commandName: "arbor",
         abstract: "Inspect and maintain Arbor database files, and demonstrate the object graph.",
         version: "0.2.0",
-        subcommands: [Demo.self, Query.self, Info.self, Check.self, Recover.self, Get.self, Put.self, Delete.self, Scan.self, Dump.self, Load.self, Stress.self]
+        subcommands: [Demo.self, Query.self, ModelCommand.self, Info.self, Check.self, Recover.self, Get.self, Put.self, Delete.self, Scan.self, Dump.self, Load.self, Stress.self]
     )
 }
 

@@ -46,7 +46,7 @@ struct Demo: ParsableCommand {
             Builds the model, inserts and saves departments and employees, reads them back in a new \
             context (faults, uniquing), moves an employee between departments, cascade-deletes a \
             department, and shows a validation failure, printing each step. The store file stays \
-            for `arbor info` and `arbor check`.
+            for `arbor info`, `arbor model`, `arbor query` and `arbor check`.
             """
     )
 
@@ -187,6 +187,6 @@ struct Demo: ParsableCommand {
 
         let cache = coordinator.rowCacheStatistics
         step("Row cache: \(cache.snapshots) snapshots held, \(cache.hits) hits, \(cache.misses) misses")
-        print("\nThe store stays at \(file): try `arbor info \(file)` and `arbor check \(file)`.")
+        print("\nThe store stays at \(file): try `arbor info \(file)`, `arbor model \(file)` and `arbor check \(file)`.")
     }
 }

@@ -28,8 +28,9 @@ struct Query: ParsableCommand {
             Output (--format): the columns are id (the primary key), the entity's stored \
             attributes, then each to-one relationship as the destination's ENTITY/KEY (\
             Employee/2), or NULL when it is empty; to-many relationships are not shown. Rows are \
-            written as they are read, in batches of \(Query.batchSize): memory does not grow with \
-            the rows written. table: aligned columns, their widths taken from the first \
+            read and written \(Query.batchSize) at a time, and the output is never held whole; \
+            the fetch that finds them still holds every match at once (about 260 bytes a row). \
+            table: aligned columns, their widths taken from the first \
             \(QueryOutput.tableWidthRows) rows (a wider value later pushes its line along), NULL \
             for nil, data as its size; the object count goes to standard error. json: one array, \
             an object per row with "id", "entity" and a key per column. ndjson: one such object \

@@ -5,7 +5,7 @@ import Testing
 @Suite("arbor's command line")
 struct CommandLineTests {
     /// Every subcommand `--help` lists, and the hidden `stress`.
-    static let commands = ["demo", "query", "info", "check", "recover", "get", "put", "delete", "scan", "dump", "load", "stress"]
+    static let commands = ["demo", "query", "model", "info", "check", "recover", "get", "put", "delete", "scan", "dump", "load", "stress"]
 
     @Test("--version prints 0.2.0")
     func version() throws {

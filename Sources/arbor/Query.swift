@@ -108,6 +108,9 @@ struct Query: ParsableCommand {
         } catch let error as PredicateArguments.Unreadable {
             printError("arbor: \(error)")
             throw ExitCode(1)
+        } catch let error as StoreError {
+            printError("arbor: \(describe(error))")
+            throw ExitCode(1)
         }
     }
 

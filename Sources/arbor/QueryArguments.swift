@@ -20,6 +20,8 @@ struct PredicateArguments {
     /// The object ID of `entity`'s object with a primary key (for `%@` compared with a to-one
     /// relationship).
     let objectID: (EntityDescription, Int64) -> ManagedObjectID
+    /// The object an `x-arbor:` URI names, if any.
+    let uriObjectID: (String) -> ManagedObjectID?
 
     /// What a value must be, from the key it is compared with.
     enum Target {
@@ -247,9 +249,6 @@ struct PredicateArguments {
         if text.hasPrefix(ManagedObjectID.uriScheme + ":"), let id = uriObjectID(text) { return id }
         throw unreadable(needs, nil)
     }
-
-    /// The object a URI names (set by the caller, which has the coordinator).
-    var uriObjectID: (String) -> ManagedObjectID? = { _ in nil }
 }
 
 extension ObjectExpression {

@@ -7,7 +7,8 @@ import Testing
 struct QueryOutputTests {
     /// A store of Items (every kind of value, strings with commas, quotes, line breaks, control
     /// characters and none at all) and one Tag.
-    static func makeStore(_ path: String) throws {
+    @discardableResult
+    static func makeStore(_ path: String) throws -> UUID {
         let model = try ManagedObjectModel {
             Entity("Tag") {
                 Attribute("name", .string)
@@ -26,7 +27,7 @@ struct QueryOutputTests {
             }
         }
         let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
-        _ = try coordinator.addNativeStore(at: path)
+        let store = try coordinator.addNativeStore(at: path)
         let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
         let red = ManagedObject(entity: model.entity(named: "Tag")!, insertInto: context)
         try red.setValue("red", forKey: "name")
@@ -44,15 +45,17 @@ struct QueryOutputTests {
             for (key, value) in values { try item.setValue(value, forKey: key) }
             try context.save()
         }
+        return store.identifier
     }
 
     let dir: TemporaryDirectory
     let store: String
+    let identifier: UUID
 
     init() throws {
         dir = try TemporaryDirectory()
         store = dir.file("items.arbor")
-        try Self.makeStore(store)
+        identifier = try Self.makeStore(store)
     }
 
     func query(_ arguments: String...) throws -> RunResult {
@@ -134,6 +137,7 @@ struct QueryOutputTests {
         #expect(try ids("--where", "blob == %@", "--arg", "AQID") == [1])
         #expect(try ids("--where", "tag == %@", "--arg", "Tag/1") == [1])
         #expect(try ids("--where", "tag == %@", "--arg", "1") == [1])
+        #expect(try ids("--where", "tag == %@", "--arg", "x-arbor://\(identifier.uuidString)/Tag/p1") == [1])
         #expect(try ids("--where", "%K.name == %@", "--arg", "tag", "--arg", "red") == [1])
         #expect(try ids("--where", "count IN {%@, %@}", "--arg", "1", "--arg", "-7") == [1, 3])
         #expect(try ids("--where", "count BETWEEN {%@, %@}", "--arg", "0", "--arg", "50") == [1, 2])

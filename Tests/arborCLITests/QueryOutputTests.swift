@@ -79,6 +79,32 @@ struct QueryOutputTests {
         #expect(result.stderr == "4 objects\n")
     }
 
+    @Test("table: widths come from the first 1,000 rows; a wider value later pushes its own line along, and nothing is cut")
+    func tableWidths() throws {
+        defer { dir.cleanup() }
+        let path = dir.file("many.arbor")
+        let model = try ManagedObjectModel { Entity("Row") { Attribute("name", .string); Attribute("n", .integer64) } }
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        _ = try coordinator.addNativeStore(at: path)
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        for n in 1...1_003 {
+            let row = ManagedObject(entity: model.entity(named: "Row")!, insertInto: context)
+            try row.setValue(n == 1_002 ? "a much longer name" : "name", forKey: "name")
+            try row.setValue(n, forKey: "n")
+        }
+        try context.save()
+        let result = try runArbor(["query", path, "Row", "--sort", "n"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let lines = result.stdout.split(separator: "\n")
+        #expect(lines.count == 2 + 1_003)
+        #expect(lines[0] == "id    name  n" && lines[1] == "----  ----  ----")
+        #expect(lines[2] == "1     name  1")
+        #expect(lines[1_001] == "1000  name  1000")
+        #expect(lines[1_003] == "1002  a much longer name  1002")
+        #expect(lines[1_004] == "1003  name  1003")
+        #expect(result.stderr == "1003 objects\n")
+    }
+
     @Test("csv: RFC 4180, a header row, CRLF, quoted commas, quotes and line breaks; nil empty, an empty string \"\"")
     func csv() throws {
         defer { dir.cleanup() }

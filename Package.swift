@@ -85,6 +85,7 @@ let package = Package(
                 "ArborStore",
                 "Arbor",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -110,7 +111,7 @@ let package = Package(
         // End-to-end tests of the `arbor` binary (and the multi-process tests, which spawn it).
         .testTarget(
             name: "arborCLITests",
-            dependencies: ["arbor", "ArborStore", "ArborTestSupport"],
+            dependencies: ["arbor", "Arbor", "ArborStore", "ArborTestSupport"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -16,8 +16,12 @@ echo
 "$arbor" info "$dir/employees.arbor"
 "$arbor" check "$dir/employees.arbor"
 echo
+echo "== The model the store keeps: arbor model"
+"$arbor" model "$dir/employees.arbor"
+echo
 echo "== Query the store with the model it keeps: arbor query"
 "$arbor" query "$dir/employees.arbor" Employee --where "salary >= 100000" --sort lastName:desc
+"$arbor" query "$dir/employees.arbor" Employee --where "salary > %@ AND department == %@" --arg 100000 --arg Department/1 --format csv
 "$arbor" query "$dir/employees.arbor" Employee --where "lastName BEGINSWITH[cd] 'h'" --explain
 echo
 
@@ -42,7 +46,10 @@ if [ -f "$db-journal" ]; then
 fi
 
 echo
-echo "== Reopening recovers the file; every read transaction is consistent"
+echo "== arbor recover rolls back what the killed writer left (read-only commands ask for it)"
+"$arbor" recover "$db"
+echo
+echo "== Every read transaction is consistent"
 "$arbor" stress "$db" --count 20
 echo
 "$arbor" info "$db"

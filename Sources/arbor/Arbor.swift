@@ -1,15 +1,34 @@
 import ArgumentParser
+import Foundation
 import Arbor
 import ArborStore
+import Logging
 
 @main
 struct ArborCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "arbor",
         abstract: "Inspect and maintain Arbor database files, and demonstrate the object graph.",
+        discussion: """
+            The library's log (labels arbor.store and arbor.graph: recoveries, lock waits, slow \
+            fetches, failed saves) goes to standard error from the level ARBOR_LOG_LEVEL names \
+            (trace, debug, info, notice, warning, error, critical; off when unset): each \
+            command reports what it did itself.
+            """,
         version: "0.2.0",
-        subcommands: [Demo.self, Query.self, Info.self, Check.self, Recover.self, Get.self, Put.self, Delete.self, Scan.self, Dump.self, Load.self, Stress.self]
+        subcommands: [Demo.self, Query.self, ModelCommand.self, Info.self, Check.self, Recover.self, Get.self, Put.self, Delete.self, Scan.self, Dump.self, Load.self, Stress.self]
     )
+
+    /// Sets up the library's log (see the discussion above), then runs the command.
+    static func main() {
+        let level = ProcessInfo.processInfo.environment["ARBOR_LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        main(nil)
+    }
 }
 
 /// Runs `body`, turning a `StoreError` or an `ArborError` into a one-line message on standard

@@ -46,15 +46,46 @@ struct Demo: ParsableCommand {
             Builds the model, inserts and saves departments and employees, reads them back in a new \
             context (faults, uniquing), moves an employee between departments, cascade-deletes a \
             department, and shows a validation failure, printing each step. The store file stays \
-            for `arbor info` and `arbor check`.
+            for `arbor info`, `arbor model`, `arbor query` and `arbor check`.
             """
     )
 
     @Argument(help: "The store file (created or replaced).")
     var file = "employees.arbor"
 
+    @Option(help: .hidden)
+    var moreEmployees = 0
+
     func run() throws {
-        try reportingErrors { try demonstrate() }
+        try reportingErrors {
+            try demonstrate()
+            if moreEmployees > 0 { try hireMany(moreEmployees) }
+        }
+    }
+
+    /// `--more-employees N` (hidden): N more employees in Engineering, for measuring `arbor
+    /// query` on a big store (docs/performance.md). Saved 10,000 at a time, each batch in a
+    /// fresh context.
+    func hireMany(_ count: Int) throws {
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try demoModel())
+        try coordinator.addNativeStore(at: file)
+        let department = try ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            .fetch(FetchRequest<DemoDepartment>(entityName: "Department", format: "name == 'Engineering'"))[0].objectID
+        var hired = 0
+        while hired < count {
+            let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            let engineering = context.object(with: department) as! DemoDepartment
+            for _ in 0..<min(10_000, count - hired) {
+                let employee = DemoEmployee(context: context)
+                employee.firstName = "Employee"
+                employee.lastName = "Number \(hired)"
+                employee.salary = Decimal(40_000 + hired % 100_000)
+                employee.department = engineering
+                hired += 1
+            }
+            try context.save()
+        }
+        print("\nhired \(count) more employees")
     }
 
     func step(_ title: String) { print("\n== \(title)") }
@@ -156,6 +187,6 @@ struct Demo: ParsableCommand {
 
         let cache = coordinator.rowCacheStatistics
         step("Row cache: \(cache.snapshots) snapshots held, \(cache.hits) hits, \(cache.misses) misses")
-        print("\nThe store stays at \(file): try `arbor info \(file)` and `arbor check \(file)`.")
+        print("\nThe store stays at \(file): try `arbor info \(file)`, `arbor model \(file)` and `arbor check \(file)`.")
     }
 }

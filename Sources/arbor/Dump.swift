@@ -133,7 +133,8 @@ struct Load: ParsableCommand {
 
 /// Buffered standard output (print() per line is slow for big dumps).
 struct StandardOutput {
-    private var buffer: [UInt8] = []
+    /// Bytes not written yet (callers may append to it, then ``flush()`` when they choose).
+    var buffer: [UInt8] = []
 
     mutating func write(_ text: String) {
         buffer.append(contentsOf: text.utf8)

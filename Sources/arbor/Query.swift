@@ -3,33 +3,64 @@ import Arbor
 import Foundation
 
 /// `arbor query`: fetch objects from a store file with a predicate, using the model the file
-/// keeps (no application code needed).
+/// keeps (no application code needed), and write them as they come.
 struct Query: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Fetch objects of an entity from an Arbor store, with a predicate, an order and a limit.",
         discussion: """
-            Reads the model stored in FILE, so any Arbor store can be queried without its \
-            application. PREDICATE uses Core Data's format grammar (docs/predicates.md), for \
-            example: --where "salary > 50000 AND department.name BEGINSWITH[c] 's'". Objects are \
-            printed as a table (or JSON with --json); to-one relationships show the destination's \
-            primary key. --explain prints the plan instead: the index and ranges used, what is \
-            checked, whether a sort is needed.
+            Reads the model stored in FILE (`arbor model FILE` prints it), so any Arbor store can \
+            be queried without its application. PREDICATE uses Core Data's format grammar \
+            (docs/predicates.md), for example: --where "salary > 50000 AND department.name \
+            BEGINSWITH[c] 's'". Dates are written CAST('2026-12-01T00:00:00Z', 'NSDate').
+
+            Values: each %K and %@ of PREDICATE takes the next --arg, in order. A %K takes a key \
+            path. A %@ takes a value read as the type of what it is compared with: "42" is an \
+            integer for an integer attribute, a decimal for a decimal one, the string "42" for a \
+            string; dates are ISO-8601 (2026-12-01, 2026-12-01T09:30:00Z, …+01:00); booleans \
+            true/false/yes/no/1/0; UUIDs as text; binary data as base64; an object (compared \
+            with a to-one relationship) as ENTITY/KEY, KEY or its x-arbor: URI. A %@ compared with \
+            nothing typed (a constant) is an integer, else a number, else a string. --arg never \
+            gives nil: write NIL in the predicate (manager == NIL). For IN and BETWEEN, write \
+            {%@, %@}. %d, %f, %s and a %@ inside CAST take no --arg (the value is typed by the \
+            key it is compared with: due > %@ --arg 2026-12-01). Example: --where "salary > %@ AND %K BEGINSWITH %@" --arg 100000 --arg \
+            lastName --arg Ho.
+
+            Output (--format): the columns are id (the primary key), the entity's stored \
+            attributes, then each to-one relationship as the destination's ENTITY/KEY (\
+            Employee/2), or NULL when it is empty; to-many relationships are not shown. Rows are \
+            read and written \(Query.batchSize) at a time, and the output is never held whole; \
+            the fetch that finds them still holds every match at once (about 260 bytes a row). \
+            table: aligned columns, their widths taken from the first \
+            \(QueryOutput.tableWidthRows) rows (a wider value later pushes its line along), NULL \
+            for nil, data as its size; the object count goes to standard error. json: one array, \
+            an object per row with "id", "entity" and a key per column. ndjson: one such object \
+            per line. csv: RFC 4180 with a header row and CRLF line ends; nil is an empty field, \
+            an empty string is "". Dates are ISO-8601 in UTC, data is base64 (json, ndjson, csv). \
+            --explain prints the plan instead: the index and ranges used, what is checked, \
+            whether a sort is needed.
             """
     )
+
+    /// The rows read from the store at a time.
+    static let batchSize = 1000
 
     @Argument(help: "The store file.") var file: String
     @Argument(help: "The entity to fetch (its sub-entities' objects included).") var entity: String
     @Option(name: .customLong("where"), help: "A predicate format string.") var predicate: String?
+    @Option(name: .customLong("arg"), parsing: .unconditionalSingleValue,
+            help: ArgumentHelp("A value for the next %@ or %K of the predicate (-7 is a value, not an option); repeatable.", valueName: "value"))
+    var arguments: [String] = []
     @Option(name: .long, help: "A key (or key path) to sort by, with :desc for descending; repeatable.") var sort: [String] = []
     @Option(name: .long, help: "The most objects to print.") var limit: Int?
     @Option(name: .long, help: "How many matching objects to skip.") var offset: Int?
+    @Option(name: .long, help: "How to write the objects: table, json, ndjson or csv.") var format: QueryFormat = .table
     @Flag(name: .long, help: "Print only the number of matching objects.") var count = false
     @Flag(name: .long, help: "Print the plan the store follows instead of the objects.") var explain = false
-    @Flag(name: .long, help: "Print the objects as a JSON array.") var json = false
 
     func validate() throws {
         if let limit, limit < 0 { throw ValidationError("--limit must be 0 or more") }
         if let offset, offset < 0 { throw ValidationError("--offset must be 0 or more") }
+        if predicate == nil && !arguments.isEmpty { throw ValidationError("--arg gives values to --where's %@ and %K; there is no --where") }
     }
 
     func run() throws {
@@ -39,10 +70,18 @@ struct Query: ParsableCommand {
             options.create = false
             let model = try ManagedObjectModel.stored(in: file, options: options)
             let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
-            coordinator.addPersistentStore(try NativeStore(path: file, model: model, options: options))
+            let store = try NativeStore(path: file, model: model, options: options)
+            coordinator.addPersistentStore(store)
             let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
-            var request = FetchRequest<ManagedObject>(entityName: entity)
-            if let predicate { request.predicate = try ObjectPredicate(format: predicate) }
+            var request = FetchRequest<ManagedObjectID>(entityName: entity)
+            if let predicate, let described = model.entity(named: entity) {
+                let values = PredicateArguments(entity: described, arguments: arguments, objectID: { store.objectID(entityName: $0.name, primaryKey: $1) },
+                                                uriObjectID: { URL(string: $0).flatMap(coordinator.managedObjectID(forURIRepresentation:)) })
+                request.predicate = try values.predicate(predicate)
+            } else if let predicate {
+                // An unknown entity: the fetch says so; the predicate is parsed for its own errors first.
+                request.predicate = try ObjectPredicate(format: predicate, argumentArray: arguments)
+            }
             request.sortDescriptors = sort.map { key in
                 if key.hasSuffix(":desc") { return ObjectSortDescriptor(key: String(key.dropLast(5)), ascending: false) }
                 if key.hasSuffix(":asc") { return ObjectSortDescriptor(key: String(key.dropLast(4))) }
@@ -58,69 +97,51 @@ struct Query: ParsableCommand {
                 print(try context.count(for: request))
                 return
             }
-            request.returnsObjectsAsFaults = false
-            let objects = try context.fetch(request)
-            guard let described = model.entity(named: entity) else { return }
-            let columns = ["id"] + described.attributes.filter { !$0.isTransient }.map(\.name)
-                + described.relationships.filter { !$0.isToMany }.map(\.name)
-            let rows = try objects.map { object in try [object.objectID.primaryKey.map(String.init) ?? "?"] + columns.dropFirst().map { try text(object, $0) } }
-            if json {
-                printJSON(columns: columns, objects: objects, rows: rows)
-            } else {
-                printTable(columns: columns, rows: rows)
-                printError("\(objects.count) \(objects.count == 1 ? "object" : "objects")")
-            }
+            let written = try write(try context.fetch(request), of: try requireEntity(model), from: store)
+            if format == .table { printError("\(written) \(written == 1 ? "object" : "objects")") }
         } catch let error as ArborError {
             printError("arbor: \(describe(error))")
             if let position = error.position, let predicate {
                 printError("  \(predicate)\n  \(String(repeating: " ", count: max(0, position)))^")
             }
             throw ExitCode(1)
+        } catch let error as PredicateArguments.Unreadable {
+            printError("arbor: \(error)")
+            throw ExitCode(1)
+        } catch let error as StoreError {
+            printError("arbor: \(describe(error))")
+            throw ExitCode(1)
         }
     }
 
-    /// A property of an object as table text.
-    func text(_ object: ManagedObject, _ key: String) throws -> String {
-        switch try object.value(forKey: key) {
-        case nil: return "NULL"
-        case let string as String: return string
-        case let date as Date: return date.formatted(.iso8601)
-        case let data as Data: return "<\(data.count) bytes>"
-        case let related as ManagedObject: return related.objectID.primaryKey.map { "\(related.objectID.entityName)/\($0)" } ?? "?"
-        case let value?: return "\(value)"
+    func requireEntity(_ model: ManagedObjectModel) throws -> EntityDescription {
+        guard let described = model.entity(named: entity) else {
+            throw ArborError(.invalidFetchRequest, "the model has no entity \(entity)")
         }
+        return described
     }
 
-    func printTable(columns: [String], rows: [[String]]) {
-        var widths = columns.map(\.count)
-        for row in rows { for (index, cell) in row.enumerated() { widths[index] = max(widths[index], cell.count) } }
-        func line(_ cells: [String]) -> String {
-            zip(cells, widths).map { $0 + String(repeating: " ", count: max(0, $1 - $0.count)) }.joined(separator: "  ")
-                .replacingOccurrences(of: "\\s+$", with: "", options: .regularExpression)
-        }
-        print(line(columns))
-        print(line(widths.map { String(repeating: "-", count: $0) }))
-        for row in rows { print(line(row)) }
-    }
-
-    func printJSON(columns: [String], objects: [ManagedObject], rows: [[String]]) {
-        var array: [[String: Any]] = []
-        for (object, row) in zip(objects, rows) {
-            var entry: [String: Any] = ["entity": object.entity.name]
-            for (column, cell) in zip(columns, row) {
-                if column == "id" { entry["id"] = object.objectID.primaryKey.map { Int($0) } ?? 0; continue }
-                switch (try? object.value(forKey: column)) ?? nil {
-                case nil: entry[column] = NSNull()
-                case let number as any BinaryInteger: entry[column] = Int(number)
-                case let number as Double: entry[column] = number.isFinite ? number : cell
-                case let number as Float: entry[column] = number.isFinite ? Double(number) : cell
-                case let flag as Bool: entry[column] = flag
-                default: entry[column] = cell
-                }
+    /// Writes the objects `ids` names, reading their rows a batch at a time: only one batch of
+    /// rows is held at once, and no managed object is made. Returns how many were written.
+    func write(_ ids: [ManagedObjectID], of entity: EntityDescription, from store: NativeStore) throws -> Int {
+        let attributes = entity.attributes.filter { !$0.isTransient }.map(\.name)
+        let toOne = entity.relationships.filter { !$0.isToMany }.map(\.name)
+        var output = QueryOutput(format: format, columns: ["id"] + attributes + toOne)
+        var written = 0
+        for start in stride(from: 0, to: ids.count, by: Self.batchSize) {
+            let batch = Array(ids[start..<min(ids.count, start + Self.batchSize)])
+            for (id, row) in zip(batch, try store.rows(for: batch)) {
+                guard let row else { continue }
+                let values = row.attributes, destinations = row.toOne
+                var cells: [Cell] = [id.primaryKey.map(Cell.integer) ?? .null]
+                cells.reserveCapacity(1 + attributes.count + toOne.count)
+                for name in attributes { cells.append(Cell(values[name])) }
+                for name in toOne { cells.append(Cell(destinations[name])) }
+                output.write(entity: row.entityName, cells)
+                written += 1
             }
-            array.append(entry)
         }
-        let data = (try? JSONSerialization.data(withJSONObject: array, options: [.prettyPrinted, .sortedKeys])) ?? Data("[]".utf8)
-        print(String(decoding: data, as: UTF8.self))
+        output.finish()
+        return written
     }
 }

@@ -31,6 +31,12 @@ struct Stress: ParsableCommand {
     @Option(help: "Number of writers, for --verify.")
     var writers: Int = 2
 
+    func validate() throws {
+        if let writer, !(0..<32).contains(writer) { throw ValidationError("--writer must be 0…31") }
+        if writers < 1 || writers > 32 { throw ValidationError("--writers must be 1…32") }
+        if count < 0 { throw ValidationError("--count must not be negative") }
+    }
+
     func run() throws {
         try reportingErrors {
             var options = PagerOptions()
@@ -41,7 +47,6 @@ struct Stress: ParsableCommand {
             if verify {
                 try verifyFinal(pager)
             } else if let writer {
-                precondition((0..<32).contains(writer), "writer must be 0…31")
                 for _ in 0..<count { try commitOne(pager, writer: writer) }
                 print("writer \(writer): \(count) commits")
             } else {

@@ -28,11 +28,11 @@ struct QueryCommandTests {
         #expect(limited.status == 0 && limited.stdout.contains("Alan") && !limited.stdout.contains("Ada"), "\(limited.stdout)")
     }
 
-    @Test("--json, --count and --explain")
+    @Test("--format json, --count and --explain")
     func formats() throws {
         let (dir, path) = try demoStore()
         defer { dir.cleanup() }
-        let json = try runArbor(["query", path, "Employee", "--where", "firstName == 'Ada'", "--json"])
+        let json = try runArbor(["query", path, "Employee", "--where", "firstName == 'Ada'", "--format", "json"])
         #expect(json.status == 0, "\(json.stderr)")
         let array = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: Any]])
         #expect(array.count == 1 && array[0]["lastName"] as? String == "Lovelace" && array[0]["entity"] as? String == "Employee")
@@ -46,6 +46,21 @@ struct QueryCommandTests {
         #expect(explain.stdout.contains("index index.Employee.lastName.cd on lastName, range begins with \"h\""), "\(explain.stdout)")
         let scan = try runArbor(["query", path, "Department", "--where", "employees.@count > 1", "--explain"])
         #expect(scan.stdout.contains("scan rows.Department") && scan.stdout.contains("then in memory"), "\(scan.stdout)")
+    }
+
+    @Test("--help says what the columns hold: a to-one relationship is the destination's ENTITY/KEY, as printed")
+    func help() throws {
+        let (dir, path) = try demoStore()
+        defer { dir.cleanup() }
+        let help = try runArbor(["query", "--help"])
+        #expect(help.status == 0)
+        let text = help.stdout.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        #expect(text.contains("each to-one relationship as the destination's ENTITY/KEY (Employee/2), or NULL when it is empty"), "\(text)")
+        #expect(!text.contains("show the destination's primary key"))
+        #expect(text.contains("--format <format>") && text.contains("--arg <value>"))
+        // What the help says is what a query prints.
+        let table = try runArbor(["query", path, "Employee", "--where", "firstName == 'Ada'"])
+        #expect(table.stdout.contains("Department/1  Employee/2"), "\(table.stdout)")
     }
 
     @Test("bad predicates, keys, entities and files: a message, exit status 1, never a crash")

@@ -41,7 +41,7 @@ struct RecoverCommandTests {
         let sizeBefore = try #require(try FileManager.default.attributesOfItem(atPath: db)[.size] as? Int)
 
         for command in [["info", db], ["check", db], ["get", db, "t", "x"], ["scan", db, "t"], ["dump", db],
-                        ["query", db, "Thing"]] {
+                        ["query", db, "Thing"], ["model", db]] {
             let result = try runArbor(command)
             #expect(result.status == 1, "\(command): \(result.stdout)")
             let lines = result.stderr.split(separator: "\n")

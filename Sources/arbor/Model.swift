@@ -1,0 +1,178 @@
+import ArgumentParser
+import Arbor
+import Foundation
+
+/// `arbor model`: the model an Arbor store keeps in its metadata, as text or JSON.
+struct ModelCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "model",
+        abstract: "Print the model a store keeps: entities, attributes, relationships, indexes, constraints, hashes.",
+        discussion: """
+            Every Arbor store records its model's schema (docs/model.md): this prints it without \
+            the application. For each entity: its parent and whether it is abstract; its own \
+            attributes with their type and options (required or optional, transient, default, \
+            minimum and maximum, length, pattern, indexed); its own relationships (destination, \
+            inverse, to-one or to-many, ordered, optional, counts, delete rule); the indexes and \
+            uniqueness constraints it adds; its version hash. Then the model's version hash. The \
+            hashes are the ones the store recorded: opening the store with this model checks \
+            they match. A store keeps no default values, bounds, lengths or patterns (validation \
+            is the application's), so those print only for a model that has them.
+            """
+    )
+
+    @Argument(help: "The store file.") var file: String
+    @Option(name: .long, help: "text or json.") var format: ModelFormat = .text
+
+    enum ModelFormat: String, ExpressibleByArgument, CaseIterable {
+        case text, json
+    }
+
+    func run() throws {
+        try reportingErrors {
+            var options = DatabaseOptions()
+            options.readOnly = true
+            options.create = false
+            let model = try ManagedObjectModel.stored(in: file, options: options)
+            // Opening the store compares the model's hashes with those the store recorded.
+            let store = try NativeStore(path: file, model: model, options: options)
+            let described = StoredModel(model, file: file, identifier: store.identifier)
+            switch format {
+            case .text: print(described.text, terminator: "")
+            case .json:
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+                print(String(decoding: try encoder.encode(described), as: UTF8.self))
+            }
+        }
+    }
+}
+
+/// A model as `arbor model` prints it (and as its JSON is shaped).
+struct StoredModel: Encodable {
+    struct Attribute: Encodable {
+        var name: String
+        var type: String
+        var optional: Bool
+        var transient: Bool
+        var indexed: Bool
+        var defaultValue: String?
+        var minimum: String?
+        var maximum: String?
+        var minimumLength: Int?
+        var maximumLength: Int?
+        var pattern: String?
+
+        /// `salary: decimal, optional, indexed, default 50000, minimum 0`.
+        var text: String {
+            var options = [optional ? "optional" : "required"]
+            if transient { options.append("transient") }
+            if indexed { options.append("indexed") }
+            if let defaultValue { options.append("default \(defaultValue)") }
+            if let minimum { options.append("minimum \(minimum)") }
+            if let maximum { options.append("maximum \(maximum)") }
+            if minimumLength != nil || maximumLength != nil {
+                options.append("length \(minimumLength.map(String.init) ?? "0")…\(maximumLength.map(String.init) ?? "")")
+            }
+            if let pattern { options.append("pattern \(Cell.jsonString(pattern))") }
+            return "\(name): \(type), " + options.joined(separator: ", ")
+        }
+    }
+
+    struct Relationship: Encodable {
+        var name: String
+        var destination: String
+        var inverse: String
+        var toMany: Bool
+        var ordered: Bool
+        var optional: Bool
+        var minimumCount: Int
+        var maximumCount: Int
+        var deleteRule: String
+
+        /// `employees: to-many Employee, inverse department, optional, delete rule cascade`.
+        var text: String {
+            var options = ["\(toMany ? (ordered ? "ordered to-many" : "to-many") : "to-one") \(destination)", "inverse \(inverse)"]
+            options.append(optional ? "optional" : "required")
+            if toMany && (minimumCount > 0 || maximumCount > 0) {
+                options.append("count \(minimumCount)…\(maximumCount > 0 ? String(maximumCount) : "")")
+            }
+            options.append("delete rule \(deleteRule)")
+            return "\(name): " + options.joined(separator: ", ")
+        }
+    }
+
+    struct Index: Encodable {
+        var keys: [String]
+        var caseAndDiacriticInsensitive: Bool
+    }
+
+    struct Entity: Encodable {
+        var name: String
+        var parent: String?
+        var abstract: Bool
+        var versionHash: String
+        var attributes: [Attribute]
+        var relationships: [Relationship]
+        var indexes: [Index]
+        var uniquenessConstraints: [[String]]
+    }
+
+    var file: String
+    var identifier: String
+    var versionHash: String
+    var configurations: [String: [String]]
+    var entities: [Entity]
+
+    init(_ model: ManagedObjectModel, file: String, identifier: UUID) {
+        self.file = file
+        self.identifier = identifier.uuidString
+        versionHash = model.versionHashString
+        configurations = model.configurations.mapValues { $0.sorted() }
+        entities = model.entities.map { entity in
+            // Indexes and constraints list the inherited ones first: these are the entity's own.
+            let indexes = entity.indexes.dropFirst(entity.superentity?.indexes.count ?? 0)
+            let unique = entity.uniquenessConstraints.dropFirst(entity.superentity?.uniquenessConstraints.count ?? 0)
+            return Entity(
+                name: entity.name, parent: entity.superentityName, abstract: entity.isAbstract, versionHash: entity.versionHashString,
+                attributes: entity.ownAttributes.map { attribute in
+                    Attribute(name: attribute.name, type: attribute.type.description, optional: attribute.isOptional,
+                              transient: attribute.isTransient, indexed: entity.indexes.contains { $0.keys.first == attribute.name },
+                              defaultValue: attribute.defaultValue?.description, minimum: attribute.minimum?.description,
+                              maximum: attribute.maximum?.description, minimumLength: attribute.minimumLength,
+                              maximumLength: attribute.maximumLength, pattern: attribute.pattern)
+                },
+                relationships: entity.ownRelationships.map {
+                    Relationship(name: $0.name, destination: $0.destinationEntityName, inverse: $0.inverseName, toMany: $0.isToMany,
+                                 ordered: $0.isOrdered, optional: $0.isOptional, minimumCount: $0.minimumCount,
+                                 maximumCount: $0.maximumCount, deleteRule: $0.deleteRule.rawValue)
+                },
+                indexes: indexes.map { Index(keys: $0.keys, caseAndDiacriticInsensitive: $0.caseAndDiacriticInsensitive) },
+                uniquenessConstraints: Array(unique))
+        }
+    }
+
+    /// The model as text: one block per entity, one line per property, index and constraint.
+    var text: String {
+        var lines = ["store \(file) (identifier \(identifier))"]
+        for entity in entities {
+            var header = "entity \(entity.name)"
+            if let parent = entity.parent { header += " : \(parent)" }
+            if entity.abstract { header += " (abstract)" }
+            lines.append("")
+            lines.append(header + "  version hash \(entity.versionHash)")
+            lines += entity.attributes.map { "  attribute     \($0.text)" }
+            lines += entity.relationships.map { "  relationship  \($0.text)" }
+            lines += entity.indexes.map { "  index         \($0.keys.joined(separator: ", "))\($0.caseAndDiacriticInsensitive ? " [cd]" : "")" }
+            lines += entity.uniquenessConstraints.map { "  unique        \($0.joined(separator: ", "))" }
+        }
+        if !configurations.isEmpty {
+            lines.append("")
+            for (name, members) in configurations.sorted(by: { $0.key < $1.key }) {
+                lines.append("configuration \(name): \(members.joined(separator: ", "))")
+            }
+        }
+        lines.append("")
+        lines.append("model version hash \(versionHash)")
+        return lines.joined(separator: "\n") + "\n"
+    }
+}

@@ -6,14 +6,14 @@ import Arbor
 // so that a change that breaks it fails the suite.
 
 final class ReadmeDepartment: ManagedObject {
-    @Managed("name") var name: String?
+    @Managed("name") var name: String                     // required: non-optional
     @ManagedSet("employees") var employees: Set<ReadmeEmployee>
 }
 
 final class ReadmeEmployee: ManagedObject {
-    @Managed("firstName") var firstName: String?
-    @Managed("lastName") var lastName: String?
-    @Managed("salary") var salary: Decimal?
+    @Managed("firstName") var firstName: String
+    @Managed("lastName") var lastName: String
+    @Managed("salary") var salary: Decimal?               // optional, with a default
     @Managed("department") var department: ReadmeDepartment?
 }
 
@@ -58,10 +58,10 @@ struct ReadmeObjectGraphTests {
         let view = container.viewContext
         let lines = try await view.perform {
             let fault = view.object(with: id) as! ReadmeDepartment
-            return ["\(fault.name ?? "") \(fault.employees.map(\.lastName))",
+            return ["\(fault.name) \(fault.employees.map(\.lastName))",
                     "\(try fault.value(forKeyPath: "employees.@sum.salary") ?? 0)"]
         }
         printed = lines
-        #expect(printed == ["Engineering [Optional(\"Lovelace\")]", "50000"])
+        #expect(printed == ["Engineering [\"Lovelace\"]", "50000"])
     }
 }

@@ -103,23 +103,11 @@ extension Operand {
     /// The value as Swift sees it (objects as objects, collections as arrays).
     var swiftValue: Any? {
         switch self {
-        case .null: nil
-        case .bool(let b): b
-        case .int(let n): n
-        case .double(let d): d
-        case .decimal(let d): d
-        case .string(let s): s
-        case .date(let d): d
-        case .data(let d): d
-        case .uuid(let u): u
-        case .url(let u): u
-        case .objectID(let id): id
         case .object(let object): object
-        case .row(_, let id): id
-        case .raw(let raw): raw.id
         case .dictionary(let dictionary): dictionary
         case .collection(let elements): elements.map(\.swiftValue)
         case .opaque(let value): value?.base
+        default: sendableValue
         }
     }
 }

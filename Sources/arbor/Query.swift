@@ -140,13 +140,13 @@ struct Query: ParsableCommand {
         let columns = QueryColumns(entity)
         var output = QueryOutput(format: format, columns: columns.names)
         var written = 0
-        func write(_ id: ManagedObjectID, _ row: StoreRow) {
+        func writeRow(_ id: ManagedObjectID, _ row: StoreRow) {
             output.write(entity: row.entityName, columns.cells(id, row))
             written += 1
         }
         if let whole = try StoreFetch(whole: request, model: model) {
             try store.forEachRow(whole) { id, row in
-                write(id, row)
+                writeRow(id, row)
                 return true
             }
         } else {
@@ -154,7 +154,7 @@ struct Query: ParsableCommand {
             for start in stride(from: 0, to: ids.count, by: Self.batchSize) {
                 let batch = Array(ids[start..<min(ids.count, start + Self.batchSize)])
                 for (id, row) in zip(batch, try store.rows(for: batch)) {
-                    if let row { write(id, row) }
+                    if let row { writeRow(id, row) }
                 }
             }
         }

@@ -27,9 +27,14 @@ struct Query: ParsableCommand {
 
             Output (--format): the columns are id (the primary key), the entity's stored \
             attributes, then each to-one relationship as the destination's ENTITY/KEY (\
-            Employee/2), or NULL when it is empty; to-many relationships are not shown. Rows are \
-            read and written \(Query.batchSize) at a time, and the output is never held whole; \
-            the fetch that finds them still holds every match at once (about 260 bytes a row). \
+            Employee/2), or NULL when it is empty; to-many relationships are not shown. Each row \
+            is written as the store reads it, and memory does not grow with the number of rows, \
+            except where --explain shows work done after reading: a "sort:" line (no index gives \
+            the order, so every match is read and sorted first) or a "then in memory" line (a \
+            key path through a relationship, a to-many key: the matching objects are fetched \
+            first). The query is one read transaction: the file stays read-locked until the \
+            last row is written, and a writer's commit waits for it (a slow reader of the \
+            output, such as a pager, keeps writers waiting). \
             table: aligned columns, their widths taken from the first \
             \(QueryOutput.tableWidthRows) rows (a wider value later pushes its line along), NULL \
             for nil, data as its size; the object count goes to standard error. json: one array, \
@@ -97,7 +102,7 @@ struct Query: ParsableCommand {
                 print(try context.count(for: request))
                 return
             }
-            let written = try write(try context.fetch(request), of: try requireEntity(model), from: store)
+            let written = try write(request, of: try requireEntity(model), model: model, from: store, context: context)
             if format == .table { printError("\(written) \(written == 1 ? "object" : "objects")") }
         } catch let error as ArborError {
             printError("arbor: \(describe(error))")
@@ -121,27 +126,64 @@ struct Query: ParsableCommand {
         return described
     }
 
-    /// Writes the objects `ids` names, reading their rows a batch at a time: only one batch of
-    /// rows is held at once, and no managed object is made. Returns how many were written.
-    func write(_ ids: [ManagedObjectID], of entity: EntityDescription, from store: NativeStore) throws -> Int {
-        let attributes = entity.attributes.filter { !$0.isTransient }.map(\.name)
-        let toOne = entity.relationships.filter { !$0.isToMany }.map(\.name)
-        var output = QueryOutput(format: format, columns: ["id"] + attributes + toOne)
+    /// Writes the objects `request` fetches, as they are read; returns how many were written. No
+    /// managed object is made for them and nothing of them is kept but a table's first rows.
+    ///
+    /// When the store runs the whole request (its predicate reads only what rows hold, its sort
+    /// keys are attributes), its rows are written as the store reads them, in one read
+    /// transaction: memory does not grow with the rows, unless the store must sort them in
+    /// memory first (`--explain` shows a `sort:` line). Otherwise the context fetches the
+    /// matching IDs (holding the objects its part of the predicate needs), and the rows are read
+    /// and written a batch at a time.
+    func write(_ request: FetchRequest<ManagedObjectID>, of entity: EntityDescription, model: ManagedObjectModel,
+               from store: NativeStore, context: ManagedObjectContext) throws -> Int {
+        let columns = QueryColumns(entity)
+        var output = QueryOutput(format: format, columns: columns.names)
         var written = 0
-        for start in stride(from: 0, to: ids.count, by: Self.batchSize) {
-            let batch = Array(ids[start..<min(ids.count, start + Self.batchSize)])
-            for (id, row) in zip(batch, try store.rows(for: batch)) {
-                guard let row else { continue }
-                let values = row.attributes, destinations = row.toOne
-                var cells: [Cell] = [id.primaryKey.map(Cell.integer) ?? .null]
-                cells.reserveCapacity(1 + attributes.count + toOne.count)
-                for name in attributes { cells.append(Cell(values[name])) }
-                for name in toOne { cells.append(Cell(destinations[name])) }
-                output.write(entity: row.entityName, cells)
-                written += 1
+        func writeRow(_ id: ManagedObjectID, _ row: StoreRow) {
+            output.write(entity: row.entityName, columns.cells(id, row))
+            written += 1
+        }
+        if let whole = try StoreFetch(whole: request, model: model) {
+            try store.forEachRow(whole) { id, row in
+                writeRow(id, row)
+                return true
+            }
+        } else {
+            let ids = try context.fetch(request)
+            for start in stride(from: 0, to: ids.count, by: Self.batchSize) {
+                let batch = Array(ids[start..<min(ids.count, start + Self.batchSize)])
+                for (id, row) in zip(batch, try store.rows(for: batch)) {
+                    if let row { writeRow(id, row) }
+                }
             }
         }
         output.finish()
         return written
+    }
+}
+
+/// The columns `arbor query` writes for an entity: `id`, its stored attributes, its to-one
+/// relationships.
+struct QueryColumns {
+    let attributes: [String]
+    let toOne: [String]
+
+    init(_ entity: EntityDescription) {
+        attributes = entity.attributes.filter { !$0.isTransient }.map(\.name)
+        toOne = entity.relationships.filter { !$0.isToMany }.map(\.name)
+    }
+
+    var names: [String] { ["id"] + attributes + toOne }
+
+    /// The cells of one row: its primary key, its attribute values, its to-one destinations as
+    /// `ENTITY/KEY`.
+    func cells(_ id: ManagedObjectID, _ row: StoreRow) -> [Cell] {
+        let values = row.attributes, destinations = row.toOne
+        var cells: [Cell] = [id.primaryKey.map(Cell.integer) ?? .null]
+        cells.reserveCapacity(1 + attributes.count + toOne.count)
+        for name in attributes { cells.append(Cell(values[name])) }
+        for name in toOne { cells.append(Cell(destinations[name])) }
+        return cells
     }
 }

@@ -80,12 +80,83 @@ extension NativeStore {
     // MARK: Fetching
 
     /// The rows of a ``StoreFetch``, in its order and window.
+    ///
+    /// - Complexity: memory proportional to the rows returned (and, when the store sorts, to every
+    ///   matching row). ``forEachRow(_:_:)`` reads them one at a time.
     public func fetch(_ request: StoreFetch) throws -> [(ManagedObjectID, StoreRow)] {
         try request.checkWindow()
         let entity = try entity(request.entityName)
         let plan = plan(request, entity: entity)
         return try Self.storeError("fetch \(request.entityName)") {
-            try database.read { transaction in try run(plan, request: request, entity: entity, transaction: transaction) }
+            try database.read { transaction in
+                guard let access = try open(plan, request: request, entity: entity, transaction: transaction) else { return [] }
+                return try collect(access, request: request, entity: entity)
+            }
+        }
+    }
+
+    /// Hands the rows of a ``StoreFetch`` to `body` one at a time, in the fetch's order and
+    /// window, as they are read; `body` returns false to stop the read there. The rows are those
+    /// ``fetch(_:)`` returns, in the same order: the same plan (``explain(_:)`` prints it) runs
+    /// the same way, and only what is done with each row differs.
+    ///
+    /// ```swift
+    /// var fetch = StoreFetch(entityName: "Employee")
+    /// fetch.predicate = try ObjectPredicate(format: "salary > 50000")
+    /// try store.forEachRow(fetch) { id, row in
+    ///     print(id.primaryKey!, row.attributes["lastName"] ?? .string("?"))
+    ///     return true
+    /// }
+    /// ```
+    ///
+    /// **Memory.** When the plan needs no sort — a scan (primary-key order), or an index giving
+    /// the requested order, or no order requested — each row is handed over as it is decoded
+    /// and nothing is kept: memory does not depend on the number of rows, and with a limit
+    /// (or a `false` from `body`) the read stops there, no further row read. When the request's
+    /// order must be made in memory (the plan has a ``QueryPlan/sort``), every matching row is
+    /// read and decoded first, then sorted, then handed over: memory proportional to the
+    /// matches, as ``fetch(_:)``.
+    ///
+    /// **One read transaction.** The whole read, `body`'s calls included, is one read
+    /// transaction: `body` sees one consistent state of the file however long it runs, and the
+    /// file stays read-locked until it returns (docs/locking.md). Writers can prepare meanwhile,
+    /// but a commit to this file, from this process or another, waits for the read to end, and
+    /// past its busy timeout fails with `StoreError.busy` (a save: ``ArborError/Code/storeSave``
+    /// carrying it). So `body` must not save to this store, and a `body` that waits (on a pipe to
+    /// a slow reader, say) keeps writers waiting as long.
+    ///
+    /// - Parameters:
+    ///   - request: the rows wanted, their order and window.
+    ///   - body: takes each row with its object's ID; returns false to stop. Its errors end the
+    ///     read and are rethrown as they are.
+    /// - Throws: ``ArborError/Code/invalidFetchRequest`` for a negative offset or limit or an
+    ///   entity the model lacks; ``ArborError/Code/store`` for an engine failure or a damaged row
+    ///   or index; what `body` throws.
+    /// - Complexity: O(rows read) time; O(1) memory without an in-memory sort, O(matches) with one.
+    public func forEachRow(_ request: StoreFetch, _ body: (ManagedObjectID, StoreRow) throws -> Bool) throws {
+        try request.checkWindow()
+        let entity = try entity(request.entityName)
+        let plan = plan(request, entity: entity)
+        try Self.storeError("fetch \(request.entityName)") {
+            try database.read { transaction in
+                guard let access = try open(plan, request: request, entity: entity, transaction: transaction) else { return }
+                guard access.plan.sort.isEmpty else {
+                    // The order is made in memory: every match first.
+                    for (id, row) in try collect(access, request: request, entity: entity) where try !body(id, row) { break }
+                    return
+                }
+                // Rows arrive in their final order: skip the offset, stop at the limit.
+                var skipped = 0, handed = 0
+                try run(access, request: request, entity: entity) { id, row in
+                    if skipped < request.offset {
+                        skipped += 1
+                        return true
+                    }
+                    guard try body(id, row) else { return false }
+                    handed += 1
+                    return request.limit == 0 || handed < request.limit
+                }
+            }
         }
     }
 
@@ -153,7 +224,15 @@ extension NativeStore {
             }
             if let counted { return counted }
         }
-        return try fetch(request).count
+        // Counted as read, none kept; the order does not change how many rows the window holds.
+        var counting = request
+        counting.sortDescriptors = []
+        var count = 0
+        try forEachRow(counting) { _, _ in
+            count += 1
+            return true
+        }
+        return count
     }
 
     /// The plan for a ``StoreFetch`` (which tree, which ranges, what is checked, how it is
@@ -460,13 +539,56 @@ extension NativeStore {
 
     // MARK: Running a plan
 
-    func run(_ plan: FetchPlan, request: StoreFetch, entity: EntityDescription, transaction: ReadTransaction) throws -> [(ManagedObjectID, StoreRow)] {
-        guard let rows = try transaction.tree(named: Self.rowsTree(entity)) else { return [] }
-        let evaluator = PredicateEvaluator()
+    /// A plan with the trees it reads, opened in one read transaction.
+    struct OpenPlan {
+        /// The plan that runs: the one made, or a scan when its index tree is missing.
+        var plan: FetchPlan
+        /// The hierarchy's rows.
+        var rows: Tree
+        /// The index's tree, when the plan reads one.
+        var index: Tree?
+    }
+
+    /// Opens the trees `plan` reads (nil: the hierarchy has no rows tree, so no rows). A read-only
+    /// store made before Arbor kept an index lacks its tree: the plan becomes a scan, sorting in
+    /// memory as the request asks (`explain` still names the index).
+    func open(_ plan: FetchPlan, request: StoreFetch, entity: EntityDescription, transaction: ReadTransaction) throws -> OpenPlan? {
+        guard let rows = try transaction.tree(named: Self.rowsTree(entity)) else { return nil }
+        guard let index = plan.index else { return OpenPlan(plan: plan, rows: rows) }
+        guard let tree = try transaction.tree(named: index.tree) else {
+            return OpenPlan(plan: FetchPlan(filter: plan.filter, sort: request.sortDescriptors), rows: rows)
+        }
+        return OpenPlan(plan: plan, rows: rows, index: tree)
+    }
+
+    /// The rows of an open plan in the request's order and window: read (stopping at the
+    /// window's end when nothing is left to sort), then sorted if the plan sorts, then windowed.
+    /// What ``fetch(_:)`` returns, and ``forEachRow(_:_:)`` hands over when the plan sorts.
+    func collect(_ access: OpenPlan, request: StoreFetch, entity: EntityDescription) throws -> [(ManagedObjectID, StoreRow)] {
         let window = Array<Int>.windowEnd(offset: request.offset, limit: request.limit)
         // Without a sort to do, the rows arrive in their final order: stop at the window's end.
-        let ordered = plan.sort.isEmpty
+        let ordered = access.plan.sort.isEmpty
         var result: [(ManagedObjectID, StoreRow)] = []
+        try run(access, request: request, entity: entity) { id, row in
+            result.append((id, row))
+            return !(ordered && result.count >= window)
+        }
+        if !access.plan.sort.isEmpty {
+            // Ties keep primary-key order, whichever way the rows were read.
+            if access.plan.index != nil { result.sort { $0.0.key < $1.0.key } }
+            result = try ObjectSortDescriptor.sort(result, by: access.plan.sort, evaluator: PredicateEvaluator()) { .row($0.1, $0.0) }
+        }
+        return result.window(offset: request.offset, limit: request.limit)
+    }
+
+    /// Reads the rows an open plan finds, in the order it reads them, handing each matching row
+    /// to `deliver` as soon as it is decoded; `deliver` returns false to stop the read. The one
+    /// reading loop of ``fetch(_:)``, ``forEachRow(_:_:)`` and ``count(_:)``: the window and the
+    /// sort are their callers'.
+    func run(_ access: OpenPlan, request: StoreFetch, entity: EntityDescription,
+             _ deliver: (ManagedObjectID, consuming StoreRow) throws -> Bool) throws {
+        let plan = access.plan, rows = access.rows
+        let evaluator = PredicateEvaluator()
 
         let entityColumns = columns(of: entity)
         /// The entity a row names (its first component), or a typed error for a malformed row or
@@ -498,16 +620,10 @@ extension NativeStore {
             let row = try decode(bytes, objectID: id, entity: rowEntity, columns: rowEntity === entity ? entityColumns : nil)
             // An exact plan's ranges hold only matching rows (as counting trusts too).
             if !plan.exact, let filter = plan.filter, try !evaluator.evaluate(filter, on: .row(row, id)) { return true }
-            result.append((id, row))
-            return !(ordered && result.count >= window)
+            return try deliver(id, row)
         }
 
-        if let index = plan.index {
-            guard let tree = try transaction.tree(named: index.tree) else {
-                // A read-only store made before Arbor kept this index: scan instead.
-                let scan = FetchPlan(filter: plan.filter, sort: request.sortDescriptors)
-                return try run(scan, request: request, entity: entity, transaction: transaction)
-            }
+        if let index = plan.index, let tree = access.index {
             let ranges = plan.descending ? plan.ranges.reversed() : plan.ranges
             /// Takes the row `key` names, read in place.
             func takeRow(_ key: Int64) throws -> Bool {
@@ -590,8 +706,7 @@ extension NativeStore {
                 // columns at hand: no reference counting of either, no lookup of the ID space.
                 if decided == true || plan.filter == nil, scan._withUnsafeGuaranteedRef({ $0.layout.entity === entity }) {
                     let id = ManagedObjectID(space: entitySpace, key: try Self.lastKey(of: entry, in: rows.name))
-                    result.append((id, try decode(value, objectID: id, entity: entity, columns: entityColumns)))
-                    return !(ordered && result.count >= window)
+                    return try deliver(id, try decode(value, objectID: id, entity: entity, columns: entityColumns))
                 }
                 let layout = scan._withUnsafeGuaranteedRef { $0.layout }
                 let id = objectID(layout.entity, try Self.lastKey(of: entry, in: rows.name))
@@ -601,18 +716,10 @@ extension NativeStore {
                     raw.layout = layout
                     if try !evaluator.evaluate(filter, on: .raw(raw)) { return true }
                 }
-                result.append((id, try decode(value, objectID: id, entity: layout.entity, columns: layout.entity === entity ? entityColumns : nil)))
-                return !(ordered && result.count >= window)
+                return try deliver(id, try decode(value, objectID: id, entity: layout.entity, columns: layout.entity === entity ? entityColumns : nil))
             }
             withExtendedLifetime(filters) {}
         }
-
-        if !plan.sort.isEmpty {
-            // Ties keep primary-key order, whichever way the rows were read.
-            if plan.index != nil { result.sort { $0.0.key < $1.0.key } }
-            result = try ObjectSortDescriptor.sort(result, by: plan.sort, evaluator: evaluator) { .row($0.1, $0.0) }
-        }
-        return result.window(offset: request.offset, limit: request.limit)
     }
 
     /// The primary key an index entry names.

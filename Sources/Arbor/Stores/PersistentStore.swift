@@ -250,6 +250,13 @@ public protocol PersistentStore: AnyObject, Sendable {
     ///
     /// - Throws: ``ArborError/Code/store`` for an engine failure or a damaged row or index.
     func fetch(_ request: StoreFetch) throws -> [(ManagedObjectID, StoreRow)]
+    /// Hands the rows ``fetch(_:)`` would return to `body` one at a time, in the same order,
+    /// until `body` returns false: a store that can read its rows as it hands them over keeps
+    /// none of them (``NativeStore/forEachRow(_:_:)`` says when it can, and what it locks
+    /// meanwhile). The default implementation calls ``fetch(_:)`` and hands its rows over.
+    ///
+    /// - Throws: as ``fetch(_:)``, and what `body` throws.
+    func forEachRow(_ request: StoreFetch, _ body: (ManagedObjectID, StoreRow) throws -> Bool) throws
     /// The number of rows ``fetch(_:)`` would return.
     func count(_ request: StoreFetch) throws -> Int
     /// How the store would run a fetch.
@@ -262,6 +269,12 @@ public protocol PersistentStore: AnyObject, Sendable {
 }
 
 extension PersistentStore {
+    /// The rows of ``fetch(_:)``, fetched at once, then handed to `body` one at a time until it
+    /// returns false: memory proportional to the rows, as the fetch.
+    public func forEachRow(_ request: StoreFetch, _ body: (ManagedObjectID, StoreRow) throws -> Bool) throws {
+        for (id, row) in try fetch(request) where try !body(id, row) { return }
+    }
+
     /// The rows of several objects, one ``row(for:)`` at a time.
     public func rows(for objectIDs: [ManagedObjectID]) throws -> [StoreRow?] {
         try objectIDs.map { try row(for: $0) }

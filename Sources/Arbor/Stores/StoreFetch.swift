@@ -81,3 +81,28 @@ extension StoreFetch {
         }
     }
 }
+
+extension StoreFetch {
+    /// The store's fetch for the whole of `request`, when rows alone answer it: every top-level
+    /// term of its predicate reads only what a row holds and every sort key is a persistent
+    /// attribute (the split every context fetch makes, docs/predicates.md, "Execution in the
+    /// store"). Nil when part of the request needs objects — a term through a relationship, a
+    /// to-many key, a transient attribute, a sort by a key path — which a context does in memory.
+    ///
+    /// For readers that print stored rows without a context (`arbor query`): a context's fetch of
+    /// the same request also merges its unsaved changes, which this does not see.
+    ///
+    /// - Throws: ``ArborError/Code/invalidFetchRequest`` as a context's fetch does: an entity or
+    ///   key the model lacks, a constant of the wrong type, a sort key that cannot be sorted by.
+    package init?<Result>(whole request: FetchRequest<Result>, model: ManagedObjectModel) throws {
+        let analysis = try FetchAnalysis(entityName: request.entityName, predicate: request.predicate,
+                                         sortDescriptors: request.sortDescriptors, model: model)
+        guard analysis.residual == nil, analysis.storeSorts else { return nil }
+        self.init(entityName: analysis.entity.name)
+        includesSubentities = request.includesSubentities
+        predicate = analysis.storePredicate
+        sortDescriptors = request.sortDescriptors
+        offset = request.fetchOffset
+        limit = request.fetchLimit
+    }
+}

@@ -69,7 +69,7 @@ extension ManagedObjectContext {
         let (coordinator, analysis) = try prepare(request)
         if request.resultType == .dictionary { return try fetchDictionaries(request).count }
         if parent == nil, analysis.residual == nil, pendingObjects(of: analysis.entity, request).isEmpty {
-            var storeFetch = storeFetch(request, analysis: analysis, window: true)
+            var storeFetch = analysis.storeFetch(request, window: true)
             storeFetch.sortDescriptors = []
             let stores = coordinator.stores(holding: analysis.entity)
             if stores.count <= 1 { return try coordinator.count(storeFetch, in: stores) }
@@ -83,8 +83,8 @@ extension ManagedObjectContext {
         let (coordinator, analysis) = try prepare(request)
         let pending = pendingObjects(of: analysis.entity, request)
         if parent != nil { return "served by the parent context (its own plan, over its unsaved state)" }
-        let pushdown = analysis.residual == nil && analysis.storeSorts && pending.isEmpty
-        let storeFetch = storeFetch(request, analysis: analysis, window: pushdown)
+        let pushdown = analysis.rowsAnswerWholeRequest && pending.isEmpty
+        let storeFetch = analysis.storeFetch(request, window: pushdown)
         var plans: [String] = []
         for store in coordinator.stores(holding: analysis.entity) {
             var plan = try store.explain(storeFetch)
@@ -141,24 +141,12 @@ extension ManagedObjectContext {
         return (inserted.objects + updated.objects + deleted.objects).filter(wanted)
     }
 
-    func storeFetch<Result>(_ request: FetchRequest<Result>, analysis: FetchAnalysis, window: Bool) -> StoreFetch {
-        var fetch = StoreFetch(entityName: request.entityName)
-        fetch.includesSubentities = request.includesSubentities
-        fetch.predicate = analysis.storePredicate
-        if analysis.storeSorts { fetch.sortDescriptors = request.sortDescriptors }
-        if window {
-            fetch.offset = request.fetchOffset
-            fetch.limit = request.fetchLimit
-        }
-        return fetch
-    }
-
     /// Object IDs: straight from the rows when nothing needs objects, else through them.
     func fetchIDs<Result>(_ request: FetchRequest<Result>, analysis given: FetchAnalysis? = nil) throws -> [ManagedObjectID] {
         let (coordinator, analysis) = try prepare(request, given)
         let stores = coordinator.stores(holding: analysis.entity)
-        if parent == nil, analysis.residual == nil, analysis.storeSorts, stores.count <= 1, pendingObjects(of: analysis.entity, request).isEmpty {
-            return try coordinator.fetch(storeFetch(request, analysis: analysis, window: true), in: stores).map(\.0)
+        if parent == nil, analysis.rowsAnswerWholeRequest, stores.count <= 1, pendingObjects(of: analysis.entity, request).isEmpty {
+            return try coordinator.fetch(analysis.storeFetch(request, window: true), in: stores).map(\.0)
         }
         return try fetchObjects(request, analysis: analysis).map(\.objectID)
     }
@@ -187,9 +175,9 @@ extension ManagedObjectContext {
             rows = try parent.performAndWait { try parent.rowsForChild(parentRequest) }
         } else {
             // The store applies the order and the window when nothing is left to do in memory.
-            pushdown = analysis.residual == nil && analysis.storeSorts && pending.isEmpty && stores.count <= 1
-            var storeFetch = storeFetch(request, analysis: analysis, window: pushdown)
-            if !pushdown, analysis.residual == nil, analysis.storeSorts, pending.isEmpty, request.fetchLimit > 0 {
+            pushdown = analysis.rowsAnswerWholeRequest && pending.isEmpty && stores.count <= 1
+            var storeFetch = analysis.storeFetch(request, window: pushdown)
+            if !pushdown, analysis.rowsAnswerWholeRequest, pending.isEmpty, request.fetchLimit > 0 {
                 // Several stores: each gives its first offset + limit rows.
                 storeFetch.limit = Array<Int>.windowEnd(offset: request.fetchOffset, limit: request.fetchLimit)
             }

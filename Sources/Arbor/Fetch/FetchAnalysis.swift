@@ -12,6 +12,25 @@ struct FetchAnalysis {
     /// Whether every sort key is a persistent attribute (a store can sort).
     var storeSorts: Bool
 
+    /// Whether a store's rows answer the whole request — predicate and order — so that the store
+    /// may also apply the window (docs/predicates.md, "Pushdown"). The one statement of that
+    /// rule: contexts, counts, `explain` and `arbor query` ask it.
+    var rowsAnswerWholeRequest: Bool { residual == nil && storeSorts }
+
+    /// The store's part of `request`: its row-evaluable predicate, its order when the store can
+    /// sort, and — with `window` — its offset and limit.
+    func storeFetch<Result>(_ request: FetchRequest<Result>, window: Bool) -> StoreFetch {
+        var fetch = StoreFetch(entityName: request.entityName)
+        fetch.includesSubentities = request.includesSubentities
+        fetch.predicate = storePredicate
+        if storeSorts { fetch.sortDescriptors = request.sortDescriptors }
+        if window {
+            fetch.offset = request.fetchOffset
+            fetch.limit = request.fetchLimit
+        }
+        return fetch
+    }
+
     init(entityName: String, predicate: ObjectPredicate?, sortDescriptors: [ObjectSortDescriptor], model: ManagedObjectModel) throws {
         guard let entity = model.entity(named: entityName) else {
             throw ArborError(.invalidFetchRequest, "the model has no entity \(entityName) to fetch", entity: entityName)

@@ -97,12 +97,7 @@ extension StoreFetch {
     package init?<Result>(whole request: FetchRequest<Result>, model: ManagedObjectModel) throws {
         let analysis = try FetchAnalysis(entityName: request.entityName, predicate: request.predicate,
                                          sortDescriptors: request.sortDescriptors, model: model)
-        guard analysis.residual == nil, analysis.storeSorts else { return nil }
-        self.init(entityName: analysis.entity.name)
-        includesSubentities = request.includesSubentities
-        predicate = analysis.storePredicate
-        sortDescriptors = request.sortDescriptors
-        offset = request.fetchOffset
-        limit = request.fetchLimit
+        guard analysis.rowsAnswerWholeRequest else { return nil }
+        self = analysis.storeFetch(request, window: true)
     }
 }

@@ -444,8 +444,10 @@ struct NodeWriter {
     }
 
     /// Rewrites the node with entries `range` of `image` (all by default), packed, with the
-    /// prefix ``NodeImage/chosenPrefix(_:)`` picks. The caller has checked that they fit.
-    func rebuild(_ image: NodeImage, _ range: Range<Int>? = nil) {
+    /// prefix ``NodeImage/chosenPrefix(_:)`` picks. The caller has checked that they fit
+    /// (``NodeImage/partSize(_:)``); should they not, it stops at the first entry that does not
+    /// fit and returns false (the node is then garbage: the caller fails the transaction).
+    func rebuild(_ image: NodeImage, _ range: Range<Int>? = nil) -> Bool {
         let range = range ?? 0..<image.count
         let p = image.chosenPrefix(range)
         if range.isEmpty {
@@ -459,8 +461,9 @@ struct NodeWriter {
                 image.leaf ? insertLeaf(key: key, payload: payload, at: position)
                            : insertInterior(key: key, child: payload.loadLE(UInt32.self, at: 0), at: position)
             }
-            precondition(fitted, "rebuilt node overflows its page")
+            guard fitted else { return false }
         }
+        return true
     }
 
     /// Packs the cells, turning fragmented space into gap (keeping the prefix).

@@ -721,11 +721,16 @@ struct BTree {
     /// Writes entries `range` of `node` (all by default) to `page` as a whole node; interior
     /// nodes take `rightChild` (the image's own by default).
     ///
-    /// - Throws: `corrupt` when they do not fit the page (the page is not touched then).
+    /// - Throws: `corrupt` when the keys do not ascend (they came from a damaged page: written
+    ///   with the prefix of the first and last, a key in between may not share it) or do not fit
+    ///   the page; the page is not touched then.
     func write(_ node: NodeImage, _ range: Range<Int>? = nil, rightChild: PageNumber? = nil, to page: PageNumber) throws {
         var node = node
         if let rightChild { node.rightChild = rightChild }
         let range = range ?? 0..<node.count
+        guard node.ascends(range) else {
+            throw StoreError.corrupt(page: page, "keys out of order (found rewriting the node)", path: pager.path)
+        }
         let size = node.partSize(range)
         guard size <= usable else {
             throw StoreError.corrupt(page: page, "a rewritten node of \(range.count) entries needs \(size) bytes, more than the page's \(usable)", path: pager.path)

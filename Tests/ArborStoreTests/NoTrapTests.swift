@@ -1,0 +1,65 @@
+import ArborTestSupport
+import Testing
+@testable import ArborStore
+
+/// No process death from data (issue 25, item 2): bytes read from a hostile file, values from the
+/// caller and options that overflow are typed errors. Each test stopped the process before its
+/// fix (the trap is named in the test).
+@Suite("No traps from stored bytes, arguments or options")
+struct NoTrapTests {
+    // MARK: Keys out of order in a page
+
+    /// Replaces the root leaf of tree "t" with a leaf holding `keys` in the order given (prefix
+    /// 0, each with an 8-byte value), then as many "abcdNN" keys as fit: a page whose bounds are
+    /// sound and whose order is not. Returns the disk and the keys written.
+    func fileWithLeaf(_ keys: [String]) throws -> (SimulatedDisk, [[UInt8]]) {
+        let disk = SimulatedDisk()
+        let database = try Database(path: "/db", options: simulatedOptions(disk, pageSize: 512))
+        try database.write { (tx) throws in try tx.createTree(named: "t").put(Array("abcd".utf8), [0]) }
+        let root = try #require(try database.read { (tx) throws in try tx.trees().first { $0.name == "t" }?.root })
+        database.close()
+
+        let pager = try Pager(path: "/db", fileSystem: disk, options: options(pageSize: 512))
+        defer { pager.close() }
+        try pager.beginWrite()
+        let tree = BTree(pager: pager, root: root, compressionThreshold: .max)
+        let all = keys.map { Array($0.utf8) } + (10..<99).map { Array("abcd\($0)".utf8) }
+        let payloads = try all.map { try tree.makeLeafPayload(key: $0, value: [UInt8](repeating: 7, count: 8)) }
+        var written: [[UInt8]] = []
+        try pager.withMutablePage(root) { body in
+            let writer = NodeWriter(body: body)
+            writer.initialize(leaf: true)
+            for (key, payload) in zip(all, payloads) {
+                let fitted = key.withUnsafeBytes { key in payload.withUnsafeBytes { writer.insertLeaf(key: key, payload: $0, at: written.count) } }
+                guard fitted else { break }
+                written.append(key)
+            }
+        }
+        try pager.commit()
+        return (disk, written)
+    }
+
+    @Test("a leaf whose keys are out of order is corrupt when rewritten whole, not a trap or a silent rewrite",
+          arguments: [["abcd", "a"], ["abcd", "zzzzzzzz"]])
+    func keysOutOfOrder(leading: [String]) throws {
+        // Before the fix, the put below rewrote the leaf with the prefix of its first and last
+        // keys ("abc"): "a" then had a suffix of −2 (NodeLayout.swift:352, UInt8(−2) trapped), and
+        // "zzzzzzzz", which does not start with "abc", was silently turned into "abczzzzz".
+        let (disk, written) = try fileWithLeaf(leading)
+        #expect(written.count > 20)
+        let before = disk.contents(of: "/db")
+        let database = try Database(path: "/db", options: simulatedOptions(disk, pageSize: 512))
+        defer { database.close() }
+        // The leaf is full at prefix 0; at "abc" it has room: the insert rewrites it whole.
+        #expect {
+            try database.write { (tx) throws in try tx.tree(named: "t")!.put(Array("abcdzz".utf8), [UInt8](repeating: 1, count: 8)) }
+        } throws: { error in
+            let error = error as? StoreError
+            return error?.code == .corrupt && error?.message.contains("keys out of order") == true
+        }
+        let unchanged = disk.contents(of: "/db") == before
+        #expect(unchanged, "the failed transaction changed the file")
+        let report = try database.checkIntegrity()
+        #expect(report.problems.contains { $0.message.contains("out of order") }, "\(report.problems)")
+    }
+}

@@ -62,4 +62,24 @@ struct NoTrapTests {
         let report = try database.checkIntegrity()
         #expect(report.problems.contains { $0.message.contains("out of order") }, "\(report.problems)")
     }
+
+    // MARK: LZ4's 32-bit lengths
+
+    @Test("a compressed value longer than LZ4's 32-bit lengths is corrupt, not a trap")
+    func lz4Lengths() throws {
+        // A value read from an overflow chain of a file over 2 GB. The buffer claims one byte
+        // more than Int32.max over a real byte: the length check must refuse it before liblz4
+        // (or Int32(count), which stopped the process) sees it. (Compression of such a value is
+        // refused by LZ4.compress, which returns nil above LZ4_MAX_INPUT_SIZE and the value is
+        // stored uncompressed: not tested, it takes 2 GB.)
+        let byte: [UInt8] = [0]
+        byte.withUnsafeBytes { real in
+            let claimed = UnsafeRawBufferPointer(start: real.baseAddress, count: Int(Int32.max) + 1)
+            #expect {
+                try LZ4.decompress(claimed, originalLength: 10, path: "/db")
+            } throws: { error in
+                (error as? StoreError)?.code == .corrupt && "\(error)".contains("longer than LZ4 takes")
+            }
+        }
+    }
 }

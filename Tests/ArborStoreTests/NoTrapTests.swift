@@ -82,4 +82,63 @@ struct NoTrapTests {
             }
         }
     }
+
+    // MARK: Options that overflowed
+
+    @Test("options out of range are invalidArgument naming the option, for a pager and a database")
+    func optionsOutOfRange() throws {
+        var cases: [(String, (inout PagerOptions) -> Void)] = []
+        // Int.max: the cache's image block size overflowed (a trap) or its allocation failed.
+        cases.append(("cacheSize", { $0.cacheSize = .max }))
+        cases.append(("cacheSize", { $0.cacheSize = -1 }))
+        cases.append(("cacheSize", { $0.cacheSize = PagerOptions.maximumCacheSize + 1 }))
+        cases.append(("busyTimeout", { $0.busyTimeout = .seconds(-1) }))
+        cases.append(("busyTimeout", { $0.busyTimeout = .seconds(86_401) }))
+        // 317 years: Int(seconds) * 1_000_000_000 trapped at the first endRead.
+        cases.append(("readLockRetention", { $0.readLockRetention = .seconds(10_000_000_000) }))
+        cases.append(("readLockRetention", { $0.readLockRetention = .milliseconds(-1) }))
+        for (index, (name, change)) in cases.enumerated() {
+            let disk = SimulatedDisk()
+            var pagerOptions = options(pageSize: 512)
+            change(&pagerOptions)
+            #expect {
+                let pager = try Pager(path: "/db", fileSystem: disk, options: pagerOptions)
+                try pager.beginRead()
+                pager.endRead()
+                pager.close()
+            } throws: { error in
+                (error as? StoreError)?.code == .invalidArgument && (error as? StoreError)?.message.contains(name) == true
+            }
+            var databaseOptions = simulatedOptions(disk)
+            databaseOptions.cacheSize = pagerOptions.cacheSize
+            databaseOptions.busyTimeout = pagerOptions.busyTimeout
+            databaseOptions.readLockRetention = pagerOptions.readLockRetention
+            #expect(storeErrorCode { try Database(path: "/db", options: databaseOptions).close() } == .invalidArgument, "case \(index), \(name)")
+            #expect(disk.contents(of: "/db") == nil, "case \(index): the file was created before the options were checked")
+        }
+    }
+
+    @Test("the longest options allowed work: a day of retention and of busy timeout")
+    func longestOptions() throws {
+        var longest = options(pageSize: 512, cacheSize: 1 << 20)
+        longest.readLockRetention = PagerOptions.maximumWait
+        longest.busyTimeout = PagerOptions.maximumWait
+        let pager = try Pager(path: "/db", fileSystem: SimulatedDisk(), options: longest)
+        try pager.beginWrite()
+        _ = try pager.allocatePage()
+        try pager.commit()
+        try pager.beginRead()
+        pager.endRead()
+        pager.close()
+    }
+
+    @Test("a lock table's timer saturates rather than overflowing its nanoseconds")
+    func timerNanoseconds() {
+        #expect(InodeLock.timerNanoseconds(.zero) == 1)
+        #expect(InodeLock.timerNanoseconds(.milliseconds(1)) == 1_000_001)
+        #expect(InodeLock.timerNanoseconds(.seconds(86_400)) == 86_400_000_000_001)
+        #expect(InodeLock.timerNanoseconds(.seconds(10_000_000_000)) == .max)
+        #expect(InodeLock.timerNanoseconds(.seconds(Int64.max)) == .max)
+        #expect(InodeLock.timerNanoseconds(Duration(secondsComponent: 9_223_372_036, attosecondsComponent: 854_775_807_000_000_000)) == .max)
+    }
 }

@@ -141,4 +141,18 @@ struct NoTrapTests {
         #expect(InodeLock.timerNanoseconds(.seconds(Int64.max)) == .max)
         #expect(InodeLock.timerNanoseconds(Duration(secondsComponent: 9_223_372_036, attosecondsComponent: 854_775_807_000_000_000)) == .max)
     }
+
+    // MARK: Arguments
+
+    @Test("reserving no sequence numbers, or fewer, is invalidArgument, not a trap", arguments: [0, -1, Int.min])
+    func reserveNothing(count: Int) throws {
+        let database = try Database(path: "/db", options: simulatedOptions(SimulatedDisk()))
+        defer { database.close() }
+        try database.write { (tx) throws in
+            let tree = try tx.createTree(named: "t")
+            // Before: precondition(count > 0) stopped the process.
+            #expect(storeErrorCode { try tree.nextSequence(reserving: count) } == .invalidArgument)
+            #expect(try tree.nextSequence() == 1, "a refused reservation takes nothing")
+        }
+    }
 }

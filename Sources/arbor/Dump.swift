@@ -105,8 +105,15 @@ struct Load: ParsableCommand {
                             guard replace else { throw fail("tree \"\(name)\" already exists in \(file) (use --replace to drop it first)") }
                             try transaction.dropTree(named: name)
                         }
+                        // Arbor's primary keys are Int64, handed out from the sequence.
+                        guard sequence <= UInt64(Int64.max) else {
+                            throw fail("tree \"\(name)\" has sequence \(sequence), above \(Int64.max), the largest primary key a table can hand out")
+                        }
                         let tree = try transaction.createTree(named: name, kind: kind)
-                        for _ in 0..<sequence { _ = try tree.nextSequence() }
+                        // The tree is new (sequence 0): one reservation of `sequence` numbers sets
+                        // it, in one catalog update (one call per number took minutes for a
+                        // sequence in the millions, and centuries near 2^63).
+                        if sequence > 0 { _ = try tree.nextSequence(reserving: Int(sequence)) }
                         while true {
                             guard let keyLine = next() else { throw fail("the dump ends inside tree \"\(name)\" (no \"end\")") }
                             if keyLine == "end" { break }

@@ -9,6 +9,9 @@ import ArborStore
 /// Invariant a reader checks in every read transaction: the counters add up to the number of
 /// record pages (page count − 2), and each record page's sequence number is within its writer's
 /// counter.
+///
+/// Arguments out of range are usage errors; a file whose counters or pages break the layout (a
+/// counter at `UInt64.max`, page 2 missing) is reported as inconsistent, exit status 2.
 struct Stress: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stress",
@@ -28,16 +31,30 @@ struct Stress: ParsableCommand {
     @Flag(help: "Verify the final state: every writer's counter equals --count, every record present.")
     var verify = false
 
-    @Option(help: "Number of writers, for --verify.")
+    @Option(help: "Number of writers, for --verify (1…32).")
     var writers: Int = 2
 
+    /// A file that does not hold the stress layout.
+    struct Inconsistent: Error {
+        var why: String
+    }
+
     func validate() throws {
-        if let writer, !(0..<32).contains(writer) { throw ValidationError("--writer must be 0…31") }
-        if writers < 1 || writers > 32 { throw ValidationError("--writers must be 1…32") }
-        if count < 0 { throw ValidationError("--count must not be negative") }
+        if let writer, !(0..<32).contains(writer) { throw ValidationError("--writer must be 0…31, not \(writer)") }
+        guard count >= 0 else { throw ValidationError("--count must be 0 or more, not \(count)") }
+        guard (1...32).contains(writers) else { throw ValidationError("--writers must be 1…32, not \(writers)") }
     }
 
     func run() throws {
+        do {
+            try runChecked()
+        } catch let error as Inconsistent {
+            printError("arbor: \(file) is not a consistent stress file: \(error.why)")
+            throw ExitCode(2)
+        }
+    }
+
+    private func runChecked() throws {
         try reportingErrors {
             var options = PagerOptions()
             options.busyTimeout = .seconds(30)
@@ -70,10 +87,11 @@ struct Stress: ParsableCommand {
         do {
             if pager.pageCount < 2 {
                 let page = try pager.allocatePage()
-                precondition(page == 2)
+                guard page == 2 else { throw Inconsistent(why: "the counters belong on page 2, but the file gave page \(page)") }
             }
             let sequence = try pager.withMutablePage(2) { body -> UInt64 in
-                let value = body.load(fromByteOffset: writer * 8, as: UInt64.self) + 1
+                let (value, overflow) = body.load(fromByteOffset: writer * 8, as: UInt64.self).addingReportingOverflow(1)
+                guard !overflow else { throw Inconsistent(why: "writer \(writer)'s commit counter is already \(UInt64.max)") }
                 body.storeBytes(of: value, toByteOffset: writer * 8, as: UInt64.self)
                 return value
             }
@@ -94,7 +112,12 @@ struct Stress: ParsableCommand {
         guard pager.pageCount >= 2 else { return nil }
         let counters = try pager.withPage(2) { body in (0..<32).map { body.load(fromByteOffset: $0 * 8, as: UInt64.self) } }
         let records = UInt64(pager.pageCount - 2)
-        let total = counters.reduce(0, +)
+        var total: UInt64 = 0
+        for counter in counters {
+            let (sum, overflow) = total.addingReportingOverflow(counter)
+            if overflow { return "the counters add up to more than \(UInt64.max)" }
+            total = sum
+        }
         if total != records { return "counters add up to \(total) but there are \(records) record pages" }
         var seen = Set<[UInt64]>()
         if pager.pageCount >= 3 {

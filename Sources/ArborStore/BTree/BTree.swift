@@ -336,8 +336,8 @@ struct BTree {
         }
         var parentPath = path
         parentPath.removeLast()
-        guard let (parent, appended) = try insertSeparator(into: parentPath.last!, left: leaf,
-                                                           separator: Self.shortestSeparator(lastKey, key), right: rightPage) else { return }
+        guard let (parent, appended) = try insertSeparators(into: parentPath.last!, pages: [leaf, rightPage],
+                                                            separators: [Self.shortestSeparator(lastKey, key)]) else { return }
         try splitUp(path: parentPath, node: parent, appended: appended)
     }
 
@@ -403,17 +403,15 @@ struct BTree {
             combined.append(sibling)
             combined.append(node)
         }
-        let prefix = combined.chosenPrefix(0..<combined.count)
-        let sizes = (0..<combined.count).map { combined.size($0, prefix: prefix) }
-        let base = NodeLayout.headerSize + prefix
-        func separator(_ cut: Int) -> [UInt8] { Self.shortestSeparator(combined.key(cut - 1), combined.key(cut)) }
-        if let cut = Self.cuts(sizes, parts: 2, base: base, usable: usable)?.first {
+        func separator(_ cut: Int) -> [UInt8] { Self.separator(combined, at: cut) }
+        if let cuts = sharingCuts(combined, parts: 2) {
+            let cut = cuts[0]
             guard try replaceSeparator(in: parentEntry.page, at: leftIndex, with: separator(cut), child: leftPage) else { return false }
             try write(combined, 0..<cut, to: leftPage)
             try write(combined, cut..<combined.count, to: rightPage)
             return true
         }
-        guard let cuts = Self.cuts(sizes, parts: 3, base: base, usable: usable) else { return false }
+        guard let cuts = sharingCuts(combined, parts: 3) else { return false }
         let (first, second) = (cuts[0], cuts[1])
         let middlePage = try pager.allocatePage()
         try write(combined, 0..<first, to: leftPage)
@@ -428,6 +426,20 @@ struct BTree {
             try splitUp(path: Array(path.dropLast()), node: parent, appended: false)
         }
         return true
+    }
+
+    /// Cuts of the entries of two leaves (one with a new entry) into `parts` evenly filled
+    /// leaves: by bytes measured at the entries' common prefix, when every part then fits at its
+    /// own prefix; otherwise (keys sharing long prefixes) as evenly as the parts' own sizes let
+    /// them. Nil when `parts` leaves cannot hold them.
+    private func sharingCuts(_ combined: NodeImage, parts: Int) -> [Int]? {
+        let prefix = combined.chosenPrefix(0..<combined.count)
+        let sizes = (0..<combined.count).map { combined.size($0, prefix: prefix) }
+        if let cuts = Self.cuts(sizes, parts: parts, base: 0, usable: .max), combined.partsFit(cuts, usable: usable) {
+            return cuts
+        }
+        guard let cuts = combined.balancedCuts(maximumParts: parts, usable: usable), cuts.count == parts - 1 else { return nil }
+        return cuts
     }
 
     /// Replaces the key of interior entry `index` of `page` (keeping its child), in place when
@@ -479,7 +491,8 @@ struct BTree {
         return cuts
     }
 
-    /// Splits the overfull node `node` at the end of `path` and carries the split up the tree.
+    /// Splits the overfull node `node` at the end of `path` (into two pages, or more when its
+    /// parts' prefixes make two too small) and carries the split up the tree.
     private func splitUp(path: [PathEntry], node: NodeImage, appended: Bool) throws {
         pager.appendHint = nil
         var path = path
@@ -499,42 +512,60 @@ struct BTree {
                 }
                 page = child
             }
-            let (cut, separator) = splitPoint(node, appended: appended)
-            let rightPage = try pager.allocatePage()
-            try write(node, splitAt: cut, left: page, right: rightPage)
-            guard let pending = try insertSeparator(into: path.last!, left: page, separator: separator, right: rightPage) else { return }
+            let cuts = try splitCuts(node, appended: appended, page: page)
+            var pages = [page]
+            for _ in cuts { pages.append(try pager.allocatePage()) }
+            try write(node, cuts: cuts, to: pages)
+            let separators = cuts.map { Self.separator(node, at: $0) }
+            guard let pending = try insertSeparators(into: path.last!, pages: pages, separators: separators) else { return }
             (node, appended) = pending
         }
     }
 
-    /// Inserts (`left`, `separator`) into the parent reached through `parent`; the pointer that led
-    /// to `left` now leads to `right`. Returns nil when it fitted, else the parent's image with the
-    /// new entry inserted (to be split in turn) and whether it went at the end.
-    private func insertSeparator(into parent: PathEntry, left: PageNumber, separator: [UInt8],
-                                 right: PageNumber) throws -> (NodeImage, Bool)? {
-        let fitted = try pager.withMutablePage(parent.page) { body -> Bool in
+    /// Inserts the separators of a node split into `pages` into the parent reached through
+    /// `parent`: (`pages[i]`, `separators[i]`) for each cut, and the pointer that led to
+    /// `pages[0]` now leads to the last page. Returns nil when they fitted, else the parent's image
+    /// with the new entries inserted (to be split in turn) and whether they went at the end.
+    private func insertSeparators(into parent: PathEntry, pages: [PageNumber], separators: [[UInt8]]) throws -> (NodeImage, Bool)? {
+        let inPlace = try pager.withMutablePage(parent.page) { body -> Int in
             let writer = NodeWriter(body: body)
-            writer.setChild(parent.index, right)
-            return separator.withUnsafeBytes { key in
-                guard writer.view.relation(of: key) == .shares else { return false }
-                return writer.insertInterior(key: key, child: left, at: parent.index)
+            writer.setChild(parent.index, pages[pages.count - 1])
+            for (i, separator) in separators.enumerated() {
+                let fitted = separator.withUnsafeBytes { key in
+                    writer.view.relation(of: key) == .shares && writer.insertInterior(key: key, child: pages[i], at: parent.index + i)
+                }
+                if !fitted { return i }
             }
+            return separators.count
         }
-        if fitted { return nil }
+        if inPlace == separators.count { return nil }
         var node = try image(of: parent.page)
-        node.insert(key: separator, child: left, at: parent.index)
+        for i in inPlace..<separators.count { node.insert(key: separators[i], child: pages[i], at: parent.index + i) }
         if node.fits(usable: usable) {
             try write(node, to: parent.page)
             return nil
         }
-        return (node, parent.index == node.count - 1)
+        return (node, parent.index + separators.count == node.count)
     }
 
-    /// Chooses where to split an overfull node: by bytes, evenly — except when the new entry went
-    /// to the end (sequential inserts), where the left node is kept full. Returns the cut (the
-    /// first entry of the right node, or for an interior node the entry that moves up) and the
-    /// separator for the parent.
-    private func splitPoint(_ node: NodeImage, appended: Bool) -> (cut: Int, separator: [UInt8]) {
+    /// Chooses where to split an overfull node `node` (read from `page`). By bytes, evenly —
+    /// except when the new entry went to the end (sequential inserts), where the left node is kept
+    /// full — when both halves fit their pages at their own prefixes; otherwise into the fewest
+    /// parts that fit, as evenly as they can be (``NodeImage/balancedCuts(maximumParts:usable:)``).
+    ///
+    /// - Throws: `corrupt` when no cuts fit (an entry larger than a page: not from a sound file).
+    private func splitCuts(_ node: NodeImage, appended: Bool, page: PageNumber) throws -> [Int] {
+        let cut = Self.evenCut(node, appended: appended)
+        if node.partsFit([cut], usable: usable) { return [cut] }
+        guard let cuts = node.balancedCuts(usable: usable), !cuts.isEmpty else {
+            throw StoreError.corrupt(page: page, "a node of \(node.count) entries does not split into pages", path: pager.path)
+        }
+        return cuts
+    }
+
+    /// The cut of a plain split: by bytes measured at the node's prefix, evenly, or (`appended`)
+    /// just before the last entry.
+    static func evenCut(_ node: NodeImage, appended: Bool) -> Int {
         let count = node.count
         let last = count - (node.leaf ? 1 : 2)
         var cut = last
@@ -543,9 +574,13 @@ struct BTree {
             let sizes = (0..<count).map { node.size($0, prefix: prefix) }
             cut = Self.cuts(sizes, parts: 2, base: 0, usable: .max)?.first ?? 1
         }
-        cut = max(1, min(cut, last))
-        if node.leaf { return (cut, Self.shortestSeparator(node.key(cut - 1), node.key(cut))) }
-        return (cut, node.key(cut))
+        return max(1, min(cut, last))
+    }
+
+    /// The separator for the parent of a node cut at `cut`: for a leaf the shortest key between
+    /// the entries either side, for an interior node the entry that moves up.
+    static func separator(_ node: NodeImage, at cut: Int) -> [UInt8] {
+        node.leaf ? shortestSeparator(node.key(cut - 1), node.key(cut)) : node.key(cut)
     }
 
     /// The shortest key s with left < s ≤ right: a prefix of `right` one byte longer than its
@@ -617,10 +652,12 @@ struct BTree {
                 }
                 continue
             }
-            // Redistribute: split the combined entries evenly, if the new separator fits the parent.
-            let (cut, newSeparator) = splitPoint(merged, appended: false)
-            guard try replaceSeparator(in: parent.page, at: separatorIndex, with: newSeparator, child: leftPage) else { return }
-            try write(merged, splitAt: cut, left: leftPage, right: rightPage)
+            // Redistribute: split the combined entries evenly (or as evenly as their prefixes let
+            // two pages hold them), if the new separator fits the parent.
+            let even = Self.evenCut(merged, appended: false)
+            guard let cut = merged.partsFit([even], usable: usable) ? even : merged.balancedCuts(maximumParts: 2, usable: usable)?.first,
+                  try replaceSeparator(in: parent.page, at: separatorIndex, with: Self.separator(merged, at: cut), child: leftPage) else { return }
+            try write(merged, cuts: [cut], to: [leftPage, rightPage])
             return
         }
     }
@@ -672,24 +709,35 @@ struct BTree {
         }
     }
 
-    /// Writes `node` split at `cut` to two pages. A leaf's entries from `cut` on go right; an
-    /// interior node's entry at `cut` moves up to the parent (the caller's separator), and its
-    /// left child becomes the left node's right-most child.
-    func write(_ node: NodeImage, splitAt cut: Int, left: PageNumber, right: PageNumber) throws {
-        if node.leaf {
-            try write(node, 0..<cut, to: left)
-            try write(node, cut..<node.count, to: right)
-        } else {
-            try write(node, 0..<cut, rightChild: node.child(cut), to: left)
-            try write(node, (cut + 1)..<node.count, rightChild: node.rightChild, to: right)
+    /// Writes the parts of `node` cut at `cuts` to `pages`, one each, left to right. An interior
+    /// node's entry at a cut moves up to the parent (the caller's separator), and its left child
+    /// becomes the left part's right-most child.
+    func write(_ node: NodeImage, cuts: [Int], to pages: [PageNumber]) throws {
+        for (i, part) in node.parts(cuts).enumerated() {
+            try write(node, part, rightChild: node.leaf ? nil : (i < cuts.count ? node.child(cuts[i]) : node.rightChild), to: pages[i])
         }
     }
 
     /// Writes entries `range` of `node` (all by default) to `page` as a whole node; interior
     /// nodes take `rightChild` (the image's own by default).
+    ///
+    /// - Throws: `corrupt` when the keys do not ascend (they came from a damaged page: written
+    ///   with the prefix of the first and last, a key in between may not share it) or do not fit
+    ///   the page; the page is not touched then.
     func write(_ node: NodeImage, _ range: Range<Int>? = nil, rightChild: PageNumber? = nil, to page: PageNumber) throws {
         var node = node
         if let rightChild { node.rightChild = rightChild }
-        try pager.withMutablePage(page) { NodeWriter(body: $0).rebuild(node, range) }
+        let range = range ?? 0..<node.count
+        guard node.ascends(range) else {
+            throw StoreError.corrupt(page: page, "keys out of order (found rewriting the node)", path: pager.path)
+        }
+        let size = node.partSize(range)
+        guard size <= usable else {
+            throw StoreError.corrupt(page: page, "a rewritten node of \(range.count) entries needs \(size) bytes, more than the page's \(usable)", path: pager.path)
+        }
+        let written = try pager.withMutablePage(page) { NodeWriter(body: $0).rebuild(node, range) }
+        guard written else {
+            throw StoreError.corrupt(page: page, "a rewritten node does not fit its page", path: pager.path)
+        }
     }
 }

@@ -128,6 +128,23 @@ struct NodeImage {
         return max(0, min(common, longest - 2, NodeLayout.maxPrefix))
     }
 
+    /// Whether the keys of entries `range` ascend strictly, as a node's must. Pages are
+    /// validated for bounds, not order, and nodes combined in a merge come from two pages; a
+    /// node written whole takes the prefix of its first and last keys, which only the keys
+    /// between them in order are sure to share.
+    func ascends(_ range: Range<Int>) -> Bool {
+        storage.withUnsafeBytes { raw in
+            var previous: UnsafeRawBufferPointer?
+            for index in range {
+                let entry = entries[index]
+                let key = UnsafeRawBufferPointer(rebasing: raw[entry.start..<(entry.start + entry.keyLength)])
+                if let previous, compareBytes(previous, key) >= 0 { return false }
+                previous = key
+            }
+            return true
+        }
+    }
+
     /// The size of entry `index`'s slot and cell in a node with prefix length `prefix`.
     func size(_ index: Int, prefix: Int) -> Int {
         let entry = entries[index]

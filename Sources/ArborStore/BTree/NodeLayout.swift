@@ -444,8 +444,11 @@ struct NodeWriter {
     }
 
     /// Rewrites the node with entries `range` of `image` (all by default), packed, with the
-    /// prefix ``NodeImage/chosenPrefix(_:)`` picks. The caller has checked that they fit.
-    func rebuild(_ image: NodeImage, _ range: Range<Int>? = nil) {
+    /// prefix ``NodeImage/chosenPrefix(_:)`` picks. The caller has checked that the keys ascend
+    /// (so all share that prefix) and that they fit (``NodeImage/partSize(_:)``); should either not
+    /// hold, it stops at the first entry that does not share the prefix or fit, and returns false
+    /// (the node is then garbage: the caller fails the transaction).
+    func rebuild(_ image: NodeImage, _ range: Range<Int>? = nil) -> Bool {
         let range = range ?? 0..<image.count
         let p = image.chosenPrefix(range)
         if range.isEmpty {
@@ -456,11 +459,13 @@ struct NodeWriter {
         setRightChild(image.rightChild)
         for (position, index) in range.enumerated() {
             let fitted = image.withEntry(index) { key, payload in
-                image.leaf ? insertLeaf(key: key, payload: payload, at: position)
-                           : insertInterior(key: key, child: payload.loadLE(UInt32.self, at: 0), at: position)
+                guard view.relation(of: key) == .shares else { return false }
+                return image.leaf ? insertLeaf(key: key, payload: payload, at: position)
+                                  : insertInterior(key: key, child: payload.loadLE(UInt32.self, at: 0), at: position)
             }
-            precondition(fitted, "rebuilt node overflows its page")
+            guard fitted else { return false }
         }
+        return true
     }
 
     /// Packs the cells, turning fragmented space into gap (keeping the prefix).

@@ -13,7 +13,8 @@ import Synchronization
 public struct DatabaseOptions: Sendable {
     /// The page size of a new file (an existing file keeps its own): a power of two, 512…65536.
     public var pageSize = PageLayout.defaultPageSize
-    /// The page cache budget of each connection, in bytes.
+    /// The page cache budget of each connection, in bytes: at most
+    /// ``PagerOptions/maximumCacheSize`` and the machine's memory (else `invalidArgument`).
     public var cacheSize = 8 << 20
     /// Values of at least this many bytes are stored LZ4-compressed when that saves space.
     /// `Int.max` turns compression off.
@@ -22,7 +23,8 @@ public struct DatabaseOptions: Sendable {
     /// least ``compressionThreshold`` bytes that one write transaction stores in the tree (see
     /// docs/file-format.md, "Compression dictionaries"); at most 65 536. 0 turns dictionaries off.
     public var compressionDictionarySize = 1 << 16
-    /// How long to wait for another connection's lock before failing with `busy`.
+    /// How long to wait for another connection's lock before failing with `busy`: zero through
+    /// ``PagerOptions/maximumWait`` (a day; else `invalidArgument`).
     public var busyTimeout: Duration = .seconds(5)
     /// Open for reading only.
     public var readOnly = false
@@ -35,7 +37,8 @@ public struct DatabaseOptions: Sendable {
     /// How long a connection keeps its shared lock after a read transaction, so that the next
     /// read starts without a system call: at most this long after the process took the lock,
     /// and never when a writer needs it (lock rules 9 and 10 in `docs/locking.md`). Writers in
-    /// other processes may wait this much longer for readers. Zero turns retention off.
+    /// other processes may wait this much longer for readers. Zero turns retention off; at most
+    /// ``PagerOptions/maximumWait``.
     public var readLockRetention: Duration = .milliseconds(1)
     /// Where the engine logs: opening and closing, hot-journal recovery, long lock waits, busy
     /// timeouts, failed syncs (docs/observability.md). The label `arbor.store` by default.

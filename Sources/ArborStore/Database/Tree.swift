@@ -180,9 +180,12 @@ public final class Tree {
     /// Hands out `count` consecutive sequence numbers at once (one catalog update), durable with
     /// the transaction.
     ///
-    /// - Precondition: `count` > 0.
+    /// - Throws: `invalidArgument` when `count` is not positive; `corrupt` when the stored
+    ///   sequence leaves no room for `count` more.
     public func nextSequence(reserving count: Int) throws -> ClosedRange<UInt64> {
-        precondition(count > 0, "reserve at least one sequence number")
+        guard count > 0 else {
+            throw StoreError(.invalidArgument, "cannot reserve \(count) sequence numbers of tree \"\(name)\"; reserve at least one")
+        }
         try checkWritable()
         guard var current = try transaction.catalog.lookup(name) else {
             throw StoreError(.misuse, "tree \"\(name)\" was dropped")

@@ -274,11 +274,20 @@ final class InodeLock: Sendable {
         guard !state.expiryScheduled, let since = state.sharedSince else { return }
         state.expiryScheduled = true
         let remaining = max(Duration.zero, retention - (ContinuousClock.now - since))
-        let (seconds, attoseconds) = remaining.components
-        let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000) + 1
-        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [weak self] in
+        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Self.timerNanoseconds(remaining))) { [weak self] in
             self?.expire(retention: retention)
         }
+    }
+
+    /// `duration` (not negative) in whole nanoseconds for a Dispatch timer, rounded up, and
+    /// saturating at `Int.max` (a timer that never fires) rather than overflowing: the options
+    /// allow a day (`PagerOptions.maximumWait`), but a lock table may be used directly.
+    static func timerNanoseconds(_ duration: Duration) -> Int {
+        let (seconds, attoseconds) = duration.components
+        let (whole, overflow) = Int(clamping: seconds).multipliedReportingOverflow(by: 1_000_000_000)
+        guard !overflow else { return .max }
+        let (total, carry) = whole.addingReportingOverflow(Int(attoseconds / 1_000_000_000) + 1)
+        return carry ? .max : total
     }
 
     /// The idle timer: revokes the retained locks once the operating-system lock is older than

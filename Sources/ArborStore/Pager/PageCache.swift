@@ -116,8 +116,12 @@ final class PageCache {
         var hashShift: UInt32
     }
 
+    /// The most frames a cache has: frame numbers are 32-bit in the index
+    /// (`PagerOptions.maximumCacheSize` keeps budgets below it).
+    static let maximumFrames = Int(Int32.max)
+
     private static func makeStorage(pageSize: Int, budget: Int) -> Storage {
-        let capacity = max(16, budget / pageSize)
+        let capacity = min(max(16, budget / pageSize), maximumFrames)
         let images = allocateImages(byteCount: capacity * pageSize, pageSize: pageSize)
         let frames = UnsafeMutablePointer<Frame>.allocate(capacity: capacity)
         frames.initialize(repeating: Frame(), count: capacity)

@@ -11,9 +11,11 @@ import Darwin
 public struct PagerOptions: Sendable {
     /// The page size of a new file (an existing file keeps its own). A power of two, 512…65536.
     public var pageSize = PageLayout.defaultPageSize
-    /// The page cache's budget in bytes (at least 16 pages are always cached).
+    /// The page cache's budget in bytes (at least 16 pages are always cached): 0 through
+    /// ``maximumCacheSize``, and no more than the machine's memory.
     public var cacheSize = 8 << 20
-    /// How long to wait for a lock held by another connection before failing with `busy`.
+    /// How long to wait for a lock held by another connection before failing with `busy`: zero
+    /// through ``maximumWait``.
     public var busyTimeout: Duration = .seconds(5)
     /// Open for reading only: write transactions fail with `readOnly`.
     public var readOnly = false
@@ -24,7 +26,7 @@ public struct PagerOptions: Sendable {
     public var lockTable = LockTable.processWide
     /// How long a connection may keep its shared lock after a read transaction ends, so that
     /// the next one starts without a system call (lock rules 9 and 10 in `docs/locking.md`).
-    /// Zero (the pager's default) releases it at once.
+    /// Zero (the pager's default) releases it at once; at most ``maximumWait``.
     public var readLockRetention: Duration = .zero
     /// Where the pager logs recoveries, long lock waits, busy timeouts and failed syncs
     /// (docs/observability.md).
@@ -32,8 +34,46 @@ public struct PagerOptions: Sendable {
     /// A lock wait at least this long is logged (`notice`).
     public var slowLockWait: Duration = .milliseconds(100)
 
+    /// The largest ``cacheSize``: 1 TiB. It keeps frame numbers in 32 bits at the smallest page
+    /// size (2³¹ frames of 512 bytes); the cache's frame table is allocated when the pager opens,
+    /// 32 to 48 bytes per frame.
+    public static let maximumCacheSize = 1 << 40
+    /// The longest ``busyTimeout`` and ``readLockRetention``: one day. (A longer one is a mistake
+    /// rather than a wish, and a retention of centuries overflowed the timer's nanoseconds.)
+    public static let maximumWait: Duration = .seconds(86_400)
+
     /// Creates the default options.
     public init() {}
+
+    /// Checks every option against its range before anything is opened or allocated.
+    ///
+    /// - Throws: `invalidArgument` naming the option, its value and its range.
+    func validate() throws {
+        guard PageLayout.isValid(pageSize: pageSize) else {
+            throw StoreError(.invalidArgument, "page size \(pageSize) is not a power of two in 512…65536")
+        }
+        let memory = Self.physicalMemory
+        guard cacheSize >= 0, cacheSize <= Self.maximumCacheSize, cacheSize <= memory else {
+            throw StoreError(.invalidArgument, "cacheSize \(cacheSize) is outside 0…\(min(Self.maximumCacheSize, memory)) bytes (at most 1 TiB, and no more than this machine's memory); give the page cache a budget in that range")
+        }
+        for (name, wait) in [("busyTimeout", busyTimeout), ("readLockRetention", readLockRetention)] {
+            guard wait >= .zero, wait <= Self.maximumWait else {
+                throw StoreError(.invalidArgument, "\(name) \(wait) is outside 0…\(Self.maximumWait) (one day); use a duration in that range")
+            }
+        }
+    }
+
+    /// The machine's memory in bytes (`Int.max` when the system does not say).
+    static let physicalMemory: Int = {
+        #if canImport(Glibc) || canImport(Musl)
+        let pages = sysconf(Int32(_SC_PHYS_PAGES)), size = sysconf(Int32(_SC_PAGESIZE))
+        #else
+        let pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE)
+        #endif
+        guard pages > 0, size > 0 else { return .max }
+        let (bytes, overflow) = pages.multipliedReportingOverflow(by: size)
+        return overflow ? .max : bytes
+    }()
 }
 
 /// Counters of the I/O a pager has done.
@@ -188,12 +228,11 @@ public final class Pager {
     ///
     /// Opening rolls back a hot journal left by a crashed writer and validates the header.
     ///
-    /// - Throws: ``StoreError``: `notADatabase` for a foreign or empty file, `corrupt` for a
+    /// - Throws: ``StoreError``: `invalidArgument` for options out of range
+    ///   (the ranges ``PagerOptions`` documents), `notADatabase` for a foreign or empty file, `corrupt` for a
     ///   damaged header, `unsupportedVersion`, `busy`, or an I/O error.
     public init(path: String, fileSystem: any FileSystem = PosixFileSystem.shared, options: PagerOptions = PagerOptions()) throws {
-        guard PageLayout.isValid(pageSize: options.pageSize) else {
-            throw StoreError(.invalidArgument, "page size \(options.pageSize) is not a power of two in 512…65536")
-        }
+        try options.validate()
         self.path = path
         self.options = options
         self.fileSystem = fileSystem

@@ -2,7 +2,9 @@ import CLZ4
 
 /// LZ4 block compression through the system liblz4. The one file that rebinds bytes to `CChar`.
 enum LZ4 {
-    /// Compresses `bytes`; nil when liblz4 fails (it does not for valid input).
+    /// Compresses `bytes`; nil when liblz4 fails (it does not for valid input), or when `bytes`
+    /// is longer than liblz4 takes (`LZ4_MAX_INPUT_SIZE`, about 2 GB: such a value is stored
+    /// uncompressed, which also keeps every length below passed as an `Int32` in range).
     static func compress(_ bytes: [UInt8]) -> [UInt8]? {
         guard !bytes.isEmpty, bytes.count <= Int(LZ4_MAX_INPUT_SIZE) else { return nil }
         let bound = Int(LZ4_compressBound(Int32(bytes.count)))
@@ -22,25 +24,34 @@ enum LZ4 {
     /// Decompresses `bytes`, which must decode to exactly `originalLength` bytes; with
     /// `dictionary`, against it (the bytes it was compressed with).
     ///
-    /// - Throws: `corrupt` when the data does not decode, or the length is impossible for LZ4
+    /// - Throws: `corrupt` when the data does not decode, or the lengths are impossible for LZ4
     ///   (checked before anything is allocated).
     static func decompress(_ bytes: [UInt8], originalLength: Int, dictionary: UnsafeRawBufferPointer? = nil,
                            path: String?) throws -> [UInt8] {
+        try bytes.withUnsafeBytes { try decompress($0, originalLength: originalLength, dictionary: dictionary, path: path) }
+    }
+
+    /// ``decompress(_:originalLength:dictionary:path:)`` from bytes in place.
+    static func decompress(_ bytes: UnsafeRawBufferPointer, originalLength: Int, dictionary: UnsafeRawBufferPointer? = nil,
+                           path: String?) throws -> [UInt8] {
+        // liblz4 takes 32-bit lengths: a value read from the file (an overflow chain of a file
+        // over 2 GB) may be longer, and Int32(count) would stop the process.
+        guard bytes.count <= Int(Int32.max), (dictionary?.count ?? 0) <= Int(Int32.max) else {
+            throw StoreError(.corrupt, "a compressed value of \(bytes.count) bytes is longer than LZ4 takes (\(Int32.max))", path: path)
+        }
         // LZ4 expands at most ~255:1; a larger claim is corruption, not a reason to allocate.
         guard !bytes.isEmpty, originalLength > 0, originalLength <= bytes.count * 255 + 16, originalLength <= Int(Int32.max) else {
             throw StoreError(.corrupt, "compressed value claims \(originalLength) bytes from \(bytes.count)", path: path)
         }
         var output = [UInt8](repeating: 0, count: originalLength)
-        let decoded = bytes.withUnsafeBytes { source in
-            output.withUnsafeMutableBytes { target in
-                let input = source.baseAddress!.assumingMemoryBound(to: CChar.self)
-                let out = target.baseAddress!.assumingMemoryBound(to: CChar.self)
-                guard let dictionary, let start = dictionary.baseAddress else {
-                    return LZ4_decompress_safe(input, out, Int32(bytes.count), Int32(originalLength))
-                }
-                return LZ4_decompress_safe_usingDict(input, out, Int32(bytes.count), Int32(originalLength),
-                                                     start.assumingMemoryBound(to: CChar.self), Int32(dictionary.count))
+        let decoded = output.withUnsafeMutableBytes { target in
+            let input = bytes.baseAddress!.assumingMemoryBound(to: CChar.self)
+            let out = target.baseAddress!.assumingMemoryBound(to: CChar.self)
+            guard let dictionary, let start = dictionary.baseAddress else {
+                return LZ4_decompress_safe(input, out, Int32(bytes.count), Int32(originalLength))
             }
+            return LZ4_decompress_safe_usingDict(input, out, Int32(bytes.count), Int32(originalLength),
+                                                 start.assumingMemoryBound(to: CChar.self), Int32(dictionary.count))
         }
         guard decoded == Int32(originalLength) else {
             throw StoreError(.corrupt, "compressed value does not decode\(dictionary == nil ? "" : " against its tree's dictionary") (LZ4 returned \(decoded), expected \(originalLength) bytes)", path: path)

@@ -25,8 +25,10 @@ extension ManagedObjectContext {
         let request = try resolved(request)
         let start = ContinuousClock.now
         let results = try fetchResults(request)
-        persistentStoreCoordinator?.observer.fetched(request, results: results.count, duration: ContinuousClock.now - start) {
-            try self.explain(request)
+        if let coordinator = persistentStoreCoordinator {
+            coordinator.observer.fetched(request, from: coordinator, results: results.count, duration: ContinuousClock.now - start) {
+                try self.explain(request)
+            }
         }
         return results
     }

@@ -155,7 +155,7 @@ extension ManagedObjectContext {
             persistentStoreCoordinator?.observer.saveFailed(error, context: name)
             throw error
         }
-        if wrote { persistentStoreCoordinator?.observer.saved(duration: ContinuousClock.now - start) }
+        if wrote, let coordinator = persistentStoreCoordinator { coordinator.observer.saved(duration: ContinuousClock.now - start, coordinator) }
     }
 
     /// The work of ``save()``; returns whether it wrote to the stores (a root context's save of

@@ -35,6 +35,9 @@ public struct ObjectGraphObservability: Sendable {
 /// are reported as increments at each save, and at a fetch when a second has passed since the
 /// last report.
 final class ObjectGraphObserver: Sendable {
+    /// Whether a metrics backend is there (not swift-metrics' no-op handler): without one the
+    /// row cache is not read for reports and nothing is recorded.
+    let metricsEnabled: Bool
     let logger: Logger
     let slowFetchThreshold: Duration?
     let rowCacheHits: Counter
@@ -48,11 +51,10 @@ final class ObjectGraphObserver: Sendable {
     let slowFetches: Counter
     /// The row cache's counters as last reported, and when (under its lock).
     private let reported = LockedValue<(statistics: RowCacheStatistics, at: ContinuousClock.Instant)>((RowCacheStatistics(), .now))
-    /// The coordinator whose row cache is reported (it owns this observer).
-    nonisolated(unsafe) weak var coordinator: PersistentStoreCoordinator?
 
     init(_ observability: ObjectGraphObservability) {
         let factory = observability.metricsFactory ?? MetricsSystem.factory
+        metricsEnabled = !(factory is NOOPMetricsHandler)
         logger = observability.logger
         slowFetchThreshold = observability.slowFetchThreshold
         rowCacheHits = Counter(label: "arbor_row_cache_hits", factory: factory)
@@ -68,11 +70,11 @@ final class ObjectGraphObserver: Sendable {
 
     // MARK: Events
 
-    /// A root context's save wrote its changes.
-    func saved(duration: Duration) {
+    /// A root context's save to `coordinator`'s stores wrote its changes.
+    func saved(duration: Duration, _ coordinator: PersistentStoreCoordinator) {
         saves.increment()
         saveDuration.recordNanoseconds(duration.wholeNanoseconds)
-        reportRowCache(now: .now, force: true)
+        reportRowCache(of: coordinator, now: .now, force: true)
     }
 
     /// A save threw `error`: logged (validation failures at `debug`: they are the application's
@@ -91,8 +93,9 @@ final class ObjectGraphObserver: Sendable {
 
     /// A fetch of `request` returned `results` results in `duration`; `plan` gives its plan, asked
     /// only when the fetch was slow.
-    func fetched<Result>(_ request: FetchRequest<Result>, results: Int, duration: Duration, plan: () throws -> String) {
-        fetchDuration.recordNanoseconds(duration.wholeNanoseconds)
+    func fetched<Result>(_ request: FetchRequest<Result>, from coordinator: PersistentStoreCoordinator, results: Int, duration: Duration,
+                         plan: () throws -> String) {
+        if metricsEnabled { fetchDuration.recordNanoseconds(duration.wholeNanoseconds) }
         if let slowFetchThreshold, duration >= slowFetchThreshold {
             slowFetches.increment()
             logger.warning("a fetch of \(request.entityName) took \(duration) (\(results) results)", metadata: [
@@ -101,7 +104,7 @@ final class ObjectGraphObserver: Sendable {
                 "arbor.plan": "\((try? plan()) ?? "unknown")",
             ])
         }
-        reportRowCache(now: .now, force: false)
+        reportRowCache(of: coordinator, now: .now, force: false)
     }
 
     /// A store was added to the coordinator.
@@ -117,9 +120,11 @@ final class ObjectGraphObserver: Sendable {
     }
 
     /// Reports the row cache's counters since the last report: always with `force`, else when a
-    /// second has passed.
-    func reportRowCache(now: ContinuousClock.Instant, force: Bool) {
-        guard let coordinator else { return }
+    /// second has passed. (The coordinator, which owns this observer, is handed in rather than
+    /// held: a weak reference to it would give it a side table, and every count of a reference
+    /// to it would take the runtime's slow path.)
+    func reportRowCache(of coordinator: PersistentStoreCoordinator, now: ContinuousClock.Instant, force: Bool) {
+        guard metricsEnabled else { return }
         let due = reported.withLock { last -> Bool in
             guard force || now - last.at >= .seconds(1) else { return false }
             last.at = now

@@ -46,7 +46,6 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     public init(managedObjectModel: ManagedObjectModel, observability: ObjectGraphObservability = ObjectGraphObservability()) {
         self.managedObjectModel = managedObjectModel
         observer = ObjectGraphObserver(observability)
-        observer.coordinator = self
     }
 
     /// The logger of the coordinator and its contexts (label `arbor.graph` unless

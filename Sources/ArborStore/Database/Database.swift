@@ -109,7 +109,7 @@ public final class Database: Sendable {
         metrics = StoreMetrics(path: path, factory: options.metricsFactory ?? MetricsSystem.factory)
         let first = try openConnection()
         // What opening did (a recovery, say) is reported as the first connection's.
-        metrics.report(first.pager, since: &first.reported)
+        if metrics.enabled { metrics.report(first.pager, since: &first.reported) }
         idle.withLock { $0.append(first) }
         options.logger.debug("opened \(path)", metadata: [
             "arbor.path": "\(path)", "arbor.pageSize": "\(first.pager.pageSize)", "arbor.pages": "\(first.pager.pageCount)",
@@ -162,7 +162,7 @@ public final class Database: Sendable {
     public func read<R>(_ body: (ReadTransaction) throws -> R) throws -> R {
         let connection = try checkout()
         defer { checkin(connection) }
-        defer { metrics.report(connection.pager, since: &connection.reported) }
+        defer { if metrics.enabled { metrics.report(connection.pager, since: &connection.reported) } }
         let pager = connection.pager
         try pager.beginRead()
         defer { pager.endRead() }
@@ -181,7 +181,7 @@ public final class Database: Sendable {
         defer { writerGate.leave() }
         let connection = try checkout()
         defer { checkin(connection) }
-        defer { metrics.report(connection.pager, since: &connection.reported) }
+        defer { if metrics.enabled { metrics.report(connection.pager, since: &connection.reported) } }
         let pager = connection.pager
         try pager.beginWrite()
         let transaction = WriteTransaction(pager: pager, options: options, writable: true)
@@ -197,9 +197,13 @@ public final class Database: Sendable {
             throw error
         }
         do {
-            let start = ContinuousClock.now
-            try pager.commit()
-            metrics.commitDuration.recordNanoseconds((ContinuousClock.now - start).wholeNanoseconds)
+            if metrics.enabled {
+                let start = ContinuousClock.now
+                try pager.commit()
+                metrics.commitDuration.recordNanoseconds((ContinuousClock.now - start).wholeNanoseconds)
+            } else {
+                try pager.commit()
+            }
         } catch StoreError.busy {
             // Readers in other processes held on past the busy timeout: give up cleanly.
             try? pager.rollback()
@@ -224,8 +228,10 @@ public final class Database: Sendable {
 /// Moves a connection between threads; the pool guarantees one user at a time.
 final class PagerBox: @unchecked Sendable {
     let pager: Pager
-    /// What the connection had counted when it last reported its metrics.
-    var reported = StoreMetrics.Counts()
+    /// What the connection had counted when it last reported its metrics. (Used by the one
+    /// thread that has the connection: no dynamic exclusivity check, which cost more than the
+    /// report.)
+    @exclusivity(unchecked) var reported = StoreMetrics.Counts()
     init(_ pager: Pager) { self.pager = pager }
 }
 

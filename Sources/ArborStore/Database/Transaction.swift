@@ -4,8 +4,9 @@
 /// `misuse`.
 public class ReadTransaction {
     let pager: Pager
-    let options: DatabaseOptions
-    /// `options.compressionThreshold`, read once (trees read it on every put).
+    /// `options.compressionThreshold`, read once (trees read it on every put). (The options
+    /// themselves are not kept: copying them — a logger, a file system, a metrics factory —
+    /// counted references on every transaction.)
     let compressionThreshold: Int
     /// `options.compressionDictionarySize`, likewise.
     let dictionarySize: Int
@@ -35,7 +36,6 @@ public class ReadTransaction {
 
     init(pager: Pager, options: DatabaseOptions, writable: Bool = false) {
         self.pager = pager
-        self.options = options
         compressionThreshold = options.compressionThreshold
         dictionarySize = min(max(options.compressionDictionarySize, 0), Catalog.maximumDictionaryLength)
         isWritable = writable
@@ -113,7 +113,7 @@ public final class WriteTransaction: ReadTransaction {
         try checkNoScan()
         guard let descriptor = try catalog.lookup(name) else { return false }
         try changing {
-            let tree = BTree(pager: pager, descriptor: descriptor, compressionThreshold: options.compressionThreshold)
+            let tree = BTree(pager: pager, descriptor: descriptor, compressionThreshold: compressionThreshold)
             try tree.destroy()
             if descriptor.dictionaryPage != 0 {
                 try tree.freeOverflow(first: descriptor.dictionaryPage, length: descriptor.dictionaryLength)

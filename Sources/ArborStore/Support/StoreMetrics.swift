@@ -4,6 +4,9 @@ import CoreMetrics
 /// the ``Database`` opens, and fed at the end of each transaction with what its connection counted
 /// since it last reported — the hot paths keep counting in plain integers, as before.
 final class StoreMetrics: Sendable {
+    /// Whether a metrics backend is there (not swift-metrics' no-op handler): without one a
+    /// transaction reports nothing at all.
+    let enabled: Bool
     let pageCacheHits: Counter
     let pageCacheMisses: Counter
     let pageCacheEvictions: Counter
@@ -18,6 +21,7 @@ final class StoreMetrics: Sendable {
     let commitDuration: Timer
 
     init(path: String, factory: any MetricsFactory) {
+        enabled = !(factory is NOOPMetricsHandler)
         let file = [("path", path)]
         pageCacheHits = Counter(label: "arbor_store_page_cache_hits", dimensions: file, factory: factory)
         pageCacheMisses = Counter(label: "arbor_store_page_cache_misses", dimensions: file, factory: factory)
@@ -39,7 +43,8 @@ final class StoreMetrics: Sendable {
         var pager = PagerStatistics()
     }
 
-    /// Reports what `pager` counted since `reported`, and remembers it.
+    /// Reports what `pager` counted since `reported`, and remembers it (callers skip it when
+    /// the metrics are not ``enabled``).
     func report(_ pager: Pager, since reported: inout Counts) {
         let cache = pager.cacheStatistics, io = pager.statistics
         func add(_ counter: Counter, _ now: UInt64, _ before: UInt64) {

@@ -235,7 +235,12 @@ struct StreamingFetchTests {
         #expect(whole.offset == 2 && whole.limit == 5 && whole.includesSubentities)
         // The context's fetch of the same request: the same objects, in the same order.
         #expect(try Self.streamed(store, whole).map(\.0) == people.context.fetch(request))
-        for (format, sort) in [("team.name == 'Red'", "name"), ("age > 25", "team.name"), ("note == 'x'", "name")] {
+        // A join through a to-one key path is the store's too (issue 26); a key path compared
+        // with another, a sort by a key path and a transient are not.
+        var joined = try FetchRequest<ManagedObjectID>(entityName: "Person", format: "team.name == 'Red'")
+        joined.sortDescriptors = [ObjectSortDescriptor(key: "name")]
+        #expect(try StoreFetch(whole: joined, model: model) != nil)
+        for (format, sort) in [("team.name == name", "name"), ("age > 25", "team.name"), ("note == 'x'", "name")] {
             var partial = try FetchRequest<ManagedObjectID>(entityName: "Person", format: format)
             partial.sortDescriptors = [ObjectSortDescriptor(key: sort)]
             #expect(try StoreFetch(whole: partial, model: model) == nil, "\(format), \(sort)")

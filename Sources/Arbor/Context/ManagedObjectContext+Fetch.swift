@@ -112,8 +112,20 @@ extension ManagedObjectContext {
         takePermanentIDs()
         if let given { return (coordinator, given) }
         processPendingChanges()
-        return (coordinator, try FetchAnalysis(entityName: request.entityName, predicate: request.predicate,
-                                                sortDescriptors: request.sortDescriptors, model: coordinator.managedObjectModel))
+        var analysis = try FetchAnalysis(entityName: request.entityName, predicate: request.predicate,
+                                         sortDescriptors: request.sortDescriptors, model: coordinator.managedObjectModel)
+        analysis.keepJoins(inMemory: request.includesPendingChanges && hasPendingChanges(in: analysis.joinedEntities))
+        return (coordinator, analysis)
+    }
+
+    /// Whether objects of any of `entities` have unsaved changes here (inserted, changed or
+    /// deleted).
+    func hasPendingChanges(in entities: [EntityDescription]) -> Bool {
+        guard hasChanges, !entities.isEmpty else { return false }
+        let wanted = Set(entities.map(ObjectIdentifier.init))
+        return [inserted.objects, updated.objects, deleted.objects].contains { objects in
+            objects.contains { wanted.contains(ObjectIdentifier($0.entity)) }
+        }
     }
 
     /// The request with its entity named as the model names it: a typed request made with

@@ -1,12 +1,15 @@
 import Foundation
 
 /// A fetch request checked against the model: unknown keys and values of the wrong type are
-/// caught before anything runs, and the predicate is split into what stores can evaluate on rows
-/// and what the context must evaluate on objects.
+/// caught before anything runs, and the predicate is split into what stores can evaluate on rows,
+/// the joins they run through to-one relationships, and what the context must evaluate on objects
+/// (docs/relational-planning.md, "Where the work is split").
 struct FetchAnalysis {
     let entity: EntityDescription
     /// The conjuncts a store evaluates on rows (nil: none).
     var storePredicate: ObjectPredicate?
+    /// The conjuncts a store runs as joins through to-one relationships (``JoinTerm``).
+    private(set) var joins: [JoinTerm] = []
     /// The conjuncts the context evaluates on objects (nil: none).
     var residual: ObjectPredicate?
     /// Whether every sort key is a persistent attribute (a store can sort).
@@ -17,12 +20,13 @@ struct FetchAnalysis {
     /// rule: contexts, counts, `explain` and `arbor query` ask it.
     var rowsAnswerWholeRequest: Bool { residual == nil && storeSorts }
 
-    /// The store's part of `request`: its row-evaluable predicate, its order when the store can
-    /// sort, and — with `window` — its offset and limit.
+    /// The store's part of `request`: its row-evaluable predicate and joins, its order when the
+    /// store can sort, and — with `window` — its offset and limit.
     func storeFetch<Result>(_ request: FetchRequest<Result>, window: Bool) -> StoreFetch {
         var fetch = StoreFetch(entityName: request.entityName)
         fetch.includesSubentities = request.includesSubentities
-        fetch.predicate = storePredicate
+        let terms = (storePredicate.map { if case .and(let terms) = $0 { terms } else { [$0] } } ?? []) + joins.map(\.term)
+        fetch.predicate = terms.isEmpty ? nil : (terms.count == 1 ? terms[0] : .and(terms))
         if storeSorts { fetch.sortDescriptors = request.sortDescriptors }
         if window {
             fetch.offset = request.fetchOffset
@@ -43,17 +47,36 @@ struct FetchAnalysis {
             return !attribute.isTransient
         }
         var rowTerms: [ObjectPredicate] = [], objectTerms: [ObjectPredicate] = []
-        switch predicate {
-        case .and(let terms)?:
-            for term in terms { if Self.isRowEvaluable(term, entity) { rowTerms.append(term) } else { objectTerms.append(term) } }
-        case let single?:
-            if Self.isRowEvaluable(single, entity) { rowTerms.append(single) } else { objectTerms.append(single) }
-        case nil:
-            break
+        let terms: [ObjectPredicate] = switch predicate {
+        case .and(let terms)?: terms
+        case let single?: [single]
+        case nil: []
+        }
+        for term in terms {
+            if Self.isRowEvaluable(term, entity) {
+                rowTerms.append(term)
+            } else if let join = JoinTerm(term, entity: entity) {
+                joins.append(join)
+            } else {
+                objectTerms.append(term)
+            }
         }
         storePredicate = rowTerms.isEmpty ? nil : (rowTerms.count == 1 ? rowTerms[0] : .and(rowTerms))
         residual = objectTerms.isEmpty ? nil : (objectTerms.count == 1 ? objectTerms[0] : .and(objectTerms))
     }
+
+    /// Keeps the joins with the context, on objects, when `inMemory`: a context with unsaved
+    /// changes in the entities a join reaches judges objects by their in-memory values, which
+    /// the store's rows do not hold (S000-22, S000-23).
+    mutating func keepJoins(inMemory: Bool) {
+        guard inMemory, !joins.isEmpty else { return }
+        let terms = (residual.map { if case .and(let terms) = $0 { terms } else { [$0] } } ?? []) + joins.map(\.term)
+        residual = terms.count == 1 ? terms[0] : .and(terms)
+        joins = []
+    }
+
+    /// The entities whose rows the joins read beyond the fetched entity's.
+    var joinedEntities: [EntityDescription] { joins.flatMap(\.reachedEntities) }
 
     /// Checks a sort key of `entity`'s objects: an attribute, or a key path through to-one
     /// relationships ending at an attribute or a to-one relationship.

@@ -305,7 +305,13 @@ struct FetchPlan {
     /// The ranges are read backwards (a descending sort served by the index).
     var descending = false
     var orderedByIndex = false
+    /// The cost of the index condition chosen (``NativeStore/Condition/cost``; nil: no condition
+    /// narrows the index read).
+    var indexCost: Int?
+    /// The terms checked on each row read (the joins excepted).
     var filter: ObjectPredicate?
+    /// The join terms (docs/relational-planning.md).
+    var joins: [JoinPlan] = []
     var sort: [ObjectSortDescriptor] = []
 
     func queryPlan(entity: EntityDescription, request: StoreFetch) -> QueryPlan {
@@ -318,6 +324,7 @@ struct FetchPlan {
         }
         var plan = QueryPlan(entityName: entity.name, access: access, filter: filter, orderedByIndex: orderedByIndex && !request.sortDescriptors.isEmpty,
                              sort: sort, stopsEarly: request.limit > 0 && sort.isEmpty)
+        plan.joins = joins.map { $0.description(source: entity) }
         // Whether a filter compiles depends on the attributes' kinds, not on their order in rows.
         if index == nil, let filter { plan.filterOnEncodedValues = ScanFilter.compiles(filter, layout: RawRowLayout(entity, columns: RowColumns(entity, layout: .fixedFirst))) }
         return plan
@@ -351,8 +358,14 @@ extension NativeStore {
         case let single?: conjuncts = [single]
         case nil: conjuncts = []
         }
+        // Join terms run as joins; the rest are the row filter and the index candidates.
+        let (joins, rowConjuncts) = planJoins(conjuncts, entity: entity)
+        if !joins.isEmpty {
+            plan.joins = joins
+            plan.filter = rowConjuncts.isEmpty ? nil : (rowConjuncts.count == 1 ? rowConjuncts[0] : .and(rowConjuncts))
+        }
         var candidates: [(Condition, StoreIndex)] = []
-        for conjunct in conjuncts {
+        for conjunct in rowConjuncts {
             guard let condition = condition(conjunct, entity: entity) else { continue }
             guard let path = paths.first(where: {
                 $0.keys.first == condition.key && $0.folded == condition.folded && (!condition.needsNil || $0.coversEveryRow)
@@ -376,6 +389,7 @@ extension NativeStore {
                 merged += 1
             }
             plan.exact = chosen.exact && merged == conjuncts.count
+            plan.indexCost = chosen.cost
             best = (chosen, path)
         }
         // The order an index gives: one ascending or descending key with an index on it.
@@ -547,18 +561,58 @@ extension NativeStore {
         var rows: Tree
         /// The index's tree, when the plan reads one.
         var index: Tree?
+        /// The joins' checks of each row read (those not read through their foreign-key tree).
+        var checks: [JoinCheck] = []
+        /// A join read through its first relationship's foreign-key tree, one range per key:
+        /// the access path, in place of the plan's index or scan.
+        var through: (tree: Tree, keys: Set<Int64>)?
+
+        /// Whether rows are read in primary-key order (a scan): other reads sort ties by key.
+        var readsInKeyOrder: Bool { plan.index == nil && through == nil }
     }
 
     /// Opens the trees `plan` reads (nil: the hierarchy has no rows tree, so no rows). A read-only
     /// store made before Arbor kept an index lacks its tree: the plan becomes a scan, sorting in
     /// memory as the request asks (`explain` still names the index).
+    ///
+    /// The joins run here, before the rows are read (their destinations first, then back along
+    /// their paths): each gives the keys the fetched rows' first relationship must hold. One whose
+    /// keys are few reads the rows through that relationship's foreign-key tree, unless the plan's
+    /// own index condition is an equality (docs/relational-planning.md, "With other terms").
     func open(_ plan: FetchPlan, request: StoreFetch, entity: EntityDescription, transaction: ReadTransaction) throws -> OpenPlan? {
         guard let rows = try transaction.tree(named: Self.rowsTree(entity)) else { return nil }
-        guard let index = plan.index else { return OpenPlan(plan: plan, rows: rows) }
-        guard let tree = try transaction.tree(named: index.tree) else {
-            return OpenPlan(plan: FetchPlan(filter: plan.filter, sort: request.sortDescriptors), rows: rows)
+        var access: OpenPlan
+        if let index = plan.index {
+            if let tree = try transaction.tree(named: index.tree) {
+                access = OpenPlan(plan: plan, rows: rows, index: tree)
+            } else {
+                var scan = FetchPlan(filter: plan.filter, sort: request.sortDescriptors)
+                scan.joins = plan.joins
+                access = OpenPlan(plan: scan, rows: rows)
+            }
+        } else {
+            access = OpenPlan(plan: plan, rows: rows)
         }
-        return OpenPlan(plan: plan, rows: rows, index: tree)
+        for join in access.plan.joins {
+            let keys = try keys(of: join, transaction: transaction)
+            let first = join.join.hops[0]
+            if access.through == nil, !join.join.matchesNil, access.plan.indexCost.map({ $0 > 0 }) ?? true,
+               let tree = try foreignKeyTree(for: first, keyCount: keys.count, transaction: transaction) {
+                // Every row found through the tree holds one of the keys: no check of its own.
+                access.through = (tree, keys)
+            } else {
+                access.checks.append(JoinCheck(relationship: first.name, keys: keys, matchesNil: join.join.matchesNil))
+            }
+        }
+        if access.through != nil {
+            // The tree's order is the destinations': the request's order is made after.
+            access.plan.index = nil
+            access.index = nil
+            access.plan.orderedByIndex = false
+            access.plan.descending = false
+            access.plan.sort = request.sortDescriptors
+        }
+        return access
     }
 
     /// The rows of an open plan in the request's order and window: read (stopping at the
@@ -575,7 +629,7 @@ extension NativeStore {
         }
         if !access.plan.sort.isEmpty {
             // Ties keep primary-key order, whichever way the rows were read.
-            if access.plan.index != nil { result.sort { $0.0.key < $1.0.key } }
+            if !access.readsInKeyOrder { result.sort { $0.0.key < $1.0.key } }
             result = try ObjectSortDescriptor.sort(result, by: access.plan.sort, evaluator: PredicateEvaluator()) { .row($0.1, $0.0) }
         }
         return result.window(offset: request.offset, limit: request.limit)
@@ -620,29 +674,33 @@ extension NativeStore {
             let row = try decode(bytes, objectID: id, entity: rowEntity, columns: rowEntity === entity ? entityColumns : nil)
             // An exact plan's ranges hold only matching rows (as counting trusts too).
             if !plan.exact, let filter = plan.filter, try !evaluator.evaluate(filter, on: .row(row, id)) { return true }
+            for check in access.checks where !check.admits(row) { return true }
             return try deliver(id, row)
         }
 
-        if let index = plan.index, let tree = access.index {
-            let ranges = plan.descending ? plan.ranges.reversed() : plan.ranges
-            /// Takes the row `key` names, read in place.
-            func takeRow(_ key: Int64) throws -> Bool {
-                let taken = try KeyEncoding.withEncodedInteger(key) { try rows.withValue(forKey: $0) { try take(key, $0) } }
-                guard let taken else {
-                    throw ArborError(.store, "the index \(index.tree) names row \(key), which \(rows.name) does not have")
-                }
-                return taken
+        /// Takes the row `key` names (as an entry of the tree `source` names), read in place.
+        func takeRow(_ key: Int64, from source: String) throws -> Bool {
+            let taken = try KeyEncoding.withEncodedInteger(key) { try rows.withValue(forKey: $0) { try take(key, $0) } }
+            guard let taken else {
+                throw ArborError(.store, "the index \(source) names row \(key), which \(rows.name) does not have")
             }
+            return taken
+        }
+
+        if let (tree, keys) = access.through {
+            try forEachSource(in: tree, of: keys) { try takeRow($0, from: tree.name) }
+        } else if let index = plan.index, let tree = access.index {
+            let ranges = plan.descending ? plan.ranges.reversed() : plan.ranges
             // The ranges are disjoint (sorted distinct points, or one range): no row comes twice.
             outer: for range in ranges {
                 if plan.descending {
-                    for key in try descendingKeys(tree, range, index: index) where try !takeRow(key) { break outer }
+                    for key in try descendingKeys(tree, range, index: index) where try !takeRow(key, from: index.tree) { break outer }
                 } else {
                     var more = true
                     try tree.forEach(from: range.start) { entry, value in
                         guard entry.precedes(range.end) else { return false }
                         let key = try primaryKey(ofEntry: entry, value: value, index: index, tree: tree.name)
-                        more = try takeRow(key)
+                        more = try takeRow(key, from: index.tree)
                         return more
                     }
                     if !more { break outer }
@@ -706,7 +764,9 @@ extension NativeStore {
                 // columns at hand: no reference counting of either, no lookup of the ID space.
                 if decided == true || plan.filter == nil, scan._withUnsafeGuaranteedRef({ $0.layout.entity === entity }) {
                     let id = ManagedObjectID(space: entitySpace, key: try Self.lastKey(of: entry, in: rows.name))
-                    return try deliver(id, try decode(value, objectID: id, entity: entity, columns: entityColumns))
+                    let row = try decode(value, objectID: id, entity: entity, columns: entityColumns)
+                    for check in access.checks where !check.admits(row) { return true }
+                    return try deliver(id, row)
                 }
                 let layout = scan._withUnsafeGuaranteedRef { $0.layout }
                 let id = objectID(layout.entity, try Self.lastKey(of: entry, in: rows.name))
@@ -716,7 +776,9 @@ extension NativeStore {
                     raw.layout = layout
                     if try !evaluator.evaluate(filter, on: .raw(raw)) { return true }
                 }
-                return try deliver(id, try decode(value, objectID: id, entity: layout.entity, columns: layout.entity === entity ? entityColumns : nil))
+                let row = try decode(value, objectID: id, entity: layout.entity, columns: layout.entity === entity ? entityColumns : nil)
+                for check in access.checks where !check.admits(row) { return true }
+                return try deliver(id, row)
             }
             withExtendedLifetime(filters) {}
         }

@@ -54,6 +54,9 @@ public struct QueryPlan: Sendable, Hashable, CustomStringConvertible {
     public var stopsEarly: Bool
     /// What the context does in memory after the store's part (filled in by the context).
     public var inMemory: [String] = []
+    /// The joins run before the rows are read (docs/relational-planning.md): each term, how its
+    /// destination's rows are found, and each step back to the fetched rows.
+    public var joins: [String] = []
 
     public var description: String {
         var lines: [String] = []
@@ -62,6 +65,7 @@ public struct QueryPlan: Sendable, Hashable, CustomStringConvertible {
         case .index(let tree, let key, let ranges):
             lines.append("\(entityName): index \(tree) on \(key), \(ranges.count == 1 ? "range" : "ranges") \(ranges.joined(separator: ", "))")
         }
+        lines += joins.map { "  \($0)" }
         lines.append(filter.map { "  check each row: \($0.predicateFormat)\(filterOnEncodedValues ? " (on its encoded values)" : "")" }
             ?? "  check each row: nothing")
         if orderedByIndex { lines.append("  order: by the index (no sort)") }

@@ -1,0 +1,152 @@
+import ArborStore
+import Foundation
+
+/// A join term as a store plans it: the term, and the plan of the fetch that finds its
+/// destination's rows (docs/relational-planning.md, "To-one joins").
+struct JoinPlan {
+    let join: JoinTerm
+    /// The fetch of the last destination's rows that match the term's comparison.
+    let destinationFetch: StoreFetch
+    let destinationPlan: FetchPlan
+
+    /// The explain line: the destination's access, then each step back to the fetched rows.
+    func description(source: EntityDescription) -> String {
+        let destination = join.destination
+        var text = "join \(join.term.predicateFormat): \(destination.name) "
+        switch destinationPlan.index {
+        case let index?:
+            text += "by \(index.tree), \(destinationPlan.ranges.count == 1 ? "range" : "ranges") \(destinationPlan.ranges.map(\.description).joined(separator: ", "))"
+        case nil:
+            text += "by a scan of \(NativeStore.rowsTree(destination))"
+        }
+        if !destinationPlan.exact, let filter = destinationPlan.filter { text += " checking \(filter.predicateFormat)" }
+        // Back along the path: the entity each step reaches rows of, through which relationship.
+        for (position, relationship) in join.hops.enumerated().reversed() {
+            let from = position == 0 ? source : join.hops[position - 1].destinationEntity ?? source
+            let to = relationship.destinationEntity?.name ?? relationship.destinationEntityName
+            if join.matchesNil || !NativeStore.isIndexedForeignKey(relationship) {
+                text += "; \(from.name) rows checked for their \(relationship.name)"
+            } else {
+                text += "; \(from.name) through \(NativeStore.foreignKeyTree(relationship)) for each key while under an eighth of \(to)'s rows, else rows checked for their \(relationship.name)"
+            }
+        }
+        if join.matchesNil { text += " (nil matches)" }
+        return text
+    }
+}
+
+/// What a join found, for the fetched rows: the keys their first relationship must hold (or nil,
+/// when nil matches).
+struct JoinCheck {
+    let relationship: String
+    let keys: Set<Int64>
+    let matchesNil: Bool
+
+    /// Whether `row` passes: its destination's key is one of the keys, or it has none and nil
+    /// matches.
+    func admits(_ row: StoreRow) -> Bool {
+        switch row.values[relationship] {
+        case .object(let id)?: keys.contains(id.key)
+        default: matchesNil
+        }
+    }
+}
+
+extension NativeStore {
+    /// Plans the join terms among `conjuncts` of a fetch of `entity`: each with the plan of its
+    /// destination's fetch. The rest are returned for the row filter.
+    func planJoins(_ conjuncts: [ObjectPredicate], entity: EntityDescription) -> (joins: [JoinPlan], rest: [ObjectPredicate]) {
+        var joins: [JoinPlan] = [], rest: [ObjectPredicate] = []
+        for conjunct in conjuncts {
+            guard let join = JoinTerm(conjunct, entity: entity) else {
+                rest.append(conjunct)
+                continue
+            }
+            var fetch = StoreFetch(entityName: join.destination.name)
+            fetch.predicate = join.tail
+            joins.append(JoinPlan(join: join, destinationFetch: fetch, destinationPlan: plan(fetch, entity: join.destination)))
+        }
+        return (joins, rest)
+    }
+
+    /// Runs a join back to the fetched entity's first relationship: the keys its destinations
+    /// must have (step 1 and 2 of docs/relational-planning.md, "To-one joins").
+    func keys(of join: JoinPlan, transaction: ReadTransaction) throws -> Set<Int64> {
+        var keys = Set<Int64>()
+        if let access = try open(join.destinationPlan, request: join.destinationFetch, entity: join.join.destination, transaction: transaction) {
+            try run(access, request: join.destinationFetch, entity: join.join.destination) { id, _ in
+                keys.insert(id.key)
+                return true
+            }
+        }
+        // hops[j] leads from the entity hops[j - 1] reaches to the next: the keys of that
+        // entity's rows whose hops[j] is among the keys found so far.
+        for position in stride(from: join.join.hops.count - 1, through: 1, by: -1) {
+            let relationship = join.join.hops[position]
+            guard let rowsEntity = join.join.hops[position - 1].destinationEntity else { return [] }
+            keys = try sourceKeys(of: rowsEntity, through: relationship, in: keys, matchesNil: join.join.matchesNil, transaction: transaction)
+        }
+        return keys
+    }
+
+    /// The keys of `entity`'s rows (sub-entities included) whose `relationship` holds one of
+    /// `keys` (or, with `matchesNil`, nothing): through the relationship's foreign-key tree, one
+    /// range per key, while the keys are few; else by reading the rows.
+    func sourceKeys(of entity: EntityDescription, through relationship: RelationshipDescription, in keys: Set<Int64>, matchesNil: Bool,
+                    transaction: ReadTransaction) throws -> Set<Int64> {
+        if !matchesNil, let tree = try foreignKeyTree(for: relationship, keyCount: keys.count, transaction: transaction) {
+            var found = Set<Int64>()
+            try forEachSource(in: tree, of: keys) { key in
+                found.insert(key)
+                return true
+            }
+            return found
+        }
+        var found = Set<Int64>()
+        guard let rows = try transaction.tree(named: Self.rowsTree(entity)) else { return found }
+        let raw = RawRow(store: self, placeholder: objectID(entity.name, 0))
+        var layouts: [ObjectIdentifier: RawRowLayout] = [:]
+        try rows.forEach { entry, value in
+            guard let name = Self.entityName(ofRow: value), let rowEntity = model.entity(named: name) else {
+                throw ArborError(.store, "a row of \(rows.name) is malformed")
+            }
+            guard rowEntity.isKind(of: entity) else { return true }
+            let layout = layouts[ObjectIdentifier(rowEntity)] ?? rawRowLayout(rowEntity)
+            layouts[ObjectIdentifier(rowEntity)] = layout
+            raw.layout = layout
+            guard raw.load(value) else { throw ArborError(.store, "a row of \(rows.name) is malformed") }
+            switch try raw.value(forKey: relationship.name) {
+            case .objectID(let id)?: if keys.contains(id.key) { found.insert(try Self.lastKey(of: entry, in: rows.name)) }
+            default: if matchesNil { found.insert(try Self.lastKey(of: entry, in: rows.name)) }
+            }
+            return true
+        }
+        return found
+    }
+
+    /// The foreign-key tree of `relationship`, when reading it per key beats reading the rows:
+    /// the relationship keeps one, and `keyCount` is under an eighth of its destination's rows
+    /// (the rows tree's sequence — keys ever handed out — standing for their number, read from
+    /// the catalog at no cost). Nil otherwise.
+    func foreignKeyTree(for relationship: RelationshipDescription, keyCount: Int, transaction: ReadTransaction) throws -> Tree? {
+        guard Self.isIndexedForeignKey(relationship), let destination = relationship.destinationEntity,
+              let destinationRows = try transaction.tree(named: Self.rowsTree(destination)) else { return nil }
+        guard UInt64(keyCount) < max(1, destinationRows.descriptor.sequence / 8) else { return nil }
+        return try transaction.tree(named: Self.foreignKeyTree(relationship))
+    }
+
+    /// Hands `body` the primary key of every entry of a foreign-key tree whose destination is one
+    /// of `keys`, key by key in ascending order; `body` returns false to stop.
+    func forEachSource(in tree: Tree, of keys: Set<Int64>, _ body: (Int64) throws -> Bool) throws {
+        for key in keys.sorted() {
+            let prefix = KeyEncoding.encode([.int(key)])
+            var more = true
+            try tree.forEach(from: prefix) { entry, _ in
+                guard entry.starts(with: prefix) else { return false }
+                more = try body(try Self.lastKey(of: entry, in: tree.name))
+                return more
+            }
+            if !more { return }
+        }
+    }
+}

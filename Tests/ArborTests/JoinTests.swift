@@ -150,6 +150,29 @@ struct JoinTests {
         }
     }
 
+    @Test("sorting by a to-one key path happens in the store (with its window): the order the in-memory sort gives, nils first ascending", arguments: [
+        [ObjectSortDescriptor(key: "department.name")],
+        [ObjectSortDescriptor(key: "department.name", ascending: false), ObjectSortDescriptor(key: "salary")],
+        [ObjectSortDescriptor(key: "manager.department.budget"), ObjectSortDescriptor(key: "name", ascending: false)],
+        [ObjectSortDescriptor(key: "department.name", options: [.caseInsensitive, .diacriticInsensitive])],
+    ])
+    func sortsByKeyPath(descriptors: [ObjectSortDescriptor]) throws {
+        let graph = try Graph(seed: 5)
+        let reader = graph.stack.context()
+        var request = try FetchRequest<ManagedObjectID>(entityName: "Person", format: "salary > 1000")
+        request.sortDescriptors = descriptors
+        let plan = try request.explain(in: reader)
+        #expect(plan.contains("  sort: ") && !plan.contains("then in memory"), "\(plan)")
+        let all = try reader.fetch(FetchRequest<ManagedObject>(entityName: "Person", format: "salary > 1000"))
+        // The in-memory order: by the descriptors, ties by primary key (the store's order of ties).
+        let expected = try all.sorted { $0.objectID.key < $1.objectID.key }.sorted(by: descriptors).map(\.objectID)
+        let fetched = try reader.fetch(request)
+        #expect(fetched == expected)
+        request.fetchOffset = 3
+        request.fetchLimit = 7
+        #expect(try reader.fetch(request) == Array(expected.dropFirst(3).prefix(7)))
+    }
+
     @Test("S000-22/S000-23: with unsaved changes in a joined entity, the term is judged on objects (the store's rows do not hold the change)")
     func pendingChangesKeepJoinsInMemory() throws {
         let graph = try Graph(seed: 7)

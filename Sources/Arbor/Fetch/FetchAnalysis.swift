@@ -42,8 +42,16 @@ struct FetchAnalysis {
         self.entity = entity
         if let predicate { try Self.check(predicate, entity: entity, scope: [:]) }
         for descriptor in sortDescriptors { try Self.checkSortKey(descriptor.key, of: entity) }
+        // A store sorts by its rows' attributes, and by key paths through to-one relationships
+        // to a stored attribute (reading the destinations' rows; checkSortKey refused the rest).
         storeSorts = sortDescriptors.allSatisfy { descriptor in
-            guard !descriptor.key.utf8.contains(UInt8(ascii: ".")), let attribute = entity.attributesByName[descriptor.key] else { return false }
+            var current = entity
+            let keys = descriptor.keys
+            for key in keys.dropLast() {
+                guard let next = current.relationshipsByName[key]?.destinationEntity else { return false }
+                current = next
+            }
+            guard let attribute = current.attributesByName[keys[keys.count - 1]] else { return false }
             return !attribute.isTransient
         }
         var rowTerms: [ObjectPredicate] = [], objectTerms: [ObjectPredicate] = []

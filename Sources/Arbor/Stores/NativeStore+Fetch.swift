@@ -90,7 +90,7 @@ extension NativeStore {
         return try Self.storeError("fetch \(request.entityName)") {
             try database.read { transaction in
                 guard let access = try open(plan, request: request, entity: entity, transaction: transaction) else { return [] }
-                return try collect(access, request: request, entity: entity)
+                return try collect(access, request: request, entity: entity, transaction: transaction)
             }
         }
     }
@@ -142,7 +142,7 @@ extension NativeStore {
                 guard let access = try open(plan, request: request, entity: entity, transaction: transaction) else { return }
                 guard access.plan.sort.isEmpty else {
                     // The order is made in memory: every match first.
-                    for (id, row) in try collect(access, request: request, entity: entity) where try !body(id, row) { break }
+                    for (id, row) in try collect(access, request: request, entity: entity, transaction: transaction) where try !body(id, row) { break }
                     return
                 }
                 // Rows arrive in their final order: skip the offset, stop at the limit.
@@ -618,7 +618,7 @@ extension NativeStore {
     /// The rows of an open plan in the request's order and window: read (stopping at the
     /// window's end when nothing is left to sort), then sorted if the plan sorts, then windowed.
     /// What ``fetch(_:)`` returns, and ``forEachRow(_:_:)`` hands over when the plan sorts.
-    func collect(_ access: OpenPlan, request: StoreFetch, entity: EntityDescription) throws -> [(ManagedObjectID, StoreRow)] {
+    func collect(_ access: OpenPlan, request: StoreFetch, entity: EntityDescription, transaction: ReadTransaction) throws -> [(ManagedObjectID, StoreRow)] {
         let window = Array<Int>.windowEnd(offset: request.offset, limit: request.limit)
         // Without a sort to do, the rows arrive in their final order: stop at the window's end.
         let ordered = access.plan.sort.isEmpty
@@ -630,7 +630,7 @@ extension NativeStore {
         if !access.plan.sort.isEmpty {
             // Ties keep primary-key order, whichever way the rows were read.
             if !access.readsInKeyOrder { result.sort { $0.0.key < $1.0.key } }
-            result = try ObjectSortDescriptor.sort(result, by: access.plan.sort, evaluator: PredicateEvaluator()) { .row($0.1, $0.0) }
+            result = try sorted(result, by: access.plan.sort, transaction: transaction)
         }
         return result.window(offset: request.offset, limit: request.limit)
     }

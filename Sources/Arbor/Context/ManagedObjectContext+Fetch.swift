@@ -398,50 +398,13 @@ extension ManagedObjectContext {
                 objectRequest.fetchOffset = request.fetchOffset
             }
         }
-        let objects = try fetchObjects(objectRequest)
         let evaluator = PredicateEvaluator(context: self)
-
-        func plain(_ object: ManagedObject, _ keyPath: String) throws -> Operand {
-            try evaluator.value(of: keyPath.split(separator: ".", omittingEmptySubsequences: false).map(String.init)[...], on: .object(object))
-        }
-        func dictionary(_ members: [ManagedObject]) throws -> [String: any Sendable] {
-            var result: [String: any Sendable] = [:]
-            for property in properties {
-                let value: Operand
-                switch property.kind {
-                case .key(let keyPath): value = try members.first.map { try plain($0, keyPath) } ?? .null
-                case .expression(let expression): value = try members.first.map { try evaluator.value(of: expression, on: .object($0)) } ?? .null
-                case .aggregate(let function, let keyPath):
-                    let values = try members.map { try plain($0, keyPath) }
-                    value = function == .count
-                        ? .int(Int64(values.filter { !$0.isNull }.count))
-                        : try evaluator.collectionOperator(function.collectionOperator, [], on: .collection(values))
-                }
-                if let sendable = value.sendableValue { result[property.name] = sendable }
-            }
-            return result
-        }
-
         var rows: [DictionaryRow]
-        if grouped {
-            var groups: [[Operand]] = []
-            var members: [[ManagedObject]] = []
-            for object in objects {
-                let key = try groupKeys.map { try plain(object, $0) }
-                if let index = groups.firstIndex(where: { zip($0, key).allSatisfy { PredicateEvaluator.equal($0, $1, []) } }) {
-                    members[index].append(object)
-                } else {
-                    groups.append(key)
-                    members.append([object])
-                }
-            }
-            rows = try zip(groups, members).map { group, members in
-                DictionaryRow(values: try dictionary(members), object: nil, group: Dictionary(zip(groupKeys, group)) { first, _ in first })
-            }
-        } else if aggregates {
-            rows = [DictionaryRow(values: try dictionary(objects), object: nil, group: [:])]
+        if grouped || aggregates, let groups = try groupsInStore(objectRequest, groupBy: groupKeys, properties: properties, entity: entity) {
+            rows = groups.map { DictionaryRow(values: $0.values, object: nil, group: $0.groupValues) }
         } else {
-            rows = try objects.map { DictionaryRow(values: try dictionary([$0]), object: $0, group: [:]) }
+            rows = try dictionaryRows(of: fetchObjects(objectRequest), groupBy: groupKeys, properties: properties,
+                                      aggregates: aggregates, evaluator: evaluator)
         }
         if let having = request.havingPredicate {
             rows = try rows.filter { try having.evaluate(with: $0.values as [String: Any]) }
@@ -463,6 +426,62 @@ extension ManagedObjectContext {
             rows = rows.window(offset: request.fetchOffset, limit: request.fetchLimit)
         }
         return rows.map(\.values)
+    }
+
+    /// The groups of a grouped or aggregated dictionary fetch, computed by the store in one pass
+    /// over its rows (docs/relational-planning.md, "Aggregates in the store"); nil when objects
+    /// are needed: a child context, unsaved changes (judged by their in-memory values), a
+    /// predicate term the store cannot run, a key path or expression not readable on rows, or
+    /// several stores.
+    func groupsInStore(_ objectRequest: FetchRequest<ManagedObject>, groupBy: [String], properties: [PropertyToFetch],
+                       entity: EntityDescription) throws -> [StoreGroup]? {
+        guard parent == nil, !(objectRequest.includesPendingChanges && hasChanges),
+              NativeStore.canGroup(properties, by: groupBy, of: entity) else { return nil }
+        let (coordinator, analysis) = try prepare(objectRequest)
+        let stores = coordinator.stores(holding: analysis.entity)
+        guard analysis.residual == nil, stores.count == 1, let store = stores[0] as? NativeStore else { return nil }
+        let grouping = StoreGrouping(rows: analysis.storeFetch(objectRequest, window: false), groupBy: groupBy, properties: properties)
+        return try coordinator.locked { try store.groups(grouping) }
+    }
+
+    /// The dictionaries of `objects`: one per group of `groupBy` (groups by the evaluator's
+    /// equality), one in all for aggregates without groups, else one per object.
+    func dictionaryRows(of objects: [ManagedObject], groupBy groupKeys: [String], properties: [PropertyToFetch], aggregates: Bool,
+                        evaluator: PredicateEvaluator) throws -> [DictionaryRow] {
+        func plain(_ object: ManagedObject, _ keyPath: String) throws -> Operand {
+            try evaluator.value(of: keyPath.split(separator: ".", omittingEmptySubsequences: false).map(String.init)[...], on: .object(object))
+        }
+        func dictionary(_ members: [ManagedObject]) throws -> [String: any Sendable] {
+            var result: [String: any Sendable] = [:]
+            for property in properties {
+                let value: Operand
+                switch property.kind {
+                case .key(let keyPath): value = try members.first.map { try plain($0, keyPath) } ?? .null
+                case .expression(let expression): value = try members.first.map { try evaluator.value(of: expression, on: .object($0)) } ?? .null
+                case .aggregate(let function, let keyPath):
+                    let values = try members.map { try plain($0, keyPath) }
+                    value = function == .count
+                        ? .int(Int64(values.filter { !$0.isNull }.count))
+                        : try evaluator.collectionOperator(function.collectionOperator, [], on: .collection(values))
+                }
+                if let sendable = value.sendableValue { result[property.name] = sendable }
+            }
+            return result
+        }
+        if !groupKeys.isEmpty {
+            var table = GroupTable()
+            var members: [[ManagedObject]] = []
+            for object in objects {
+                let (index, isNew) = table.group(of: try groupKeys.map { try plain(object, $0) })
+                if isNew { members.append([]) }
+                members[index].append(object)
+            }
+            return try zip(table.keys, members).map { key, members in
+                DictionaryRow(values: try dictionary(members), object: nil, group: Dictionary(zip(groupKeys, key)) { first, _ in first })
+            }
+        }
+        if aggregates { return [DictionaryRow(values: try dictionary(objects), object: nil, group: [:])] }
+        return try objects.map { DictionaryRow(values: try dictionary([$0]), object: $0, group: [:]) }
     }
 }
 

@@ -190,12 +190,19 @@ extension PredicateEvaluator {
         var best: Int?
         for (position, value) in values.enumerated() {
             guard let current = best else { best = position; continue }
-            guard let order = Self.order(value, values[current], []) else {
-                throw ArborError(.wrongValueType, "\(name) cannot compare \(value.kindName) with \(values[current].kindName)")
-            }
-            if name == "@max" ? order > 0 : order < 0 { best = position }
+            if try replaces(value, values[current], name) { best = position }
         }
         return best
+    }
+
+    /// Whether `value` replaces `best` as the `@min` or `@max` (`name`) so far: strictly smaller
+    /// or larger, so that the first of equal values stays. The one step of ``extremum(_:_:)``
+    /// and of aggregates computed a row at a time.
+    static func replaces(_ value: Operand, _ best: Operand, _ name: String) throws -> Bool {
+        guard let order = Self.order(value, best, []) else {
+            throw ArborError(.wrongValueType, "\(name) cannot compare \(value.kindName) with \(best.kindName)")
+        }
+        return name == "@max" ? order > 0 : order < 0
     }
 
     /// `@sum` or `@avg` of `values` (numbers only, not booleans): integers add as integers (as a
@@ -203,19 +210,27 @@ extension PredicateEvaluator {
     /// a double; `@avg` divides exactly (of nothing: nil). Key paths use it too.
     func sum(_ name: String, _ values: [Operand]) throws -> Operand {
         var total: Operand = .int(0)
-        for value in values {
-            guard Self.double(value) != nil, !Self.isBool(value) else {
-                throw ArborError(.wrongValueType, "\(name) needs numbers; \(value.kindName) found")
-            }
-            if case .int(let x) = total, case .int(let y) = value {
-                let (result, overflow) = x.addingReportingOverflow(y)
-                total = overflow ? .decimal(Decimal(x) + Decimal(y)) : .int(result)
-            } else {
-                total = try arithmetic(.add, total, value)
-            }
+        for value in values { total = try adding(value, to: total, name) }
+        return try finishSum(name, total, count: values.count)
+    }
+
+    /// `total` with `value` added, as ``sum(_:_:)`` adds: the one step of a sum, also of
+    /// aggregates computed a row at a time.
+    func adding(_ value: Operand, to total: Operand, _ name: String) throws -> Operand {
+        guard Self.double(value) != nil, !Self.isBool(value) else {
+            throw ArborError(.wrongValueType, "\(name) needs numbers; \(value.kindName) found")
         }
+        if case .int(let x) = total, case .int(let y) = value {
+            let (result, overflow) = x.addingReportingOverflow(y)
+            return overflow ? .decimal(Decimal(x) + Decimal(y)) : .int(result)
+        }
+        return try arithmetic(.add, total, value)
+    }
+
+    /// The `@sum` (`total` itself) or `@avg` (divided by `count`; of nothing, nil) of a sum.
+    func finishSum(_ name: String, _ total: Operand, count: Int) throws -> Operand {
         if name == "@sum" { return total }
-        if values.isEmpty { return .null }
-        return try arithmetic(.divide, total, .int(Int64(values.count)))
+        if count == 0 { return .null }
+        return try arithmetic(.divide, total, .int(Int64(count)))
     }
 }

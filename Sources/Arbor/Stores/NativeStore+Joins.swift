@@ -161,29 +161,10 @@ extension NativeStore {
         guard descriptors.contains(where: { $0.key.utf8.contains(UInt8(ascii: ".")) }) else {
             return try ObjectSortDescriptor.sort(rows, by: descriptors, evaluator: evaluator) { .row($0.1, $0.0) }
         }
-        var destinations: [ManagedObjectID: StoreRow] = [:]
-        var trees: [String: Tree] = [:]
-        /// The row of `id`, read once.
-        func row(of id: ManagedObjectID) throws -> StoreRow? {
-            if let known = destinations[id] { return known }
-            let entity = try self.entity(id.entityName)
-            let name = Self.rowsTree(entity)
-            guard let tree = try trees[name] ?? transaction.tree(named: name) else { return nil }
-            trees[name] = tree
-            let found = try readRow(id, in: tree)
-            destinations[id] = found
-            return found
-        }
-        let paths = descriptors.map(\.keys)
+        var reader = RowPathReader(store: self, transaction: transaction)
+        let paths = descriptors.map { $0.keys[...] }
         let keyed = try rows.map { element in
-            (element, try paths.map { keys -> Operand in
-                var current = element.1
-                for key in keys.dropLast() {
-                    guard case .object(let id)? = current.values[key], let next = try row(of: id) else { return .null }
-                    current = next
-                }
-                return try evaluator.value(of: keys.suffix(1), on: .row(current, nil))
-            })
+            (element, try paths.map { try reader.value(of: $0, on: element.1, id: element.0) })
         }
         return ObjectSortDescriptor.stableSort(keyed, descriptors).map(\.0)
     }

@@ -1,0 +1,244 @@
+import ArborStore
+import Foundation
+
+/// Reads key paths through to-one relationships on a store's rows, inside one read transaction:
+/// each destination's row is read once (docs/relational-planning.md). The one place that follows a
+/// key path from row to row: sorts and aggregates in the store use it.
+struct RowPathReader {
+    let store: NativeStore
+    let transaction: ReadTransaction
+    let evaluator = PredicateEvaluator()
+    private var rows: [ManagedObjectID: StoreRow?] = [:]
+    private var trees: [String: Tree] = [:]
+
+    init(store: NativeStore, transaction: ReadTransaction) {
+        self.store = store
+        self.transaction = transaction
+    }
+
+    /// The row of `id` (nil when it is gone), read once.
+    mutating func row(of id: ManagedObjectID) throws -> StoreRow? {
+        if let known = rows[id] { return known }
+        let entity = try store.entity(id.entityName)
+        let name = NativeStore.rowsTree(entity)
+        var found: StoreRow?
+        if let tree = try trees[name] ?? transaction.tree(named: name) {
+            trees[name] = tree
+            found = try store.readRow(id, in: tree)
+        }
+        rows[id] = found
+        return found
+    }
+
+    /// The value of `keys` (a key path through to-one relationships) on `row`: nil where the path
+    /// meets nil, as on objects.
+    mutating func value(of keys: ArraySlice<String>, on row: StoreRow, id: ManagedObjectID?) throws -> Operand {
+        guard keys.count > 1 else { return try evaluator.value(of: keys, on: .row(row, id)) }
+        var current = row
+        for key in keys.dropLast() {
+            guard case .object(let destination)? = current.values[key], let next = try self.row(of: destination) else { return .null }
+            current = next
+        }
+        return try evaluator.value(of: keys.suffix(1), on: .row(current, nil))
+    }
+
+    /// Whether every key path of `paths` can be read on rows of `entity`: attributes, or key paths
+    /// through to-one relationships to a stored attribute or a to-one relationship.
+    static func reads(_ paths: [[String]], from entity: EntityDescription) -> Bool {
+        paths.allSatisfy { keys in
+            var current = entity
+            for key in keys.dropLast() {
+                guard let relationship = current.relationshipsByName[key], !relationship.isToMany,
+                      let next = relationship.destinationEntity else { return false }
+                current = next
+            }
+            guard let last = keys.last else { return false }
+            if let attribute = current.attributesByName[last] { return !attribute.isTransient }
+            return current.relationshipsByName[last].map { !$0.isToMany } ?? false
+        }
+    }
+}
+
+/// A dictionary fetch that groups or aggregates, as a store runs it: one pass over the matching
+/// rows into a table of groups, no managed objects (docs/relational-planning.md, "Aggregates in
+/// the store").
+struct StoreGrouping {
+    /// The rows: the fetch's predicate (its joins included), no order, no window.
+    var rows: StoreFetch
+    /// The key paths grouped by (none: one group of every row).
+    var groupBy: [String]
+    /// The properties each group gives.
+    var properties: [PropertyToFetch]
+}
+
+/// One group of a ``StoreGrouping``: its dictionary, and the values of its group-by keys (for
+/// sorting by a key it groups by but does not fetch).
+struct StoreGroup {
+    var values: [String: any Sendable]
+    var groupValues: [String: Operand]
+}
+
+/// One aggregate of a group, computed a row at a time with the evaluator's own steps (so that it
+/// equals the collection operator over the group's values).
+struct Accumulator {
+    let function: PropertyToFetch.Function
+    private(set) var count = 0
+    private var total: Operand = .int(0)
+    private var best: Operand?
+
+    init(_ function: PropertyToFetch.Function) { self.function = function }
+
+    /// Adds one row's value (nil values count for nothing).
+    mutating func add(_ value: Operand, evaluator: PredicateEvaluator) throws {
+        guard !value.isNull else { return }
+        count += 1
+        switch function {
+        case .count: break
+        case .sum, .average: total = try evaluator.adding(value, to: total, function.collectionOperator)
+        case .min, .max:
+            if let best, try !PredicateEvaluator.replaces(value, best, function.collectionOperator) { return }
+            best = value
+        }
+    }
+
+    /// The aggregate of the values added.
+    func result(evaluator: PredicateEvaluator) throws -> Operand {
+        switch function {
+        case .count: .int(Int64(count))
+        case .sum, .average: try evaluator.finishSum(function.collectionOperator, total, count: count)
+        case .min, .max: best ?? .null
+        }
+    }
+}
+
+/// The groups met so far, found by their key values: hashed, then compared with the evaluator's
+/// equality (so that rows fall into the groups an in-memory grouping makes).
+struct GroupTable {
+    private(set) var keys: [[Operand]] = []
+    private var buckets: [Int: [Int]] = [:]
+
+    /// The index of the group of `key`, made when new (`isNew`).
+    mutating func group(of key: [Operand]) -> (index: Int, isNew: Bool) {
+        var hasher = Hasher()
+        for operand in key { Self.hash(operand, into: &hasher) }
+        let hash = hasher.finalize()
+        if let candidates = buckets[hash] {
+            for index in candidates where zip(keys[index], key).allSatisfy({ PredicateEvaluator.equal($0, $1, []) }) {
+                return (index, false)
+            }
+        }
+        keys.append(key)
+        buckets[hash, default: []].append(keys.count - 1)
+        return (keys.count - 1, true)
+    }
+
+    /// A hash of `value` that equal values (by ``PredicateEvaluator/equal(_:_:_:)``) share:
+    /// numbers of every kind by their value as a double.
+    static func hash(_ value: Operand, into hasher: inout Hasher) {
+        switch value {
+        case .null: hasher.combine(0)
+        case .bool(let b): hasher.combine(b)
+        case .int, .double, .decimal:
+            let number = PredicateEvaluator.double(value) ?? 0
+            hasher.combine(number == 0 ? 0 : number)
+        case .string(let s): for scalar in s.unicodeScalars { hasher.combine(scalar.value) }
+        case .date(let d): hasher.combine(d)
+        case .data(let d): hasher.combine(d)
+        case .uuid(let u): hasher.combine(u)
+        case .url(let u): hasher.combine(u)
+        default: hasher.combine(PredicateEvaluator.objectID(value))
+        }
+    }
+}
+
+extension NativeStore {
+    /// Whether this store can run `properties` grouped by `groupBy` for rows of `entity` on its
+    /// rows: every key path readable on rows, every expression evaluable on a row.
+    static func canGroup(_ properties: [PropertyToFetch], by groupBy: [String], of entity: EntityDescription) -> Bool {
+        var paths = groupBy.map { $0.split(separator: ".", omittingEmptySubsequences: false).map(String.init) }
+        for property in properties {
+            switch property.kind {
+            case .key(let path), .aggregate(_, let path):
+                paths.append(path.split(separator: ".", omittingEmptySubsequences: false).map(String.init))
+            case .expression(let expression):
+                guard FetchAnalysis.isRowEvaluable(expression, entity) else { return false }
+            }
+        }
+        return RowPathReader.reads(paths, from: entity)
+    }
+
+    /// The groups of a ``StoreGrouping``, in the order their first rows were read (primary-key
+    /// order for a scan): each group's `.key` and `.expression` properties from its first row,
+    /// its aggregates over all its rows. Without group-by keys, one group of every row (even of
+    /// none).
+    func groups(_ grouping: StoreGrouping) throws -> [StoreGroup] {
+        let entity = try entity(grouping.rows.entityName)
+        var request = grouping.rows
+        request.sortDescriptors = []
+        request.offset = 0
+        request.limit = 0
+        try request.checkWindow()
+        let plan = plan(request, entity: entity)
+        let groupPaths = grouping.groupBy.map { $0.split(separator: ".", omittingEmptySubsequences: false).map(String.init)[...] }
+        let properties = grouping.properties
+        // Each property's key path (empty for an expression).
+        let paths = properties.map { property -> ArraySlice<String> in
+            switch property.kind {
+            case .key(let path), .aggregate(_, let path): path.split(separator: ".", omittingEmptySubsequences: false).map(String.init)[...]
+            case .expression: []
+            }
+        }
+        return try Self.storeError("group \(request.entityName)") {
+            try database.read { transaction in
+                var reader = RowPathReader(store: self, transaction: transaction)
+                let evaluator = reader.evaluator
+                var table = GroupTable()
+                var firsts: [[String: any Sendable]] = []
+                var started: [Bool] = []
+                var accumulators: [[Accumulator?]] = []
+                func newGroup() {
+                    firsts.append([:])
+                    started.append(false)
+                    accumulators.append(properties.map { if case .aggregate(let function, _) = $0.kind { Accumulator(function) } else { nil } })
+                }
+                if groupPaths.isEmpty {
+                    _ = table.group(of: [])
+                    newGroup()
+                }
+                if let access = try open(plan, request: request, entity: entity, transaction: transaction) {
+                    try run(access, request: request, entity: entity) { id, row in
+                        let key = try groupPaths.map { try reader.value(of: $0, on: row, id: id) }
+                        let (group, isNew) = table.group(of: key)
+                        if isNew { newGroup() }
+                        if !started[group] {
+                            // The group's first row gives its keys and expressions.
+                            started[group] = true
+                            for (property, path) in zip(properties, paths) {
+                                let value: Operand
+                                switch property.kind {
+                                case .key: value = try reader.value(of: path, on: row, id: id)
+                                case .expression(let expression): value = try evaluator.value(of: expression, on: .row(row, id))
+                                case .aggregate: continue
+                                }
+                                if let sendable = value.sendableValue { firsts[group][property.name] = sendable }
+                            }
+                        }
+                        for position in properties.indices where accumulators[group][position] != nil {
+                            let value = try reader.value(of: paths[position], on: row, id: id)
+                            try accumulators[group][position]?.add(value, evaluator: evaluator)
+                        }
+                        return true
+                    }
+                }
+                return try table.keys.indices.map { index in
+                    var values = firsts[index]
+                    for (property, accumulator) in zip(properties, accumulators[index]) {
+                        guard let accumulator, let sendable = try accumulator.result(evaluator: evaluator).sendableValue else { continue }
+                        values[property.name] = sendable
+                    }
+                    return StoreGroup(values: values, groupValues: Dictionary(zip(grouping.groupBy, table.keys[index])) { first, _ in first })
+                }
+            }
+        }
+    }
+}

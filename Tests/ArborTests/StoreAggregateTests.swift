@@ -1,0 +1,83 @@
+import ArborTestSupport
+import Foundation
+import Testing
+@testable import Arbor
+
+/// Issue 26, item 3: grouped and aggregated dictionary fetches computed by the store in one pass
+/// over its rows, with no managed objects — and the same dictionaries the object path gives.
+@Suite("Aggregates in the store")
+struct StoreAggregateTests {
+    /// The dictionaries of `request` as the store computes them, and as objects give them (the
+    /// object path runs while the context has an unsaved change elsewhere).
+    static func bothWays(_ request: FetchRequest<[String: any Sendable]>, graph: JoinTests.Graph) throws
+        -> (store: [[String: any Sendable]], objects: [[String: any Sendable]]) {
+        let reader = graph.stack.context()
+        #expect(try reader.groupsInStore(objectRequest(request), groupBy: request.propertiesToGroupBy ?? [], properties: request.propertiesToFetch ?? [],
+                                         entity: graph.stack.model.entity(named: request.entityName)!) != nil, "the store groups")
+        let store = try reader.fetch(request)
+        let other = graph.stack.context()
+        _ = try graph.stack.insert("Division", in: other, ["title": "unsaved"])
+        #expect(try other.groupsInStore(objectRequest(request), groupBy: request.propertiesToGroupBy ?? [], properties: request.propertiesToFetch ?? [],
+                                        entity: graph.stack.model.entity(named: request.entityName)!) == nil, "objects group")
+        return (store, try other.fetch(request))
+    }
+
+    static func objectRequest(_ request: FetchRequest<[String: any Sendable]>) -> FetchRequest<ManagedObject> {
+        var objects = FetchRequest<ManagedObject>(entityName: request.entityName)
+        objects.predicate = request.predicate
+        return objects
+    }
+
+    /// A dictionary as comparable text (numbers as doubles, IDs as their URIs).
+    static func text(_ row: [String: any Sendable]) -> String {
+        row.keys.sorted().map { key -> String in
+            let value: String = switch row[key] {
+            case let id as ManagedObjectID: id.uriRepresentation().absoluteString
+            case let n as Int64: "\(Double(n))"
+            case let n as Double: "\(n)"
+            case let d as Decimal: "\(NSDecimalNumber(decimal: d).doubleValue)"
+            case let other?: "\(other)"
+            case nil: "nil"
+            }
+            return "\(key)=\(value)"
+        }.joined(separator: ",")
+    }
+
+    @Test("grouped fetches by attributes and to-one key paths, with every aggregate, joins in the predicate, having, sorts and windows: the store's dictionaries are the objects'", arguments: Array(0..<4))
+    func differential(round: Int) throws {
+        let graph = try JoinTests.Graph(seed: UInt64(0xA66 + round * 31))
+        let groupings: [[String]] = [["department.name"], ["name"], ["department"], ["department.division.title", "name"], ["manager.department.budget"], []]
+        let predicates: [String?] = [nil, "salary > 2000", "department.name BEGINSWITH 'S'", "manager.salary < 5000 AND salary >= 0"]
+        for (index, groupBy) in groupings.enumerated() {
+            for format in predicates {
+                var request = FetchRequest<[String: any Sendable]>(entityName: "Person")
+                request.predicate = try format.map { try ObjectPredicate(format: $0) }
+                request.propertiesToGroupBy = groupBy.isEmpty ? nil : groupBy
+                request.propertiesToFetch = groupBy.map { .key($0) } + [
+                    .aggregate(.sum, of: "salary", as: "total"), .aggregate(.count, of: "department", as: "staffed"),
+                    .aggregate(.average, of: "salary", as: "mean"), .aggregate(.min, of: "manager.name", as: "firstBoss"),
+                    .aggregate(.max, of: "department.budget", as: "richest"),
+                ]
+                if index % 2 == 0 { request.sortDescriptors = [ObjectSortDescriptor(key: "total", ascending: false), ObjectSortDescriptor(key: "staffed")] }
+                if index == 2 { request.havingPredicate = try ObjectPredicate(format: "staffed > 1") }
+                let (store, objects) = try Self.bothWays(request, graph: graph)
+                let context = "round \(round), group by \(groupBy), where \(format ?? "nothing")"
+                #expect(store.map(Self.text) == objects.map(Self.text), "\(context)")
+                if groupBy.isEmpty { #expect(store.count == 1, "\(context): one dictionary in all") }
+            }
+        }
+    }
+
+    @Test("an aggregate over no rows is one dictionary (count 0, sum 0, no average); grouping no rows gives none")
+    func emptyInput() throws {
+        let graph = try JoinTests.Graph(seed: 3)
+        var request = try FetchRequest<[String: any Sendable]>(entityName: "Person", format: "salary < 0")
+        request.propertiesToFetch = [.aggregate(.count, of: "salary", as: "n"), .aggregate(.sum, of: "salary", as: "total"),
+                                     .aggregate(.average, of: "salary", as: "mean")]
+        let (store, objects) = try Self.bothWays(request, graph: graph)
+        #expect(store.count == 1 && store[0]["n"] as? Int64 == 0 && store[0]["total"] as? Int64 == 0 && store[0]["mean"] == nil)
+        #expect(store.map(Self.text) == objects.map(Self.text))
+        request.propertiesToGroupBy = ["name"]
+        #expect(try graph.stack.context().fetch(request).isEmpty)
+    }
+}

@@ -27,6 +27,16 @@ struct JoinTests {
                 Relationship("department", to: "Department", inverse: "employees")
                 Relationship("manager", to: "Person", inverse: "reports")
                 Relationship("reports", to: "Person", inverse: "manager").toMany()
+                Relationship("projects", to: "Project", inverse: "members").toMany()
+            }
+            Entity("Project") {
+                Attribute("title", .string)
+                Relationship("members", to: "Person", inverse: "projects").toMany()
+                Relationship("client", to: "Client", inverse: "projects")
+            }
+            Entity("Client") {
+                Attribute("country", .string)
+                Relationship("projects", to: "Project", inverse: "client").toMany()
             }
             Entity("Employee", parent: "Person") {
                 Attribute("badge", .integer32)
@@ -57,11 +67,20 @@ struct JoinTests {
                 if Int.random(in: 0..<4, using: &random) > 0 { try department.setValue(divisions.randomElement(using: &random), forKey: "division") }
                 departments.append(department)
             }
+            let clients = try ["FR", "DE", "US"].map { try stack.insert("Client", in: context, ["country": $0]) }
+            var projects: [ManagedObject] = []
+            for title in ["Atlas", "Apollo", "Borealis", "Cygnus", "Draco"] {
+                let project = try stack.insert("Project", in: context, ["title": title])
+                if Int.random(in: 0..<5, using: &random) > 0 { try project.setValue(clients.randomElement(using: &random), forKey: "client") }
+                projects.append(project)
+            }
             for index in 0..<count {
                 let entity = index % 3 == 0 ? "Contractor" : "Employee"
                 let person = try stack.insert(entity, in: context, ["name": "p\(index % 17)", "salary": Int64.random(in: 0...20, using: &random) * 500])
                 if Int.random(in: 0..<5, using: &random) > 0 { try person.setValue(departments.randomElement(using: &random), forKey: "department") }
                 if !people.isEmpty, Int.random(in: 0..<4, using: &random) > 0 { try person.setValue(people.randomElement(using: &random), forKey: "manager") }
+                let joined = Set((0..<Int.random(in: 0...2, using: &random)).map { _ in projects.randomElement(using: &random)! })
+                try person.setValue(joined, forKey: "projects")
                 people.append(person)
             }
             try context.save()
@@ -93,6 +112,28 @@ struct JoinTests {
         "salary == 1000 AND department.budget > 2000",
         "department.name == 'Sales' OR salary > 9000",
         "NOT (department.name == 'Sales')",
+        // Through to-many relationships (issue 26, item 2).
+        "ANY reports.salary > 8000",
+        "NONE reports.salary > 8000",
+        "ALL reports.salary > 2000",
+        "ANY projects.title BEGINSWITH 'A'",
+        "ANY projects.client.country == 'FR'",
+        "ANY projects.client.country == nil",
+        "ALL projects.client.country != 'FR'",
+        "ANY department.employees.salary > 9000",
+        "NONE department.employees.name == 'p3'",
+        "ANY manager.reports.name == 'p1'",
+        "ANY reports.department.name == 'Sales' AND salary > 1000",
+        "ANY department.name == 'Sales'",
+        "NONE manager.name == 'p2'",
+    ]
+
+    static let departmentFormats = [
+        "ANY employees.salary > 9000",
+        "NONE employees.manager == nil",
+        "ALL employees.salary >= 1000",
+        "ANY employees.projects.client.country == 'DE'",
+        "ANY employees.manager.name == 'p4' AND budget > 1000",
     ]
 
     @Test("every join agrees with the in-memory evaluator on random graphs, for sub-entities and with other terms", arguments: Array(0..<6))
@@ -111,7 +152,19 @@ struct JoinTests {
                 let wanted = entity == "Person" ? expected : expected.filter { $0.entityName == "Employee" }
                 #expect(Set(fetched) == wanted && fetched.count == wanted.count, "seed \(seed), \(entity): \(format)")
                 #expect(try reader.count(for: request) == wanted.count, "seed \(seed), count of \(entity): \(format)")
+                if !format.contains(" OR ") && !format.hasPrefix("NOT") {
+                    #expect(try !request.explain(in: reader).contains("then in memory"), "\(format) runs in the store")
+                }
             }
+        }
+        let departments = try reader.fetch(FetchRequest<ManagedObject>(entityName: "Department"))
+        for format in Self.departmentFormats {
+            let predicate = try ObjectPredicate(format: format)
+            let expected = Set(try departments.filter { try predicate.evaluate(with: $0) }.map(\.objectID))
+            var request = FetchRequest<ManagedObjectID>(entityName: "Department")
+            request.predicate = predicate
+            #expect(Set(try reader.fetch(request)) == expected, "seed \(seed), Department: \(format)")
+            #expect(try !request.explain(in: reader).contains("then in memory"), "\(format) runs in the store")
         }
     }
 

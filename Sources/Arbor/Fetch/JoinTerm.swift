@@ -1,37 +1,51 @@
 import Foundation
 
-/// A top-level term of a fetch's predicate that compares a key path through to-one relationships
-/// with constants — `department.name == "Sales"`, `manager.department.name BEGINSWITH "S"` — and
-/// that a store can run as a join (docs/relational-planning.md, "To-one joins"). The one place
-/// that says which terms are joins: the fetch analysis splits predicates with it, and the store
-/// plans with it.
+/// A top-level term of a fetch's predicate that compares a key path through relationships with
+/// constants — `department.name == "Sales"`, `manager.department.name BEGINSWITH "S"`,
+/// `ANY timesheets.hours > 8`, `NONE projects.client.country == "FR"` — and that a store can run
+/// as a join (docs/relational-planning.md). The one place that says which terms are joins: the
+/// fetch analysis splits predicates with it, and the store plans with it.
 struct JoinTerm {
+    /// How the term's elements decide it.
+    enum Quantifier {
+        /// A key path through to-one relationships: its one value decides.
+        case direct
+        /// `ANY`: some element matches.
+        case any
+        /// `NONE` (and `ALL`, as none of the negated comparison): no element matches.
+        case none
+    }
+
     /// The term as written.
     let term: ObjectPredicate
+    let quantifier: Quantifier
     /// The relationships of the key path, from the fetched entity on (`department`, or
-    /// `manager`, `department`): each to-one.
+    /// `manager`, `department`): to-one for a direct term; any for a quantified one (a
+    /// many-to-many only when neither side is ordered).
     let hops: [RelationshipDescription]
     /// The entity the last relationship leads to.
     let destination: EntityDescription
     /// The comparison with its key path cut to the last key, for the destination's rows
-    /// (`name == "Sales"`).
+    /// (`name == "Sales"`); for `ALL`, its negation.
     let tail: ObjectPredicate
-    /// Whether the term is true of an object whose key path meets nil (the comparison's answer
-    /// for a nil value): then rows with no destination, at any hop, match too.
+    /// Whether the tail is true of a nil value: then a path meeting nil matches — for a direct
+    /// term, at any hop; for a quantified one, after its first to-many hop (a nil before it
+    /// leaves no elements at all).
     let matchesNil: Bool
 
-    /// The join `term` is, for objects of `entity`; nil when it is not one: not a comparison
-    /// without modifier of a key path with constants, a key path of fewer than two keys, a hop
-    /// that is not a to-one relationship, a last key that is not a stored attribute or to-one
+    /// The join `term` is, for objects of `entity`; nil when it is not one: not a comparison of a
+    /// key path (on the left, for a quantified one) with constants, a key path of fewer than two
+    /// keys or with a collection operator, a direct term through a to-many relationship, an
+    /// ordered many-to-many hop, a last key that is not a stored attribute or to-one
     /// relationship, or a comparison that cannot be evaluated with nil in the key path's place.
     init?(_ term: ObjectPredicate, entity: EntityDescription) {
-        guard case .comparison(let comparison) = term, comparison.modifier == .direct else { return nil }
+        guard case .comparison(let comparison) = term else { return nil }
         let keys: [String], onLeft: Bool
         switch (comparison.left, comparison.right) {
         case (.keyPath(let path), let other) where Self.isConstant(other):
             keys = path
             onLeft = true
-        case (let other, .keyPath(let path)) where Self.isConstant(other):
+        case (let other, .keyPath(let path)) where Self.isConstant(other) && comparison.modifier == .direct:
             keys = path
             onLeft = false
         default:
@@ -41,8 +55,11 @@ struct JoinTerm {
         var hops: [RelationshipDescription] = []
         var current = entity
         for key in keys.dropLast() {
-            guard let relationship = current.relationshipsByName[key], !relationship.isToMany,
-                  let next = relationship.destinationEntity else { return nil }
+            guard let relationship = current.relationshipsByName[key], let next = relationship.destinationEntity else { return nil }
+            if relationship.isToMany {
+                guard comparison.modifier != .direct else { return nil }
+                if relationship.isManyToMany, relationship.isOrdered || relationship.inverseRelationship?.isOrdered == true { return nil }
+            }
             hops.append(relationship)
             current = next
         }
@@ -53,6 +70,8 @@ struct JoinTerm {
             guard let relationship = current.relationshipsByName[last], !relationship.isToMany else { return nil }
         }
         var cut = comparison, nilled = comparison
+        cut.modifier = .direct
+        nilled.modifier = .direct
         if onLeft {
             cut.left = .keyPath([last])
             nilled.left = .constant(.null)
@@ -60,12 +79,31 @@ struct JoinTerm {
             cut.right = .keyPath([last])
             nilled.right = .constant(.null)
         }
-        guard let matchesNil = try? PredicateEvaluator().evaluate(.comparison(nilled), on: .null) else { return nil }
+        let quantifier: Quantifier
+        var tail: ObjectPredicate = .comparison(cut), nilTail: ObjectPredicate = .comparison(nilled)
+        switch comparison.modifier {
+        case .direct: quantifier = .direct
+        case .any: quantifier = .any
+        case .none: quantifier = .none
+        case .all:
+            quantifier = .none
+            tail = .not(tail)
+            nilTail = .not(nilTail)
+        }
+        guard let matchesNil = try? PredicateEvaluator().evaluate(nilTail, on: .null) else { return nil }
         self.term = term
+        self.quantifier = quantifier
         self.hops = hops
         self.destination = current
-        self.tail = .comparison(cut)
+        self.tail = tail
         self.matchesNil = matchesNil
+    }
+
+    /// Whether a nil met at hop `position` (0: the first relationship's) is an element the tail
+    /// decides (true), or leaves the term without elements (a quantified term's hop before its
+    /// first to-many).
+    func nilIsElement(at position: Int) -> Bool {
+        quantifier == .direct || hops[..<position].contains(where: \.isToMany)
     }
 
     /// Whether an expression is a constant, or a collection of constants (`IN {…}`, `BETWEEN`).

@@ -563,9 +563,15 @@ extension NativeStore {
         var index: Tree?
         /// The joins' checks of each row read (those not read through their foreign-key tree).
         var checks: [JoinCheck] = []
-        /// A join read through its first relationship's foreign-key tree, one range per key:
-        /// the access path, in place of the plan's index or scan.
-        var through: (tree: Tree, keys: Set<Int64>)?
+        /// How a join reads the rows instead of the plan's index or scan, when its keys are few.
+        enum Through {
+            /// Through its first relationship's foreign-key tree, one range per key.
+            case foreignKeyTree(Tree, Set<Int64>)
+            /// The rows of these primary keys, one by one (a join through a to-many
+            /// relationship: the owners of the matching destinations).
+            case keys(Set<Int64>)
+        }
+        var through: Through?
 
         /// Whether rows are read in primary-key order (a scan): other reads sort ties by key.
         var readsInKeyOrder: Bool { plan.index == nil && through == nil }
@@ -594,15 +600,27 @@ extension NativeStore {
             access = OpenPlan(plan: plan, rows: rows)
         }
         for join in access.plan.joins {
-            let keys = try keys(of: join, transaction: transaction)
-            let first = join.join.hops[0]
-            if access.through == nil, !join.join.matchesNil, access.plan.indexCost.map({ $0 > 0 }) ?? true,
-               let tree = try foreignKeyTree(for: first, keyCount: keys.count, transaction: transaction) {
-                // Every row found through the tree holds one of the keys: no check of its own.
-                access.through = (tree, keys)
-            } else {
-                access.checks.append(JoinCheck(relationship: first.name, keys: keys, matchesNil: join.join.matchesNil))
+            let check = try check(for: join.join, keys: try keys(of: join, transaction: transaction), transaction: transaction)
+            let indexIsEquality = access.plan.indexCost == 0
+            if access.through == nil, !indexIsEquality {
+                // Few keys: the rows they name are read instead, and need no check of their own.
+                switch check {
+                case .foreignKey(let relationship, let keys, false, false):
+                    if let first = join.join.hops.first, first.name == relationship,
+                       let tree = try foreignKeyTree(for: first, keyCount: keys.count, transaction: transaction) {
+                        access.through = .foreignKeyTree(tree, keys)
+                        continue
+                    }
+                case .ownKey(let keys, false):
+                    if try fewRows(keys.count, of: entity, transaction: transaction) {
+                        access.through = .keys(keys)
+                        continue
+                    }
+                default:
+                    break
+                }
             }
+            access.checks.append(check)
         }
         if access.through != nil {
             // The tree's order is the destinations': the request's order is made after.
@@ -674,7 +692,7 @@ extension NativeStore {
             let row = try decode(bytes, objectID: id, entity: rowEntity, columns: rowEntity === entity ? entityColumns : nil)
             // An exact plan's ranges hold only matching rows (as counting trusts too).
             if !plan.exact, let filter = plan.filter, try !evaluator.evaluate(filter, on: .row(row, id)) { return true }
-            for check in access.checks where !check.admits(row) { return true }
+            for check in access.checks where !check.admits(row, id: id) { return true }
             return try deliver(id, row)
         }
 
@@ -687,8 +705,15 @@ extension NativeStore {
             return taken
         }
 
-        if let (tree, keys) = access.through {
-            try forEachSource(in: tree, of: keys) { try takeRow($0, from: tree.name) }
+        if let through = access.through {
+            switch through {
+            case .foreignKeyTree(let tree, let keys): try forEachSource(in: tree, of: keys) { try takeRow($0, from: tree.name) }
+            case .keys(let keys):
+                for key in keys.sorted() {
+                    // A key the join found names a row that was there when it looked.
+                    guard try KeyEncoding.withEncodedInteger(key, { try rows.withValue(forKey: $0) { try take(key, $0) } }) ?? true else { break }
+                }
+            }
         } else if let index = plan.index, let tree = access.index {
             let ranges = plan.descending ? plan.ranges.reversed() : plan.ranges
             // The ranges are disjoint (sorted distinct points, or one range): no row comes twice.
@@ -765,7 +790,7 @@ extension NativeStore {
                 if decided == true || plan.filter == nil, scan._withUnsafeGuaranteedRef({ $0.layout.entity === entity }) {
                     let id = ManagedObjectID(space: entitySpace, key: try Self.lastKey(of: entry, in: rows.name))
                     let row = try decode(value, objectID: id, entity: entity, columns: entityColumns)
-                    for check in access.checks where !check.admits(row) { return true }
+                    for check in access.checks where !check.admits(row, id: id) { return true }
                     return try deliver(id, row)
                 }
                 let layout = scan._withUnsafeGuaranteedRef { $0.layout }
@@ -777,7 +802,7 @@ extension NativeStore {
                     if try !evaluator.evaluate(filter, on: .raw(raw)) { return true }
                 }
                 let row = try decode(value, objectID: id, entity: layout.entity, columns: layout.entity === entity ? entityColumns : nil)
-                for check in access.checks where !check.admits(row) { return true }
+                for check in access.checks where !check.admits(row, id: id) { return true }
                 return try deliver(id, row)
             }
             withExtendedLifetime(filters) {}

@@ -2,7 +2,7 @@ import ArborStore
 import Foundation
 
 /// A join term as a store plans it: the term, and the plan of the fetch that finds its
-/// destination's rows (docs/relational-planning.md, "To-one joins").
+/// destination's rows (docs/relational-planning.md).
 struct JoinPlan {
     let join: JoinTerm
     /// The fetch of the last destination's rows that match the term's comparison.
@@ -24,30 +24,47 @@ struct JoinPlan {
         for (position, relationship) in join.hops.enumerated().reversed() {
             let from = position == 0 ? source : join.hops[position - 1].destinationEntity ?? source
             let to = relationship.destinationEntity?.name ?? relationship.destinationEntityName
-            if join.matchesNil || !NativeStore.isIndexedForeignKey(relationship) {
+            if relationship.isToMany {
+                let inverse = relationship.inverseRelationship
+                if inverse?.isToMany == true {
+                    text += "; \(from.name) through \(inverse.map(NativeStore.joinTree) ?? "?") from each \(to)"
+                } else {
+                    text += "; \(from.name) as the \(inverse?.name ?? "?") of each \(to)"
+                }
+            } else if join.matchesNil && join.nilIsElement(at: position) || !NativeStore.isIndexedForeignKey(relationship) {
                 text += "; \(from.name) rows checked for their \(relationship.name)"
             } else {
                 text += "; \(from.name) through \(NativeStore.foreignKeyTree(relationship)) for each key while under an eighth of \(to)'s rows, else rows checked for their \(relationship.name)"
             }
         }
-        if join.matchesNil { text += " (nil matches)" }
+        switch join.quantifier {
+        case .direct: if join.matchesNil { text += " (nil matches)" }
+        case .any: break
+        case .none: text += " (rows not found match)"
+        }
         return text
     }
 }
 
-/// What a join found, for the fetched rows: the keys their first relationship must hold (or nil,
-/// when nil matches).
-struct JoinCheck {
-    let relationship: String
-    let keys: Set<Int64>
-    let matchesNil: Bool
+/// What a join found, for the fetched rows.
+enum JoinCheck {
+    /// The keys the row's `relationship` must hold (none, when `matchesNil`), or — `negated` —
+    /// must not.
+    case foreignKey(relationship: String, keys: Set<Int64>, matchesNil: Bool, negated: Bool)
+    /// The keys the row's own primary key must be among, or — `negated` — not.
+    case ownKey(keys: Set<Int64>, negated: Bool)
 
-    /// Whether `row` passes: its destination's key is one of the keys, or it has none and nil
-    /// matches.
-    func admits(_ row: StoreRow) -> Bool {
-        switch row.values[relationship] {
-        case .object(let id)?: keys.contains(id.key)
-        default: matchesNil
+    /// Whether the row `id` holding `row` passes.
+    func admits(_ row: StoreRow, id: ManagedObjectID) -> Bool {
+        switch self {
+        case .foreignKey(let relationship, let keys, let matchesNil, let negated):
+            let found = switch row.values[relationship] {
+            case .object(let destination)?: keys.contains(destination.key)
+            default: matchesNil
+            }
+            return found != negated
+        case .ownKey(let keys, let negated):
+            return keys.contains(id.key) != negated
         }
     }
 }
@@ -69,8 +86,9 @@ extension NativeStore {
         return (joins, rest)
     }
 
-    /// Runs a join back to the fetched entity's first relationship: the keys its destinations
-    /// must have (step 1 and 2 of docs/relational-planning.md, "To-one joins").
+    /// Runs a join back to its first relationship's destination: the keys of the rows there for
+    /// which the rest of the path holds a matching element (steps 1 and 2 of
+    /// docs/relational-planning.md).
     func keys(of join: JoinPlan, transaction: ReadTransaction) throws -> Set<Int64> {
         var keys = Set<Int64>()
         if let access = try open(join.destinationPlan, request: join.destinationFetch, entity: join.join.destination, transaction: transaction) {
@@ -80,13 +98,54 @@ extension NativeStore {
             }
         }
         // hops[j] leads from the entity hops[j - 1] reaches to the next: the keys of that
-        // entity's rows whose hops[j] is among the keys found so far.
+        // entity's rows whose hops[j] reaches a row among the keys found so far.
         for position in stride(from: join.join.hops.count - 1, through: 1, by: -1) {
             let relationship = join.join.hops[position]
             guard let rowsEntity = join.join.hops[position - 1].destinationEntity else { return [] }
-            keys = try sourceKeys(of: rowsEntity, through: relationship, in: keys, matchesNil: join.join.matchesNil, transaction: transaction)
+            keys = try keysReaching(keys, through: relationship, from: rowsEntity, nilMatches: join.join.matchesNil && join.join.nilIsElement(at: position),
+                                    transaction: transaction)
         }
         return keys
+    }
+
+    /// The keys of `entity`'s rows whose `relationship` reaches one of `keys` (for a to-one
+    /// relationship with `nilMatches`, or holds nothing).
+    func keysReaching(_ keys: Set<Int64>, through relationship: RelationshipDescription, from entity: EntityDescription, nilMatches: Bool,
+                      transaction: ReadTransaction) throws -> Set<Int64> {
+        guard relationship.isToMany else {
+            return try sourceKeys(of: entity, through: relationship, in: keys, matchesNil: nilMatches, transaction: transaction)
+        }
+        guard let inverse = relationship.inverseRelationship, let destination = relationship.destinationEntity else { return [] }
+        var owners = Set<Int64>()
+        if inverse.isToMany {
+            // Many-to-many: the inverse's join tree holds (destination key, owner key).
+            guard let tree = try transaction.tree(named: Self.joinTree(inverse)) else { return owners }
+            try forEachSource(in: tree, of: keys) { owner in
+                owners.insert(owner)
+                return true
+            }
+            return owners
+        }
+        // One-to-many: each destination row names its owner in the inverse's foreign key.
+        guard let rows = try transaction.tree(named: Self.rowsTree(destination)) else { return owners }
+        for key in keys.sorted() {
+            let row = try KeyEncoding.withEncodedInteger(key) { try rows.withValue(forKey: $0) { try decode($0, objectID: objectID(destination, key)) } }
+            if case .object(let owner)? = row?.values[inverse.name] { owners.insert(owner.key) }
+        }
+        return owners
+    }
+
+    /// The check of the fetched rows a join's keys make: their first relationship's foreign key
+    /// (a to-one first hop) or their own key (a to-many one), among the keys — for `NONE` and
+    /// `ALL`, not among them.
+    func check(for join: JoinTerm, keys: Set<Int64>, transaction: ReadTransaction) throws -> JoinCheck {
+        let first = join.hops[0]
+        let negated = join.quantifier == .none
+        guard first.isToMany else {
+            return .foreignKey(relationship: first.name, keys: keys, matchesNil: join.matchesNil && join.nilIsElement(at: 0), negated: negated)
+        }
+        guard let source = first.entity else { return .ownKey(keys: [], negated: negated) }
+        return .ownKey(keys: try keysReaching(keys, through: first, from: source, nilMatches: false, transaction: transaction), negated: negated)
     }
 
     /// The keys of `entity`'s rows (sub-entities included) whose `relationship` holds one of
@@ -135,8 +194,15 @@ extension NativeStore {
         return try transaction.tree(named: Self.foreignKeyTree(relationship))
     }
 
-    /// Hands `body` the primary key of every entry of a foreign-key tree whose destination is one
-    /// of `keys`, key by key in ascending order; `body` returns false to stop.
+    /// Whether `keyCount` of `entity`'s rows are few enough to read one by one (under an eighth
+    /// of its rows, as for a foreign-key tree).
+    func fewRows(_ keyCount: Int, of entity: EntityDescription, transaction: ReadTransaction) throws -> Bool {
+        guard let rows = try transaction.tree(named: Self.rowsTree(entity)) else { return true }
+        return UInt64(keyCount) < max(1, rows.descriptor.sequence / 8)
+    }
+
+    /// Hands `body` the primary key of every entry of a foreign-key (or join) tree whose first
+    /// key is one of `keys`, key by key in ascending order; `body` returns false to stop.
     func forEachSource(in tree: Tree, of keys: Set<Int64>, _ body: (Int64) throws -> Bool) throws {
         for key in keys.sorted() {
             let prefix = KeyEncoding.encode([.int(key)])

@@ -126,6 +126,12 @@ struct JoinTests {
         "ANY reports.department.name == 'Sales' AND salary > 1000",
         "ANY department.name == 'Sales'",
         "NONE manager.name == 'p2'",
+        "reports.@count > 1",
+        "reports.@count == 0",
+        "projects.@count >= 2",
+        "SUBQUERY(reports, $r, $r.salary > 5000).@count > 0",
+        "SUBQUERY(projects, $p, $p.title BEGINSWITH 'A').@count == 1",
+        "SUBQUERY(reports, $r, $r.salary > 5000 AND $r.name != 'p1').@count < 2 AND salary > 0",
     ]
 
     static let departmentFormats = [
@@ -134,6 +140,8 @@ struct JoinTests {
         "ALL employees.salary >= 1000",
         "ANY employees.projects.client.country == 'DE'",
         "ANY employees.manager.name == 'p4' AND budget > 1000",
+        "employees.@count > 5",
+        "SUBQUERY(employees, $e, $e.salary >= 9000).@count >= 1",
     ]
 
     @Test("every join agrees with the in-memory evaluator on random graphs, for sub-entities and with other terms", arguments: Array(0..<6))

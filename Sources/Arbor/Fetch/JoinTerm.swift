@@ -14,6 +14,10 @@ struct JoinTerm {
         case any
         /// `NONE` (and `ALL`, as none of the negated comparison): no element matches.
         case none
+        /// `relationship.@count` or `SUBQUERY(relationship, $x, …).@count` compared with a
+        /// constant: the number of destinations (matching the subquery's predicate, the tail)
+        /// decides, by ``JoinTerm/countComparison``.
+        case count
     }
 
     /// The term as written.
@@ -32,6 +36,83 @@ struct JoinTerm {
     /// term, at any hop; for a quantified one, after its first to-many hop (a nil before it
     /// leaves no elements at all).
     let matchesNil: Bool
+    /// For a count: the comparison, its counted side a placeholder for the count.
+    private(set) var countComparison: ComparisonPredicate?
+
+    /// Whether `count` destinations make a count term true.
+    func countMatches(_ count: Int) throws -> Bool {
+        guard var comparison = countComparison else { return false }
+        comparison.left = .constant(.int(Int64(count)))
+        return try PredicateEvaluator().evaluate(.comparison(comparison), on: .null)
+    }
+
+    /// A count term (see ``Quantifier/count``): `r.@count <op> constant` or
+    /// `SUBQUERY(r, $x, predicate).@count <op> constant`, `r` a to-many relationship of `entity`
+    /// and the subquery's predicate one a destination's row answers (its `$x.key` read as `key`).
+    init?(counting term: ObjectPredicate, entity: EntityDescription) {
+        guard case .comparison(var comparison) = term, comparison.modifier == .direct, Self.isConstant(comparison.right) else { return nil }
+        let relationshipName: String
+        var filter: ObjectPredicate = .truePredicate
+        switch comparison.left {
+        case .keyPath(let keys) where keys.count == 2 && keys[1] == "@count":
+            relationshipName = keys[0]
+        case .keyPathOn(.subquery(.keyPath(let keys), let variable, let predicate), let after) where keys.count == 1 && after == ["@count"]:
+            relationshipName = keys[0]
+            guard let bound = Self.binding(variable, in: predicate) else { return nil }
+            filter = bound
+        default:
+            return nil
+        }
+        guard let relationship = entity.relationshipsByName[relationshipName], relationship.isToMany,
+              let destination = relationship.destinationEntity, FetchAnalysis.isRowEvaluable(filter, destination) else { return nil }
+        if relationship.isManyToMany, relationship.isOrdered || relationship.inverseRelationship?.isOrdered == true { return nil }
+        comparison.left = .constant(.null)
+        self.term = term
+        quantifier = .count
+        hops = [relationship]
+        self.destination = destination
+        tail = filter
+        matchesNil = false
+        countComparison = comparison
+    }
+
+    /// `predicate` with the subquery's variable read as the element (`$x.name` as `name`, `$x` as
+    /// `SELF`); nil when it uses another variable.
+    static func binding(_ variable: String, in predicate: ObjectPredicate) -> ObjectPredicate? {
+        func bind(_ expression: ObjectExpression) -> ObjectExpression? {
+            switch expression {
+            case .variable(let name): return name == variable ? .evaluatedObject : nil
+            case .keyPathOn(.variable(let name), let keys): return name == variable ? .keyPath(keys) : nil
+            case .keyPathOn(let base, let keys): return bind(base).map { .keyPathOn($0, keys) }
+            case .aggregate(let elements):
+                let bound = elements.compactMap(bind)
+                return bound.count == elements.count ? .aggregate(bound) : nil
+            case .arithmetic(let op, let a, let b):
+                guard let a = bind(a), let b = bind(b) else { return nil }
+                return .arithmetic(op, a, b)
+            case .subquery: return nil
+            case .constant, .evaluatedObject, .keyPath: return expression
+            }
+        }
+        func walk(_ predicate: ObjectPredicate) -> ObjectPredicate? {
+            switch predicate {
+            case .constant: return predicate
+            case .not(let inner): return walk(inner).map { .not($0) }
+            case .and(let terms):
+                let bound = terms.compactMap(walk)
+                return bound.count == terms.count ? .and(bound) : nil
+            case .or(let terms):
+                let bound = terms.compactMap(walk)
+                return bound.count == terms.count ? .or(bound) : nil
+            case .comparison(var comparison):
+                guard let left = bind(comparison.left), let right = bind(comparison.right) else { return nil }
+                comparison.left = left
+                comparison.right = right
+                return .comparison(comparison)
+            }
+        }
+        return walk(predicate)
+    }
 
     /// The join `term` is, for objects of `entity`; nil when it is not one: not a comparison of a
     /// key path (on the left, for a quantified one) with constants, a key path of fewer than two
@@ -39,6 +120,10 @@ struct JoinTerm {
     /// ordered many-to-many hop, a last key that is not a stored attribute or to-one
     /// relationship, or a comparison that cannot be evaluated with nil in the key path's place.
     init?(_ term: ObjectPredicate, entity: EntityDescription) {
+        if let counting = JoinTerm(counting: term, entity: entity) {
+            self = counting
+            return
+        }
         guard case .comparison(let comparison) = term else { return nil }
         let keys: [String], onLeft: Bool
         switch (comparison.left, comparison.right) {

@@ -600,7 +600,7 @@ extension NativeStore {
             access = OpenPlan(plan: plan, rows: rows)
         }
         for join in access.plan.joins {
-            let check = try check(for: join.join, keys: try keys(of: join, transaction: transaction), transaction: transaction)
+            let check = try check(for: join, transaction: transaction)
             let indexIsEquality = access.plan.indexCost == 0
             if access.through == nil, !indexIsEquality {
                 // Few keys: the rows they name are read instead, and need no check of their own.

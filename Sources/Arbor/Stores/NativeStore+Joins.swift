@@ -13,6 +13,12 @@ struct JoinPlan {
     func description(source: EntityDescription) -> String {
         let destination = join.destination
         var text = "join \(join.term.predicateFormat): \(destination.name) "
+        if join.quantifier == .count, let relationship = join.hops.first {
+            let inverse = relationship.inverseRelationship
+            let counted = inverse?.isToMany == true ? "through \(inverse.map(NativeStore.joinTree) ?? "?")" : "by their \(inverse?.name ?? "?")"
+            let read = destinationPlan.index.map { "by \($0.tree)" } ?? "by a scan of \(NativeStore.rowsTree(destination))"
+            return text + "\(read)\(destinationPlan.filter.map { " checking \($0.predicateFormat)" } ?? ""), counted per \(source.name) \(counted)"
+        }
         switch destinationPlan.index {
         case let index?:
             text += "by \(index.tree), \(destinationPlan.ranges.count == 1 ? "range" : "ranges") \(destinationPlan.ranges.map(\.description).joined(separator: ", "))"
@@ -39,7 +45,7 @@ struct JoinPlan {
         }
         switch join.quantifier {
         case .direct: if join.matchesNil { text += " (nil matches)" }
-        case .any: break
+        case .any, .count: break
         case .none: text += " (rows not found match)"
         }
         return text
@@ -133,6 +139,38 @@ extension NativeStore {
             if case .object(let owner)? = row?.values[inverse.name] { owners.insert(owner.key) }
         }
         return owners
+    }
+
+    /// The check of the fetched rows a join makes (running it: its destination's rows, then back
+    /// along its path).
+    func check(for join: JoinPlan, transaction: ReadTransaction) throws -> JoinCheck {
+        guard join.join.quantifier == .count else {
+            return try check(for: join.join, keys: try keys(of: join, transaction: transaction), transaction: transaction)
+        }
+        // A count: the destinations (matching the subquery's predicate) counted per owner; the
+        // owners whose count decides the term against the count of an owner with none.
+        var counts: [Int64: Int] = [:]
+        guard let relationship = join.join.hops.first, let inverse = relationship.inverseRelationship else { return .ownKey(keys: [], negated: false) }
+        var matching: [Int64] = []
+        if let access = try open(join.destinationPlan, request: join.destinationFetch, entity: join.join.destination, transaction: transaction) {
+            try run(access, request: join.destinationFetch, entity: join.join.destination) { id, row in
+                if inverse.isToMany {
+                    matching.append(id.key)
+                } else if case .object(let owner)? = row.values[inverse.name] {
+                    counts[owner.key, default: 0] += 1
+                }
+                return true
+            }
+        }
+        if inverse.isToMany, !matching.isEmpty, let tree = try transaction.tree(named: Self.joinTree(inverse)) {
+            try forEachSource(in: tree, of: Set(matching)) { owner in
+                counts[owner, default: 0] += 1
+                return true
+            }
+        }
+        let noneMatch = try join.join.countMatches(0)
+        let keys = Set(try counts.filter { try join.join.countMatches($0.value) != noneMatch }.keys)
+        return .ownKey(keys: keys, negated: noneMatch)
     }
 
     /// The check of the fetched rows a join's keys make: their first relationship's foreign key

@@ -86,7 +86,7 @@ extension NativeStore {
                 continue
             }
             var fetch = StoreFetch(entityName: join.destination.name)
-            fetch.predicate = join.tail
+            fetch.predicate = join.tail == .truePredicate ? nil : join.tail
             joins.append(JoinPlan(join: join, destinationFetch: fetch, destinationPlan: plan(fetch, entity: join.destination)))
         }
         return (joins, rest)

@@ -81,3 +81,30 @@ struct StoreAggregateTests {
         #expect(try graph.stack.context().fetch(request).isEmpty)
     }
 }
+
+@Suite("Collection operators over faults")
+struct CollectionOperatorFaultTests {
+    @Test("employees.@sum.salary on a department whose employees are faults reads their rows in one batch, not one read per employee (issue 26, item 3)")
+    func sumOverFaultsReadsOnce() throws {
+        let stack = try Stack()
+        let writer = stack.context()
+        let department = try stack.insert("Department", in: writer, ["name": "Research"])
+        var total = Decimal(0)
+        for index in 0..<25 {
+            let employee = try stack.insert("Employee", in: writer, ["firstName": "E\(index)", "lastName": "Worker", "salary": Decimal(1000 + index)])
+            try employee.setValue(department, forKey: "department")
+            total += Decimal(1000 + index)
+        }
+        try writer.save()
+        let reader = stack.context()
+        let fault = reader.object(with: department.objectID)
+        let before = stack.coordinator.rowCacheStatistics
+        let sum = try fault.value(forKeyPath: "employees.@sum.salary") as? Decimal
+        let after = stack.coordinator.rowCacheStatistics
+        #expect(sum == total)
+        // The department's own fire, and one batch for its employees: the employees' fires are
+        // answered by the cache.
+        #expect(after.hits - before.hits >= 25, "\(before) → \(after)")
+        #expect(after.misses - before.misses <= 2, "\(before) → \(after)")
+    }
+}

@@ -338,6 +338,15 @@ extension ManagedObjectContext {
         }
     }
 
+    /// Reads the rows of the faults among `objects` that hold none yet, in one read per store,
+    /// into the row cache: each then fires without reading the store. (A key path's collection
+    /// operator over a to-many relationship's faults, prefetching.)
+    func loadRows(of objects: [ManagedObject]) throws {
+        guard parent == nil else { return }
+        let uncached = objects.filter { $0.faulted && $0.snapshot == nil && $0.faultBatch == nil }
+        if uncached.count > 1 { try loadBatch(FaultBatch(ids: uncached.map(\.objectID))) }
+    }
+
     /// Loads the destinations of the given relationship key paths for `objects`.
     func prefetch(_ keyPaths: [String], of objects: [ManagedObject]) throws {
         for keyPath in keyPaths {
@@ -359,10 +368,8 @@ extension ManagedObjectContext {
                     for destination in destinations where seen.insert(ObjectIdentifier(destination)).inserted { next.append(destination) }
                 }
                 // The faults' rows in one read (per store), then each fires from the row cache.
-                let faults = next.filter(\.faulted)
-                let uncached = faults.filter { $0.snapshot == nil }
-                if parent == nil, uncached.count > 1 { try loadBatch(FaultBatch(ids: uncached.map(\.objectID))) }
-                for destination in faults { try? destination.fireFault() }
+                try loadRows(of: next)
+                for destination in next where destination.faulted { try? destination.fireFault() }
                 // The objects hold what was prefetched for them (relationships hold IDs, and an
                 // unchanged object nobody holds would go away at once).
                 for object in level { object.prefetchedDestinations = next }

@@ -30,6 +30,7 @@ enum KeyPathEvaluator {
             }
             let elements = root.map { self.elements(of: $0) ?? [$0] } ?? []
             if key == "@count" { return elements.count }
+            try loadRows(of: elements, reading: rest)
             let values = try elements.map { try evaluate(rest, on: $0) }.compactMap { $0 }
             return try aggregate(key, values)
         }
@@ -45,6 +46,7 @@ enum KeyPathEvaluator {
         guard let items = elements(of: root) else {
             throw ArborError(.unknownKey, "\"\(key)\" cannot follow a \(type(of: root)) value: only objects and collections have keys", key: key)
         }
+        try loadRows(of: items, reading: path)
         var flat: [Any] = []
         for item in items {
             guard let result = try evaluate(path, on: item) else { continue }
@@ -52,6 +54,15 @@ enum KeyPathEvaluator {
         }
         if root is [Any] { return flat }
         return distinct(flat)
+    }
+
+    /// Reads the rows of the faults among `elements` in one batch before `path` is read on each
+    /// (`employees.@sum.salary` fired every employee one read at a time).
+    static func loadRows(of elements: [Any], reading path: ArraySlice<String>) throws {
+        guard !path.isEmpty, elements.count > 1 else { return }
+        let objects = elements.compactMap { $0 as? ManagedObject }
+        guard objects.count > 1, let context = objects[0].managedObjectContext else { return }
+        try context.loadRows(of: objects.filter { $0.managedObjectContext === context })
     }
 
     /// `values` without repeats, in first-seen order: managed objects by identity, other values

@@ -2,8 +2,9 @@ import ArborStore
 
 /// Crash testing of the pager on a ``SimulatedDisk``: for each transaction, a power cut at every
 /// I/O operation it performs, with several kinds of damage each, then recovery and a check that
-/// the file holds exactly the last acknowledged commit before the transaction's commit point, either
-/// state at it, and the new one after it (step 4b, the journal's trim, comes after it).
+/// the file holds exactly the last acknowledged commit until the journal's invalidation is
+/// written, either state until its sync (the commit point), and the new one after it (step 4b, the
+/// journal's trim, comes after it).
 public struct CrashHarness {
     /// What a campaign checked.
     public struct Report: Sendable, CustomStringConvertible {
@@ -41,17 +42,22 @@ public struct CrashHarness {
         self.journalSizeLimit = journalSizeLimit
     }
 
-    /// The commit point of a transaction traced on the disk (``SimulatedDisk/startTrace()``): the
-    /// number, counting from 1 after operation `before`, of its step 4 sync — the first sync of
-    /// the journal after the last sync of `database` (step 3's). Nil when the trace has none.
-    public static func commitPoint(in trace: [String], database: String, after before: Int) -> Int? {
+    /// The commit point of a transaction traced on the disk (``SimulatedDisk/startTrace()``):
+    /// `sync`, the number (counting from 1 after operation `before`) of its step 4 sync — the first
+    /// sync of the journal after the last sync of `database` (step 3's) — and `invalidation`, the
+    /// number of the write that zeroed the journal header before it. A cut up to `invalidation`
+    /// must leave the old state; after it, up to `sync`, either; after `sync`, the new one. Nil
+    /// when the trace has no commit.
+    public static func commitPoint(in trace: [String], database: String, after before: Int) -> (invalidation: Int, sync: Int)? {
         let operations = trace.compactMap { line -> (Int, Substring)? in
             guard let colon = line.firstIndex(of: ":"), let number = Int(line[..<colon]) else { return nil }
             return (number, line[line.index(colon, offsetBy: 2)...])
         }
         guard let step3 = operations.lastIndex(where: { $0.1 == "sync \(database)" }),
-              let step4 = operations[step3...].first(where: { $0.1 == "sync \(database)-journal" }) else { return nil }
-        return step4.0 - before
+              let step4 = operations[step3...].firstIndex(where: { $0.1 == "sync \(database)-journal" }),
+              let zeroing = operations[step3..<step4].lastIndex(where: { $0.1 == "write \(database)-journal @0 +512" }) // the header block
+        else { return nil }
+        return (operations[zeroing].0 - before, operations[step4].0 - before)
     }
 
     /// The options the harness opens the file with.
@@ -99,7 +105,7 @@ public struct CrashHarness {
             // learn its outcome.
             let next: PageModel
             let operations: Int
-            let commitPoint: Int
+            let commitPoint: (invalidation: Int, sync: Int)
             do {
                 let pager = try open(disk)
                 let before = disk.operationCount
@@ -122,7 +128,7 @@ public struct CrashHarness {
             for point in 1...operations {
                 for damage in Self.damages(seed: txSeed &+ UInt64(point)) {
                     disk.restore(base)
-                    let context = "seed \(seed) tx \(t) txSeed \(txSeed) large \(large) crash at op \(point)/\(operations) (commit point \(commitPoint)) \(damage)"
+                    let context = "seed \(seed) tx \(t) txSeed \(txSeed) large \(large) crash at op \(point)/\(operations) (commit point \(commitPoint.sync)) \(damage)"
                     do {
                         let pager = try open(disk)
                         disk.inject(.powerCut(damage), atOperation: point)
@@ -130,21 +136,23 @@ public struct CrashHarness {
                         pager.close()
                         // Past the commit point (a cut in step 4b) the transaction has happened and
                         // commit() returns; before it, or at it, commit() throws.
-                        if survived != (point > commitPoint) {
+                        if survived != (point > commitPoint.sync) {
                             report.failures.append("\(context): the transaction \(survived ? "succeeded despite" : "failed after its commit point, at") the power cut")
                             continue
                         }
                         disk.clearFaults()
                         report.images += 1
-                        // The old state before the commit point, either at it, the new one after it.
-                        let acceptable = point < commitPoint ? [model] : point == commitPoint ? [model, next] : [next]
+                        // The old state until the journal's invalidation is issued, either until its
+                        // sync (the commit point), the new one after it.
+                        let acceptable = point <= commitPoint.invalidation ? [("old", model)]
+                            : point <= commitPoint.sync ? [("old", model), ("new", next)] : [("new", next)]
                         let verify = { (recovered: Pager) throws -> String? in
                             var mismatches: [String] = []
-                            for state in acceptable {
+                            for (name, state) in acceptable {
                                 guard let mismatch = try PageWorkload.mismatch(recovered, state) else { return nil }
-                                mismatches.append(mismatch)
+                                mismatches.append("differs from the \(name) state: \(mismatch)")
                             }
-                            return "recovered file matches \(acceptable.count == 1 ? "the \(point < commitPoint ? "old" : "new") state" : "neither state"): \(mismatches.joined(separator: "; "))"
+                            return "recovered file " + mismatches.joined(separator: "; ")
                         }
                         if report.images % recoveryEvery == 0 {
                             let crashes = crashDuringRecovery(disk, context: context, report: &report, verify: verify)

@@ -270,7 +270,7 @@ extension DatabaseModelHarness {
     /// operations the transaction made, and, when `traced`, its commit point
     /// (``CrashHarness/commitPoint(in:database:after:)``) and whether it trimmed the journal.
     func runSeeded(_ disk: SimulatedDisk, _ model: Model, _ txSeed: UInt64, traced: Bool = false,
-                   prepare: () -> Void = {}) throws -> (next: Model, operations: Int, commitPoint: Int?, trimmed: Bool) {
+                   prepare: () -> Void = {}) throws -> (next: Model, operations: Int, commitPoint: (invalidation: Int, sync: Int)?, trimmed: Bool) {
         let database = try Database(path: path, options: options(disk))
         defer { database.close() }
         prepare()
@@ -323,10 +323,12 @@ extension DatabaseModelHarness {
             // its result.
             let next: Model
             let operations: Int
-            let commitPoint: Int
+            let commitPoint: (invalidation: Int, sync: Int)
             do {
                 let dry = try runSeeded(disk, model, txSeed, traced: true)
-                guard let point = dry.commitPoint else {
+                // A transaction that only read commits nothing: every cut must fail it, and the
+                // state is the same either way.
+                guard let point = dry.commitPoint ?? (dry.next == model ? (dry.operations, dry.operations) : nil) else {
                     report.failures.append("seed \(seed) tx \(t): no commit point in the dry run's trace")
                     return report
                 }
@@ -339,7 +341,7 @@ extension DatabaseModelHarness {
             for point in 1...max(1, operations) {
                 for damage in CrashHarness.damages(seed: txSeed &+ UInt64(point)) {
                     disk.restore(base)
-                    let context = "seed \(seed) tx \(t) txSeed \(txSeed) crash at op \(point)/\(operations) (commit point \(commitPoint)) \(damage)"
+                    let context = "seed \(seed) tx \(t) txSeed \(txSeed) crash at op \(point)/\(operations) (commit point \(commitPoint.sync)) \(damage)"
                     do {
                         let survived = (try? runSeeded(disk, model, txSeed) {
                             disk.inject(.powerCut(damage), atOperation: point)
@@ -347,14 +349,15 @@ extension DatabaseModelHarness {
                         disk.clearFaults()
                         // Past the commit point (a cut in step 4b) the transaction has happened and
                         // the write returns; before it, or at it, the write throws.
-                        if survived != (point > commitPoint) {
+                        if survived != (point > commitPoint.sync) {
                             report.failures.append("\(context): the transaction \(survived ? "survived" : "failed after its commit point, at") the power cut")
                             continue
                         }
                         report.images += 1
-                        // The old state before the commit point, either at it, the new one after it.
-                        if let problem = try verifyReopened(disk, old: point <= commitPoint ? model : nil,
-                                                            new: point >= commitPoint ? next : nil) {
+                        // The old state until the journal's invalidation is issued, either until its
+                        // sync (the commit point), the new one after it.
+                        if let problem = try verifyReopened(disk, old: point <= commitPoint.sync ? model : nil,
+                                                            new: point > commitPoint.invalidation ? next : nil) {
                             report.failures.append("\(context): \(problem)")
                         }
                     } catch {
@@ -393,7 +396,9 @@ extension DatabaseModelHarness {
             let next: Model
             let operations: Int
             do {
-                (next, operations, _, _) = try runSeeded(disk, model, txSeed)
+                let dry = try runSeeded(disk, model, txSeed, traced: true)
+                (next, operations) = (dry.next, dry.operations)
+                if dry.trimmed { report.journalTrims += 1 }
             } catch {
                 report.failures.append("seed \(seed) tx \(t): dry run failed: \(error)")
                 return report

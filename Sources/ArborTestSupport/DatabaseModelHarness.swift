@@ -27,11 +27,15 @@ public struct DatabaseModelHarness {
     typealias Model = [String: [[UInt8]: [UInt8]]]
 
     public let pageSize: Int
+    /// The journal size limit the database is opened with (a few pages makes most transactions
+    /// trim the journal, step 4b of the commit protocol).
+    public let journalSizeLimit: Int?
     let path = "/model.arbor"
 
     /// Creates a harness for one page size.
-    public init(pageSize: Int) {
+    public init(pageSize: Int, journalSizeLimit: Int? = PagerOptions.defaultJournalSizeLimit) {
         self.pageSize = pageSize
+        self.journalSizeLimit = journalSizeLimit
     }
 
     func options(_ disk: SimulatedDisk) -> DatabaseOptions {
@@ -45,6 +49,7 @@ public struct DatabaseModelHarness {
         // Small dictionaries, so that trees get them often (and values compressed both ways mix).
         options.compressionDictionarySize = 700
         options.busyTimeout = .milliseconds(100)
+        options.journalSizeLimit = journalSizeLimit
         return options
     }
 
@@ -96,13 +101,30 @@ public struct DatabaseModelHarness {
                     try randomTransaction(transaction, &working, &random, &operationsDone)
                     if rollback { throw Rollback() }
                 }
-                if cut {
-                    // The cut did not happen inside this transaction: clear it before it hits a later one.
-                    disk.clearFaults()
-                }
                 model = working
                 report.commits += 1
                 report.operations += operationsDone
+                if cut && !disk.faultPending {
+                    // The cut fell after the commit point (on the journal's trim, step 4b): the
+                    // commit stands. A new process opens, and must find it.
+                    report.powerCuts += 1
+                    database.close()
+                    do {
+                        database = try Database(path: path, options: options(disk))
+                        let integrity = try database.checkIntegrity()
+                        if !integrity.isSound {
+                            report.failures.append("\(context) after a power cut past the commit point: integrity: \(integrity.problems.map(\.description).joined(separator: "; "))")
+                        }
+                        if let problem = try compare(database, model) {
+                            report.failures.append("\(context) after a power cut past the commit point: \(problem)")
+                        }
+                    } catch {
+                        report.failures.append("\(context): reopening after a power cut past the commit point failed: \(error)")
+                    }
+                } else if cut {
+                    // The cut did not happen inside this transaction: clear it before it hits a later one.
+                    disk.clearFaults()
+                }
             } catch is Rollback {
                 report.rollbacks += 1
                 report.operations += operationsDone
@@ -244,19 +266,25 @@ public struct DatabaseModelHarness {
 
 extension DatabaseModelHarness {
     /// Opens the file on `disk` as a new process would, calls `prepare` (to inject a fault), runs
-    /// the random write transaction chosen by `txSeed`, and returns the model after it and the I/O
-    /// operations the transaction made.
-    func runSeeded(_ disk: SimulatedDisk, _ model: Model, _ txSeed: UInt64,
-                   prepare: () -> Void = {}) throws -> (next: Model, operations: Int) {
+    /// the random write transaction chosen by `txSeed`, and returns the model after it, the I/O
+    /// operations the transaction made, and, when `traced`, its commit point
+    /// (``CrashHarness/commitPoint(in:database:after:)``) and whether it trimmed the journal.
+    func runSeeded(_ disk: SimulatedDisk, _ model: Model, _ txSeed: UInt64, traced: Bool = false,
+                   prepare: () -> Void = {}) throws -> (next: Model, operations: Int, commitPoint: (invalidation: Int, sync: Int)?, trimmed: Bool) {
         let database = try Database(path: path, options: options(disk))
         defer { database.close() }
         prepare()
         let before = disk.operationCount
+        if traced { disk.startTrace() }
+        defer { if traced { disk.stopTrace() } }
         var next = model
         var generator = SplitMix64(seed: txSeed)
         var done = 0
         try database.write { try randomTransaction($0, &next, &generator, &done) }
-        return (next, disk.operationCount - before)
+        let trace = traced ? disk.trace : []
+        let commitPoint = CrashHarness.commitPoint(in: trace, database: path, after: before)
+        let trimmed = trace.contains { $0.hasSuffix("truncate \(path)-journal to \(journalSizeLimit ?? -1)") }
+        return (next, disk.operationCount - before, commitPoint, trimmed)
     }
 
     /// Opens the file on `disk` as a new process would (recovering it), runs the integrity check,
@@ -291,11 +319,21 @@ extension DatabaseModelHarness {
             let txSeed = random.next()
             let base = disk.snapshot()
             report.transactions += 1
-            // Dry run: count the transaction's I/O operations and learn its result.
+            // Dry run: count the transaction's I/O operations, find its commit point, and learn
+            // its result.
             let next: Model
             let operations: Int
+            let commitPoint: (invalidation: Int, sync: Int)
             do {
-                (next, operations) = try runSeeded(disk, model, txSeed)
+                let dry = try runSeeded(disk, model, txSeed, traced: true)
+                // A transaction that only read commits nothing: every cut must fail it, and the
+                // state is the same either way.
+                guard let point = dry.commitPoint ?? (dry.next == model ? (dry.operations, dry.operations) : nil) else {
+                    report.failures.append("seed \(seed) tx \(t): no commit point in the dry run's trace")
+                    return report
+                }
+                (next, operations, commitPoint) = (dry.next, dry.operations, point)
+                if dry.trimmed { report.journalTrims += 1 }
             } catch {
                 report.failures.append("seed \(seed) tx \(t): dry run failed: \(error)")
                 return report
@@ -303,19 +341,23 @@ extension DatabaseModelHarness {
             for point in 1...max(1, operations) {
                 for damage in CrashHarness.damages(seed: txSeed &+ UInt64(point)) {
                     disk.restore(base)
-                    let context = "seed \(seed) tx \(t) txSeed \(txSeed) crash at op \(point)/\(operations) \(damage)"
+                    let context = "seed \(seed) tx \(t) txSeed \(txSeed) crash at op \(point)/\(operations) (commit point \(commitPoint.sync)) \(damage)"
                     do {
                         let survived = (try? runSeeded(disk, model, txSeed) {
                             disk.inject(.powerCut(damage), atOperation: point)
                         }) != nil
                         disk.clearFaults()
-                        if survived {
-                            report.failures.append("\(context): the transaction survived the power cut")
+                        // Past the commit point (a cut in step 4b) the transaction has happened and
+                        // the write returns; before it, or at it, the write throws.
+                        if survived != (point > commitPoint.sync) {
+                            report.failures.append("\(context): the transaction \(survived ? "survived" : "failed after its commit point, at") the power cut")
                             continue
                         }
                         report.images += 1
-                        // Only a cut at the final sync (the commit point) may leave the new state.
-                        if let problem = try verifyReopened(disk, old: model, new: point == operations ? next : nil) {
+                        // The old state until the journal's invalidation is issued, either until its
+                        // sync (the commit point), the new one after it.
+                        if let problem = try verifyReopened(disk, old: point <= commitPoint.sync ? model : nil,
+                                                            new: point > commitPoint.invalidation ? next : nil) {
                             report.failures.append("\(context): \(problem)")
                         }
                     } catch {
@@ -354,7 +396,9 @@ extension DatabaseModelHarness {
             let next: Model
             let operations: Int
             do {
-                (next, operations) = try runSeeded(disk, model, txSeed)
+                let dry = try runSeeded(disk, model, txSeed, traced: true)
+                (next, operations) = (dry.next, dry.operations)
+                if dry.trimmed { report.journalTrims += 1 }
             } catch {
                 report.failures.append("seed \(seed) tx \(t): dry run failed: \(error)")
                 return report

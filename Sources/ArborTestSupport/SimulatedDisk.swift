@@ -7,8 +7,10 @@ import SystemPackage
 /// Every file keeps its *durable* bytes apart from the writes made since its last sync. A power cut
 /// (``powerCut(_:)``) decides the fate of each unsynced write independently: applied fully, dropped,
 /// or torn at sector granularity (some of its 512-byte sectors reach the platter, others do not);
-/// a sector itself is never half-written. File creations and deletions are durable only after the
-/// directory is synced. After a cut, every handle opened before it is dead (each call fails), as
+/// a sector itself is never half-written. An unsynced truncation (shrinking or extending) happens
+/// or not, independently of the writes around it and never to a length in between (`random` and
+/// `tearAll` toss a coin for each; `applyAll` and `dropAll` keep or lose all). File creations and
+/// deletions are durable only after the directory is synced. After a cut, every handle opened before it is dead (each call fails), as
 /// the process that held it would be.
 ///
 /// Faults: ``inject(_:atOperation:persistent:)`` fails the Nth I/O operation from now (open, read,
@@ -123,6 +125,18 @@ public final class SimulatedDisk: FileSystem, Sendable {
 
     /// The operations recorded since ``startTrace()``.
     public var trace: [String] { state.withLock { $0.trace ?? [] } }
+
+    /// Stops recording operations (and drops what was recorded).
+    public func stopTrace() { state.withLock { $0.trace = nil } }
+
+    /// Whether an injected fault has yet to happen: false once a one-time fault (a power cut, say)
+    /// has struck, or when none was injected.
+    public var faultPending: Bool {
+        state.withLock { state in
+            guard let fault = state.fault else { return false }
+            return fault.persistent || state.operations < fault.at
+        }
+    }
 
     /// The disk as it is now (unsynced writes included, as a running system sees it).
     public func snapshot() -> Image { state.withLock { $0.image } }

@@ -19,6 +19,20 @@ struct CrashTests {
         #expect(report.recoveryCrashes > 0)
     }
 
+    @Test("a power cut at every I/O operation of transactions whose journal outgrows a limit of a few pages (or 0): a cut in the trim keeps the commit; recovery trims too",
+          arguments: [(512, 2048, UInt64(0xA5B0_1001)), (4096, 0, 0xA5B0_1002)])
+    func powerCutEverywhereOverTheJournalLimit(pageSize: Int, limit: Int, seed: UInt64) {
+        let harness = CrashHarness(pageSize: pageSize, journalSizeLimit: limit)
+        // Half as many transactions as the tests above: most of them trim, and each trim adds
+        // two crash points and a recovery that trims (both crashed at every operation in turn).
+        let report = harness.run(seed: seed, transactions: max(4, crashTransactions / 2))
+        print("crash images checked (page size \(pageSize), journal limit \(limit), seed \(seed)): \(report)")
+        #expect(report.failures.isEmpty, "\(report.failures.joined(separator: "\n"))")
+        #expect(report.images > 300)
+        #expect(report.recoveryCrashes > 0)
+        #expect(report.journalTrims >= report.transactions / 2, "most transactions outgrow the limit")
+    }
+
     @Test("an interrupted creation leaves no half-made database")
     func interruptedCreation() throws {
         let harness = CrashHarness(pageSize: 512)
@@ -45,11 +59,14 @@ struct CrashTests {
 @Suite("Crash safety of trees")
 struct TreeCrashTests {
     @Test("a power cut at every I/O operation of random tree transactions; the integrity check passes after every recovery",
-          arguments: [(512, UInt64(0xC0FF_0001)), (1024, 0xC0FF_0002)])
-    func powerCutEverywhere(pageSize: Int, seed: UInt64) {
-        let report = DatabaseModelHarness(pageSize: pageSize).crashEverywhere(seed: seed, transactions: crashTransactions * 4)
-        print("crash images checked (trees, page size \(pageSize), seed \(seed)): \(report)")
+          arguments: [(512, UInt64(0xC0FF_0001), PagerOptions.defaultJournalSizeLimit), (1024, 0xC0FF_0002, PagerOptions.defaultJournalSizeLimit),
+                      (512, 0xC0FF_0003, 2048)])
+    func powerCutEverywhere(pageSize: Int, seed: UInt64, journalSizeLimit: Int) {
+        let harness = DatabaseModelHarness(pageSize: pageSize, journalSizeLimit: journalSizeLimit)
+        let report = harness.crashEverywhere(seed: seed, transactions: crashTransactions * 4)
+        print("crash images checked (trees, page size \(pageSize), journal limit \(journalSizeLimit), seed \(seed)): \(report)")
         #expect(report.failures.isEmpty, "\(report.failures.joined(separator: "\n"))")
         #expect(report.images > 200)
+        if journalSizeLimit < 4096 { #expect(report.journalTrims > 0) }
     }
 }

@@ -7,9 +7,10 @@ struct FaultTests {
     static let faults: [SimulatedDisk.Fault] = [.ioError, .diskFull, .shortWrite]
 
     @Test("an I/O error at every operation, once or persistently, is a typed error and leaves the file consistent",
-          arguments: [(512, false), (512, true), (4096, false)])
-    func failEveryOperation(pageSize: Int, large: Bool) throws {
-        let harness = CrashHarness(pageSize: pageSize)
+          arguments: [(512, false, PagerOptions.defaultJournalSizeLimit), (512, true, PagerOptions.defaultJournalSizeLimit),
+                      (4096, false, PagerOptions.defaultJournalSizeLimit), (512, true, 2048)])
+    func failEveryOperation(pageSize: Int, large: Bool, journalSizeLimit: Int) throws {
+        let harness = CrashHarness(pageSize: pageSize, journalSizeLimit: journalSizeLimit)
         let disk = SimulatedDisk()
         let table = LockTable()
         var options = harness.options(table)
@@ -25,6 +26,9 @@ struct FaultTests {
         let before = disk.operationCount
         let next = try PageWorkload.runTransaction(dry, model: model, seed: txSeed, large: large)
         let operations = disk.operationCount - before
+        // With a small limit, the faults reach the trim (its truncation and sync, after the
+        // commit point: the commit stands) and the fstat that learns the journal's length.
+        #expect((dry.statistics.journalTrims > 0) == (journalSizeLimit < 4096))
         dry.close()
 
         var checked = 0
@@ -68,17 +72,19 @@ struct FaultTests {
                 }
             }
         }
-        print("I/O faults checked (page size \(pageSize), large \(large)): \(checked) over \(operations) operations")
+        print("I/O faults checked (page size \(pageSize), large \(large), journal limit \(journalSizeLimit)): \(checked) over \(operations) operations")
         #expect(checked == operations * 6)
     }
 }
 
 @Suite("I/O faults in trees")
 struct TreeFaultTests {
-    @Test("EIO, ENOSPC and short writes at every operation of tree transactions; integrity holds after each")
-    func faultEverywhere() {
-        let report = DatabaseModelHarness(pageSize: 512).faultEverywhere(seed: 0xFA17, transactions: 6)
-        print("I/O faults checked (trees): \(report)")
+    @Test("EIO, ENOSPC and short writes at every operation of tree transactions; integrity holds after each",
+          arguments: [PagerOptions.defaultJournalSizeLimit, 2048])
+    func faultEverywhere(journalSizeLimit: Int) {
+        let report = DatabaseModelHarness(pageSize: 512, journalSizeLimit: journalSizeLimit).faultEverywhere(seed: 0xFA17, transactions: 6)
+        print("I/O faults checked (trees, journal limit \(journalSizeLimit)): \(report)")
+        if journalSizeLimit < 4096 { #expect(report.journalTrims > 0) }
         #expect(report.failures.isEmpty, "\(report.failures.joined(separator: "\n"))")
         #expect(report.images > 300)
     }

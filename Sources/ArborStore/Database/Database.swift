@@ -45,6 +45,12 @@ public struct DatabaseOptions: Sendable {
     public var logger = Logger(label: "arbor.store")
     /// A lock wait at least this long is logged (`notice`).
     public var slowLockWait: Duration = .milliseconds(100)
+    /// The length, in bytes, the rollback journal (`<path>-journal`) is truncated back to after a
+    /// transaction grew it past it (with one more sync, on such transactions only): 4 MiB
+    /// (``PagerOptions/defaultJournalSizeLimit``) by default; `nil` keeps the file at the size of
+    /// the largest transaction so far; 0 or more, else `invalidArgument`. See
+    /// `docs/commit-protocol.md`, "The journal size limit".
+    public var journalSizeLimit: Int? = PagerOptions.defaultJournalSizeLimit
     /// Makes the engine's metrics (cache hits and misses, commits, syncs, commit latency): nil
     /// for the process's bootstrapped `MetricsSystem.factory` at the time the database opens.
     public var metricsFactory: (any MetricsFactory)?
@@ -63,6 +69,7 @@ public struct DatabaseOptions: Sendable {
         options.readLockRetention = readLockRetention
         options.logger = logger
         options.slowLockWait = slowLockWait
+        options.journalSizeLimit = journalSizeLimit
         return options
     }
 }

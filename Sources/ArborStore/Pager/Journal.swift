@@ -23,6 +23,10 @@
 /// A journal is *hot*, and must be rolled back before anyone reads the database, when its header
 /// is valid and either its record count is non-zero or the database's length differs from the original
 /// page count says (a new database whose first commit was interrupted).
+///
+/// The file is kept between transactions; the pager trims it back to
+/// ``PagerOptions/journalSizeLimit`` once its zeroed header is durable (step 4b), knowing its
+/// length through ``length``.
 final class Journal {
     static let magic: [UInt8] = Array("ArborJnl".utf8)
     static let version: UInt32 = 2
@@ -51,6 +55,12 @@ final class Journal {
     /// fail with `readOnly` before it would).
     let readOnly: Bool
 
+    /// The file's length in bytes as this connection knows it, or nil when the file must be asked
+    /// (``learnLength()``): unknown when the journal is opened and after ``forgetLength()``
+    /// (another connection may have written it, or a failed write left it uncertain); kept up to
+    /// date by this connection's own writes and truncations.
+    private(set) var length: Int64?
+
     init(fileSystem: any FileSystem, path: String, pageSize: Int, readOnly: Bool = false) {
         self.readOnly = readOnly
         self.fileSystem = fileSystem
@@ -72,6 +82,38 @@ final class Journal {
     func close() {
         file?.close()
         file = nil
+        length = nil
+    }
+
+    /// Whether the file is open.
+    var isOpen: Bool { file != nil }
+
+    /// The file's length: ``length`` when known, else asked of the file (one `fstat`) and kept.
+    func learnLength() throws -> Int64 {
+        if let length { return length }
+        guard let file else { return 0 }
+        let size = try file.size()
+        length = size
+        return size
+    }
+
+    /// Forgets the length: another connection may have written the file since.
+    func forgetLength() {
+        length = nil
+    }
+
+    /// Notes that this connection wrote up to `end`.
+    private func extendLength(to end: Int64) {
+        if let known = length, known < end { length = end }
+    }
+
+    /// Truncates the file to `size` bytes. Only for a journal that is not hot, and whose zeroed
+    /// header is durable (the pager's step 4b): a hot journal must never lose a record.
+    func truncate(to size: Int64) throws {
+        guard let file else { return }
+        length = nil
+        try file.truncate(to: size)
+        length = size
     }
 
     /// Opens the journal if it exists; returns whether it does.
@@ -92,6 +134,7 @@ final class Journal {
         if file != nil { return false }
         let existed = try fileSystem.exists(path)
         file = try fileSystem.open(path, mode: .readWriteCreate)
+        length = existed ? nil : 0
         return !existed
     }
 
@@ -138,6 +181,7 @@ final class Journal {
             raw.storeLE(XXH64.hash(UnsafeRawBufferPointer(rebasing: raw[0..<48])), at: 48)
         }
         try bytes.withUnsafeBytes { try file.write($0, at: 0) }
+        extendLength(to: Int64(Self.headerSize))
     }
 
     /// Zeroes the header in place: the journal is no longer hot. The file is kept so the next
@@ -146,6 +190,7 @@ final class Journal {
         guard let file else { return }
         let zeros = [UInt8](repeating: 0, count: Self.headerSize)
         try zeros.withUnsafeBytes { try file.write($0, at: 0) }
+        extendLength(to: Int64(Self.headerSize))
     }
 
     func sync() throws {
@@ -163,6 +208,7 @@ final class Journal {
             raw.storeLE(checksum, at: 4 + pageSize)
             try file.write(UnsafeRawBufferPointer(raw), at: Int64(Self.headerSize + index * recordSize))
         }
+        extendLength(to: Int64(Self.headerSize + (index + 1) * recordSize))
     }
 
     /// Reads record `index` and hands its page number and image to `body`; returns false when the

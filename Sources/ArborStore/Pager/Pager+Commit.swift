@@ -21,6 +21,10 @@ extension Pager {
     /// journal may be overwritten.
     private func syncJournal() throws {
         if try journal.openOrCreate() { needsDirectorySync = true }
+        // Step 4b compares the journal's length with the limit; learn it now (one fstat, once per
+        // journal opened or written by another connection), before the commit point, so that a
+        // journal within the limit costs nothing after it.
+        if options.journalSizeLimit != nil { _ = try journal.learnLength() }
         try journal.writeHeader(journalHeader(recordCount: write.records))
         try syncing { try journal.sync() }
         statistics.journalSyncs += 1
@@ -85,7 +89,8 @@ extension Pager {
     ///
     /// Steps 2–4 of the protocol: sync the journal, write and sync the database, invalidate the
     /// journal and sync it. Three syncs; the last is the commit point, and only after it does
-    /// `commit()` return.
+    /// `commit()` return — after step 4b, which trims a journal grown past
+    /// ``PagerOptions/journalSizeLimit`` (one more sync, then) and cannot undo the commit.
     ///
     /// - Throws: `busy` when readers keep the file past the busy timeout (the transaction stays
     ///   open: retry `commit()` or call `rollback()`); any other error aborts the transaction
@@ -122,10 +127,45 @@ extension Pager {
             abortAfterFailure()
             throw error
         }
+        // The commit point has passed: nothing below may throw or undo the transaction.
         header = write.header
         cacheChangeCounter = header.changeCounter
         statistics.commits += 1
+        trimJournal()
         finishWrite()
+    }
+
+    /// Step 4b: truncates a journal longer than ``PagerOptions/journalSizeLimit`` back to the limit
+    /// and syncs it.
+    ///
+    /// Called only once the journal's zeroed header is durable (after step 4's sync, or a replay's
+    /// invalidation), and with the lock still held: a journal whose header is durably zero is cold
+    /// whatever its length, so a power cut anywhere in here leaves the transaction as it ended.
+    /// (Before that sync, the truncation could reach the disk without the zeroing, leaving a hot
+    /// journal short of records: an incomplete rollback.) Never throws — the transaction has
+    /// already ended: a failed truncation leaves a longer journal for a later transaction to trim;
+    /// a failed sync poisons the handle, as every failed sync does.
+    func trimJournal() {
+        guard let limit = options.journalSizeLimit.map(Int64.init), journal.isOpen else { return }
+        let length: Int64
+        do {
+            length = try journal.learnLength()
+            guard length > limit else { return }
+            try journal.truncate(to: limit)
+            try syncing { try journal.sync() }
+        } catch {
+            // A failed sync was logged (an error) and poisoned the handle in `syncing`.
+            if poison == nil {
+                options.logger.warning("could not trim the journal to journalSizeLimit: it stays longer until a later transaction trims it",
+                                       metadata: ["arbor.path": "\(path)", "arbor.journal": "\(journal.path)", "arbor.error": "\(error)"])
+            }
+            return
+        }
+        statistics.journalSyncs += 1
+        statistics.journalTrims += 1
+        options.logger.debug("trimmed the journal from \(length) to \(limit) bytes (journalSizeLimit)",
+                             metadata: ["arbor.path": "\(path)", "arbor.journal": "\(journal.path)",
+                                        "arbor.journalBytes": "\(length)", "arbor.journalSizeLimit": "\(limit)"])
     }
 
     /// Abandons the write transaction, restoring every page it changed.
@@ -149,6 +189,9 @@ extension Pager {
             // A dictionary made in the transaction is gone with it.
             dictionaries.removeAll()
         }
+        // Step 4b. Without a spill the journal's header was never written: it is still the zeroed
+        // one the last transaction synced.
+        if write.records > 0 { trimJournal() }
         finishWrite()
     }
 
@@ -181,6 +224,8 @@ extension Pager {
     func abortAfterFailure() {
         guard state == .write else { return }
         dropCachedPages()
+        // A failed write may have left the journal longer than this connection counted.
+        journal.forgetLength()
         finishWrite()
     }
 
@@ -226,6 +271,10 @@ extension Pager {
                 statistics.recoveries += 1
                 options.logger.warning("rolled back a hot journal: a writer stopped mid-commit; \(restored) pages restored, the file is as its last commit left it",
                                        metadata: ["arbor.path": "\(path)", "arbor.pagesRestored": "\(restored)", "arbor.journal": "\(journal.path)"])
+                // Step 5.7: the crashed transaction may have grown the journal (another
+                // connection wrote it: its length is asked afresh).
+                journal.forgetLength()
+                trimJournal()
             }
         } catch {
             unlock(to: .shared)

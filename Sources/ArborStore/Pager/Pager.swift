@@ -33,6 +33,16 @@ public struct PagerOptions: Sendable {
     public var logger = Logger(label: "arbor.store")
     /// A lock wait at least this long is logged (`notice`).
     public var slowLockWait: Duration = .milliseconds(100)
+    /// The journal file's length, in bytes, that a transaction leaves behind: a journal grown past
+    /// it is truncated back to it (and synced) after the commit point, and after a rollback or a
+    /// recovery (step 4b in `docs/commit-protocol.md`). Zero or more; `nil` keeps the file at its
+    /// largest. A transaction within the limit pays nothing for it; one past it pays a truncation
+    /// and one more journal sync.
+    public var journalSizeLimit: Int? = Self.defaultJournalSizeLimit
+
+    /// The default ``journalSizeLimit``: 4 MiB, about 1,000 pages of 4 KiB. Ordinary transactions
+    /// stay under it and reuse the file as it is; bulk ones leave no more than this behind.
+    public static let defaultJournalSizeLimit = 4 << 20
 
     /// The largest ``cacheSize``: 1 TiB. It keeps frame numbers in 32 bits at the smallest page
     /// size (2³¹ frames of 512 bytes); the cache's frame table is allocated when the pager opens,
@@ -60,6 +70,9 @@ public struct PagerOptions: Sendable {
             guard wait >= .zero, wait <= Self.maximumWait else {
                 throw StoreError(.invalidArgument, "\(name) \(wait) is outside 0…\(Self.maximumWait) (one day); use a duration in that range")
             }
+        }
+        if let journalSizeLimit, journalSizeLimit < 0 {
+            throw StoreError(.invalidArgument, "journalSizeLimit \(journalSizeLimit) is negative; give a number of bytes (0 or more), or nil to keep the journal at its largest")
         }
     }
 
@@ -98,6 +111,9 @@ public struct PagerStatistics: Sendable, Equatable {
     /// them). A hot journal may hold none: a crash while the file only grew is undone by
     /// truncating it.
     public var pagesRestored: UInt64 = 0
+    /// Journals truncated back to ``PagerOptions/journalSizeLimit`` after a transaction grew them
+    /// past it (each with one journal sync, counted in ``journalSyncs``).
+    public var journalTrims: UInt64 = 0
 
     /// All syncs together.
     public var syncs: UInt64 { journalSyncs + databaseSyncs + directorySyncs }
@@ -414,6 +430,8 @@ public final class Pager {
         if cacheChangeCounter != decoded.changeCounter {
             dropCachedPages()
             cacheChangeCounter = decoded.changeCounter
+            // Another connection committed: it may have grown the journal (step 4b asks again).
+            journal.forgetLength()
         }
     }
 

@@ -17,6 +17,7 @@ final class StoreMetrics: Sendable {
     let directorySyncs: Counter
     let pagesWritten: Counter
     let recoveries: Counter
+    let journalTrims: Counter
     let busy: Counter
     let commitDuration: Timer
 
@@ -33,6 +34,7 @@ final class StoreMetrics: Sendable {
         directorySyncs = Counter(label: "arbor_store_syncs", dimensions: file + [("file", "directory")], factory: factory)
         pagesWritten = Counter(label: "arbor_store_pages_written", dimensions: file, factory: factory)
         recoveries = Counter(label: "arbor_store_recoveries", dimensions: file, factory: factory)
+        journalTrims = Counter(label: "arbor_store_journal_trims", dimensions: file, factory: factory)
         busy = Counter(label: "arbor_store_busy", dimensions: file, factory: factory)
         commitDuration = Timer(label: "arbor_store_commit_duration", dimensions: file, factory: factory)
     }
@@ -60,6 +62,7 @@ final class StoreMetrics: Sendable {
         add(directorySyncs, io.directorySyncs, reported.pager.directorySyncs)
         add(pagesWritten, io.pagesWritten, reported.pager.pagesWritten)
         add(recoveries, io.recoveries, reported.pager.recoveries)
+        add(journalTrims, io.journalTrims, reported.pager.journalTrims)
         add(busy, io.busyTimeouts, reported.pager.busyTimeouts)
         reported = Counts(cache: cache, pager: io)
     }

@@ -28,8 +28,10 @@ public enum FreshProcess {
 }
 
 /// The median of `ratios` with their range, as the reports print it: `"2.05; 2.00–2.17"`, or the
-/// median alone for one ratio (`"—"` for none).
+/// median alone for one ratio (`"—"` for none). Ratios below 0.1 get three decimals (`0.008`), so
+/// that a step a hundred times slower than its peer still shows how far it is.
 public func medianAndRange(_ ratios: [Double]) -> String {
     guard let low = ratios.min(), let high = ratios.max() else { return "—" }
-    return fixed(median(ratios)) + (ratios.count > 1 ? "; \(fixed(low))–\(fixed(high))" : "")
+    func text(_ ratio: Double) -> String { fixed(ratio, ratio < 0.1 ? 3 : 2) }
+    return text(median(ratios)) + (ratios.count > 1 ? "; \(text(low))–\(text(high))" : "")
 }

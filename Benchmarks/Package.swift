@@ -7,6 +7,7 @@
 //   swift run -c release EngineReport [rows]                        # the engine table in docs/performance.md
 //   swift run -c release ContextSaveReport [saves] [rounds]         # concurrent saves from 1, 2, 4 contexts
 //   swift run -c release UndoReport [changes] [objects] [rounds]    # change tracking with and without undo
+//   swift run -c release RelationalReport                           # relational steps against GRDB (RELATIONAL_* settings)
 //
 // Needs libsqlite3-dev (the Makefile's `bench` and `bench-report` targets install it).
 
@@ -151,6 +152,29 @@ let package = Package(
         .executableTarget(
             name: "FetchReport",
             dependencies: ["GraphWorkloads", "CommitWorkloads"],
+            swiftSettings: swiftSettings
+        ),
+        // The relational workload of issue 26, item 9 (key paths through relationships, grouped and
+        // to-many aggregates, a many-to-many, text search, bulk update, cascade delete) on Arbor
+        // and on GRDB records with associations; peak memory comes from EngineWorkloads.
+        .target(
+            name: "RelationalWorkloads",
+            dependencies: [
+                "CommitWorkloads",
+                "EngineWorkloads",
+                "GraphWorkloads",
+                .product(name: "Arbor", package: "Arbor"),
+                .product(name: "ArborStore", package: "Arbor"),
+                .product(name: "ArborTestSupport", package: "Arbor"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Prints the relational tables of docs/performance.md (make bench-relational): each
+        // engine in a fresh process per round, default and equal caches, import memory.
+        .executableTarget(
+            name: "RelationalReport",
+            dependencies: ["RelationalWorkloads", "CommitWorkloads"],
             swiftSettings: swiftSettings
         ),
         // Durable saves from 1, 2 and 4 writers at once on one file (issue 6, item 10): private-queue

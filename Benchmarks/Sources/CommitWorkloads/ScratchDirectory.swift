@@ -57,6 +57,23 @@ public final class ScratchDirectory {
         return best.type
     }
 
+    /// The size in bytes of each file in the directory, by name: what a workload left on disk
+    /// (a database, a journal).
+    public var fileSizes: [String: Int] {
+        var sizes: [String: Int] = [:]
+        guard let stream = opendir(path) else { return sizes }
+        defer { closedir(stream) }
+        while let entry = readdir(stream) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+            }
+            if name == "." || name == ".." { continue }
+            var info = stat()
+            if stat(path + "/" + name, &info) == 0 { sizes[name] = Int(info.st_size) }
+        }
+        return sizes
+    }
+
     /// Removes the files in the directory (it holds no subdirectories) and the directory itself.
     public func remove() {
         if let stream = opendir(path) {

@@ -52,12 +52,6 @@ for _ in 0..<rounds {
     }
 }
 
-func median(_ values: [Double]) -> Double {
-    guard !values.isEmpty else { return 0 }
-    let sorted = values.sorted()
-    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
-}
-
 print("Fetch requests against GRDB record requests: \(grouped(count)) people; \(rounds) rounds, the engines taking turns; medians; \(CacheBudget.label).")
 print("")
 print("| Workload | Arbor (queries/s) | GRDB (queries/s) | Arbor/GRDB (median; range) | Goal | Met |")
@@ -69,7 +63,6 @@ for (key, label) in [("equality", "indexed equality, `team == t` (~10 results), 
     let a = rates["Arbor"]?[key] ?? [], g = rates["GRDB"]?[key] ?? []
     let ratios = zip(a, g).map { $0 / max($1, 1e-9) }
     let ratio = median(ratios)
-    let spread = ratios.isEmpty ? "" : "; \(fixed(ratios.min()!))–\(fixed(ratios.max()!))"
     let same = results["Arbor"]?[key] == results["GRDB"]?[key] ? "" : " (results differ: \(results["Arbor"]?[key] ?? -1) against \(results["GRDB"]?[key] ?? -1))"
-    print("| \(label)\(same) | \(grouped(Int(median(a).rounded()))) | \(grouped(Int(median(g).rounded()))) | \(fixed(ratio))\(spread) | ≥ 2× | \(ratio >= 2 ? "yes" : "**no**") |")
+    print("| \(label)\(same) | \(grouped(Int(median(a).rounded()))) | \(grouped(Int(median(g).rounded()))) | \(medianAndRange(ratios)) | ≥ 2× | \(ratio >= 2 ? "yes" : "**no**") |")
 }

@@ -67,18 +67,8 @@ if let order = environment["GRAPH_ROUND_ORDER"] {
 let roundCount = max(1, Int(environment["GRAPH_ROUNDS"] ?? "") ?? 5)
 var collected: [Round] = []
 for index in 0..<roundCount {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
-    process.arguments = Array(CommandLine.arguments.dropFirst())
-    var childEnvironment = environment
-    childEnvironment["GRAPH_ROUND_ORDER"] = index % 2 == 0 ? "Arbor,GRDB" : "GRDB,Arbor"
-    process.environment = childEnvironment
-    let output = Pipe()
-    process.standardOutput = output
-    try process.run()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else { throw WorkloadError("round \(index + 1) failed (exit status \(process.terminationStatus))") }
+    let order = index % 2 == 0 ? "Arbor,GRDB" : "GRDB,Arbor"
+    let data = try FreshProcess.run(adding: ["GRAPH_ROUND_ORDER": order], what: "round \(index + 1)")
     collected.append(try JSONDecoder().decode(Round.self, from: data))
 }
 let rounds = collected
@@ -101,9 +91,8 @@ for (key, label, goal) in [("insert", "insert + save of \(grouped(Double(count))
     let a = rates("Arbor", key), g = rates("GRDB", key)
     let ratios = zip(a, g).map { $0 / max($1, 1e-9) }
     let ratio = median(ratios)
-    let spread = ratios.count > 1 ? "; \(fixed(ratios.min()!))–\(fixed(ratios.max()!))" : ""
     let goalText = goal > 0 ? "≥ \(Int(goal))×" : "—"
     let met = goal > 0 ? (ratio >= goal ? "yes" : "**no**") : "—"
-    print("| \(label) | \(grouped(median(a))) | \(grouped(median(g))) | \(fixed(ratio))\(spread) | \(goalText) | \(met) |")
+    print("| \(label) | \(grouped(median(a))) | \(grouped(median(g))) | \(medianAndRange(ratios)) | \(goalText) | \(met) |")
 }
 print("| fault fires from the row cache, \(grouped(Double(keyed))) (fires/s) | \(grouped(faultRate)) | — | — | ≥ 1,000,000/s | \(faultRate >= 1_000_000 ? "yes" : "**no**") |")

@@ -444,10 +444,19 @@ extension NativeStore {
             return nil
         }
         let folded: Bool
+        // Whether the index's keys are the comparison's own fold (else they hold a superset).
+        var foldedExactly = true
         switch comparison.options {
         case []: folded = false
         case [.caseInsensitive, .diacriticInsensitive]: folded = true
-        default: return nil
+        default:
+            // `[c]` or `[d]` alone with an ASCII constant: a string that matches it has a
+            // `[cd]` fold that matches the constant's, so a folded index holds a superset of the
+            // matches (each row read is checked); `==`, `BEGINSWITH` and a `LIKE`'s prefix.
+            guard case .string(let text) = constant, text.utf8.allSatisfy({ $0 < 0x80 }),
+                  [.equalTo, .beginsWith, .like].contains(op) else { return nil }
+            folded = true
+            foldedExactly = false
         }
         // The component each constant is stored as, for the key's kind.
         let component: (PredicateValue) -> KeyComponent?
@@ -456,7 +465,7 @@ extension NativeStore {
             let kind = attribute.type.kind
             // Floating point and dates (a Double inside) can hold NaN, which sorts inside ranges
             // and matches none.
-            exact = kind != .double && kind != .float && kind != .date
+            exact = kind != .double && kind != .float && kind != .date && foldedExactly
             if folded && kind != .string { return nil }
             component = { value in
                 switch (kind, value) {
@@ -537,9 +546,40 @@ extension NativeStore {
             // [prefix, prefix + FF) (no UTF-8 byte is FF).
             let bytes = Array(KeyEncoding.encode([.string(prefix)]).dropLast(2))
             return Condition(key: key, ranges: [.init(start: bytes, end: bytes + [0xFF], label: .beginsWith(prefix))], cost: 2, folded: folded, exact: exact)
+        case .like:
+            // A pattern with a leading literal reads the literal's prefix range; every row read
+            // is checked (the rest of the pattern). The literal is taken from the pattern folded
+            // as the comparison folds; for `[c]` or `[d]` alone (ASCII) it is lowered to the
+            // index's `[cd]` fold.
+            guard case .string(let pattern) = constant, entity.attributesByName[key]?.type.kind == .string else { return nil }
+            var prefix = Self.likeLiteralPrefix(PredicateEvaluator.fold(pattern, comparison.options))
+            if !foldedExactly { prefix = prefix.lowercased() }
+            guard !prefix.isEmpty, !prefix.utf8.contains(0) else { return nil }
+            let bytes = Array(KeyEncoding.encode([.string(prefix)]).dropLast(2))
+            return Condition(key: key, ranges: [.init(start: bytes, end: bytes + [0xFF], label: .beginsWith(prefix))], cost: 2, folded: folded, exact: false)
         default:
             return nil
         }
+    }
+
+    /// The literal a `LIKE` pattern begins with: its scalars up to the first unescaped `*` or
+    /// `?`, escapes resolved (the evaluator's reading of a backslash).
+    static func likeLiteralPrefix(_ pattern: String) -> String {
+        var scalars = pattern.unicodeScalars.makeIterator()
+        var literal = String.UnicodeScalarView()
+        while let scalar = scalars.next() {
+            switch scalar {
+            case "*", "?": return String(literal)
+            case "\\":
+                guard let next = scalars.next() else {
+                    literal.append(scalar)
+                    return String(literal)
+                }
+                literal.append(next)
+            default: literal.append(scalar)
+            }
+        }
+        return String(literal)
     }
 
     /// The byte bounds of all keys of `value`'s kind (nil keys and other kinds excluded).

@@ -3,8 +3,8 @@ import Foundation
 
 /// A scan's filter decided on a row's encoded bytes, where the predicate allows: comparisons of
 /// an integer or string attribute with a constant (`==`, `!=`, `<`, `<=`, `>`, `>=`, `BETWEEN`,
-/// `IN` a list, and `BEGINSWITH`, `ENDSWITH`, `CONTAINS` without `[c]`/`[d]`), joined by `AND`,
-/// `OR` and `NOT`.
+/// `IN` a list, and `BEGINSWITH`, `ENDSWITH`, `CONTAINS`, `LIKE`), joined by `AND`, `OR` and
+/// `NOT`. String comparisons may carry `[c]`, `[d]` or `[cd]`.
 ///
 /// The key encoding preserves order and is canonical, so these tests on the bytes give exactly
 /// what ``PredicateEvaluator`` gives on decoded values: integers compare as their nine encoded
@@ -12,6 +12,15 @@ import Foundation
 /// zero bytes occurs in a string's escaped bytes exactly where it occurs in the string. A row
 /// whose bytes do not settle the question (a value of an unexpected kind) is left undecided, and
 /// the scan evaluates it the general way — so errors and edge cases stay the evaluator's.
+///
+/// **Folded comparisons** (`[c]`, `[d]`, `[cd]`) take an ASCII fast path: the constant is folded
+/// once, by the evaluator's own ``PredicateEvaluator/fold(_:_:)``; a row's string that is all
+/// ASCII folds to itself (`[d]`) or to its ASCII lowercase (`[c]`, `[cd]`), computed eight bytes
+/// at a time into a scratch buffer while checking that no byte is above 0x7F. A string with any
+/// other byte (including an escaped zero, `00 FF`) is left undecided, so Unicode folding stays
+/// the evaluator's. `LIKE`'s pattern is compiled to bytes with `*` as `FF` and `?` as `FE` (bytes
+/// UTF-8 never holds); matched on bytes, `?` needs an ASCII string (one byte, one scalar), `*`
+/// and literals do not (UTF-8 literals only match at scalar boundaries).
 ///
 /// One filter serves the rows of one entity: it recognizes them by their first component (the
 /// entity's name) and locates their components in a scratch buffer. Everything it reads per row
@@ -30,7 +39,25 @@ final class ScanFilter {
         /// The string's escaped UTF-8 begins with, ends with or contains the node's constant (a
         /// pattern without zero bytes, so escaping does not change where it occurs).
         case beginsWith, endsWith, contains
+        /// The string matches the node's compiled `LIKE` pattern (`FF` for `*`, `FE` for `?`).
+        case like
     }
+
+    /// How a string test folds the row's string before testing it (its constants are folded
+    /// when compiled).
+    enum Folding: UInt8 {
+        /// The bytes as stored.
+        case none
+        /// `[d]`, and a case-sensitive `LIKE` with `?`: an ASCII string is its own fold (and
+        /// one byte per scalar); any other string is undecided.
+        case asciiOnly
+        /// `[c]`, `[cd]`: an ASCII string folds to its ASCII lowercase; any other is undecided.
+        case lowercased
+    }
+
+    /// The `LIKE` pattern bytes standing for `*` and `?` (never in UTF-8).
+    static let likeStar: UInt8 = 0xFF
+    static let likeAny: UInt8 = 0xFE
 
     /// A node of the compiled predicate. `first` and `count` name its children (in `links`) for
     /// `not`, `and` and `or`, and its constants (in `spans`) for tests.
@@ -39,6 +66,9 @@ final class ScanFilter {
         var op: ComparisonPredicate.Operator = .equalTo
         /// The tag of the component kind the test reads (int or string).
         var tag: UInt8 = 0
+        /// For string tests: how the row's string is folded. A folded test's constants are the
+        /// folded text's raw UTF-8 (no tag, no terminator), as are `LIKE` patterns.
+        var folding: Folding = .none
         var component = 0
         var first = 0
         var count = 0
@@ -68,6 +98,8 @@ final class ScanFilter {
     private let components: UnsafeMutableBufferPointer<Int>
     /// The highest component any test reads.
     let lastComponent: Int
+    /// Where folded strings are written (grown as a longer string needs).
+    private var scratch: UnsafeMutableRawBufferPointer = .allocate(byteCount: 256, alignment: 8)
     /// When the predicate is one test or an `AND` of tests (the common shape), those tests'
     /// nodes in order: decided by a loop rather than by walking the tree.
     private let conjunction: UnsafeMutableBufferPointer<Int>
@@ -238,6 +270,7 @@ final class ScanFilter {
         fixedStarts.deallocate()
         guards.deallocate()
         headTests.deallocate()
+        scratch.deallocate()
     }
 
     /// Whether `predicate` compiles for rows of `layout`'s entity (for explain).
@@ -355,6 +388,7 @@ final class ScanFilter {
             return node.kind == .compare && node.op == .notEqualTo
         }
         guard tag == node.tag else { return nil }
+        if node.folding != .none || node.kind == .like { return foldedTest(node, value) }
         switch node.kind {
         case .compare:
             let constant = constant(node, 0)
@@ -403,6 +437,177 @@ final class ScanFilter {
         }
     }
 
+    /// A string test on the folded text (`[c]`, `[d]`, `[cd]`) or a `LIKE`: the constants are raw
+    /// folded UTF-8. Nil when the row's string leaves the fast path (see the type's notes).
+    private func foldedTest(_ node: Node, _ value: UnsafeRawBufferPointer) -> Bool? {
+        guard value.count >= 3 else { return nil }
+        var text = UnsafeRawBufferPointer(rebasing: value[1..<(value.count - 2)])
+        switch node.folding {
+        case .none:
+            break
+        case .asciiOnly:
+            guard Self.isASCII(text) else { return nil }
+        case .lowercased:
+            guard let lowered = lowercase(text) else { return nil }
+            text = lowered
+        }
+        switch node.kind {
+        case .like:
+            return Self.like(text, constant(node, 0))
+        case .compare, .between, .oneOf:
+            func order(_ constant: UnsafeRawBufferPointer) -> Int {
+                let common = min(text.count, constant.count)
+                let c = common == 0 ? 0 : memcmp(text.baseAddress!, constant.baseAddress!, common)
+                return c != 0 ? (c < 0 ? -1 : 1) : (text.count == constant.count ? 0 : (text.count < constant.count ? -1 : 1))
+            }
+            switch node.kind {
+            case .between: return order(constant(node, 0)) >= 0 && order(constant(node, 1)) <= 0
+            case .oneOf:
+                for index in 0..<node.count where order(constant(node, index)) == 0 { return true }
+                return false
+            default:
+                let c = order(constant(node, 0))
+                switch node.op {
+                case .equalTo: return c == 0
+                case .notEqualTo: return c != 0
+                case .lessThan: return c < 0
+                case .lessThanOrEqualTo: return c <= 0
+                case .greaterThan: return c > 0
+                default: return c >= 0
+                }
+            }
+        default:
+            let pattern = constant(node, 0)
+            if pattern.count > text.count { return false }
+            if pattern.isEmpty { return true }
+            switch node.kind {
+            case .beginsWith: return memcmp(text.baseAddress!, pattern.baseAddress!, pattern.count) == 0
+            case .endsWith: return memcmp(text.baseAddress! + (text.count - pattern.count), pattern.baseAddress!, pattern.count) == 0
+            default: return Self.contains(text, pattern)
+            }
+        }
+    }
+
+    /// Whether `pattern` (not empty, not longer) occurs in `text`: `memchr` for its first
+    /// byte, then `memcmp` (`memmem` is a GNU extension).
+    @inline(__always)
+    static func contains(_ text: UnsafeRawBufferPointer, _ pattern: UnsafeRawBufferPointer) -> Bool {
+        let base = text.baseAddress!, first = Int32(pattern[0])
+        let lastStart = text.count - pattern.count
+        var start = 0
+        while start <= lastStart {
+            guard let hit = memchr(base + start, first, lastStart - start + 1) else { return false }
+            let at = base.distance(to: UnsafeRawPointer(hit))
+            if memcmp(base + at, pattern.baseAddress!, pattern.count) == 0 { return true }
+            start = at + 1
+        }
+        return false
+    }
+
+    /// The high bit of each byte of a word.
+    private static let highBits: UInt64 = 0x8080_8080_8080_8080
+
+    /// Whether every byte of `text` is ASCII (eight at a time).
+    @inline(__always)
+    static func isASCII(_ text: UnsafeRawBufferPointer) -> Bool {
+        var index = 0
+        while index + 8 <= text.count {
+            if text.loadUnaligned(fromByteOffset: index, as: UInt64.self) & highBits != 0 { return false }
+            index += 8
+        }
+        while index < text.count {
+            if text[index] >= 0x80 { return false }
+            index += 1
+        }
+        return true
+    }
+
+    /// The ASCII lowercase of eight ASCII bytes: `A`…`Z` gain 0x20, the rest stay (a byte is
+    /// upper case when adding `0x80 - 'A'` sets its high bit and adding `0x7F - 'Z'` does not;
+    /// no byte carries into the next, as every byte is below 0x80).
+    @inline(__always)
+    static func lowercaseWord(_ word: UInt64) -> UInt64 {
+        let atLeastA = word &+ 0x3F3F_3F3F_3F3F_3F3F  // 0x80 - 0x41
+        let aboveZ = word &+ 0x2525_2525_2525_2525    // 0x7F - 0x5A
+        return word | ((atLeastA & ~aboveZ & highBits) >> 2)
+    }
+
+    /// `text`'s ASCII lowercase in the scratch buffer, or nil when a byte is not ASCII.
+    @inline(__always)
+    private func lowercase(_ text: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+        if text.count > scratch.count {
+            scratch.deallocate()
+            scratch = .allocate(byteCount: max(text.count, scratch.count * 2), alignment: 8)
+        }
+        var index = 0
+        while index + 8 <= text.count {
+            let word = text.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+            if word & Self.highBits != 0 { return nil }
+            scratch.storeBytes(of: Self.lowercaseWord(word), toByteOffset: index, as: UInt64.self)
+            index += 8
+        }
+        while index < text.count {
+            let byte = text[index]
+            if byte >= 0x80 { return nil }
+            scratch[index] = byte &- 0x41 < 26 ? byte | 0x20 : byte
+            index += 1
+        }
+        return UnsafeRawBufferPointer(rebasing: scratch[0..<text.count])
+    }
+
+    /// `LIKE` on bytes: the evaluator's wildcard matching (one backtrack point, linear for each
+    /// star) over a pattern compiled to bytes (`FF` for `*`, `FE` for `?`, escapes resolved).
+    static func like(_ text: UnsafeRawBufferPointer, _ pattern: UnsafeRawBufferPointer) -> Bool {
+        var t = 0, p = 0, starP = -1, starT = 0
+        while t < text.count {
+            if p < pattern.count {
+                let byte = pattern[p]
+                if byte == likeStar {
+                    starP = p
+                    starT = t
+                    p += 1
+                    continue
+                }
+                if byte == likeAny || byte == text[t] {
+                    t += 1
+                    p += 1
+                    continue
+                }
+            }
+            guard starP >= 0 else { return false }
+            p = starP + 1
+            starT += 1
+            t = starT
+        }
+        while p < pattern.count, pattern[p] == likeStar { p += 1 }
+        return p == pattern.count
+    }
+
+    /// The bytes a `LIKE` pattern (already folded) compiles to, and whether it has a `?`; nil
+    /// for a pattern with a zero byte. The escapes are the evaluator's: a backslash makes the
+    /// next scalar literal.
+    static func likePattern(_ pattern: String) -> (bytes: [UInt8], hasAny: Bool)? {
+        let scalars = Array(pattern.unicodeScalars)
+        var bytes: [UInt8] = [], hasAny = false, index = 0
+        while index < scalars.count {
+            let scalar = scalars[index]
+            if scalar == "\\", index + 1 < scalars.count {
+                bytes += Array(String(scalars[index + 1]).utf8)
+                index += 2
+                continue
+            }
+            switch scalar {
+            case "*": bytes.append(likeStar)
+            case "?":
+                bytes.append(likeAny)
+                hasAny = true
+            default: bytes += Array(String(scalar).utf8)
+            }
+            index += 1
+        }
+        return bytes.contains(0) ? nil : (bytes, hasAny)
+    }
+
     /// Turns a predicate into nodes (children before parents), links and constants.
     struct Compiler {
         let layout: RawRowLayout
@@ -437,11 +642,17 @@ final class ScanFilter {
                 if case .and = predicate { return Node(kind: .and, first: links.count - children.count, count: children.count) }
                 return Node(kind: .or, first: links.count - children.count, count: children.count)
             case .comparison(let comparison):
-                guard comparison.modifier == .direct, comparison.options.isEmpty,
+                guard comparison.modifier == .direct,
                       case .keyPath(let keys) = comparison.left, keys.count == 1,
                       case .attribute(let component, let type)? = layout.slots[keys[0]],
-                      case .constant(let constant) = comparison.right,
-                      var node = test(comparison.operator, constant, type.kind) else { return nil }
+                      case .constant(let constant) = comparison.right else { return nil }
+                let node: Node?
+                if comparison.options.isEmpty && comparison.operator != .like {
+                    node = test(comparison.operator, constant, type.kind)
+                } else {
+                    node = foldedTest(comparison.operator, comparison.options, constant, type.kind)
+                }
+                guard var node else { return nil }
                 node.component = component
                 lastComponent = max(lastComponent, component)
                 return node
@@ -456,6 +667,48 @@ final class ScanFilter {
                 pool += constant
             }
             return Node(kind: kind, op: op, tag: tag, first: first, count: constants.count)
+        }
+
+        /// A string test with folding options, or a `LIKE`: constants folded by the evaluator's
+        /// fold, stored as raw UTF-8 (a `LIKE` pattern compiled; see ``ScanFilter/likePattern(_:)``).
+        private mutating func foldedTest(_ op: ComparisonPredicate.Operator, _ options: ComparisonPredicate.Options,
+                                         _ constant: PredicateValue, _ kind: AttributeType.Kind) -> Node? {
+            guard kind == .string else { return nil }
+            var folding: Folding = options.contains(.caseInsensitive) ? .lowercased : (options.isEmpty ? .none : .asciiOnly)
+            func folded(_ value: PredicateValue) -> [UInt8]? {
+                guard case .string(let s) = value else { return nil }
+                let bytes = Array(PredicateEvaluator.fold(s, options).utf8)
+                return bytes.contains(0) ? nil : bytes
+            }
+            let kindOfNode: Kind
+            var constants: [[UInt8]]
+            switch op {
+            case .equalTo, .notEqualTo, .lessThan, .lessThanOrEqualTo, .greaterThan, .greaterThanOrEqualTo:
+                guard let bytes = folded(constant) else { return nil }
+                kindOfNode = .compare
+                constants = [bytes]
+            case .between, .in:
+                guard case .list(let values) = constant, op == .in || values.count == 2 else { return nil }
+                constants = values.compactMap(folded)
+                guard constants.count == values.count else { return nil }
+                kindOfNode = op == .in ? .oneOf : .between
+            case .beginsWith, .endsWith, .contains:
+                guard let bytes = folded(constant) else { return nil }
+                kindOfNode = op == .beginsWith ? .beginsWith : (op == .endsWith ? .endsWith : .contains)
+                constants = [bytes]
+            case .like:
+                guard case .string(let s) = constant,
+                      let pattern = ScanFilter.likePattern(PredicateEvaluator.fold(s, options)) else { return nil }
+                kindOfNode = .like
+                constants = [pattern.bytes]
+                // `?` is one scalar: matched on bytes only in ASCII strings (their own fold).
+                if folding == .none && pattern.hasAny { folding = .asciiOnly }
+            default:
+                return nil
+            }
+            var made = node(kindOfNode, op, tag: KeyEncoding.Tag.string, constants)
+            made.folding = folding
+            return made
         }
 
         private mutating func test(_ op: ComparisonPredicate.Operator, _ constant: PredicateValue, _ kind: AttributeType.Kind) -> Node? {

@@ -51,6 +51,17 @@ extension ManagedObjectContext {
             let rows = try fetchDictionaries(request)
             if Result.self == [String: any Sendable].self, let typed = rows as? [Result] { return typed }
             results = rows
+        case .values:
+            guard let type = Result.self as? any Decodable.Type else {
+                throw ArborError(.invalidFetchRequest, "a values fetch of \(request.entityName) needs a Decodable result type, not \(Result.self)",
+                                 entity: request.entityName)
+            }
+            func decoded<Value: Decodable>(_: Value.Type) throws -> [Result] {
+                let values = try fetchValues(request, as: Value.self)
+                // Value is Result (opened from it): the same array.
+                return unsafeBitCast(values, to: [Result].self)
+            }
+            return try decoded(type)
         }
         return try results.map { element in
             guard let typed = element as? Result else {

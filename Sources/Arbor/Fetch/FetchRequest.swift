@@ -11,6 +11,13 @@ public enum FetchResultType: Sendable, Hashable {
     case dictionary
     /// The number of matching objects, as the single element of the result.
     case count
+    /// Values of a `Decodable` type, decoded from each matching object's row by coding key:
+    /// attributes by name, to-one key paths (`"department.name"`), to-one relationships as
+    /// nested values, to-many relationships as lists. No managed object
+    /// is made when the store's rows answer the request (the context has no unsaved changes and
+    /// nothing is left to check on objects). A request with one property in
+    /// ``FetchRequest/propertiesToFetch`` decodes a single value (`FetchRequest<String>`).
+    case values
 }
 
 /// A property a dictionary fetch returns: an attribute (or key path), or a named aggregate or
@@ -81,7 +88,18 @@ public struct PropertyToFetch: Sendable, Hashable {
 /// `Result` is what the fetch returns: `ManagedObject` or a subclass (``FetchResultType/managedObject``),
 /// `ManagedObjectID`, `[String: any Sendable]` (``FetchResultType/dictionary``: values that may
 /// cross queues, so a dictionary fetch can run in `performBackgroundTask` and return its results;
-/// `[String: Any]` works too), or `Int` (``FetchResultType/count``).
+/// `[String: Any]` works too), `Int` (``FetchResultType/count``), or any other `Decodable` type
+/// (``FetchResultType/values``: plain values, decoded from rows without managed objects):
+///
+/// ```swift
+/// struct Row: Decodable, Sendable {
+///     let lastName: String
+///     let salary: Int?
+///     let departmentName: String?
+///     enum CodingKeys: String, CodingKey { case lastName, salary, departmentName = "department.name" }
+/// }
+/// let rows = try context.fetch(FetchRequest<Row>(entityName: "Employee"))   // [Row]
+/// ```
 public struct FetchRequest<Result>: Sendable, Hashable {
     /// The entity whose objects are fetched.
     public var entityName: String
@@ -122,7 +140,7 @@ public struct FetchRequest<Result>: Sendable, Hashable {
 
     /// A request for objects of `entityName`, returning `Result`s: objects for a managed object
     /// type, IDs for `ManagedObjectID`, dictionaries for `[String: any Sendable]` (or
-    /// `[String: Any]`), a count for `Int`.
+    /// `[String: Any]`), a count for `Int`, decoded values for any other `Decodable` type.
     public init(entityName: String) {
         self.entityName = entityName
         switch Result.self {
@@ -130,6 +148,8 @@ public struct FetchRequest<Result>: Sendable, Hashable {
         case is [String: Any].Type, is [String: Any?].Type: resultType = .dictionary
         case _ where Result.self == [String: any Sendable].self: resultType = .dictionary
         case is Int.Type: resultType = .count
+        case is ManagedObject.Type: resultType = .managedObject
+        case is any Decodable.Type: resultType = .values
         default: resultType = .managedObject
         }
     }

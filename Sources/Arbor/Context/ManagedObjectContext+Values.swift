@@ -1,0 +1,460 @@
+import Foundation
+
+/// Fetches of `Decodable` values (``FetchResultType/values``, issue 26, item 5): the rows a fetch
+/// matches decoded straight into the caller's type, by coding key, with no managed object and no
+/// row-cache snapshot; the values are plain Swift values that may leave the context's queue.
+extension ManagedObjectContext {
+    /// The values of a request whose `Result` is `Value`.
+    ///
+    /// From the store's rows when they answer the request alone (no unsaved changes in the
+    /// context, no part of the predicate left for objects, one store, not a child context); else
+    /// from the objects a fetch gives, so unsaved changes count exactly as they do for objects.
+    func fetchValues<Value: Decodable, Result>(_ request: FetchRequest<Result>, as _: Value.Type) throws -> [Value] {
+        let (coordinator, analysis) = try prepare(request)
+        let stores = coordinator.stores(holding: analysis.entity)
+        let reader = ValueReader(coordinator: coordinator, properties: request.propertiesToFetch?.map(\.name))
+        do {
+            if parent == nil, analysis.rowsAnswerWholeRequest, stores.count <= 1, !(request.includesPendingChanges && hasChanges) {
+                let rows = try coordinator.fetch(analysis.storeFetch(request, window: true), in: stores)
+                var values: [Value] = []
+                values.reserveCapacity(rows.count)
+                for (position, (id, row)) in rows.enumerated() {
+                    values.append(try Value(from: RowValueDecoder(reader: reader, source: try reader.source(id, row), codingPath: [])))
+                    // The first value tells which to-one relationships are followed: their
+                    // destinations are read for every row at once.
+                    if position == 0 { try reader.loadDestinations(of: rows) }
+                }
+                return values
+            }
+            let objects = try fetchObjects(request, analysis: analysis)
+            return try objects.map { try Value(from: RowValueDecoder(reader: reader, source: .object($0), codingPath: [])) }
+        } catch let error as DecodingError {
+            throw ArborError(decoding: error, of: Value.self, entity: request.entityName)
+        }
+    }
+}
+
+extension ArborError {
+    /// A value that could not be decoded from a row, as a typed error naming the key path and why.
+    init<Value>(decoding error: DecodingError, of _: Value.Type, entity: String) {
+        let (path, reason): ([any CodingKey], String)
+        switch error {
+        case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
+            (path, reason) = (context.codingPath, context.debugDescription)
+        case .keyNotFound(let key, let context):
+            (path, reason) = (context.codingPath + [key], context.debugDescription)
+        @unknown default:
+            (path, reason) = ([], "\(error)")
+        }
+        let keyPath = path.map(\.stringValue).joined(separator: ".")
+        self.init(.wrongValueType, "a fetch of \(entity) cannot decode \(Value.self)\(keyPath.isEmpty ? "" : " at \(keyPath)"): \(reason)",
+                  entity: entity, key: keyPath.isEmpty ? nil : keyPath)
+    }
+}
+
+/// Reads the properties decoded values ask for, from saved rows or from objects, and keeps the
+/// destination rows it has read for the rest of the fetch.
+final class ValueReader {
+    /// Where an object's values come from.
+    enum Source {
+        /// A saved row of the store.
+        case row(ManagedObjectID, StoreRow, EntityDescription)
+        /// An object of the context (its in-memory state).
+        case object(ManagedObject)
+
+        var entity: EntityDescription {
+            switch self {
+            case .row(_, _, let entity): entity
+            case .object(let object): object.entity
+            }
+        }
+
+    }
+
+    /// What a key path reaches.
+    enum Reached {
+        case missing
+        case attribute(AttributeValue, AttributeType)
+        case toOne(Source)
+        case toMany([Source])
+    }
+
+    let coordinator: PersistentStoreCoordinator
+    /// The request's `propertiesToFetch` names: the keys of a keyed container's `allKeys`, and the
+    /// one key a single-value result reads.
+    let properties: [String]?
+    /// Destination rows read so far (nil: the row is gone).
+    private var rows: [ManagedObjectID: StoreRow?] = [:]
+    /// To-one relationships of the fetched rows that decoding followed (read for all rows at
+    /// once after the first value).
+    private var followed: [String] = []
+    private var decodingFirst = true
+
+    init(coordinator: PersistentStoreCoordinator, properties: [String]?) {
+        self.coordinator = coordinator
+        self.properties = properties
+    }
+
+    /// The source for a fetched row.
+    func source(_ id: ManagedObjectID, _ row: StoreRow) throws -> Source {
+        guard let entity = coordinator.managedObjectModel.entity(named: row.entityName) else {
+            throw ArborError(.store, "a row of \(row.entityName) names an entity the model does not have", entity: row.entityName)
+        }
+        return .row(id, row, entity)
+    }
+
+    /// Reads the destinations of the followed to-one relationships of `rows` in one batch.
+    func loadDestinations(of fetched: [(ManagedObjectID, StoreRow)]) throws {
+        decodingFirst = false
+        guard !followed.isEmpty else { return }
+        var wanted: [ManagedObjectID] = []
+        var seen = Set<ManagedObjectID>()
+        for (_, row) in fetched.dropFirst() {
+            for key in followed {
+                if case .object(let id)? = row.values[key], rows[id] == nil, seen.insert(id).inserted { wanted.append(id) }
+            }
+        }
+        for (id, row) in zip(wanted, try coordinator.rows(for: wanted)) { rows[id] = .some(row) }
+    }
+
+    /// The row of `id`, read once.
+    private func row(_ id: ManagedObjectID) throws -> Source? {
+        let row: StoreRow?
+        if let known = rows[id] {
+            row = known
+        } else {
+            row = try coordinator.rows(for: [id])[0]
+            rows[id] = .some(row)
+        }
+        return try row.map { try source(id, $0) }
+    }
+
+    /// Whether `keyPath` names a property along a path of to-one relationships of `entity`.
+    func names(_ keyPath: String, in entity: EntityDescription) -> Bool {
+        var current = entity
+        let keys = keyPath.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        for (position, key) in keys.enumerated() {
+            if current.attributesByName[key] != nil { return position == keys.count - 1 }
+            guard let relationship = current.relationshipsByName[key] else { return false }
+            if position == keys.count - 1 { return true }
+            guard !relationship.isToMany, let destination = relationship.destinationEntity else { return false }
+            current = destination
+        }
+        return false
+    }
+
+    /// The keys a keyed container lists: the properties to fetch, else the entity's attributes
+    /// and to-one relationships.
+    func keys(of entity: EntityDescription) -> [String] {
+        if let properties { return properties }
+        return entity.attributesByName.keys.sorted() + entity.relationshipsByName.values.filter { !$0.isToMany }.map(\.name).sorted()
+    }
+
+    /// What `keyPath` (keys separated by dots; to-one hops, then any property) reaches from
+    /// `source`. An unknown key is `keyNotFound`.
+    func reach(_ keyPath: String, from source: Source, codingPath: [any CodingKey]) throws -> Reached {
+        var current = source
+        let keys = keyPath.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        for (position, key) in keys.enumerated() {
+            let last = position == keys.count - 1
+            let entity = current.entity
+            if let attribute = entity.attributesByName[key] {
+                guard last else { break }
+                return try attributeValue(attribute, of: current).map { .attribute($0, attribute.type) } ?? .missing
+            }
+            guard let relationship = entity.relationshipsByName[key] else { break }
+            if relationship.isToMany {
+                guard last else { break }
+                return .toMany(try destinations(relationship, of: current))
+            }
+            guard let next = try destination(relationship, of: current, followedFromFetched: position == 0) else { return .missing }
+            if last { return .toOne(next) }
+            current = next
+        }
+        throw DecodingError.keyNotFound(ValueCodingKey(keyPath), .init(codingPath: codingPath,
+            debugDescription: "\(source.entity.name) has no property or to-one key path \"\(keyPath)\""))
+    }
+
+    private func attributeValue(_ attribute: AttributeDescription, of source: Source) throws -> AttributeValue? {
+        switch source {
+        case .row(_, let row, _):
+            if case .attribute(let value)? = row.values[attribute.name] { return value }
+            return nil
+        case .object(let object):
+            if !attribute.isTransient { try object.fireFault() }
+            if case .attribute(let value)? = object.values[attribute.name] { return value }
+            return nil
+        }
+    }
+
+    private func destination(_ relationship: RelationshipDescription, of source: Source, followedFromFetched: Bool) throws -> Source? {
+        switch source {
+        case .row(_, let row, _):
+            guard case .object(let id)? = row.values[relationship.name] else { return nil }
+            if followedFromFetched && decodingFirst && !followed.contains(relationship.name) { followed.append(relationship.name) }
+            return try self.row(id)
+        case .object(let object):
+            return (try object.value(forKey: relationship.name) as? ManagedObject).map { .object($0) }
+        }
+    }
+
+    private func destinations(_ relationship: RelationshipDescription, of source: Source) throws -> [Source] {
+        switch source {
+        case .row(let id, let row, _):
+            let ids: [ManagedObjectID]
+            if case .objects(let ordered)? = row.values[relationship.name] {
+                ids = Array(ordered)
+            } else {
+                ids = try coordinator.relatedObjectIDs(of: id, relationship: relationship)
+            }
+            let missing = ids.filter { rows[$0] == nil }
+            for (id, row) in zip(missing, try coordinator.rows(for: missing)) { rows[id] = .some(row) }
+            return try ids.compactMap { try self.row($0) }
+        case .object(let object):
+            switch try object.value(forKey: relationship.name) {
+            case let list as [ManagedObject]: return list.map { .object($0) }
+            case let set as Set<ManagedObject>: return set.sorted { $0.objectID.description < $1.objectID.description }.map { .object($0) }
+            default: return []
+            }
+        }
+    }
+}
+
+/// A coding key made from a string (a key path of a container that lists no type of its own).
+struct ValueCodingKey: CodingKey {
+    let stringValue: String
+    var intValue: Int? { nil }
+
+    init(_ string: String) { stringValue = string }
+    init?(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { stringValue = "\(intValue)" }
+}
+
+/// The decoder of one object's value: keyed by its properties (coding keys are attribute and
+/// relationship names, or to-one key paths such as `department.name`), or a single value when
+/// the request fetches one property.
+struct RowValueDecoder: Decoder {
+    let reader: ValueReader
+    let source: ValueReader.Source
+    let codingPath: [any CodingKey]
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    func container<Key: CodingKey>(keyedBy _: Key.Type) throws -> KeyedDecodingContainer<Key> {
+        KeyedDecodingContainer(RowValueContainer<Key>(reader: reader, source: source, codingPath: codingPath))
+    }
+
+    func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        throw DecodingError.typeMismatch([Any].self, .init(codingPath: codingPath,
+            debugDescription: "a \(source.entity.name) object is not a list: decode it with a keyed container"))
+    }
+
+    func singleValueContainer() throws -> any SingleValueDecodingContainer {
+        guard let properties = reader.properties, properties.count == 1 else {
+            throw DecodingError.typeMismatch(Any.self, .init(codingPath: codingPath,
+                debugDescription: "a single value is decoded from a request with exactly one property in propertiesToFetch"))
+        }
+        let key = ValueCodingKey(properties[0])
+        return AttributeValueDecoder(reached: try reader.reach(properties[0], from: source, codingPath: codingPath),
+                                     reader: reader, codingPath: codingPath + [key])
+    }
+}
+
+/// A keyed container over one object's properties.
+struct RowValueContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
+    let reader: ValueReader
+    let source: ValueReader.Source
+    let codingPath: [any CodingKey]
+
+    var allKeys: [Key] { reader.keys(of: source.entity).compactMap(Key.init(stringValue:)) }
+
+    func contains(_ key: Key) -> Bool { reader.names(key.stringValue, in: source.entity) }
+
+    private func reached(_ key: Key) throws -> ValueReader.Reached {
+        try reader.reach(key.stringValue, from: source, codingPath: codingPath)
+    }
+
+    func decodeNil(forKey key: Key) throws -> Bool {
+        if case .missing = try reached(key) { return true }
+        return false
+    }
+
+    func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T { try decodeValue(type, forKey: key) }
+
+    func decodeValue<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
+        try AttributeValueDecoder(reached: try reached(key), reader: reader, codingPath: codingPath + [key]).decodeValue(type)
+    }
+
+    func nestedContainer<NestedKey: CodingKey>(keyedBy _: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
+        guard case .toOne(let destination) = try reached(key) else {
+            throw DecodingError.typeMismatch([String: Any].self, .init(codingPath: codingPath + [key],
+                debugDescription: "\(key.stringValue) is not a to-one relationship with a destination"))
+        }
+        return KeyedDecodingContainer(RowValueContainer<NestedKey>(reader: reader, source: destination, codingPath: codingPath + [key]))
+    }
+
+    func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
+        guard case .toMany(let destinations) = try reached(key) else {
+            throw DecodingError.typeMismatch([Any].self, .init(codingPath: codingPath + [key],
+                debugDescription: "\(key.stringValue) is not a to-many relationship"))
+        }
+        return DestinationList(reader: reader, destinations: destinations, codingPath: codingPath + [key])
+    }
+
+    func superDecoder() throws -> any Decoder { RowValueDecoder(reader: reader, source: source, codingPath: codingPath) }
+
+    func superDecoder(forKey key: Key) throws -> any Decoder { RowValueDecoder(reader: reader, source: source, codingPath: codingPath + [key]) }
+}
+
+/// The value one key reached, decoded as a single value: an attribute converted by the typed
+/// accessors' own rules (``TypedAccess``: integers only when they fit, no silent narrowing or
+/// change of kind), a to-one destination as a nested value, a to-many relationship's
+/// destinations as a list.
+struct AttributeValueDecoder: Decoder, SingleValueDecodingContainer {
+    let reached: ValueReader.Reached
+    let reader: ValueReader
+    let codingPath: [any CodingKey]
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    func decodeNil() -> Bool {
+        if case .missing = reached { return true }
+        return false
+    }
+
+    func decode<T: Decodable>(_ type: T.Type) throws -> T { try decodeValue(type) }
+
+    func decodeValue<T: Decodable>(_: T.Type) throws -> T {
+        switch reached {
+        case .missing:
+            throw DecodingError.valueNotFound(T.self, .init(codingPath: codingPath, debugDescription: "the value is nil: declare the property optional"))
+        case .attribute(let value, let attributeType):
+            if let converted = TypedAccess.convert(value, attributeType, to: T.self) { return converted }
+            // A type of its own over the stored value (an enum with raw values, a wrapper):
+            // it asks this decoder for a single value of a type the attribute holds.
+            if T.self is any (FixedWidthInteger & Decodable).Type || [String.self, Double.self, Float.self, Bool.self, Date.self, Data.self,
+                                                                        UUID.self, URL.self, Decimal.self].contains(where: { $0 == T.self }) {
+                throw DecodingError.typeMismatch(T.self, .init(codingPath: codingPath,
+                    debugDescription: "a \(attributeType) attribute holding \(value) is not a \(T.self)"))
+            }
+            return try T(from: self)
+        case .toOne(let destination):
+            return try T(from: RowValueDecoder(reader: reader, source: destination, codingPath: codingPath))
+        case .toMany:
+            return try T(from: self)
+        }
+    }
+
+    func container<Key: CodingKey>(keyedBy _: Key.Type) throws -> KeyedDecodingContainer<Key> {
+        guard case .toOne(let destination) = reached else {
+            throw DecodingError.typeMismatch([String: Any].self, .init(codingPath: codingPath, debugDescription: "the value is not an object"))
+        }
+        return KeyedDecodingContainer(RowValueContainer<Key>(reader: reader, source: destination, codingPath: codingPath))
+    }
+
+    func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        guard case .toMany(let destinations) = reached else {
+            throw DecodingError.typeMismatch([Any].self, .init(codingPath: codingPath, debugDescription: "the value is not a to-many relationship"))
+        }
+        return DestinationList(reader: reader, destinations: destinations, codingPath: codingPath)
+    }
+
+    func singleValueContainer() throws -> any SingleValueDecodingContainer { self }
+}
+
+/// A to-many relationship's destinations, decoded one by one (in the relationship's order when
+/// it is ordered).
+struct DestinationList: UnkeyedDecodingContainer {
+    let reader: ValueReader
+    let destinations: [ValueReader.Source]
+    let codingPath: [any CodingKey]
+    var currentIndex = 0
+
+    init(reader: ValueReader, destinations: [ValueReader.Source], codingPath: [any CodingKey]) {
+        self.reader = reader
+        self.destinations = destinations
+        self.codingPath = codingPath
+    }
+
+    var count: Int? { destinations.count }
+    var isAtEnd: Bool { currentIndex >= destinations.count }
+
+    private mutating func next() throws -> ValueReader.Source {
+        guard !isAtEnd else {
+            throw DecodingError.valueNotFound(Any.self, .init(codingPath: codingPath, debugDescription: "no destination is left"))
+        }
+        defer { currentIndex += 1 }
+        return destinations[currentIndex]
+    }
+
+    mutating func decodeNil() throws -> Bool { false }
+
+    mutating func decode<T: Decodable>(_ type: T.Type) throws -> T { try decodeValue(type) }
+
+    mutating func decodeValue<T: Decodable>(_: T.Type) throws -> T {
+        let destination = try next()
+        return try T(from: RowValueDecoder(reader: reader, source: destination, codingPath: codingPath + [ValueCodingKey("\(currentIndex - 1)")]))
+    }
+
+    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy _: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
+        KeyedDecodingContainer(RowValueContainer<NestedKey>(reader: reader, source: try next(), codingPath: codingPath))
+    }
+
+    mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        throw DecodingError.typeMismatch([Any].self, .init(codingPath: codingPath, debugDescription: "a destination is an object, not a list"))
+    }
+
+    mutating func superDecoder() throws -> any Decoder {
+        RowValueDecoder(reader: reader, source: try next(), codingPath: codingPath)
+    }
+}
+
+// The containers' requirements for each primitive type, all through the generic decode.
+extension RowValueContainer {
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try decodeValue(type, forKey: key) }
+    func decode(_ type: String.Type, forKey key: Key) throws -> String { try decodeValue(type, forKey: key) }
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try decodeValue(type, forKey: key) }
+    func decode(_ type: Float.Type, forKey key: Key) throws -> Float { try decodeValue(type, forKey: key) }
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try decodeValue(type, forKey: key) }
+    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try decodeValue(type, forKey: key) }
+    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try decodeValue(type, forKey: key) }
+    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try decodeValue(type, forKey: key) }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try decodeValue(type, forKey: key) }
+    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try decodeValue(type, forKey: key) }
+    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try decodeValue(type, forKey: key) }
+    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try decodeValue(type, forKey: key) }
+    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try decodeValue(type, forKey: key) }
+    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try decodeValue(type, forKey: key) }
+}
+
+extension AttributeValueDecoder {
+    func decode(_ type: Bool.Type) throws -> Bool { try decodeValue(type) }
+    func decode(_ type: String.Type) throws -> String { try decodeValue(type) }
+    func decode(_ type: Double.Type) throws -> Double { try decodeValue(type) }
+    func decode(_ type: Float.Type) throws -> Float { try decodeValue(type) }
+    func decode(_ type: Int.Type) throws -> Int { try decodeValue(type) }
+    func decode(_ type: Int8.Type) throws -> Int8 { try decodeValue(type) }
+    func decode(_ type: Int16.Type) throws -> Int16 { try decodeValue(type) }
+    func decode(_ type: Int32.Type) throws -> Int32 { try decodeValue(type) }
+    func decode(_ type: Int64.Type) throws -> Int64 { try decodeValue(type) }
+    func decode(_ type: UInt.Type) throws -> UInt { try decodeValue(type) }
+    func decode(_ type: UInt8.Type) throws -> UInt8 { try decodeValue(type) }
+    func decode(_ type: UInt16.Type) throws -> UInt16 { try decodeValue(type) }
+    func decode(_ type: UInt32.Type) throws -> UInt32 { try decodeValue(type) }
+    func decode(_ type: UInt64.Type) throws -> UInt64 { try decodeValue(type) }
+}
+
+extension DestinationList {
+    mutating func decode(_ type: Bool.Type) throws -> Bool { try decodeValue(type) }
+    mutating func decode(_ type: String.Type) throws -> String { try decodeValue(type) }
+    mutating func decode(_ type: Double.Type) throws -> Double { try decodeValue(type) }
+    mutating func decode(_ type: Float.Type) throws -> Float { try decodeValue(type) }
+    mutating func decode(_ type: Int.Type) throws -> Int { try decodeValue(type) }
+    mutating func decode(_ type: Int8.Type) throws -> Int8 { try decodeValue(type) }
+    mutating func decode(_ type: Int16.Type) throws -> Int16 { try decodeValue(type) }
+    mutating func decode(_ type: Int32.Type) throws -> Int32 { try decodeValue(type) }
+    mutating func decode(_ type: Int64.Type) throws -> Int64 { try decodeValue(type) }
+    mutating func decode(_ type: UInt.Type) throws -> UInt { try decodeValue(type) }
+    mutating func decode(_ type: UInt8.Type) throws -> UInt8 { try decodeValue(type) }
+    mutating func decode(_ type: UInt16.Type) throws -> UInt16 { try decodeValue(type) }
+    mutating func decode(_ type: UInt32.Type) throws -> UInt32 { try decodeValue(type) }
+    mutating func decode(_ type: UInt64.Type) throws -> UInt64 { try decodeValue(type) }
+}

@@ -18,7 +18,8 @@ import Foundation
 /// ASCII folds to itself (`[d]`) or to its ASCII lowercase (`[c]`, `[cd]`), computed eight bytes
 /// at a time into a scratch buffer while checking that no byte is above 0x7F. A string with any
 /// other byte (including an escaped zero, `00 FF`) is left undecided, so Unicode folding stays
-/// the evaluator's. `LIKE`'s pattern is compiled to bytes with `*` as `FF` and `?` as `FE` (bytes
+/// the evaluator's — except that with an ASCII constant, `BEGINSWITH` is decided when the prefix
+/// lies in the string's ASCII start and `CONTAINS` when an occurrence is found. `LIKE`'s pattern is compiled to bytes with `*` as `FF` and `?` as `FE` (bytes
 /// UTF-8 never holds); matched on bytes, `?` needs an ASCII string (one byte, one scalar), `*`
 /// and literals do not (UTF-8 literals only match at scalar boundaries).
 ///
@@ -69,6 +70,9 @@ final class ScanFilter {
         /// For string tests: how the row's string is folded. A folded test's constants are the
         /// folded text's raw UTF-8 (no tag, no terminator), as are `LIKE` patterns.
         var folding: Folding = .none
+        /// For folded tests: whether the constants are ASCII (a row's string with other bytes
+        /// may still be decided: see ``ScanFilter/foldedTest(_:_:)``).
+        var asciiConstant = false
         var component = 0
         var first = 0
         var count = 0
@@ -442,14 +446,36 @@ final class ScanFilter {
     private func foldedTest(_ node: Node, _ value: UnsafeRawBufferPointer) -> Bool? {
         guard value.count >= 3 else { return nil }
         var text = UnsafeRawBufferPointer(rebasing: value[1..<(value.count - 2)])
+        // How many leading bytes are ASCII (the fold of those is known).
+        var asciiPrefix = text.count
         switch node.folding {
         case .none:
             break
         case .asciiOnly:
-            guard Self.isASCII(text) else { return nil }
+            asciiPrefix = Self.asciiPrefix(text)
         case .lowercased:
-            guard let lowered = lowercase(text) else { return nil }
-            text = lowered
+            (text, asciiPrefix) = lowercase(text)
+        }
+        if asciiPrefix < text.count {
+            // A string with other bytes: folding is the evaluator's, except where an ASCII
+            // constant settles it without them. Folding maps ASCII to ASCII scalar by scalar and
+            // never changes a scalar because of the ones after it (a combining mark after an
+            // ASCII letter is dropped or kept, the letter stays), so a prefix within the ASCII
+            // start is the fold's prefix; and an ASCII occurrence in the bytes (UTF-8 keeps ASCII
+            // bytes for ASCII scalars only) is one in the fold. Not finding it decides nothing.
+            guard node.asciiConstant else { return nil }
+            switch node.kind {
+            case .beginsWith:
+                let pattern = constant(node, 0)
+                guard pattern.count <= asciiPrefix else { return nil }
+                return pattern.isEmpty || memcmp(text.baseAddress!, pattern.baseAddress!, pattern.count) == 0
+            case .contains:
+                let pattern = constant(node, 0)
+                if pattern.isEmpty { return true }
+                return pattern.count <= text.count && Self.contains(text, pattern) ? true : nil
+            default:
+                return nil
+            }
         }
         switch node.kind {
         case .like:
@@ -507,6 +533,15 @@ final class ScanFilter {
     /// The high bit of each byte of a word.
     private static let highBits: UInt64 = 0x8080_8080_8080_8080
 
+    /// The number of leading ASCII bytes of `text` (eight at a time).
+    @inline(__always)
+    static func asciiPrefix(_ text: UnsafeRawBufferPointer) -> Int {
+        var index = 0
+        while index + 8 <= text.count, text.loadUnaligned(fromByteOffset: index, as: UInt64.self) & highBits == 0 { index += 8 }
+        while index < text.count, text[index] < 0x80 { index += 1 }
+        return index
+    }
+
     /// Whether every byte of `text` is ASCII (eight at a time).
     @inline(__always)
     static func isASCII(_ text: UnsafeRawBufferPointer) -> Bool {
@@ -532,9 +567,11 @@ final class ScanFilter {
         return word | ((atLeastA & ~aboveZ & highBits) >> 2)
     }
 
-    /// `text`'s ASCII lowercase in the scratch buffer, or nil when a byte is not ASCII.
+    /// `text` in the scratch buffer with its ASCII upper-case letters lowered (other bytes
+    /// kept), and the number of its leading ASCII bytes: all of it is the string's `[c]` fold
+    /// when that is its length.
     @inline(__always)
-    private func lowercase(_ text: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+    private func lowercase(_ text: UnsafeRawBufferPointer) -> (UnsafeRawBufferPointer, asciiPrefix: Int) {
         if text.count > scratch.count {
             scratch.deallocate()
             scratch = .allocate(byteCount: max(text.count, scratch.count * 2), alignment: 8)
@@ -542,17 +579,22 @@ final class ScanFilter {
         var index = 0
         while index + 8 <= text.count {
             let word = text.loadUnaligned(fromByteOffset: index, as: UInt64.self)
-            if word & Self.highBits != 0 { return nil }
+            if word & Self.highBits != 0 { break }
             scratch.storeBytes(of: Self.lowercaseWord(word), toByteOffset: index, as: UInt64.self)
             index += 8
         }
+        var asciiPrefix = text.count
         while index < text.count {
             let byte = text[index]
-            if byte >= 0x80 { return nil }
-            scratch[index] = byte &- 0x41 < 26 ? byte | 0x20 : byte
+            if byte >= 0x80 {
+                asciiPrefix = min(asciiPrefix, index)
+                scratch[index] = byte
+            } else {
+                scratch[index] = byte &- 0x41 < 26 ? byte | 0x20 : byte
+            }
             index += 1
         }
-        return UnsafeRawBufferPointer(rebasing: scratch[0..<text.count])
+        return (UnsafeRawBufferPointer(rebasing: scratch[0..<text.count]), asciiPrefix)
     }
 
     /// `LIKE` on bytes: the evaluator's wildcard matching (one backtrack point, linear for each
@@ -708,6 +750,7 @@ final class ScanFilter {
             }
             var made = node(kindOfNode, op, tag: KeyEncoding.Tag.string, constants)
             made.folding = folding
+            made.asciiConstant = constants.allSatisfy { $0.allSatisfy { $0 < 0x80 } }
             return made
         }
 

@@ -250,6 +250,34 @@ public final class ArborRelational: RelationalWorkload {
         try employees(caseInsensitive ? "email CONTAINS[c] %@" : "email CONTAINS %@", needle)
     }
 
+    /// An employee as a plain value (step 16).
+    struct EmployeeValue: Decodable, Sendable {
+        let lastName: String
+        let email: String
+        let salary: Int64
+        let departmentName: String?
+        enum CodingKeys: String, CodingKey { case lastName, email, salary, departmentName = "department.name" }
+    }
+
+    /// See ``RelationalWorkload/employeeValues(earningAtLeast:asObjects:)``.
+    public func employeeValues(earningAtLeast bound: Int64, asObjects: Bool) throws -> Checksum {
+        var checksum = Checksum()
+        func add(_ lastName: String, _ email: String, _ salary: Int64, _ department: String?) {
+            checksum += Checksum(count: 1, sum: salary &+ Int64(lastName.utf8.count + email.utf8.count + (department?.utf8.count ?? 0)))
+        }
+        if asObjects {
+            for employee in try context.fetch(try Arbor.FetchRequest<ManagedObject>(entityName: "Employee", format: "salary >= %@", bound)) {
+                add(try employee.value(forKey: "lastName") as? String ?? "", try employee.value(forKey: "email") as? String ?? "",
+                    try employee.value(forKey: "salary") as? Int64 ?? 0, try employee.value(forKeyPath: "department.name") as? String)
+            }
+        } else {
+            for value in try context.fetch(try Arbor.FetchRequest<EmployeeValue>(entityName: "Employee", format: "salary >= %@", bound)) {
+                add(value.lastName, value.email, value.salary, value.departmentName)
+            }
+        }
+        return checksum
+    }
+
     // MARK: Changes
 
     /// See ``RelationalWorkload/raiseSalaries(below:)``.

@@ -61,6 +61,14 @@ struct ClientRow: Codable, FetchableRecord, PersistableRecord {
     var country: String
 }
 
+/// An employee's values with its department's name (step 16).
+struct EmployeeValueRecord: Decodable, FetchableRecord {
+    var lastName: String
+    var email: String
+    var salary: Int64
+    var departmentName: String?
+}
+
 /// A department with its employees (`including(all:)`).
 struct DepartmentWithEmployees: Decodable, FetchableRecord {
     var department: DepartmentRow
@@ -307,6 +315,22 @@ public final class GRDBRelational: RelationalWorkload {
     public func employees(emailContaining needle: String, caseInsensitive: Bool) throws -> Checksum {
         if caseInsensitive { return try salaries(EmployeeRow.filter(Column("email").like("%" + needle + "%"))) }
         return try salaries(EmployeeRow.filter(sql: "instr(email, ?) > 0", arguments: [needle]))
+    }
+
+    /// See ``RelationalWorkload/employeeValues(earningAtLeast:asObjects:)``: `Decodable`
+    /// records of selected columns, the department's name annotated from the join (both forms).
+    public func employeeValues(earningAtLeast bound: Int64, asObjects _: Bool) throws -> Checksum {
+        let request = EmployeeRow
+            .select(Column("lastName"), Column("email"), Column("salary"))
+            .filter(Column("salary") >= bound)
+            .annotated(withOptional: EmployeeRow.department.select(Column("name").forKey("departmentName")))
+            .asRequest(of: EmployeeValueRecord.self)
+        let values = try database.read { db in try request.fetchAll(db) }
+        var checksum = Checksum()
+        for value in values {
+            checksum += Checksum(count: 1, sum: value.salary &+ Int64(value.lastName.utf8.count + value.email.utf8.count + (value.departmentName?.utf8.count ?? 0)))
+        }
+        return checksum
     }
 
     // MARK: Changes

@@ -157,6 +157,8 @@ public struct RelationalQueries: Sendable {
     public let savedEmployees: [Int]
     /// Step 14: the departments deleted (every twentieth: 50 of 1,000).
     public let deletedDepartments: [Int]
+    /// Step 16: lower bounds of salaries for value fetches (a third, a half, all of them).
+    public let valueBounds: [Int64] = [90_000, 75_000, 30_000]
     /// Step 15: employees read by key after reopening (survivors of step 14).
     public let keyedEmployees: [Int]
 

@@ -73,6 +73,10 @@ public protocol RelationalWorkload: AnyObject {
     func smallSave(employee i: Int) throws
     /// Step 14: deletes the departments numbered `departments` (cascading), one save.
     func deleteDepartments(_ departments: [Int]) throws -> Checksum
+    /// Step 16: employees earning at least `bound`, as plain values (last name, email, salary,
+    /// `department.name`): Arbor decodes rows into a `Decodable` type, or (`asObjects`) fetches
+    /// managed objects and reads the same; GRDB decodes `Decodable` records from a join.
+    func employeeValues(earningAtLeast bound: Int64, asObjects: Bool) throws -> Checksum
     /// Step 15, untimed part: closes the store and opens it again.
     func reopen() throws
     /// Step 15: employee `i` read by key, in a read of its own.

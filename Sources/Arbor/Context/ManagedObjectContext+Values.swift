@@ -27,7 +27,7 @@ extension ManagedObjectContext {
                 return values
             }
             let objects = try fetchObjects(request, analysis: analysis)
-            return try objects.map { try Value(from: RowValueDecoder(reader: reader, source: .object($0), codingPath: [])) }
+            return try objects.map { try Value(from: RowValueDecoder(reader: reader, source: ValueReader.source($0), codingPath: [])) }
         } catch let error as DecodingError {
             throw ArborError(decoding: error, of: Value.self, entity: request.entityName)
         }
@@ -55,20 +55,25 @@ extension ArborError {
 /// Reads the properties decoded values ask for, from saved rows or from objects, and keeps the
 /// destination rows it has read for the rest of the fetch.
 final class ValueReader {
-    /// Where an object's values come from.
-    enum Source {
-        /// A saved row of the store.
-        case row(ManagedObjectID, StoreRow, EntityDescription)
-        /// An object of the context (its in-memory state).
-        case object(ManagedObject)
+    /// Where an object's values come from: a saved row of the store, or an object of the
+    /// context (its in-memory state). The entity is held unretained, as ``ManagedObjectID`` holds
+    /// its space: the model outlives the fetch, and an entity (which weak references point at)
+    /// costs the runtime's slow path each time it is counted.
+    struct Source {
+        /// A row's values (nil for an object).
+        var values: PropertyStorage?
+        var object: ManagedObject?
+        let id: ManagedObjectID
+        let entityReference: Unmanaged<EntityDescription>
 
-        var entity: EntityDescription {
-            switch self {
-            case .row(_, _, let entity): entity
-            case .object(let object): object.entity
-            }
+        init(row: StoreRow?, object: ManagedObject?, id: ManagedObjectID, entity: Unmanaged<EntityDescription>) {
+            values = row?.values
+            self.object = object
+            self.id = id
+            entityReference = entity
         }
 
+        var entity: EntityDescription { entityReference.takeUnretainedValue() }
     }
 
     /// What a key path reaches.
@@ -79,12 +84,60 @@ final class ValueReader {
         case toMany([Source])
     }
 
+    /// One hop of a compiled key path (descriptions unretained, as above).
+    struct Step {
+        enum Kind { case attribute, toOne, toMany }
+        let kind: Kind
+        let name: String
+        unowned(unsafe) let attribute: AttributeDescription?
+        unowned(unsafe) let relationship: RelationshipDescription?
+    }
+
+    /// A key path's cache entry: by entity (its address) and key.
+    struct PathKey: Hashable {
+        let entity: UnsafeMutableRawPointer
+        let key: String
+    }
+
+    /// A compiled key path, and where each hop's value was found in the last row's layout
+    /// (rows of one entity share a layout: a slot read, no lookup by name).
+    final class Path {
+        let steps: [Step]
+        var layouts: [UnsafeMutableRawPointer?]
+        var slots: [Int]
+
+        init(_ steps: [Step]) {
+            self.steps = steps
+            layouts = Array(repeating: nil, count: steps.count)
+            slots = Array(repeating: 0, count: steps.count)
+        }
+
+        /// The value of hop `index` in `values`.
+        @inline(__always)
+        func value(_ index: Int, in values: PropertyStorage) -> PropertyValue? {
+            let layout = Unmanaged.passUnretained(values.layout).toOpaque()
+            if layouts[index] != layout {
+                guard let slot = values.layout.index[steps[index].name] else { return nil }
+                layouts[index] = layout
+                slots[index] = slot
+            }
+            return values[slot: slots[index]]
+        }
+    }
+
     let coordinator: PersistentStoreCoordinator
     /// The request's `propertiesToFetch` names: the keys of a keyed container's `allKeys`, and the
     /// one key a single-value result reads.
     let properties: [String]?
     /// Destination rows read so far (nil: the row is gone).
     private var rows: [ManagedObjectID: StoreRow?] = [:]
+    /// Compiled key paths (nil: the key names nothing).
+    private var paths: [PathKey: Path?] = [:]
+    /// The last paths used, searched first: a value type's keys are few and their strings are
+    /// the same literals each time, so comparing them is cheaper than hashing.
+    private var recent: [(entity: UnsafeMutableRawPointer, key: String, path: Path?)] = []
+    /// The entities of the rows met, by name (a few: the fetched entity and the destinations).
+    private var entities: [(name: String, entity: Unmanaged<EntityDescription>)] = []
     /// To-one relationships of the fetched rows that decoding followed (read for all rows at
     /// once after the first value).
     private var followed: [String] = []
@@ -97,10 +150,19 @@ final class ValueReader {
 
     /// The source for a fetched row.
     func source(_ id: ManagedObjectID, _ row: StoreRow) throws -> Source {
+        for known in entities where known.name == row.entityName {
+            return Source(row: row, object: nil, id: id, entity: known.entity)
+        }
         guard let entity = coordinator.managedObjectModel.entity(named: row.entityName) else {
             throw ArborError(.store, "a row of \(row.entityName) names an entity the model does not have", entity: row.entityName)
         }
-        return .row(id, row, entity)
+        entities.append((row.entityName, Unmanaged.passUnretained(entity)))
+        return Source(row: row, object: nil, id: id, entity: Unmanaged.passUnretained(entity))
+    }
+
+    /// The source for an object.
+    static func source(_ object: ManagedObject) -> Source {
+        Source(row: nil, object: object, id: object.objectID, entity: Unmanaged.passUnretained(object.entity))
     }
 
     /// Reads the destinations of the followed to-one relationships of `rows` in one batch.
@@ -129,19 +191,46 @@ final class ValueReader {
         return try row.map { try source(id, $0) }
     }
 
-    /// Whether `keyPath` names a property along a path of to-one relationships of `entity`.
-    func names(_ keyPath: String, in entity: EntityDescription) -> Bool {
-        var current = entity
+    /// `keyPath` from `entity` as hops: to-one relationships, then any property; nil when it
+    /// names nothing (or goes on past a to-many relationship or an attribute).
+    func path(_ keyPath: String, from entity: Unmanaged<EntityDescription>) -> Path? {
+        let address = entity.toOpaque()
+        for entry in recent where entry.entity == address && entry.key == keyPath { return entry.path }
+        let cacheKey = PathKey(entity: address, key: keyPath)
+        let result: Path?
+        if let known = paths[cacheKey] {
+            result = known
+        } else {
+            result = entity._withUnsafeGuaranteedRef { Self.compile(keyPath, from: $0) }.map(Path.init)
+            paths[cacheKey] = .some(result)
+        }
+        if recent.count < 32 { recent.append((address, keyPath, result)) }
+        return result
+    }
+
+    /// `keyPath`'s hops from `entity` (see ``steps(_:from:)``).
+    private static func compile(_ keyPath: String, from entity: EntityDescription) -> [Step]? {
+        var steps: [Step] = []
+        var current: EntityDescription? = entity
         let keys = keyPath.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
         for (position, key) in keys.enumerated() {
-            if current.attributesByName[key] != nil { return position == keys.count - 1 }
-            guard let relationship = current.relationshipsByName[key] else { return false }
-            if position == keys.count - 1 { return true }
-            guard !relationship.isToMany, let destination = relationship.destinationEntity else { return false }
-            current = destination
+            guard let entity = current else { steps = []; break }
+            let last = position == keys.count - 1
+            if let attribute = entity.attributesByName[key], last {
+                steps.append(Step(kind: .attribute, name: key, attribute: attribute, relationship: nil))
+            } else if let relationship = entity.relationshipsByName[key], last || !relationship.isToMany {
+                steps.append(Step(kind: relationship.isToMany ? .toMany : .toOne, name: key, attribute: nil, relationship: relationship))
+                current = relationship.destinationEntity
+            } else {
+                steps = []
+                break
+            }
         }
-        return false
+        return steps.isEmpty ? nil : steps
     }
+
+    /// Whether `keyPath` names a property along a path of to-one relationships of `entity`.
+    func names(_ keyPath: String, in entity: Unmanaged<EntityDescription>) -> Bool { path(keyPath, from: entity) != nil }
 
     /// The keys a keyed container lists: the properties to fetch, else the entity's attributes
     /// and to-one relationships.
@@ -153,69 +242,68 @@ final class ValueReader {
     /// What `keyPath` (keys separated by dots; to-one hops, then any property) reaches from
     /// `source`. An unknown key is `keyNotFound`.
     func reach(_ keyPath: String, from source: Source, codingPath: [any CodingKey]) throws -> Reached {
-        var current = source
-        let keys = keyPath.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-        for (position, key) in keys.enumerated() {
-            let last = position == keys.count - 1
-            let entity = current.entity
-            if let attribute = entity.attributesByName[key] {
-                guard last else { break }
-                return try attributeValue(attribute, of: current).map { .attribute($0, attribute.type) } ?? .missing
-            }
-            guard let relationship = entity.relationshipsByName[key] else { break }
-            if relationship.isToMany {
-                guard last else { break }
-                return .toMany(try destinations(relationship, of: current))
-            }
-            guard let next = try destination(relationship, of: current, followedFromFetched: position == 0) else { return .missing }
-            if last { return .toOne(next) }
-            current = next
+        guard let path = path(keyPath, from: source.entityReference) else {
+            throw DecodingError.keyNotFound(ValueCodingKey(keyPath), .init(codingPath: codingPath,
+                debugDescription: "\(source.entity.name) has no property or to-one key path \"\(keyPath)\""))
         }
-        throw DecodingError.keyNotFound(ValueCodingKey(keyPath), .init(codingPath: codingPath,
-            debugDescription: "\(source.entity.name) has no property or to-one key path \"\(keyPath)\""))
+        let steps = path.steps
+        // The first hop reads `source` itself (not a copy); later hops read destinations.
+        var next: Source? = nil
+        for position in 0..<steps.count {
+            let step = steps[position]
+            let current = next ?? source
+            switch step.kind {
+            case .attribute:
+                return try attributeValue(path, position, of: current).map { .attribute($0, step.attribute!.type) } ?? .missing
+            case .toMany:
+                return .toMany(try destinations(step.relationship!, of: current))
+            case .toOne:
+                guard let destination = try destination(path, position, of: current) else { return .missing }
+                if position == steps.count - 1 { return .toOne(destination) }
+                next = destination
+            }
+        }
+        return .missing
     }
 
-    private func attributeValue(_ attribute: AttributeDescription, of source: Source) throws -> AttributeValue? {
-        switch source {
-        case .row(_, let row, _):
-            if case .attribute(let value)? = row.values[attribute.name] { return value }
-            return nil
-        case .object(let object):
-            if !attribute.isTransient { try object.fireFault() }
-            if case .attribute(let value)? = object.values[attribute.name] { return value }
+    private func attributeValue(_ path: Path, _ position: Int, of source: Source) throws -> AttributeValue? {
+        if let values = source.values {
+            if case .attribute(let value)? = path.value(position, in: values) { return value }
             return nil
         }
+        guard let object = source.object else { return nil }
+        let step = path.steps[position]
+        if !step.attribute!.isTransient { try object.fireFault() }
+        if case .attribute(let value)? = object.values[step.name] { return value }
+        return nil
     }
 
-    private func destination(_ relationship: RelationshipDescription, of source: Source, followedFromFetched: Bool) throws -> Source? {
-        switch source {
-        case .row(_, let row, _):
-            guard case .object(let id)? = row.values[relationship.name] else { return nil }
-            if followedFromFetched && decodingFirst && !followed.contains(relationship.name) { followed.append(relationship.name) }
+    private func destination(_ path: Path, _ position: Int, of source: Source) throws -> Source? {
+        let name = path.steps[position].name
+        if let values = source.values {
+            guard case .object(let id)? = path.value(position, in: values) else { return nil }
+            if position == 0 && decodingFirst && !followed.contains(name) { followed.append(name) }
             return try self.row(id)
-        case .object(let object):
-            return (try object.value(forKey: relationship.name) as? ManagedObject).map { .object($0) }
         }
+        return (try source.object?.value(forKey: name) as? ManagedObject).map(Self.source)
     }
 
     private func destinations(_ relationship: RelationshipDescription, of source: Source) throws -> [Source] {
-        switch source {
-        case .row(let id, let row, _):
+        if let values = source.values {
             let ids: [ManagedObjectID]
-            if case .objects(let ordered)? = row.values[relationship.name] {
+            if case .objects(let ordered)? = values[relationship.name] {
                 ids = Array(ordered)
             } else {
-                ids = try coordinator.relatedObjectIDs(of: id, relationship: relationship)
+                ids = try coordinator.relatedObjectIDs(of: source.id, relationship: relationship)
             }
             let missing = ids.filter { rows[$0] == nil }
             for (id, row) in zip(missing, try coordinator.rows(for: missing)) { rows[id] = .some(row) }
             return try ids.compactMap { try self.row($0) }
-        case .object(let object):
-            switch try object.value(forKey: relationship.name) {
-            case let list as [ManagedObject]: return list.map { .object($0) }
-            case let set as Set<ManagedObject>: return set.sorted { $0.objectID.description < $1.objectID.description }.map { .object($0) }
-            default: return []
-            }
+        }
+        switch try source.object?.value(forKey: relationship.name) {
+        case let list as [ManagedObject]: return list.map(Self.source)
+        case let set as Set<ManagedObject>: return set.sorted { $0.objectID.description < $1.objectID.description }.map(Self.source)
+        default: return []
         }
     }
 }
@@ -267,7 +355,7 @@ struct RowValueContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
     var allKeys: [Key] { reader.keys(of: source.entity).compactMap(Key.init(stringValue:)) }
 
-    func contains(_ key: Key) -> Bool { reader.names(key.stringValue, in: source.entity) }
+    func contains(_ key: Key) -> Bool { reader.names(key.stringValue, in: source.entityReference) }
 
     private func reached(_ key: Key) throws -> ValueReader.Reached {
         try reader.reach(key.stringValue, from: source, codingPath: codingPath)
@@ -407,22 +495,102 @@ struct DestinationList: UnkeyedDecodingContainer {
     }
 }
 
-// The containers' requirements for each primitive type, all through the generic decode.
+// The containers' requirements for each primitive type. The keyed container's read the value
+// once and return it when it is of the requested kind (the common case, no generic conversion);
+// anything else goes the generic way, which converts or throws.
 extension RowValueContainer {
-    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try decodeValue(type, forKey: key) }
-    func decode(_ type: String.Type, forKey key: Key) throws -> String { try decodeValue(type, forKey: key) }
-    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try decodeValue(type, forKey: key) }
-    func decode(_ type: Float.Type, forKey key: Key) throws -> Float { try decodeValue(type, forKey: key) }
-    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try decodeValue(type, forKey: key) }
-    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try decodeValue(type, forKey: key) }
-    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try decodeValue(type, forKey: key) }
-    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try decodeValue(type, forKey: key) }
-    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try decodeValue(type, forKey: key) }
-    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try decodeValue(type, forKey: key) }
-    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try decodeValue(type, forKey: key) }
-    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try decodeValue(type, forKey: key) }
-    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try decodeValue(type, forKey: key) }
-    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try decodeValue(type, forKey: key) }
+    /// The attribute `key` reaches, when it holds a value.
+    @inline(__always)
+    private func stored(_ key: Key) throws -> AttributeValue? {
+        if case .attribute(let value, _) = try reached(key) { return value }
+        return nil
+    }
+
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool {
+        if case .boolean(let value)? = try stored(key) { return value }
+        return try decodeValue(type, forKey: key)
+    }
+
+    func decode(_ type: String.Type, forKey key: Key) throws -> String {
+        if case .string(let value)? = try stored(key) { return value }
+        return try decodeValue(type, forKey: key)
+    }
+
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double {
+        if case .double(let value)? = try stored(key) { return value }
+        return try decodeValue(type, forKey: key)
+    }
+
+    func decode(_ type: Float.Type, forKey key: Key) throws -> Float {
+        if case .float(let value)? = try stored(key) { return value }
+        return try decodeValue(type, forKey: key)
+    }
+
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try integer(type, forKey: key) }
+    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try integer(type, forKey: key) }
+    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try integer(type, forKey: key) }
+    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try integer(type, forKey: key) }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try integer(type, forKey: key) }
+    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try integer(type, forKey: key) }
+    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try integer(type, forKey: key) }
+    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try integer(type, forKey: key) }
+    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try integer(type, forKey: key) }
+    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try integer(type, forKey: key) }
+
+    /// An integer attribute's value when `I` holds it exactly (else the generic way throws).
+    @inline(__always)
+    private func integer<I: FixedWidthInteger & Decodable>(_ type: I.Type, forKey key: Key) throws -> I {
+        if case .integer(let value)? = try stored(key), let exact = I(exactly: value) { return exact }
+        return try decodeValue(type, forKey: key)
+    }
+
+    // decodeIfPresent reads the value once (the default asks contains, decodeNil and decode).
+
+    func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? {
+        switch try reached(key) {
+        case .missing: return nil
+        case .attribute(.string(let value), _): return value
+        default: return try decodeValue(type, forKey: key)
+        }
+    }
+
+    func decodeIfPresent(_ type: Int64.Type, forKey key: Key) throws -> Int64? {
+        switch try reached(key) {
+        case .missing: return nil
+        case .attribute(.integer(let value), _): return value
+        default: return try decodeValue(type, forKey: key)
+        }
+    }
+
+    func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? {
+        switch try reached(key) {
+        case .missing: return nil
+        case .attribute(.integer(let value), _) where Int(exactly: value) != nil: return Int(value)
+        default: return try decodeValue(type, forKey: key)
+        }
+    }
+
+    func decodeIfPresent(_ type: Double.Type, forKey key: Key) throws -> Double? {
+        switch try reached(key) {
+        case .missing: return nil
+        case .attribute(.double(let value), _): return value
+        default: return try decodeValue(type, forKey: key)
+        }
+    }
+
+    func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? {
+        switch try reached(key) {
+        case .missing: return nil
+        case .attribute(.boolean(let value), _): return value
+        default: return try decodeValue(type, forKey: key)
+        }
+    }
+
+    func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
+        let reached = try reached(key)
+        if case .missing = reached { return nil }
+        return try AttributeValueDecoder(reached: reached, reader: reader, codingPath: codingPath + [key]).decodeValue(type)
+    }
 }
 
 extension AttributeValueDecoder {

@@ -73,6 +73,10 @@ final class ScanFilter {
         /// For folded tests: whether the constants are ASCII (a row's string with other bytes
         /// may still be decided: see ``ScanFilter/foldedTest(_:_:)``).
         var asciiConstant = false
+        /// For folded tests and `LIKE`: the comparison's options (the slow path folds with them).
+        var options: ComparisonPredicate.Options = []
+        /// For `LIKE`: whether the pattern has a `?` (one scalar: bytes decide only ASCII).
+        var likeAny = false
         var component = 0
         var first = 0
         var count = 0
@@ -104,6 +108,8 @@ final class ScanFilter {
     let lastComponent: Int
     /// Where folded strings are written (grown as a longer string needs).
     private var scratch: UnsafeMutableRawBufferPointer = .allocate(byteCount: 256, alignment: 8)
+    /// Folds of non-ASCII strings already made, by option byte and string bytes.
+    private var foldCache: [[UInt8]: [UInt8]] = [:]
     /// When the predicate is one test or an `AND` of tests (the common shape), those tests'
     /// nodes in order: decided by a loop rather than by walking the tree.
     private let conjunction: UnsafeMutableBufferPointer<Int>
@@ -463,19 +469,25 @@ final class ScanFilter {
             // ASCII letter is dropped or kept, the letter stays), so a prefix within the ASCII
             // start is the fold's prefix; and an ASCII occurrence in the bytes (UTF-8 keeps ASCII
             // bytes for ASCII scalars only) is one in the fold. Not finding it decides nothing.
-            guard node.asciiConstant else { return nil }
-            switch node.kind {
-            case .beginsWith:
-                let pattern = constant(node, 0)
-                guard pattern.count <= asciiPrefix else { return nil }
-                return pattern.isEmpty || memcmp(text.baseAddress!, pattern.baseAddress!, pattern.count) == 0
-            case .contains:
-                let pattern = constant(node, 0)
-                if pattern.isEmpty { return true }
-                return pattern.count <= text.count && Self.contains(text, pattern) ? true : nil
-            default:
-                return nil
+            if node.asciiConstant {
+                switch node.kind {
+                case .beginsWith:
+                    let pattern = constant(node, 0)
+                    if pattern.count <= asciiPrefix {
+                        return pattern.isEmpty || memcmp(text.baseAddress!, pattern.baseAddress!, pattern.count) == 0
+                    }
+                case .contains:
+                    let pattern = constant(node, 0)
+                    if pattern.isEmpty || (pattern.count <= text.count && Self.contains(text, pattern)) { return true }
+                default:
+                    break
+                }
             }
+            // Otherwise the string is folded as the evaluator folds it (remembered: names
+            // repeat) and the test runs on the folded bytes. `?` counts scalars: not on bytes.
+            guard !(node.kind == .like && node.likeAny),
+                  let folded = slowFold(UnsafeRawBufferPointer(rebasing: value[1..<(value.count - 2)]), node.options) else { return nil }
+            text = folded
         }
         switch node.kind {
         case .like:
@@ -532,6 +544,31 @@ final class ScanFilter {
 
     /// The high bit of each byte of a word.
     private static let highBits: UInt64 = 0x8080_8080_8080_8080
+
+    /// The most strings ``slowFold(_:_:)`` remembers (then it folds without remembering).
+    static let foldCacheLimit = 4096
+
+    /// The evaluator's fold of a string's escaped bytes (`options` as the comparison's), as
+    /// raw UTF-8 in a buffer of the filter's; nil for a string with a zero byte (escaped), left
+    /// to the evaluator. Folds are remembered by the string's bytes, up to ``foldCacheLimit``.
+    private func slowFold(_ text: UnsafeRawBufferPointer, _ options: ComparisonPredicate.Options) -> UnsafeRawBufferPointer? {
+        guard memchr(text.baseAddress!, 0, text.count) == nil else { return nil }
+        var key = [UInt8](repeating: options.rawValue, count: 1)
+        key.append(contentsOf: text)
+        let folded: [UInt8]
+        if let known = foldCache[key] {
+            folded = known
+        } else {
+            folded = Array(PredicateEvaluator.fold(String(decoding: text, as: UTF8.self), options).utf8)
+            if foldCache.count < Self.foldCacheLimit { foldCache[key] = folded }
+        }
+        if folded.count > scratch.count {
+            scratch.deallocate()
+            scratch = .allocate(byteCount: max(folded.count, scratch.count * 2), alignment: 8)
+        }
+        folded.withUnsafeBytes { scratch.copyMemory(from: $0) }
+        return UnsafeRawBufferPointer(rebasing: scratch[0..<folded.count])
+    }
 
     /// The number of leading ASCII bytes of `text` (eight at a time).
     @inline(__always)
@@ -751,6 +788,8 @@ final class ScanFilter {
             var made = node(kindOfNode, op, tag: KeyEncoding.Tag.string, constants)
             made.folding = folding
             made.asciiConstant = constants.allSatisfy { $0.allSatisfy { $0 < 0x80 } }
+            made.options = options
+            made.likeAny = op == .like && constants[0].contains(ScanFilter.likeAny)
             return made
         }
 

@@ -358,6 +358,34 @@ extension ManagedObjectContext {
         if uncached.count > 1 { try loadBatch(FaultBatch(ids: uncached.map(\.objectID))) }
     }
 
+    /// A collection operator (`@count`, `@sum`, `@avg`, `@min`, `@max`) over `attribute` of the
+    /// destinations of `object`'s unloaded to-many `relationship`, from the store: the
+    /// relationship's keys (its foreign-key or join tree) and, but for `@count`, the destinations'
+    /// rows — no object made, the relationship left unloaded. The values go through the same
+    /// aggregation as the objects' (``KeyPathEvaluator/aggregate(_:_:)``), so the answer is the
+    /// one firing the relationship would give. Nil when objects must answer: the relationship is
+    /// loaded or the owner new, the context has unsaved changes in the destination's hierarchy,
+    /// one of the destinations is registered here (its in-memory state counts), the attribute is
+    /// transient or not an attribute, or the context has a parent.
+    func aggregateFromRows(of object: ManagedObject, through relationship: RelationshipDescription, _ operation: String,
+                           _ attribute: String?) throws -> Any?? {
+        guard parent == nil, let coordinator = persistentStoreCoordinator, !object.objectID.isTemporaryID,
+              object.faulted || object.unloadedRelationships.contains(relationship.name),
+              let destination = relationship.destinationEntity else { return nil }
+        let attributeDescription = attribute.flatMap { destination.attributesByName[$0] }
+        if attribute != nil, attributeDescription == nil || attributeDescription?.isTransient == true { return nil }
+        if hasPendingChanges(in: destination.rootEntity.selfAndDescendants) { return nil }
+        let ids = try coordinator.relatedObjectIDs(of: object.objectID, relationship: relationship)
+        if ids.contains(where: { registeredObject(for: $0) != nil }) { return nil }
+        guard let attributeDescription else { return .some(ids.count) }
+        var values: [Any] = []
+        values.reserveCapacity(ids.count)
+        for row in try coordinator.rows(for: ids) {
+            if case .attribute(let stored)? = row?.values[attributeDescription.name] { values.append(attributeDescription.type.swiftValue(of: stored)) }
+        }
+        return .some(try KeyPathEvaluator.aggregate(operation, values))
+    }
+
     /// Loads the destinations of the given relationship key paths for `objects`.
     func prefetch(_ keyPaths: [String], of objects: [ManagedObject]) throws {
         for keyPath in keyPaths {

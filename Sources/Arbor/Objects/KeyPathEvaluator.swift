@@ -38,6 +38,14 @@ enum KeyPathEvaluator {
             throw ArborError(.unknownKey, "a key path has an empty key", key: key)
         }
         if let object = root as? ManagedObject {
+            // `employees.@sum.salary` on an unloaded to-many: from the store's rows, when they
+            // tell what the objects would (ManagedObjectContext.aggregateFromRows).
+            if let operation = rest.first, operation.hasPrefix("@"), operators.contains(operation), operation != "@distinctUnionOfObjects",
+               rest.count == (operation == "@count" ? 1 : 2), let context = object.managedObjectContext,
+               let relationship = object.entity.relationshipsByName[key], relationship.isToMany,
+               let answer = try context.aggregateFromRows(of: object, through: relationship, operation, rest.dropFirst().first) {
+                return answer
+            }
             return try evaluate(rest, on: try object.value(forKey: key))
         }
         guard let root else { return nil }

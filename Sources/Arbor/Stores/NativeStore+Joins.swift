@@ -152,7 +152,19 @@ extension NativeStore {
         var counts: [Int64: Int] = [:]
         guard let relationship = join.join.hops.first, let inverse = relationship.inverseRelationship else { return .ownKey(keys: [], negated: false) }
         var matching: [Int64] = []
-        if let access = try open(join.destinationPlan, request: join.destinationFetch, entity: join.join.destination, transaction: transaction) {
+        if join.destinationFetch.predicate == nil, Self.isIndexedForeignKey(inverse),
+           let tree = try transaction.tree(named: Self.foreignKeyTree(inverse)) {
+            // Every destination counts: its foreign-key tree holds one entry per destination
+            // with an owner, which is the entry's first component — counted from the keys
+            // alone, no row read.
+            try tree.forEach { entry, _ in
+                guard entry.count >= 9, let owner = KeyEncoding.integer(exactly: UnsafeRawBufferPointer(rebasing: entry[0..<9])) else {
+                    throw ArborError(.store, "an entry of \(tree.name) does not begin with an owner's key")
+                }
+                counts[owner, default: 0] += 1
+                return true
+            }
+        } else if let access = try open(join.destinationPlan, request: join.destinationFetch, entity: join.join.destination, transaction: transaction) {
             try run(access, request: join.destinationFetch, entity: join.join.destination) { id, row in
                 if inverse.isToMany {
                     matching.append(id.key)

@@ -205,11 +205,35 @@ extension NativeStore {
                     _ = table.group(of: [])
                     newGroup()
                 }
+                // When every group-by key is a key path through a to-one relationship, rows with
+                // the same first destinations are in the same group: their group is remembered by
+                // those destinations' keys, so the path is followed and the group's values
+                // hashed once per destination, not once per row.
+                let throughDestinations = !groupPaths.isEmpty && groupPaths.allSatisfy { $0.count > 1 }
+                var groupOfDestinations: [[Int64?]: Int] = [:]
                 if let access = try open(plan, request: request, entity: entity, transaction: transaction) {
                     try run(access, request: request, entity: entity) { id, row in
-                        let key = try groupPaths.map { try reader.value(of: $0, on: row, id: id) }
-                        let (group, isNew) = table.group(of: key)
-                        if isNew { newGroup() }
+                        let group: Int
+                        if throughDestinations {
+                            let destinations = groupPaths.map { path -> Int64? in
+                                if case .object(let destination)? = row.values[path[path.startIndex]] { return destination.key }
+                                return nil
+                            }
+                            if let known = groupOfDestinations[destinations] {
+                                group = known
+                            } else {
+                                let key = try groupPaths.map { try reader.value(of: $0, on: row, id: id) }
+                                let (found, isNew) = table.group(of: key)
+                                if isNew { newGroup() }
+                                groupOfDestinations[destinations] = found
+                                group = found
+                            }
+                        } else {
+                            let key = try groupPaths.map { try reader.value(of: $0, on: row, id: id) }
+                            let (found, isNew) = table.group(of: key)
+                            if isNew { newGroup() }
+                            group = found
+                        }
                         if !started[group] {
                             // The group's first row gives its keys and expressions.
                             started[group] = true

@@ -380,8 +380,8 @@ extension ManagedObjectContext {
         guard let attributeDescription else { return .some(ids.count) }
         var values: [Any] = []
         values.reserveCapacity(ids.count)
-        for row in try coordinator.rows(for: ids) {
-            if case .attribute(let stored)? = row?.values[attributeDescription.name] { values.append(attributeDescription.type.swiftValue(of: stored)) }
+        for stored in try coordinator.attributeValues(attributeDescription.name, of: ids) {
+            if let stored { values.append(attributeDescription.type.swiftValue(of: stored)) }
         }
         return .some(try KeyPathEvaluator.aggregate(operation, values))
     }

@@ -349,6 +349,24 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
     }
 
+    /// The value of the attribute `name` in the rows of `ids` (nil where a row is gone or holds
+    /// nil), read store by store.
+    func attributeValues(_ name: String, of ids: [ManagedObjectID]) throws -> [AttributeValue?] {
+        try locked {
+            var result = [AttributeValue?](repeating: nil, count: ids.count)
+            var byStore: [UUID: [Int]] = [:]
+            for (position, id) in ids.enumerated() {
+                guard let store = id.storeIdentifier else { continue }
+                byStore[store, default: []].append(position)
+            }
+            for (identifier, positions) in byStore {
+                guard let store = store(identified: identifier) else { continue }
+                for (position, value) in zip(positions, try store.attributeValues(name, of: positions.map { ids[$0] })) { result[position] = value }
+            }
+            return result
+        }
+    }
+
     /// The number of rows a fetch matches in `stores`.
     func count(_ request: StoreFetch, in stores: [any PersistentStore]) throws -> Int {
         try locked { try stores.reduce(0) { $0 + (try $1.count(request)) } }

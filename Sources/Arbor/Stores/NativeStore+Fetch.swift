@@ -160,6 +160,43 @@ extension NativeStore {
         }
     }
 
+    /// The value of the attribute `name` in the rows of several objects, in one read transaction:
+    /// each row read in place and only that component decoded (collection operators over an
+    /// unloaded relationship read a few values of many rows).
+    public func attributeValues(_ name: String, of objectIDs: [ManagedObjectID]) throws -> [AttributeValue?] {
+        try Self.storeError("read \(name) of \(objectIDs.count) rows") {
+            try database.read { transaction in
+                var result: [AttributeValue?] = []
+                result.reserveCapacity(objectIDs.count)
+                let raw = RawRow(store: self, placeholder: objectID("", 0))
+                var layouts: [String: RawRowLayout] = [:]
+                var trees: [String: Tree] = [:]
+                for id in objectIDs {
+                    let entity = try entity(id.entityName)
+                    let treeName = Self.rowsTree(entity)
+                    guard let tree = try trees[treeName] ?? transaction.tree(named: treeName) else {
+                        result.append(nil)
+                        continue
+                    }
+                    trees[treeName] = tree
+                    let value = try KeyEncoding.withEncodedInteger(try primaryKey(of: id)) { key in
+                        try tree.withValue(forKey: key) { bytes -> AttributeValue? in
+                            guard let rowEntity = Self.entityName(ofRow: bytes), raw.load(bytes) else {
+                                throw ArborError(.store, "the row of \(id) is malformed", objectID: id)
+                            }
+                            if layouts[rowEntity] == nil { layouts[rowEntity] = rawRowLayout(try self.entity(rowEntity)) }
+                            raw.layout = layouts[rowEntity]
+                            raw.id = id
+                            return try raw.attributeValue(forKey: name)
+                        }
+                    }
+                    result.append(value ?? nil)
+                }
+                return result
+            }
+        }
+    }
+
     /// The rows of several objects in one read transaction (nil for those that have none).
     public func rows(for objectIDs: [ManagedObjectID]) throws -> [StoreRow?] {
         try Self.storeError("read \(objectIDs.count) rows") {

@@ -263,6 +263,9 @@ public protocol PersistentStore: AnyObject, Sendable {
     func explain(_ request: StoreFetch) throws -> QueryPlan
     /// The rows of several objects (nil for those that have none).
     func rows(for objectIDs: [ManagedObjectID]) throws -> [StoreRow?]
+    /// The value of the attribute `name` in the rows of several objects (nil where the row is
+    /// gone or holds nil): what ``rows(for:)`` would give for that attribute, without the rest.
+    func attributeValues(_ name: String, of objectIDs: [ManagedObjectID]) throws -> [AttributeValue?]
     /// The object whose row holds `row`'s values of the uniqueness constraint `constraint` (nil:
     /// none), for the conflict records of a save the store refused.
     func objectID(holding constraint: [String], of row: StoreRow) throws -> ManagedObjectID?
@@ -273,6 +276,14 @@ extension PersistentStore {
     /// returns false: memory proportional to the rows, as the fetch.
     public func forEachRow(_ request: StoreFetch, _ body: (ManagedObjectID, StoreRow) throws -> Bool) throws {
         for (id, row) in try fetch(request) where try !body(id, row) { return }
+    }
+
+    /// The attribute's values, from ``rows(for:)``.
+    public func attributeValues(_ name: String, of objectIDs: [ManagedObjectID]) throws -> [AttributeValue?] {
+        try rows(for: objectIDs).map { row in
+            if case .attribute(let value)? = row?.values[name] { return value }
+            return nil
+        }
     }
 
     /// The rows of several objects, one ``row(for:)`` at a time.

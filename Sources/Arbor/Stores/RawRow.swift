@@ -194,6 +194,13 @@ final class RawRow {
         return try KeyEncoding.decodeComponent(bytes[offsets[index]..<offsets[index + 1]])
     }
 
+    /// The value of the attribute `key` (nil when it holds nil, or the entity has no such stored
+    /// attribute).
+    func attributeValue(forKey key: String) throws -> AttributeValue? {
+        guard case .attribute(let index, let type)? = layout?.slots[key] else { return nil }
+        return NativeStore.attributeValue(try component(index), kind: type.kind)
+    }
+
     /// The value of `key` (nil when the entity has no such stored property).
     func value(forKey key: String) throws -> Operand? {
         guard let slot = layout?.slots[key] else { return nil }

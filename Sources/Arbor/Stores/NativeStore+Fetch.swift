@@ -403,11 +403,14 @@ extension NativeStore {
         }
         var candidates: [(Condition, StoreIndex)] = []
         for conjunct in rowConjuncts {
-            guard let condition = condition(conjunct, entity: entity) else { continue }
-            guard let path = paths.first(where: {
-                $0.keys.first == condition.key && $0.folded == condition.folded && (!condition.needsNil || $0.coversEveryRow)
-            }) else { continue }
-            if !condition.ranges.isEmpty { candidates.append((condition, path)) }
+            // The conjunct's condition, else (for `[c]`) its case variants on a plain index.
+            for condition in [condition(conjunct, entity: entity), caseVariants(conjunct, entity: entity)].compactMap({ $0 }) {
+                guard let path = paths.first(where: {
+                    $0.keys.first == condition.key && $0.folded == condition.folded && (!condition.needsNil || $0.coversEveryRow)
+                }) else { continue }
+                if !condition.ranges.isEmpty { candidates.append((condition, path)) }
+                break
+            }
         }
         var best: (Condition, StoreIndex)?
         if let bestIndex = candidates.indices.min(by: { candidates[$0].0.cost < candidates[$1].0.cost }) {
@@ -597,6 +600,49 @@ extension NativeStore {
         default:
             return nil
         }
+    }
+
+    /// The most strings ``caseVariants(_:entity:)`` reads (beyond, the comparison scans).
+    static let caseVariantLimit = 64
+
+    /// A `[c]` comparison (`==`, `BEGINSWITH`, or `LIKE` with a leading literal) with an ASCII
+    /// constant, on a plain (unfolded) index: the ranges of every string whose `[c]` fold can
+    /// match — each letter of the constant in either case, and the two other scalars whose
+    /// lower case starts with an ASCII letter (`İ`, lowered to `i` and a combining dot, and the
+    /// Kelvin sign, lowered to `k`) — at most ``caseVariantLimit`` of them. A superset: each row
+    /// read is checked.
+    func caseVariants(_ predicate: ObjectPredicate, entity: EntityDescription) -> Condition? {
+        guard case .comparison(let comparison) = predicate, comparison.modifier == .direct, comparison.options == .caseInsensitive,
+              case .keyPath(let keys) = comparison.left, keys.count == 1, case .constant(.string(let constant)) = comparison.right,
+              let attribute = entity.attributesByName[keys[0]], !attribute.isTransient, attribute.type.kind == .string,
+              constant.utf8.allSatisfy({ $0 < 0x80 && $0 != 0 }) else { return nil }
+        let literal: String
+        let prefix: Bool
+        switch comparison.operator {
+        case .equalTo: (literal, prefix) = (constant, false)
+        case .beginsWith: (literal, prefix) = (constant, true)
+        case .like: (literal, prefix) = (Self.likeLiteralPrefix(constant), true)
+        default: return nil
+        }
+        guard !literal.isEmpty || !prefix else { return nil }
+        var variants: [String] = [""]
+        for character in literal.lowercased().unicodeScalars {
+            var forms = [String(character)]
+            if character.properties.isLowercase, character.isASCII { forms.append(String(character).uppercased()) }
+            if character == "i" { forms.append("\u{130}") }
+            if character == "k" { forms.append("\u{212A}") }
+            variants = variants.flatMap { start in forms.map { start + $0 } }
+            guard variants.count <= Self.caseVariantLimit else { return nil }
+        }
+        let ranges = variants.map { variant -> FetchPlan.KeyRange in
+            if prefix {
+                let bytes = Array(KeyEncoding.encode([.string(variant)]).dropLast(2))
+                return FetchPlan.KeyRange(start: bytes, end: bytes + [0xFF], label: .beginsWith(variant))
+            }
+            let bytes = KeyEncoding.encode([.string(variant)])
+            return FetchPlan.KeyRange(start: bytes, end: bytes + [0xFF], label: .relation("=", .string(variant)))
+        }.sorted { $0.start.lexicographicallyPrecedes($1.start) }
+        return Condition(key: keys[0], ranges: ranges, cost: prefix ? 2 : 1, folded: false, exact: false)
     }
 
     /// The literal a `LIKE` pattern begins with: its scalars up to the first unescaped `*` or

@@ -468,7 +468,15 @@ public final class ManagedObjectContext: @unchecked Sendable {
             pendingDeletes.insert(contentsOf: failed, at: 0)
             deletePropagationFailure = failure
         }
+        // The rows of the deletions not yet loaded are read together, a wave at a time (a
+        // cascade's deletions arrive in waves): one read each, not one per deleted fault. A
+        // failure here is met again, and kept, when the object's own rules load it.
+        var loadedThrough = 0
         while next < pendingDeletes.count {
+            if next >= loadedThrough {
+                loadedThrough = pendingDeletes.count
+                try? loadRows(of: Array(pendingDeletes[next..<loadedThrough]))
+            }
             let object = pendingDeletes[next]
             next += 1
             do {

@@ -24,6 +24,7 @@ struct JoinTests {
             Entity("Person", abstract: true) {
                 Attribute("name", .string)
                 Attribute("salary", .integer64).indexed()
+                Attribute("rating", .double)
                 Relationship("department", to: "Department", inverse: "employees")
                 Relationship("manager", to: "Person", inverse: "reports")
                 Relationship("reports", to: "Person", inverse: "manager").toMany()
@@ -44,18 +45,26 @@ struct JoinTests {
             Entity("Contractor", parent: "Person") {
                 Attribute("agency", .string)
             }
+            // Reached by no relationship: an unsaved note makes a context answer dictionary
+            // fetches with objects, on the plan the store would follow (DifferentialTests).
+            Entity("Note") {
+                Attribute("text", .string)
+            }
         }
     }
 
     /// A random graph, saved: divisions, departments (some without a division, some nameless),
-    /// people of two sub-entities (some without a department or a manager).
+    /// people of two sub-entities (some without a department or a manager). `varied` gives the
+    /// people names with case, diacritics and wildcards, ratings (NaN and nil among them), badges
+    /// and agencies, and leaves some projects' titles and clients' countries nil (drawn from a
+    /// generator of their own, so the graph is otherwise the same).
     struct Graph {
         let stack: Stack
         let context: ManagedObjectContext
         var people: [ManagedObject] = []
-        let departmentNames = ["Sales", "sales", "Support", "Research", "Ops", "Élan"]
+        let departmentNames = RelationalGrammar.departmentNames
 
-        init(seed: UInt64, people count: Int = 120, path: String? = nil) throws {
+        init(seed: UInt64, people count: Int = 120, path: String? = nil, varied: Bool = false) throws {
             var random = SplitMix64(seed: seed)
             stack = try Stack(model: try JoinTests.model(), path: path)
             context = stack.context()
@@ -82,6 +91,22 @@ struct JoinTests {
                 let joined = Set((0..<Int.random(in: 0...2, using: &random)).map { _ in projects.randomElement(using: &random)! })
                 try person.setValue(joined, forKey: "projects")
                 people.append(person)
+            }
+            if varied {
+                var other = SplitMix64(seed: seed ^ 0x7A11_ED5E_ED00_0001)
+                for (index, person) in people.enumerated() {
+                    if Int.random(in: 0..<3, using: &other) > 0 {
+                        try person.setValue(RelationalGrammar.personNames.randomElement(using: &other)!, forKey: "name")
+                    }
+                    try person.setValue(RelationalGrammar.ratings.randomElement(using: &other)!, forKey: "rating")
+                    if index % 3 == 0 {
+                        try person.setValue(RelationalGrammar.agencies.randomElement(using: &other)!, forKey: "agency")
+                    } else if Int.random(in: 0..<5, using: &other) > 0 {
+                        try person.setValue(Int32.random(in: 0...40, using: &other), forKey: "badge")
+                    }
+                }
+                for project in projects where Int.random(in: 0..<5, using: &other) == 0 { try project.setValue(nil, forKey: "title") }
+                for client in clients where Int.random(in: 0..<4, using: &other) == 0 { try client.setValue(nil, forKey: "country") }
             }
             try context.save()
         }

@@ -259,6 +259,31 @@ struct JoinTests {
         #expect(try reader.fetch(request) == Array(expected.dropFirst(3).prefix(7)))
     }
 
+    @Test("ANY, NONE and ALL through to-one relationships only: the path's one value is the element, and nil none (found by DifferentialTests: the store took a department without a name for an element nil)")
+    func quantifiersThroughToOneOnly() throws {
+        let graph = try Graph(seed: 11)
+        let staffed = try #require(try graph.context.fetch(FetchRequest<ManagedObject>(entityName: "Department")).first {
+            ((try? $0.value(forKey: "employees")) as? Set<ManagedObject>)?.isEmpty == false
+        })
+        try staffed.setValue(nil, forKey: "name")
+        try graph.context.save()
+        let reader = graph.stack.context()
+        let all = try reader.fetch(FetchRequest<ManagedObject>(entityName: "Person"))
+        for format in ["ANY department.name == nil", "NONE department.name == nil", "ANY department.name != 'Sales'", "ALL department.name != 'Sales'",
+                       "NONE department.division == nil", "ANY manager.department.name == nil", "ALL manager.salary > 3000", "NONE manager.manager.name == nil"] {
+            let predicate = try ObjectPredicate(format: format)
+            let expected = Set(try all.filter { try predicate.evaluate(with: $0) }.map(\.objectID))
+            var request = FetchRequest<ManagedObjectID>(entityName: "Person")
+            request.predicate = predicate
+            #expect(try request.explain(in: reader).contains("join "), "\(format) runs in the store")
+            #expect(Set(try reader.fetch(request)) == expected, "\(format)")
+            #expect(try reader.count(for: request) == expected.count, "count: \(format)")
+        }
+        // A nil name is no element: nothing is ANY-equal to nil, and everyone NONE-equal.
+        #expect(try reader.count(for: FetchRequest<ManagedObjectID>(entityName: "Person", format: "ANY department.name == nil")) == 0)
+        #expect(try reader.count(for: FetchRequest<ManagedObjectID>(entityName: "Person", format: "NONE department.name == nil")) == all.count)
+    }
+
     @Test("S000-22/S000-23: with unsaved changes in a joined entity, the term is judged on objects (the store's rows do not hold the change)")
     func pendingChangesKeepJoinsInMemory() throws {
         let graph = try Graph(seed: 7)

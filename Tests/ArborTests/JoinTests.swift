@@ -284,6 +284,27 @@ struct JoinTests {
         #expect(try reader.count(for: FetchRequest<ManagedObjectID>(entityName: "Person", format: "NONE department.name == nil")) == all.count)
     }
 
+    @Test("a sort by a to-one key path is made on objects while the context has unsaved changes in the entities the path reaches (found by DifferentialTests: the store sorted by the rows' older values)")
+    func pendingChangesKeepKeyPathSortsInMemory() throws {
+        let graph = try Graph(seed: 7)
+        let context = graph.context
+        let department = try #require(try context.fetch(FetchRequest<ManagedObject>(entityName: "Department")).first {
+            ((try? $0.value(forKey: "employees")) as? Set<ManagedObject>)?.isEmpty == false
+        })
+        let members = Set(try #require(try department.value(forKey: "employees") as? Set<ManagedObject>).map(\.objectID))
+        var request = FetchRequest<ManagedObjectID>(entityName: "Person")
+        request.sortDescriptors = [ObjectSortDescriptor(key: "department.name", ascending: false)]
+        #expect(try !request.explain(in: context).contains("then in memory"), "no changes: the store sorts")
+        try department.setValue("ÿÿ", forKey: "name")  // After every name, "Élan" too (by scalars)
+        #expect(try request.explain(in: context).contains("then in memory: sort: department.name descending"))
+        #expect(Set(try context.fetch(request).prefix(members.count)) == members, "the renamed department's people first")
+        request.fetchLimit = members.count
+        #expect(Set(try context.fetch(request)) == members, "and the window after the order")
+        try context.save()
+        #expect(try !request.explain(in: context).contains("then in memory"))
+        #expect(Set(try context.fetch(request)) == members)
+    }
+
     @Test("S000-22/S000-23: with unsaved changes in a joined entity, the term is judged on objects (the store's rows do not hold the change)")
     func pendingChangesKeepJoinsInMemory() throws {
         let graph = try Graph(seed: 7)

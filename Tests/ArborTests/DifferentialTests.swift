@@ -13,7 +13,8 @@ import Testing
 ///
 /// Each graph (`JoinTests.Graph`, varied) runs from a seed: a few fixed ones, and random ones new
 /// every run. A failure names its seed and case; `ARBOR_DIFFERENTIAL_SEED=<seed>` runs that seed
-/// alone (decimal or 0x-hexadecimal, several separated by commas).
+/// alone (decimal or 0x-hexadecimal, several separated by commas), `ARBOR_DIFFERENTIAL_GRAPHS=<n>`
+/// checks n graphs instead of 8.
 @Suite("Differential: the store against in-memory evaluation")
 struct DifferentialTests {
     static let fixedSeeds: [UInt64] = [0xD1FF_0001, 0xD1FF_0002, 0x2642_0007]
@@ -58,7 +59,9 @@ struct DifferentialTests {
                 return text.hasPrefix("0x") ? UInt64(text.dropFirst(2), radix: 16) : UInt64(text)
             }
         }
-        return fixedSeeds + (fixedSeeds.count..<graphs).map { _ in UInt64.random(in: 0...UInt64.max) }
+        // A longer campaign: ARBOR_DIFFERENTIAL_GRAPHS=64 checks 64 graphs.
+        let count = ProcessInfo.processInfo.environment["ARBOR_DIFFERENTIAL_GRAPHS"].flatMap { Int($0) } ?? graphs
+        return fixedSeeds + (fixedSeeds.count..<max(count, fixedSeeds.count)).map { _ in UInt64.random(in: 0...UInt64.max) }
     }
 
     @Test("random predicates, sorts, windows and groupings on random graphs: the store's answers are in-memory evaluation's, with and without unsaved changes (10,000 cases or more)")

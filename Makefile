@@ -33,7 +33,7 @@ SHELL := /bin/bash
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export SWIFT_BACKTRACE ?= enable=no
 
-FUZZ_TARGETS := FuzzPager FuzzPredicate
+FUZZ_TARGETS := FuzzPager FuzzPredicate FuzzPlanner
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := cd Fuzz && $(SWIFT) build -c release --sanitize=fuzzer -Xswiftc -sanitize=fuzzer,address
 

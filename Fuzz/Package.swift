@@ -30,5 +30,15 @@ let package = Package(
             ],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
+        // Bytes → a fetch (predicate, sorts, window; or a grouping; with or without unsaved
+        // changes) of a fixed graph: the store's answer against in-memory evaluation.
+        .executableTarget(
+            name: "FuzzPlanner",
+            dependencies: [
+                .product(name: "Arbor", package: "Arbor"),
+                .product(name: "ArborTestSupport", package: "Arbor"),
+            ],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
     ]
 )

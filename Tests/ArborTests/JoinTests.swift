@@ -24,6 +24,7 @@ struct JoinTests {
             Entity("Person", abstract: true) {
                 Attribute("name", .string)
                 Attribute("salary", .integer64).indexed()
+                Attribute("rating", .double)
                 Relationship("department", to: "Department", inverse: "employees")
                 Relationship("manager", to: "Person", inverse: "reports")
                 Relationship("reports", to: "Person", inverse: "manager").toMany()
@@ -44,18 +45,26 @@ struct JoinTests {
             Entity("Contractor", parent: "Person") {
                 Attribute("agency", .string)
             }
+            // Reached by no relationship: an unsaved note makes a context answer dictionary
+            // fetches with objects, on the plan the store would follow (DifferentialTests).
+            Entity("Note") {
+                Attribute("text", .string)
+            }
         }
     }
 
     /// A random graph, saved: divisions, departments (some without a division, some nameless),
-    /// people of two sub-entities (some without a department or a manager).
+    /// people of two sub-entities (some without a department or a manager). `varied` gives the
+    /// people names with case, diacritics and wildcards, ratings (NaN and nil among them), badges
+    /// and agencies, and leaves some projects' titles and clients' countries nil (drawn from a
+    /// generator of their own, so the graph is otherwise the same).
     struct Graph {
         let stack: Stack
         let context: ManagedObjectContext
         var people: [ManagedObject] = []
-        let departmentNames = ["Sales", "sales", "Support", "Research", "Ops", "Élan"]
+        let departmentNames = RelationalGrammar.departmentNames
 
-        init(seed: UInt64, people count: Int = 120, path: String? = nil) throws {
+        init(seed: UInt64, people count: Int = 120, path: String? = nil, varied: Bool = false) throws {
             var random = SplitMix64(seed: seed)
             stack = try Stack(model: try JoinTests.model(), path: path)
             context = stack.context()
@@ -82,6 +91,22 @@ struct JoinTests {
                 let joined = Set((0..<Int.random(in: 0...2, using: &random)).map { _ in projects.randomElement(using: &random)! })
                 try person.setValue(joined, forKey: "projects")
                 people.append(person)
+            }
+            if varied {
+                var other = SplitMix64(seed: seed ^ 0x7A11_ED5E_ED00_0001)
+                for (index, person) in people.enumerated() {
+                    if Int.random(in: 0..<3, using: &other) > 0 {
+                        try person.setValue(RelationalGrammar.personNames.randomElement(using: &other)!, forKey: "name")
+                    }
+                    try person.setValue(RelationalGrammar.ratings.randomElement(using: &other)!, forKey: "rating")
+                    if index % 3 == 0 {
+                        try person.setValue(RelationalGrammar.agencies.randomElement(using: &other)!, forKey: "agency")
+                    } else if Int.random(in: 0..<5, using: &other) > 0 {
+                        try person.setValue(Int32.random(in: 0...40, using: &other), forKey: "badge")
+                    }
+                }
+                for project in projects where Int.random(in: 0..<5, using: &other) == 0 { try project.setValue(nil, forKey: "title") }
+                for client in clients where Int.random(in: 0..<4, using: &other) == 0 { try client.setValue(nil, forKey: "country") }
             }
             try context.save()
         }
@@ -232,6 +257,52 @@ struct JoinTests {
         request.fetchOffset = 3
         request.fetchLimit = 7
         #expect(try reader.fetch(request) == Array(expected.dropFirst(3).prefix(7)))
+    }
+
+    @Test("ANY, NONE and ALL through to-one relationships only: the path's one value is the element, and nil none (found by DifferentialTests: the store took a department without a name for an element nil)")
+    func quantifiersThroughToOneOnly() throws {
+        let graph = try Graph(seed: 11)
+        let staffed = try #require(try graph.context.fetch(FetchRequest<ManagedObject>(entityName: "Department")).first {
+            ((try? $0.value(forKey: "employees")) as? Set<ManagedObject>)?.isEmpty == false
+        })
+        try staffed.setValue(nil, forKey: "name")
+        try graph.context.save()
+        let reader = graph.stack.context()
+        let all = try reader.fetch(FetchRequest<ManagedObject>(entityName: "Person"))
+        for format in ["ANY department.name == nil", "NONE department.name == nil", "ANY department.name != 'Sales'", "ALL department.name != 'Sales'",
+                       "NONE department.division == nil", "ANY manager.department.name == nil", "ALL manager.salary > 3000", "NONE manager.manager.name == nil"] {
+            let predicate = try ObjectPredicate(format: format)
+            let expected = Set(try all.filter { try predicate.evaluate(with: $0) }.map(\.objectID))
+            var request = FetchRequest<ManagedObjectID>(entityName: "Person")
+            request.predicate = predicate
+            #expect(try request.explain(in: reader).contains("join "), "\(format) runs in the store")
+            #expect(Set(try reader.fetch(request)) == expected, "\(format)")
+            #expect(try reader.count(for: request) == expected.count, "count: \(format)")
+        }
+        // A nil name is no element: nothing is ANY-equal to nil, and everyone NONE-equal.
+        #expect(try reader.count(for: FetchRequest<ManagedObjectID>(entityName: "Person", format: "ANY department.name == nil")) == 0)
+        #expect(try reader.count(for: FetchRequest<ManagedObjectID>(entityName: "Person", format: "NONE department.name == nil")) == all.count)
+    }
+
+    @Test("a sort by a to-one key path is made on objects while the context has unsaved changes in the entities the path reaches (found by DifferentialTests: the store sorted by the rows' older values)")
+    func pendingChangesKeepKeyPathSortsInMemory() throws {
+        let graph = try Graph(seed: 7)
+        let context = graph.context
+        let department = try #require(try context.fetch(FetchRequest<ManagedObject>(entityName: "Department")).first {
+            ((try? $0.value(forKey: "employees")) as? Set<ManagedObject>)?.isEmpty == false
+        })
+        let members = Set(try #require(try department.value(forKey: "employees") as? Set<ManagedObject>).map(\.objectID))
+        var request = FetchRequest<ManagedObjectID>(entityName: "Person")
+        request.sortDescriptors = [ObjectSortDescriptor(key: "department.name", ascending: false)]
+        #expect(try !request.explain(in: context).contains("then in memory"), "no changes: the store sorts")
+        try department.setValue("ÿÿ", forKey: "name")  // After every name, "Élan" too (by scalars)
+        #expect(try request.explain(in: context).contains("then in memory: sort: department.name descending"))
+        #expect(Set(try context.fetch(request).prefix(members.count)) == members, "the renamed department's people first")
+        request.fetchLimit = members.count
+        #expect(Set(try context.fetch(request)) == members, "and the window after the order")
+        try context.save()
+        #expect(try !request.explain(in: context).contains("then in memory"))
+        #expect(Set(try context.fetch(request)) == members)
     }
 
     @Test("S000-22/S000-23: with unsaved changes in a joined entity, the term is judged on objects (the store's rows do not hold the change)")

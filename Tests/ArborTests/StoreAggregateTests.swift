@@ -68,6 +68,20 @@ struct StoreAggregateTests {
         }
     }
 
+    @Test("grouped by a to-one key path whose values are NaN, every row is a group of its own in the store too, as objects group (NaN equals nothing; found by DifferentialTests)")
+    func nanGroupKeysThroughDestinations() throws {
+        let graph = try JoinTests.Graph(seed: 4)
+        for person in graph.people { try person.setValue(Double.nan, forKey: "rating") }
+        try graph.context.save()
+        var request = FetchRequest<[String: any Sendable]>(entityName: "Person")
+        request.propertiesToGroupBy = ["manager.rating"]
+        request.propertiesToFetch = [.key("manager.rating"), .aggregate(.count, of: "salary", as: "n")]
+        let (store, objects) = try Self.bothWays(request, graph: graph)
+        #expect(store.map(Self.text) == objects.map(Self.text))
+        let managed = try graph.people.filter { try $0.value(forKey: "manager") != nil }.count
+        #expect(store.count == managed + (managed < graph.people.count ? 1 : 0), "one group per person with a manager, one of those without")
+    }
+
     @Test("an aggregate over no rows is one dictionary (count 0, sum 0, no average); grouping no rows gives none")
     func emptyInput() throws {
         let graph = try JoinTests.Graph(seed: 3)

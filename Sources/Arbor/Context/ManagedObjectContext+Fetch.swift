@@ -126,6 +126,7 @@ extension ManagedObjectContext {
         var analysis = try FetchAnalysis(entityName: request.entityName, predicate: request.predicate,
                                          sortDescriptors: request.sortDescriptors, model: coordinator.managedObjectModel)
         analysis.keepJoins(inMemory: request.includesPendingChanges && hasPendingChanges(in: analysis.joinedEntities))
+        analysis.keepSorts(inMemory: request.includesPendingChanges && hasPendingChanges(in: analysis.sortedEntities(request.sortDescriptors)))
         return (coordinator, analysis)
     }
 

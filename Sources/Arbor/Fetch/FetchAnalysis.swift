@@ -86,6 +86,29 @@ struct FetchAnalysis {
     /// The entities whose rows the joins read beyond the fetched entity's.
     var joinedEntities: [EntityDescription] { joins.flatMap(\.reachedEntities) }
 
+    /// Keeps the order with the context, on objects, when `inMemory`: a sort by a key path
+    /// through to-one relationships reads the destinations' rows in the store, which do not hold
+    /// the unsaved changes of a context that has them in the entities the key path reaches (as
+    /// ``keepJoins(inMemory:)`` for predicates).
+    mutating func keepSorts(inMemory: Bool) {
+        if inMemory { storeSorts = false }
+    }
+
+    /// The entities whose rows a store's sort by `descriptors` reads beyond the fetched entity's:
+    /// each to-one hop's destination, with its sub-entities (none for sorts by attributes).
+    func sortedEntities(_ descriptors: [ObjectSortDescriptor]) -> [EntityDescription] {
+        var reached: [EntityDescription] = []
+        for descriptor in descriptors where descriptor.key.utf8.contains(UInt8(ascii: ".")) {
+            var current = entity
+            for key in descriptor.keys.dropLast() {
+                guard let next = current.relationshipsByName[key]?.destinationEntity else { break }
+                reached += next.selfAndDescendants
+                current = next
+            }
+        }
+        return reached
+    }
+
     /// Checks a sort key of `entity`'s objects: an attribute, or a key path through to-one
     /// relationships ending at an attribute or a to-one relationship.
     ///

@@ -30,7 +30,9 @@ struct JoinTerm {
     /// The entity the last relationship leads to.
     let destination: EntityDescription
     /// The comparison with its key path cut to the last key, for the destination's rows
-    /// (`name == "Sales"`); for `ALL`, its negation.
+    /// (`name == "Sales"`); for `ALL`, its negation. For `ANY`, `NONE` and `ALL` through to-one
+    /// relationships only, also `last != nil`: the path's one value is the term's element, and
+    /// nil is none (the evaluator's "on nil, `ANY` is false, `ALL` and `NONE` are true").
     let tail: ObjectPredicate
     /// Whether the tail is true of a nil value: then a path meeting nil matches — for a direct
     /// term, at any hop; for a quantified one, after its first to-many hop (a nil before it
@@ -174,6 +176,12 @@ struct JoinTerm {
             quantifier = .none
             tail = .not(tail)
             nilTail = .not(nilTail)
+        }
+        if quantifier != .direct, !hops.contains(where: \.isToMany) {
+            // No to-many hop: the value at the path's end is the only element, and a nil value
+            // none at all (`ANY department.name == nil` is false, `NONE department.name == nil`
+            // true, of a department without a name).
+            tail = .and([tail, .comparison(ComparisonPredicate(.keyPath([last]), .notEqualTo, .constant(.null)))])
         }
         guard let matchesNil = try? PredicateEvaluator().evaluate(nilTail, on: .null) else { return nil }
         self.term = term

@@ -208,7 +208,7 @@ extension NativeStore {
                 // When every group-by key is a key path through a to-one relationship, rows with
                 // the same first destinations are in the same group: their group is remembered by
                 // those destinations' keys, so the path is followed and the group's values
-                // hashed once per destination, not once per row.
+                // hashed once per destination, not once per row (unless a value is NaN, below).
                 let throughDestinations = !groupPaths.isEmpty && groupPaths.allSatisfy { $0.count > 1 }
                 var groupOfDestinations: [[Int64?]: Int] = [:]
                 if let access = try open(plan, request: request, entity: entity, transaction: transaction) {
@@ -225,7 +225,10 @@ extension NativeStore {
                                 let key = try groupPaths.map { try reader.value(of: $0, on: row, id: id) }
                                 let (found, isNew) = table.group(of: key)
                                 if isNew { newGroup() }
-                                groupOfDestinations[destinations] = found
+                                // A key holding NaN equals no other, itself included: each of its
+                                // rows is a group of its own, as objects group, so it is not
+                                // remembered.
+                                if key.allSatisfy({ PredicateEvaluator.equal($0, $0, []) }) { groupOfDestinations[destinations] = found }
                                 group = found
                             }
                         } else {

@@ -239,9 +239,8 @@ public enum RelationalGrammar {
             // relationships are read from rows).
             guard let relationship = shape.toMany.randomElement(using: &random) else { return term(for: entity, &random) }
             let destination = shapes[relationship.destination]!
-            // Not of ratings: @min and @max throw on NaN ("cannot compare a number with a
-            // number"), on objects and rows alike, whichever objects a plan reaches first.
-            guard let attribute = destination.attributes.filter({ $0.value.isNumber && $0.value != .rating }).randomElement(using: &random) else {
+            // Ratings too: @min and @max skip NaN, whatever order the values come in.
+            guard let attribute = destination.attributes.filter({ $0.value.isNumber }).randomElement(using: &random) else {
                 return count("\(relationship.name).@count", &random)
             }
             let function = ["@sum", "@avg", "@min", "@max"].randomElement(using: &random)!
@@ -401,11 +400,6 @@ public enum RelationalGrammar {
         for index in 0..<Int.random(in: 1...3, using: &random) {
             let function = ["sum", "average", "min", "max", "count"].randomElement(using: &random)!
             var path = toOnePath(from: entity, hops: 2, relationshipEnds: function == "count", &random)
-            // @min and @max throw on NaN (see `term`): not of ratings.
-            for _ in 0..<8 where (function == "min" || function == "max") && path.value == .rating {
-                path = toOnePath(from: entity, hops: 2, &random)
-            }
-            if (function == "min" || function == "max") && path.value == .rating { continue }
             if function == "sum" || function == "average" {
                 // A number to add: the fetched entity's own, or one a hop or two away.
                 for _ in 0..<8 where path.value?.isNumber != true { path = toOnePath(from: entity, hops: 2, &random) }

@@ -1,3 +1,4 @@
+import ArborTestSupport
 import Foundation
 import Testing
 @testable import Arbor
@@ -341,5 +342,22 @@ struct PredicateTests {
         let built: ObjectPredicate = .key("age") >= 18 && ObjectExpression.key("name").beginsWith("a", options: .caseInsensitive)
             || !(.key("x") == 1)
         #expect(try parse("age >= 18 AND name BEGINSWITH[c] 'a' OR NOT x == 1") == built)
+    }
+
+    @Test("@min and @max skip NaN in any order (NaN only when every value is), and @sum keeps it")
+    func extremaSkipNaN() throws {
+        let values: [Double] = [1, .nan, 3, .nan, -2]
+        var orders: [[Double]] = [values, values.reversed(), [.nan] + values, values + [.nan]]
+        var random = SplitMix64(seed: 26)
+        for _ in 0..<20 { orders.append(values.shuffled(using: &random)) }
+        for order in orders {
+            let holder: [String: Any?] = ["v": order]
+            #expect(try ObjectPredicate(format: "v.@max == 3").evaluate(with: holder), "\(order)")
+            #expect(try ObjectPredicate(format: "v.@min == -2").evaluate(with: holder), "\(order)")
+        }
+        let nans: [String: Any?] = ["v": [Double.nan, .nan]]
+        #expect(try !ObjectPredicate(format: "v.@max == v.@max").evaluate(with: nans), "NaN, which equals nothing")
+        #expect(try ObjectPredicate(format: "v.@max != 1").evaluate(with: nans))
+        #expect(try !ObjectPredicate(format: "v.@sum == 1").evaluate(with: ["v": values] as [String: Any?]))
     }
 }

@@ -198,7 +198,11 @@ extension PredicateEvaluator {
     /// Whether `value` replaces `best` as the `@min` or `@max` (`name`) so far: strictly smaller
     /// or larger, so that the first of equal values stays. The one step of ``extremum(_:_:)``
     /// and of aggregates computed a row at a time.
+    /// A NaN is in no order with any number: it never replaces, and any number replaces it, so
+    /// the extremum skips NaNs (it is NaN only when every value is), whatever their order.
     static func replaces(_ value: Operand, _ best: Operand, _ name: String) throws -> Bool {
+        if case .double(let candidate) = value, candidate.isNaN { return false }
+        if case .double(let held) = best, held.isNaN, Self.double(value) != nil, !Self.isBool(value) { return true }
         guard let order = Self.order(value, best, []) else {
             throw ArborError(.wrongValueType, "\(name) cannot compare \(value.kindName) with \(best.kindName)")
         }

@@ -188,6 +188,11 @@ extension NativeStore {
             case .expression: []
             }
         }
+        // The rows' properties the pass reads (the first key of each path), unless an
+        // expression may read any: the scan decodes no other column.
+        if !properties.contains(where: { if case .expression = $0.kind { true } else { false } }) {
+            request.decodedProperties = Set((groupPaths + paths).compactMap(\.first))
+        }
         return try Self.storeError("group \(request.entityName)") {
             try database.read { transaction in
                 var reader = RowPathReader(store: self, transaction: transaction)

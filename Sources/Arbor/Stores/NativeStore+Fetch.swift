@@ -786,6 +786,17 @@ extension NativeStore {
         let evaluator = PredicateEvaluator()
 
         let entityColumns = columns(of: entity)
+        // The fetched entity's columns a scan decodes when the caller reads only some
+        // (`decodedProperties`): those, and the relationships the joins' checks read.
+        var projection: [Bool]?
+        if let wanted = request.decodedProperties {
+            let read = wanted.union(access.checks.compactMap { check -> String? in
+                if case .foreignKey(let relationship, _, _, _) = check { return relationship }
+                return nil
+            })
+            projection = entity.propertyLayout.names.map(read.contains)
+        }
+        defer { withExtendedLifetime(projection) {} }
         /// The entity a row names (its first component), or a typed error for a malformed row or
         /// an entity the model lacks.
         func rowEntity(_ bytes: UnsafeRawBufferPointer, key: () throws -> Int64) throws -> EntityDescription {
@@ -912,7 +923,9 @@ extension NativeStore {
                 // columns at hand: no reference counting of either, no lookup of the ID space.
                 if decided == true || plan.filter == nil, scan._withUnsafeGuaranteedRef({ $0.layout.entity === entity }) {
                     let id = ManagedObjectID(space: entitySpace, key: try Self.lastKey(of: entry, in: rows.name))
-                    let row = try decode(value, objectID: id, entity: entity, columns: entityColumns)
+                    let row = try projection.withUnsafeBufferPointerIfPresent { mask in
+                        try decode(value, objectID: id, entity: entity, columns: entityColumns, reading: mask)
+                    }
                     for check in access.checks where !check.admits(row, id: id) { return true }
                     return try deliver(id, row)
                 }
@@ -966,5 +979,14 @@ extension UnsafeRawBufferPointer {
     /// every index entry read.
     func precedes(_ bound: [UInt8]) -> Bool {
         bound.withUnsafeBytes { KeyEncoding.order(self, $0) < 0 }
+    }
+}
+
+extension Optional where Wrapped == [Bool] {
+    /// `body` with the array's buffer, or with nil.
+    @inline(__always)
+    func withUnsafeBufferPointerIfPresent<R>(_ body: (UnsafeBufferPointer<Bool>?) throws -> R) rethrows -> R {
+        guard let array = self else { return try body(nil) }
+        return try array.withUnsafeBufferPointer { try body($0) }
     }
 }

@@ -375,7 +375,8 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
 
     /// Decodes a row of `entity` (whose stored columns are `columns`) in place. The entity and
     /// the columns are borrowed from the caller: nothing per row counts references to them.
-    func decode(_ bytes: UnsafeRawBufferPointer, objectID: ManagedObjectID, entity: EntityDescription, columns: RowColumns) throws -> StoreRow {
+    func decode(_ bytes: UnsafeRawBufferPointer, objectID: ManagedObjectID, entity: EntityDescription, columns: RowColumns,
+                reading mask: UnsafeBufferPointer<Bool>? = nil) throws -> StoreRow {
         func corrupt(_ why: String) -> ArborError {
             ArborError(.store, "the row of \(objectID) is malformed: \(why)", objectID: objectID)
         }
@@ -390,6 +391,12 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
             let layoutReference = entity.layoutReference
             var slots = layoutReference._withUnsafeGuaranteedRef { $0.makeSlots() }
             for step in columns.stepBuffer {
+                if let mask, !mask[step.slot] {
+                    // A column the caller does not read: stepped over, nothing decoded.
+                    try reader.skip()
+                    if step.kind == nil && step.named { try reader.skip() }
+                    continue
+                }
                 if let kind = step.kind {
                     guard let component = try reader.next() else { throw corrupt("too few values") }
                     slots[step.slot] = Self.attributeValue(component, kind: kind).map(PropertyValue.attribute) ?? PropertyValue.none

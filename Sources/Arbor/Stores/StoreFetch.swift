@@ -19,6 +19,10 @@ public struct StoreFetch: Sendable, Hashable {
     public var offset = 0
     /// The most rows returned (0: no limit).
     public var limit = 0
+    /// The properties the caller reads of each row (nil: all of them). A store may leave the
+    /// others out of the rows it returns (nil), decoding less; it still evaluates the predicate
+    /// on whole rows. Never set for rows that become objects: a store grouping rows sets it.
+    public var decodedProperties: Set<String>?
 
     /// A fetch of every row of `entityName`.
     public init(entityName: String) {

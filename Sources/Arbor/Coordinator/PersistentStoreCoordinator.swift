@@ -334,26 +334,21 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// The rows of `ids` (nil for those that are gone), read store by store, each store once.
     func rows(for ids: [ManagedObjectID]) throws -> [StoreRow?] {
-        try locked {
-            var result = [StoreRow?](repeating: nil, count: ids.count)
-            var byStore: [UUID: [Int]] = [:]
-            for (position, id) in ids.enumerated() {
-                guard let store = id.storeIdentifier else { continue }
-                byStore[store, default: []].append(position)
-            }
-            for (identifier, positions) in byStore {
-                guard let store = store(identified: identifier) else { continue }
-                for (position, row) in zip(positions, try store.rows(for: positions.map { ids[$0] })) { result[position] = row }
-            }
-            return result
-        }
+        try storeByStore(ids) { store, ids in try store.rows(for: ids) }
     }
 
     /// The value of the attribute `name` in the rows of `ids` (nil where a row is gone or holds
     /// nil), read store by store.
     func attributeValues(_ name: String, of ids: [ManagedObjectID]) throws -> [AttributeValue?] {
+        try storeByStore(ids) { store, ids in try store.attributeValues(name, of: ids) }
+    }
+
+    /// `read` of each store given the IDs of `ids` it holds (once per store), the answers put
+    /// back in `ids`' order; nil for IDs of no store of this coordinator.
+    private func storeByStore<Value>(_ ids: [ManagedObjectID],
+                                     _ read: (any PersistentStore, [ManagedObjectID]) throws -> [Value?]) throws -> [Value?] {
         try locked {
-            var result = [AttributeValue?](repeating: nil, count: ids.count)
+            var result = [Value?](repeating: nil, count: ids.count)
             var byStore: [UUID: [Int]] = [:]
             for (position, id) in ids.enumerated() {
                 guard let store = id.storeIdentifier else { continue }
@@ -361,7 +356,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             }
             for (identifier, positions) in byStore {
                 guard let store = store(identified: identifier) else { continue }
-                for (position, value) in zip(positions, try store.attributeValues(name, of: positions.map { ids[$0] })) { result[position] = value }
+                for (position, value) in zip(positions, try read(store, positions.map { ids[$0] })) { result[position] = value }
             }
             return result
         }

@@ -302,7 +302,8 @@ final class ValueReader {
         }
         switch try source.object?.value(forKey: relationship.name) {
         case let list as [ManagedObject]: return list.map(Self.source)
-        case let set as Set<ManagedObject>: return set.sorted { $0.objectID.description < $1.objectID.description }.map(Self.source)
+        // Unordered: by primary key, as the store's relationship trees give them.
+        case let set as Set<ManagedObject>: return set.sorted { $0.objectID.key < $1.objectID.key }.map(Self.source)
         default: return []
         }
     }

@@ -87,11 +87,11 @@ extension ManagedObjectContext {
             object.objectID = newID
         }
         if parent == nil {
-            replaceInChangedObjects(mapping)
+            replaceInChangedObjects { mapping[$0] }
         } else {
             // In a child, unchanged objects may point at new ones too: its saves made values
             // holding temporary IDs committed.
-            for object in allRegistered() where !object.entity.relationships.isEmpty { object.replaceObjectIDs(mapping) }
+            for object in allRegistered() where !object.entity.relationships.isEmpty { object.replaceObjectIDs { mapping[$0] } }
         }
         sendPermanentIDs(mapping)
     }
@@ -99,10 +99,9 @@ extension ManagedObjectContext {
     /// Replaces the old IDs of `mapping` by the new ones in the relationships of the changed
     /// objects. Only they can point at a new object: pointing at one is a change (an unchanged
     /// object's values are its committed ones, which hold saved IDs only).
-    func replaceInChangedObjects(_ mapping: [ManagedObjectID: ManagedObjectID]) {
-        guard !mapping.isEmpty else { return }
+    func replaceInChangedObjects(_ newID: (ManagedObjectID) -> ManagedObjectID?) {
         for list in [inserted, updated, deleted] {
-            for object in list where !object.entity.relationships.isEmpty { object.replaceObjectIDs(mapping) }
+            for object in list where !object.entity.relationships.isEmpty { object.replaceObjectIDs(newID) }
         }
     }
 
@@ -239,7 +238,6 @@ extension ManagedObjectContext {
         // are in that order too). Indices, not arrays of objects: holding 100,000 objects in
         // one more array costs a reference count up and down on each.
         var newParts: [Int] = []
-        var savedRows: [SavedRow] = []
         var assigned: [[ManagedObjectID]] = []
         // Updated rows the stores wrote at another version than asked (RowExpectation).
         var rebasedVersions: [ManagedObjectID: Int64] = [:]
@@ -258,7 +256,6 @@ extension ManagedObjectContext {
             }
             parts = []
             newParts = []
-            savedRows = []
             // New objects go with their temporary IDs: each store allocates their keys inside the
             // save's transaction, and the context takes the permanent IDs once the save succeeded.
             // Each store's changes, with the new objects in the order of its inserted rows.
@@ -280,19 +277,16 @@ extension ManagedObjectContext {
                 defaultStores[ObjectIdentifier(object.entity)] = index
                 return index
             }
-            savedRows.reserveCapacity(insertedObjects.count + updatedObjects.count)
             newParts.reserveCapacity(insertedObjects.count)
             for object in insertedObjects {
-                let newRow = persistentRow(of: object, version: 1)
                 let index = try part(ofNew: object)
-                parts[index].changes.inserted.append((object.objectID, newRow))
+                if parts[index].changes.inserted.isEmpty { parts[index].changes.inserted.reserveCapacity(insertedObjects.count) }
+                parts[index].changes.inserted.append((object.objectID, persistentRow(of: object, version: 1)))
                 newParts.append(index)
-                savedRows.append(SavedRow(object: object, row: newRow))
             }
             for object in updatedObjects {
                 let newRow = persistentRow(of: object, version: object.committedVersion + 1)
                 parts[try part(of: object.objectID)].changes.updated.append((object.objectID, newRow, lockExpectation(of: object)))
-                savedRows.append(SavedRow(object: object, row: newRow))
             }
             for object in deletedObjects where !object.objectID.isTemporaryID {
                 parts[try part(of: object.objectID)].changes.deleted.append((object.objectID, lockExpectation(of: object)))
@@ -350,7 +344,6 @@ extension ManagedObjectContext {
                 newParts = savedNewParts
                 updatedObjects = updatedObjects.filter(inSavedPart)
                 deletedObjects = deletedObjects.filter(inSavedPart)
-                savedRows = savedRows.filter { inSavedPart($0.object) }
                 parts = saved
                 assigned = partial.saved.map(\.insertedIDs)
                 for result in partial.saved { rebasedVersions.merge(result.rebasedVersions) { $1 } }
@@ -364,14 +357,19 @@ extension ManagedObjectContext {
             }
         }
 
-        // The save happened: bring the objects and the context up to date. New objects take
-        // their permanent IDs (in the registry too), also in the changed objects' relationships
-        // — the mapping is made only when some changed object has relationships.
+        // The save happened: bring the objects and the context up to date. The batch goes first:
+        // its rows are copies of the objects' values where a row differs from them, and its lists
+        // are the save's largest arrays (a large save's memory peaks in the store's write, and
+        // what is kept past it adds to that peak).
+        parts = []
+        // New objects take their permanent IDs (in the registry too), also in the changed
+        // objects' relationships — the mapping is made only when some changed object has
+        // relationships.
         let descendants = !children.all.isEmpty
         let mapsRelationships = descendants || [insertedObjects, updatedObjects, deletedObjects].contains { objects in
             objects.contains { !$0.entity.relationships.isEmpty }
         }
-        var permanent: [ManagedObjectID: ManagedObjectID] = [:]
+        var permanent = IDMapping(capacity: mapsRelationships ? insertedObjects.count : 0)
         // Each part's IDs come in the order of its new objects.
         var nextID = [Int](repeating: 0, count: assigned.count)
         for (object, index) in zip(insertedObjects, newParts) {
@@ -379,42 +377,38 @@ extension ManagedObjectContext {
             let newID = assigned[index][nextID[index]]
             nextID[index] += 1
             guard newID != object.objectID else { continue }
-            if mapsRelationships { permanent[object.objectID] = newID }
+            if mapsRelationships { permanent.add(object.objectID, newID) }
             if !assignments.isEmpty { assignments[object.objectID] = nil }
             reregister(from: object.objectID, to: newID)
             object.objectID = newID
         }
-        replaceInChangedObjects(permanent)
-        if descendants { sendPermanentIDs(permanent) }
-        // The saved objects without a snapshot (new ones) take one of their new row, by position
-        // in `savedRows`: no second array of objects and rows (a large save's transient memory
-        // is page faults).
+        // Each saved object takes the permanent IDs in its relationships (in place: nothing else
+        // shares its values now) and is saved at the version written. Those without a snapshot
+        // (new ones) are remembered by position: inserted objects first, then updated ones.
         var unheld: [Int] = []
-        if !rebasedVersions.isEmpty {
-            for position in savedRows.indices {
-                if let version = rebasedVersions[savedRows[position].object.objectID] { savedRows[position].row.version = version }
-            }
-        }
-        for (position, saved) in savedRows.enumerated() {
-            let object = saved.object
+        unheld.reserveCapacity(insertedObjects.count)
+        func settle(_ object: ManagedObject, version: Int64, position: Int) {
+            if !permanent.isEmpty && !object.entity.relationships.isEmpty { object.replaceObjectIDs { permanent[$0] } }
             markSaved(object)
-            object.committedVersion = saved.row.version
+            object.committedVersion = rebasedVersions.isEmpty ? version : rebasedVersions[object.objectID] ?? version
             if object.snapshot == nil { unheld.append(position) }
         }
-        if permanent.isEmpty {
-            savedRows.withUnsafeBufferPointer { saved in
-                holdSnapshots(count: unheld.count, coordinator, consuming: false) { index in
-                    let element = saved.baseAddress.unsafelyUnwrapped.advanced(by: unheld[index])
-                    return (Unmanaged.passUnretained(element.pointer(to: \.object).unsafelyUnwrapped.pointee), UnsafeMutablePointer(mutating: element.pointer(to: \.row).unsafelyUnwrapped))
-                }
-            }
-        } else {
-            // Rows that mention new objects take their permanent IDs first.
-            let rows = unheld.map { savedRows[$0].row.translated(permanent) }
-            rows.withUnsafeBufferPointer { rows in
-                holdSnapshots(count: unheld.count, coordinator, consuming: false) { (Unmanaged.passUnretained(savedRows[unheld[$0]].object), UnsafeMutablePointer(mutating: rows.baseAddress.unsafelyUnwrapped.advanced(by: $0))) }
+        for (position, object) in insertedObjects.enumerated() { settle(object, version: 1, position: position) }
+        for (position, object) in updatedObjects.enumerated() {
+            settle(object, version: object.committedVersion + 1, position: insertedObjects.count + position)
+        }
+        // The rest of the changed objects (deleted ones; and what a validation method or a
+        // partial save left in the lists) may point at new objects too.
+        if !permanent.isEmpty {
+            if partialFailure == nil && readAt == (inserted.generation, updated.generation, deleted.generation) {
+                for object in deletedObjects where !object.entity.relationships.isEmpty { object.replaceObjectIDs { permanent[$0] } }
+            } else {
+                replaceInChangedObjects { permanent[$0] }
             }
         }
+        if descendants { sendPermanentIDs(permanent.dictionary) }
+        permanent = IDMapping()
+        holdSavedSnapshots(unheld, inserted: insertedObjects, updated: updatedObjects, coordinator)
         finishSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects,
                    partial: partialFailure != nil, listsReadAt: partialFailure == nil ? readAt : nil)
         if let partialFailure {
@@ -484,10 +478,36 @@ extension ManagedObjectContext {
     }
 }
 
-/// An object a save wrote and the row it wrote (a struct, not a tuple: an array of tuples is
-/// destroyed element by element through the runtime's generic tuple code — measured at an
-/// eighth of a large save's time — and an array of structs by the struct's own code).
-struct SavedRow {
-    let object: ManagedObject
-    var row: StoreRow
+extension ManagedObjectContext {
+    /// The saved objects at `positions` (in `inserted` then `updated`) take snapshots of their
+    /// rows, made from their values now (permanent IDs and all) a few thousand at a time: a
+    /// large save never holds a second copy of every row, and the coordinator's lock is held
+    /// for one chunk at a time.
+    func holdSavedSnapshots(_ positions: [Int], inserted: [ManagedObject], updated: [ManagedObject], _ coordinator: PersistentStoreCoordinator) {
+        let chunk = 4_096
+        var rows: [StoreRow] = []
+        rows.reserveCapacity(min(positions.count, chunk))
+        inserted.withUnsafeBufferPointer { inserted in
+            updated.withUnsafeBufferPointer { updated in
+                func object(_ position: Int) -> Unmanaged<ManagedObject> {
+                    Unmanaged.passUnretained(position < inserted.count ? inserted[position] : updated[position - inserted.count])
+                }
+                var start = 0
+                while start < positions.count {
+                    let end = min(start + chunk, positions.count)
+                    rows.removeAll(keepingCapacity: true)
+                    for position in positions[start..<end] {
+                        rows.append(object(position)._withUnsafeGuaranteedRef { persistentRow(of: $0, version: $0.committedVersion) })
+                    }
+                    rows.withUnsafeMutableBufferPointer { rows in
+                        // The rows are this array's own: the snapshots take them (no count).
+                        holdSnapshots(count: end - start, coordinator, consuming: true) { index in
+                            (object(positions[start + index]), rows.baseAddress.unsafelyUnwrapped.advanced(by: index))
+                        }
+                    }
+                    start = end
+                }
+            }
+        }
+    }
 }

@@ -410,7 +410,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 // elsewhere and written back by the overwrite policy, whose snapshot other
                 // objects still hold. (New objects' IDs were temporary: nothing to look for.)
                 let now = ContinuousClock.now
-                var mapping: [ManagedObjectID: ManagedObjectID]?
+                var mapping: IDMapping?
                 func refreshCached(_ id: ManagedObjectID, _ row: StoreRow) {
                     guard let snapshot = cache[id] else { return }
                     let permanent = mapping ?? part.permanentIDs(assigned)

@@ -109,11 +109,12 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         }
     }
 
-    /// Replaces IDs (old → new) in every relationship value (temporary IDs saved as permanent):
+    /// Replaces IDs in every relationship value, each by the ID `newID` gives for it (temporary
+    /// IDs saved as permanent):
     /// in the values and the committed values, once when they are one (they stay one).
-    func replaceObjectIDs(_ mapping: [ManagedObjectID: ManagedObjectID]) {
-        storedValues.replaceObjectIDs(mapping)
-        if !committedIsValues { storedCommitted?.replaceObjectIDs(mapping) }
+    func replaceObjectIDs(_ newID: (ManagedObjectID) -> ManagedObjectID?) {
+        storedValues.replaceObjectIDs(newID)
+        if !committedIsValues { storedCommitted?.replaceObjectIDs(newID) }
     }
 
     /// Sets the values and the committed values to `values` (held once).

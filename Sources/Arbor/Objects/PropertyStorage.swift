@@ -183,20 +183,26 @@ struct PropertyStorage: Equatable, Sequence, Sendable {
         }
     }
 
-    /// Replaces IDs (old → new) in the relationship values held; slots that mention none of them
-    /// are left alone (so storage shared with a copy stays shared).
-    mutating func replaceObjectIDs(_ mapping: [ManagedObjectID: ManagedObjectID]) {
-        guard !mapping.isEmpty else { return }
+    /// Replaces IDs in the relationship values held, each by the ID `newID` gives for it (nil:
+    /// it stays); slots that mention none of them are left alone (so storage shared with a copy
+    /// stays shared).
+    mutating func replaceObjectIDs(_ newID: (ManagedObjectID) -> ManagedObjectID?) {
         for slot in slots.indices {
             switch slots[slot] {
             case .object(let id)?:
-                if let new = mapping[id] { slots[slot] = .object(new) }
+                if let new = newID(id) { slots[slot] = .object(new) }
             case .objects(let ids)?:
-                if ids.contains(where: { mapping[$0] != nil }) { slots[slot] = .objects(OrderedSet(ids.map { mapping[$0] ?? $0 })) }
+                if ids.contains(where: { newID($0) != nil }) { slots[slot] = .objects(OrderedSet(ids.map { newID($0) ?? $0 })) }
             default:
                 break
             }
         }
+    }
+
+    /// Whether this storage and `other` hold the very same slots (one array between them, as a
+    /// copy shares until either changes).
+    func sharesSlots(with other: PropertyStorage) -> Bool {
+        slots.withUnsafeBufferPointer { mine in other.slots.withUnsafeBufferPointer { mine.baseAddress == $0.baseAddress } }
     }
 
     /// Whether no value is held.

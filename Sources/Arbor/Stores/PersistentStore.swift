@@ -100,9 +100,9 @@ public struct StoreRow: Sendable, Equatable {
     }
 
     /// The row with the temporary IDs of `mapping` replaced by their permanent ones.
-    func translated(_ mapping: [ManagedObjectID: ManagedObjectID]) -> StoreRow {
+    func translated(_ mapping: IDMapping) -> StoreRow {
         var row = self
-        row.values.replaceObjectIDs(mapping)
+        row.values.replaceObjectIDs { mapping[$0] }
         return row
     }
 }
@@ -133,9 +133,9 @@ public struct StoreChanges: Sendable {
 
     /// Temporary → permanent IDs, from `assigned` (what ``PersistentStore/save(_:)`` returned
     /// for these changes).
-    func permanentIDs(_ assigned: [ManagedObjectID]) -> [ManagedObjectID: ManagedObjectID] {
-        var mapping: [ManagedObjectID: ManagedObjectID] = [:]
-        for ((old, _), new) in zip(inserted, assigned) where old.isTemporaryID { mapping[old] = new }
+    func permanentIDs(_ assigned: [ManagedObjectID]) -> IDMapping {
+        let mapping = IDMapping(capacity: inserted.count)
+        for ((old, _), new) in zip(inserted, assigned) where old.isTemporaryID { mapping.add(old, new) }
         return mapping
     }
 

@@ -11,7 +11,7 @@ final class RowWriter {
     private(set) var insertedIDs: [ManagedObjectID] = []
     /// Temporary → permanent IDs of this save's new rows, made the first time a row refers to a
     /// new object (most saves never need it).
-    private var permanentIDs: [ManagedObjectID: ManagedObjectID]?
+    private var permanentIDs: IDMapping?
     /// The trees opened so far, by name (a tree's root never moves, so a handle stays valid for
     /// the whole transaction; opening one reads the catalog).
     private var trees: [String: Tree] = [:]
@@ -57,7 +57,7 @@ final class RowWriter {
     func permanent(_ id: ManagedObjectID) -> ManagedObjectID {
         guard id.isTemporaryID else { return id }
         if permanentIDs == nil { permanentIDs = changes.permanentIDs(insertedIDs) }
-        return permanentIDs![id] ?? id
+        return permanentIDs.unsafelyUnwrapped[id] ?? id
     }
 
     /// The permanent key of `id` (translating a temporary ID of this save).

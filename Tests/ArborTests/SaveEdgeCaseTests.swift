@@ -39,6 +39,80 @@ struct SaveEdgeCaseTests {
         #expect(try reports.map { try $0.value(forKey: "firstName") as? String } == ["Grace", "Alan"])
     }
 
+    @Test("new objects pointing at new objects are saved pointing at the right rows, whether their temporary IDs run in sequence or not")
+    func temporaryIDRuns() throws {
+        let stack = try Stack()
+        let context = stack.context()
+        // Made before the rest, inserted after them: its serial number is out of the run.
+        let late = ManagedObject(entity: try #require(stack.model.entity(named: "Department")), insertInto: nil)
+        try late.setValue("Late", forKey: "name")
+        let sales = try stack.insert("Department", in: context, ["name": "Sales"])
+        // A serial number taken in between, by another context's object.
+        _ = try stack.insert("Department", in: stack.context(), ["name": "Elsewhere"])
+        let ada = try stack.insert("Employee", in: context, ["firstName": "Ada", "lastName": "Lovelace", "department": sales])
+        // One made and deleted again: a gap in the run.
+        context.delete(try stack.insert("Employee", in: context, ["firstName": "Gone", "lastName": "Away"]))
+        context.insert(late)
+        let grace = try stack.insert("Employee", in: context, ["firstName": "Grace", "lastName": "Hopper", "department": late, "manager": ada])
+        let alan = try stack.insert("Employee", in: context, ["firstName": "Alan", "lastName": "Turing", "department": sales, "manager": grace])
+        try context.save()
+
+        let reader = stack.context()
+        func read(_ object: ManagedObject, _ keyPath: String) throws -> String? {
+            try reader.existingObject(with: object.objectID).value(forKeyPath: keyPath) as? String
+        }
+        #expect(try read(ada, "department.name") == "Sales")
+        #expect(try read(grace, "department.name") == "Late")
+        #expect(try read(grace, "manager.firstName") == "Ada")
+        #expect(try read(alan, "manager.firstName") == "Grace")
+        #expect(try read(alan, "manager.manager.lastName") == "Lovelace")
+        let reports = try reader.existingObject(with: ada.objectID).value(forKey: "reports") as? [ManagedObject] ?? []
+        #expect(try reports.map { try $0.value(forKey: "firstName") as? String } == ["Grace"])
+        #expect(try !grace.objectID.isTemporaryID && grace.value(forKey: "manager") as? ManagedObject === ada)
+    }
+
+    @Test("a many-to-many link is saved once whichever side records it: both sides changed, one side set primitively, links made and taken back")
+    func manyToManyLinkSides() throws {
+        let stack = try Stack(model: try JoinTests.model())
+        let context = stack.context()
+        let atlas = try stack.insert("Project", in: context, ["title": "Atlas"])
+        let draco = try stack.insert("Project", in: context, ["title": "Draco"])
+        let ada = try stack.insert("Employee", in: context, ["name": "Ada"])
+        let alan = try stack.insert("Employee", in: context, ["name": "Alan"])
+        // Both sides: the inverse is kept in memory.
+        try ada.setValue(Set([atlas, draco]), forKey: "projects")
+        try draco.setValue(Set([ada, alan]), forKey: "members")
+        // One side only ("projects" sorts after "members": the side that defers to the other
+        // when the other shows the link).
+        let grace = try stack.insert("Employee", in: context, ["name": "Grace"])
+        grace.setPrimitive(.objects([atlas.objectID]), forKey: "projects", persistent: true)
+        try context.save()
+
+        func members(_ project: ManagedObject) throws -> Set<String> {
+            let reader = stack.context()
+            let members = try reader.existingObject(with: project.objectID).value(forKey: "members") as? Set<ManagedObject> ?? []
+            return Set(try members.map { try #require($0.value(forKey: "name") as? String) })
+        }
+        func projects(_ person: ManagedObject) throws -> Set<String> {
+            let reader = stack.context()
+            let projects = try reader.existingObject(with: person.objectID).value(forKey: "projects") as? Set<ManagedObject> ?? []
+            return Set(try projects.map { try #require($0.value(forKey: "title") as? String) })
+        }
+        #expect(try members(atlas) == ["Ada", "Grace"])
+        #expect(try members(draco) == ["Ada", "Alan"])
+        #expect(try projects(ada) == ["Atlas", "Draco"])
+        #expect(try projects(grace) == ["Atlas"])
+
+        // Taken back: through the inverse, and on one side only.
+        try draco.setValue(Set([alan]), forKey: "members")
+        grace.setPrimitive(.objects([]), forKey: "projects", persistent: true)
+        try context.save()
+        #expect(try members(draco) == ["Alan"])
+        #expect(try projects(ada) == ["Atlas"])
+        #expect(try members(atlas) == ["Ada"])
+        #expect(try projects(grace) == [])
+    }
+
     @Test("a merging refresh of a deleted object keeps the deletion pending, and the save deletes it")
     func refreshKeepsDeletion() throws {
         let stack = try Stack()

@@ -293,15 +293,45 @@ extension ManagedObjectContext {
             }
             // Many-to-many links: the difference between committed and current destinations
             // (only entities with to-many relationships can have any).
+            // A link made between two objects of the save, both sides loaded, is a change of both:
+            // it is recorded from one side (the relationship whose name, then entity name, sorts
+            // first; the store writes both directions of it) — unless the other side does not
+            // show it (a primitive setter changes one side only), or will not be saved now.
+            func isSecondary(_ relationship: RelationshipDescription, _ inverse: RelationshipDescription) -> Bool {
+                inverse !== relationship && (inverse.name, inverse.entity?.name ?? "") < (relationship.name, relationship.entity?.name ?? "")
+            }
+            func recordedByOtherSide(_ id: ManagedObjectID, _ key: String, _ mine: ManagedObjectID, added: Bool) -> Bool {
+                guard let other = registeredObject(for: id), !other.deletedFlag, other.announcedInSave == saveCount,
+                      !other.unloadedRelationships.contains(key) else { return false }
+                let now: Bool = other.values[key]?.objectIDs.contains(mine) ?? false
+                let before: Bool = other.committed?[key]?.objectIDs.contains(mine) ?? false
+                return now != before && now == added
+            }
+            // A new object's links are all its destinations: counted first (on the sides that
+            // record them), so that the lists are made at their size (growing, they were an
+            // import's largest arrays).
+            var newLinks = 0
+            for object in insertedObjects where object.entity.hasToManyRelationships {
+                for relationship in object.entity.relationships where relationship.isManyToMany {
+                    guard let inverse = relationship.inverseRelationship, !isSecondary(relationship, inverse) else { continue }
+                    newLinks += object.values[relationship.name]?.objectIDs.count ?? 0
+                }
+            }
             func recordLinks(of object: ManagedObject) throws {
                 for relationship in object.entity.relationships where relationship.isManyToMany && !object.unloadedRelationships.contains(relationship.name) {
                     let now = object.values[relationship.name]?.objectIDs ?? []
                     let before = object.committed?[relationship.name]?.objectIDs ?? []
                     let index = try part(ofNew: object)
+                    if parts[index].changes.linked.isEmpty { parts[index].changes.linked.reserveCapacity(newLinks) }
+                    let inverse = relationship.inverseRelationship
+                    let secondary = inverse.map { isSecondary(relationship, $0) } ?? false
+                    let inverseName = inverse?.name ?? ""
                     for other in now where !before.contains(other) {
+                        if secondary && recordedByOtherSide(other, inverseName, object.objectID, added: true) { continue }
                         parts[index].changes.linked.append((object.objectID, relationship.name, other))
                     }
                     for other in before where !now.contains(other) {
+                        if secondary && recordedByOtherSide(other, inverseName, object.objectID, added: false) { continue }
                         parts[index].changes.unlinked.append((object.objectID, relationship.name, other))
                     }
                 }

@@ -54,8 +54,18 @@ final class RowWriter {
     }
 
     /// `id`, or the permanent ID this save gives it when it is a temporary one.
+    ///
+    /// Temporary IDs' serial numbers are handed out in sequence, so the new objects of a save
+    /// made one after the other have consecutive ones: a new object's position among the inserted
+    /// rows is then its serial number's distance from the first's (checked against the row
+    /// there). Only IDs out of that run make the mapping (an import's largest table otherwise:
+    /// 19 MB for 400,000 objects, at the save's peak).
     func permanent(_ id: ManagedObjectID) -> ManagedObjectID {
         guard id.isTemporaryID else { return id }
+        if let first = changes.inserted.first?.0, first.isTemporaryID {
+            let position = Int(first.key) - Int(id.key)
+            if position >= 0 && position < insertedIDs.count && changes.inserted[position].0 == id { return insertedIDs[position] }
+        }
         if permanentIDs == nil { permanentIDs = changes.permanentIDs(insertedIDs) }
         return permanentIDs.unsafelyUnwrapped[id] ?? id
     }

@@ -86,7 +86,7 @@ public struct ObjectSortDescriptor: Sendable, Hashable, CustomStringConvertible 
         case .string, .url: 4
         case .data: 5
         case .uuid: 6
-        case .objectID, .object, .row, .raw: 7
+        case .objectID, .object, .row: 7
         case .dictionary, .collection, .opaque: 8
         }
     }

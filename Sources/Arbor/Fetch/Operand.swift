@@ -1,5 +1,21 @@
 import Foundation
 
+/// A row a store hands the predicate evaluator in place of a managed object: a decoded row, or
+/// one read in place by a scan. The one way the evaluator reaches rows, so that it names no
+/// store type (docs/predicates.md, "One evaluator"). Class-bound: an operand holding a row is
+/// one reference (no copy of the row, no box), and a store reuses one row object for every row
+/// of a fetch.
+protocol EvaluatedRow: AnyObject {
+    /// The object the row is of (what `SELF` is on the row), when known.
+    var objectID: ManagedObjectID? { get }
+    /// The value of `key`: an attribute's value, a to-one relationship's destination
+    /// (`.objectID`), an ordered to-many relationship's destinations (a collection of IDs), or
+    /// `.null`; nil when the row has no such key.
+    func operand(forKey key: String) throws -> Operand?
+    /// The name of the row's entity, when known (for messages).
+    var entityName: String? { get }
+}
+
 /// A value while a predicate is evaluated.
 enum Operand {
     case null
@@ -15,11 +31,9 @@ enum Operand {
     case objectID(ManagedObjectID)
     /// A managed object (evaluation in a context).
     case object(ManagedObject)
-    /// A store row of `entity` (evaluation inside a store; keys are its attributes and to-one
-    /// relationships).
-    case row(StoreRow, ManagedObjectID?)
-    /// A row read in place by a store's scan.
-    case raw(RawRow)
+    /// A store's row (evaluation inside a store; keys are its attributes and to-one
+    /// relationships), reached through ``EvaluatedRow``.
+    case row(any EvaluatedRow)
     /// A dictionary (filtering plain values).
     case dictionary([String: Any?])
     case collection([Operand])
@@ -91,7 +105,7 @@ enum Operand {
         case .data: "data"
         case .uuid: "a UUID"
         case .url: "a URL"
-        case .objectID, .object, .row, .raw: "an object"
+        case .objectID, .object, .row: "an object"
         case .dictionary: "a dictionary"
         case .collection: "a collection"
         case .opaque(let value): value.map { "a \(type(of: $0.base))" } ?? "nil"
@@ -130,8 +144,7 @@ extension Operand {
         case .url(let u): u
         case .objectID(let id): id
         case .object(let object): object.objectID
-        case .row(_, let id): id
-        case .raw(let raw): raw.id
+        case .row(let row): row.objectID
         case .dictionary(let dictionary): dictionary.compactMapValues { Operand.from($0).sendableValue }
         case .collection(let elements): elements.compactMap(\.sendableValue)
         case .opaque(let value): value.map { String(describing: $0.base) }

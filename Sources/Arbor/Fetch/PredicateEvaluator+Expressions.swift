@@ -104,21 +104,9 @@ extension PredicateEvaluator {
                 throw ArborError(.unknownKey, "\"\(key)\" cannot be read from \(id) outside its context", key: key, objectID: id)
             }
             return try value(of: rest, on: try value(of: key, on: object))
-        case .row(let row, _):
-            guard let slot = row.values.layout.index[key] else {
-                throw ArborError(.unknownKey, "\(row.entityName) has no key \"\(key)\"", entity: row.entityName, key: key)
-            }
-            let result: Operand
-            switch row.values[slot: slot] {
-            case .attribute(let stored)?: result = Operand(stored)
-            case .object(let id)?: result = .objectID(id)
-            case .objects(let ids)?: result = .collection(ids.map(Operand.objectID))
-            case .none?, nil: result = .null
-            }
-            return try value(of: rest, on: result)
-        case .raw(let raw):
-            guard let result = try raw.value(forKey: key) else {
-                throw ArborError(.unknownKey, "\(raw.layout?.entity.name ?? "the row") has no key \"\(key)\"", key: key)
+        case .row(let row):
+            guard let result = try row.operand(forKey: key) else {
+                throw ArborError(.unknownKey, "\(row.entityName ?? "the row") has no key \"\(key)\"", entity: row.entityName, key: key)
             }
             return try value(of: rest, on: result)
         case .dictionary(let dictionary):

@@ -201,8 +201,7 @@ final class PredicateEvaluator {
         switch value {
         case .objectID(let id): id
         case .object(let object): object.objectID
-        case .row(_, let id): id
-        case .raw(let raw): raw.id
+        case .row(let row): row.objectID
         default: nil
         }
     }

@@ -8,6 +8,8 @@ struct RowPathReader {
     let store: NativeStore
     let transaction: ReadTransaction
     let evaluator = PredicateEvaluator()
+    /// The row being read, as the evaluator reads it.
+    let decoded = DecodedRow()
     private var rows: [ManagedObjectID: StoreRow?] = [:]
     private var trees: [String: Tree] = [:]
 
@@ -33,13 +35,13 @@ struct RowPathReader {
     /// The value of `keys` (a key path through to-one relationships) on `row`: nil where the path
     /// meets nil, as on objects.
     mutating func value(of keys: ArraySlice<String>, on row: StoreRow, id: ManagedObjectID?) throws -> Operand {
-        guard keys.count > 1 else { return try evaluator.value(of: keys, on: .row(row, id)) }
+        guard keys.count > 1 else { return try evaluator.value(of: keys, on: .row(decoded.set(row, id: id))) }
         var current = row
         for key in keys.dropLast() {
             guard case .object(let destination)? = current.values[key], let next = try self.row(of: destination) else { return .null }
             current = next
         }
-        return try evaluator.value(of: keys.suffix(1), on: .row(current, nil))
+        return try evaluator.value(of: keys.suffix(1), on: .row(decoded.set(current, id: nil)))
     }
 
     /// Whether every key path of `paths` can be read on rows of `entity`: attributes, or key paths
@@ -249,7 +251,7 @@ extension NativeStore {
                                 let value: Operand
                                 switch property.kind {
                                 case .key: value = try reader.value(of: path, on: row, id: id)
-                                case .expression(let expression): value = try evaluator.value(of: expression, on: .row(row, id))
+                                case .expression(let expression): value = try evaluator.value(of: expression, on: .row(reader.decoded.set(row, id: id)))
                                 case .aggregate: continue
                                 }
                                 if let sendable = value.sendableValue { firsts[group][property.name] = sendable }

@@ -409,6 +409,7 @@ extension NativeStore {
              _ deliver: (ManagedObjectID, consuming StoreRow) throws -> Bool) throws {
         let plan = access.plan, rows = access.rows
         let evaluator = PredicateEvaluator()
+        let decoded = DecodedRow()
 
         let entityColumns = columns(of: entity)
         // The fetched entity's columns a scan decodes when the caller reads only some
@@ -452,7 +453,7 @@ extension NativeStore {
             let id = objectID(rowEntity, key)
             let row = try decode(bytes, objectID: id, entity: rowEntity, columns: rowEntity === entity ? entityColumns : nil)
             // An exact plan's ranges hold only matching rows (as counting trusts too).
-            if !plan.exact, let filter = plan.filter, try !evaluator.evaluate(filter, on: .row(row, id)) { return true }
+            if !plan.exact, let filter = plan.filter, try !evaluator.evaluate(filter, on: .row(decoded.set(row, id: id))) { return true }
             for check in access.checks where !check.admits(row, id: id) { return true }
             return try deliver(id, row)
         }
@@ -560,7 +561,7 @@ extension NativeStore {
                     guard raw.load(value) else { throw malformed(entry) }
                     raw.id = id
                     raw.layout = layout
-                    if try !evaluator.evaluate(filter, on: .raw(raw)) { return true }
+                    if try !evaluator.evaluate(filter, on: .row(raw)) { return true }
                 }
                 let row = try decode(value, objectID: id, entity: layout.entity, columns: layout.entity === entity ? entityColumns : nil)
                 for check in access.checks where !check.admits(row, id: id) { return true }

@@ -224,7 +224,7 @@ extension NativeStore {
             layouts[ObjectIdentifier(rowEntity)] = layout
             raw.layout = layout
             guard raw.load(value) else { throw ArborError(.store, "a row of \(rows.name) is malformed") }
-            switch try raw.value(forKey: relationship.name) {
+            switch try raw.operand(forKey: relationship.name) {
             case .objectID(let id)?: if keys.contains(id.key) { found.insert(try Self.lastKey(of: entry, in: rows.name)) }
             default: if matchesNil { found.insert(try Self.lastKey(of: entry, in: rows.name)) }
             }
@@ -275,7 +275,9 @@ extension NativeStore {
                 transaction: ReadTransaction) throws -> [(ManagedObjectID, StoreRow)] {
         let evaluator = PredicateEvaluator()
         guard descriptors.contains(where: { $0.key.utf8.contains(UInt8(ascii: ".")) }) else {
-            return try ObjectSortDescriptor.sort(rows, by: descriptors, evaluator: evaluator) { .row($0.1, $0.0) }
+            // Each row's keys are read before the next row's: one row object serves them all.
+            let decoded = DecodedRow()
+            return try ObjectSortDescriptor.sort(rows, by: descriptors, evaluator: evaluator) { .row(decoded.set($0.1, id: $0.0)) }
         }
         var reader = RowPathReader(store: self, transaction: transaction)
         let paths = descriptors.map { $0.keys[...] }

@@ -202,7 +202,7 @@ final class RawRow {
     }
 
     /// The value of `key` (nil when the entity has no such stored property).
-    func value(forKey key: String) throws -> Operand? {
+    func operand(forKey key: String) throws -> Operand? {
         guard let slot = layout?.slots[key] else { return nil }
         switch slot {
         case .attribute(let index, let type):
@@ -221,6 +221,41 @@ final class RawRow {
                 name = actual
             }
             return .objectID(store.objectID(name, key))
+        }
+    }
+}
+
+extension RawRow: EvaluatedRow {
+    var objectID: ManagedObjectID? { id }
+    var entityName: String? { layout?.entity.name }
+}
+
+/// A decoded row as the predicate evaluator reads it (``EvaluatedRow``): one per fetch, given
+/// each row in turn (``set(_:id:)``), so that evaluating a row allocates nothing.
+final class DecodedRow: EvaluatedRow {
+    private(set) var row = StoreRow.placeholder
+    private(set) var objectID: ManagedObjectID?
+
+    init() {}
+
+    /// The row `row` of `id` (nil: not known), replacing the one before; the object itself, for
+    /// an operand.
+    @inline(__always)
+    func set(_ row: StoreRow, id: ManagedObjectID?) -> DecodedRow {
+        self.row = row
+        objectID = id
+        return self
+    }
+
+    var entityName: String? { row.entityName }
+
+    func operand(forKey key: String) throws -> Operand? {
+        guard let slot = row.values.layout.index[key] else { return nil }
+        switch row.values[slot: slot] {
+        case .attribute(let stored)?: return Operand(stored)
+        case .object(let id)?: return .objectID(id)
+        case .objects(let ids)?: return .collection(ids.map(Operand.objectID))
+        case .none?, nil: return .null
         }
     }
 }

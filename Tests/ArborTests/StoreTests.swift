@@ -514,4 +514,55 @@ struct SeveralStoresTests {
             _ = try ManagedObjectModel(configurations: ["Bad": ["Nothing"]]) { Entity("A") { Attribute("x", .string) } }
         }
     }
+
+    @Test("explain describes what runs (one plan, issue 26, item 6): with two stores the order and the window are applied to objects; counts are counted in the store; a values fetch says whether it decodes rows or objects")
+    func explainFollowsThePlan() throws {
+        let model = try ManagedObjectModel(configurations: ["Logs": ["Entry"], "Both": ["Entry"]]) {
+            Entity("Entry") { Attribute("text", .string) }
+        }
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        _ = try coordinator.addInMemoryStore(configuration: "Logs")
+        let both = try coordinator.addInMemoryStore(configuration: "Both")
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        for (text, second) in [("b", false), ("a", true), ("c", false), ("d", true)] {
+            let entry = ManagedObject(entity: try #require(model.entity(named: "Entry")), insertInto: context)
+            try entry.setValue(text, forKey: "text")
+            if second { try context.assign(entry, to: both) }
+        }
+        try context.save()
+        var request = try FetchRequest<ManagedObject>(entityName: "Entry", format: "text != %@", "c")
+        request.sortDescriptors = [ObjectSortDescriptor(key: "text")]
+        request.fetchLimit = 2
+        #expect(try context.fetch(request).map { try $0.value(forKey: "text") as? String } == ["a", "b"])
+        let twoStores = try request.explain(in: context)
+        #expect(twoStores.contains("offset 0, limit 2"), "the window is applied after both stores' rows: \(twoStores)")
+        #expect(twoStores.contains("sort: "), "so is the order: \(twoStores)")
+
+        var counting = FetchRequest<ManagedObject>(entityName: "Entry")
+        counting.resultType = .count
+        #expect(try context.count(for: counting) == 4)
+        #expect(try counting.explain(in: context).contains("count in the store"))
+        let inserted = ManagedObject(entity: try #require(model.entity(named: "Entry")), insertInto: context)
+        try inserted.setValue("e", forKey: "text")
+        #expect(try context.count(for: counting) == 5)
+        let pendingCount = try counting.explain(in: context)
+        #expect(pendingCount.contains("merge 1 objects with unsaved changes") && pendingCount.contains("count the objects"), "\(pendingCount)")
+
+        struct Entry: Decodable, Sendable { let text: String }
+        var values = FetchRequest<Entry>(entityName: "Entry")
+        values.resultType = .values
+        #expect(try values.explain(in: context).contains("decode each object into a value"), "unsaved changes: from objects")
+        try context.save()
+        let single = try ManagedObjectModel { Entity("Entry") { Attribute("text", .string) } }
+        let stack = try Stack(model: single)
+        let oneStore = stack.context()
+        _ = try stack.insert("Entry", in: oneStore, ["text": "x"])
+        try oneStore.save()
+        #expect(try values.explain(in: oneStore).contains("decode each row into a value"))
+        #expect(try oneStore.fetch(values).map(\.text) == ["x"])
+        var windowed = FetchRequest<ManagedObject>(entityName: "Entry")
+        windowed.sortDescriptors = [ObjectSortDescriptor(key: "text")]
+        windowed.fetchLimit = 1
+        #expect(try !windowed.explain(in: oneStore).contains("offset 0, limit 1"), "one store applies the window itself")
+    }
 }

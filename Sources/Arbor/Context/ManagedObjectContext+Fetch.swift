@@ -79,49 +79,19 @@ extension ManagedObjectContext {
     public func count<Result>(for request: FetchRequest<Result>) throws -> Int {
         checkQueue()
         let request = try resolved(request)
-        let (coordinator, analysis) = try prepare(request)
         if request.resultType == .dictionary { return try fetchDictionaries(request).count }
-        if parent == nil, analysis.residual == nil, pendingObjects(of: analysis.entity, request).isEmpty {
-            var storeFetch = analysis.storeFetch(request, window: true)
-            storeFetch.sortDescriptors = []
-            let stores = coordinator.stores(holding: analysis.entity)
-            if stores.count <= 1 { return try coordinator.count(storeFetch, in: stores) }
-        }
-        return try fetchIDs(request, analysis: analysis).count
-    }
-
-    /// The plan a fetch follows: the store's (``QueryPlan``), and what the context does after it.
-    func explain<Result>(_ request: FetchRequest<Result>) throws -> String {
-        let request = try resolved(request)
-        let (coordinator, analysis) = try prepare(request)
-        let pending = pendingObjects(of: analysis.entity, request)
-        if parent != nil { return "served by the parent context (its own plan, over its unsaved state)" }
-        let pushdown = analysis.rowsAnswerWholeRequest && pending.isEmpty
-        let storeFetch = analysis.storeFetch(request, window: pushdown)
-        var plans: [String] = []
-        for store in coordinator.stores(holding: analysis.entity) {
-            var plan = try store.explain(storeFetch)
-            if let residual = analysis.residual { plan.inMemory.append("check each object: \(residual.predicateFormat)") }
-            if !pending.isEmpty { plan.inMemory.append("merge \(pending.count) objects with unsaved changes") }
-            if !pushdown && !request.sortDescriptors.isEmpty {
-                plan.inMemory.append("sort: \(request.sortDescriptors.map(\.description).joined(separator: ", "))")
-            }
-            if !pushdown && (request.fetchLimit > 0 || request.fetchOffset > 0) {
-                plan.inMemory.append("offset \(request.fetchOffset), limit \(request.fetchLimit)")
-            }
-            plans.append(plan.description)
-        }
-        return plans.joined(separator: "\n")
+        let plan = try plan(request)
+        if let countFetch = plan.countFetch { return try plan.coordinator.count(countFetch, in: plan.stores) }
+        return try fetchIDs(request, plan: plan).count
     }
 
     // MARK: The parts
 
     /// Where every fetch starts: the event ends (pending deletions propagate) and the request is
-    /// checked against the model — unless the caller has done so (`given`).
-    func prepare<Result>(_ request: FetchRequest<Result>, _ given: FetchAnalysis? = nil) throws -> (PersistentStoreCoordinator, FetchAnalysis) {
+    /// checked against the model (``plan(_:)`` then decides where each part runs).
+    func prepare<Result>(_ request: FetchRequest<Result>) throws -> (PersistentStoreCoordinator, FetchAnalysis) {
         let coordinator = try requireCoordinator("fetch \(request.entityName)")
         takePermanentIDs()
-        if let given { return (coordinator, given) }
         processPendingChanges()
         var analysis = try FetchAnalysis(entityName: request.entityName, predicate: request.predicate,
                                          sortDescriptors: request.sortDescriptors, model: coordinator.managedObjectModel)
@@ -167,29 +137,26 @@ extension ManagedObjectContext {
         return (inserted.objects + updated.objects + deleted.objects).filter(wanted)
     }
 
-    /// Object IDs: straight from the rows when nothing needs objects, else through them.
-    func fetchIDs<Result>(_ request: FetchRequest<Result>, analysis given: FetchAnalysis? = nil) throws -> [ManagedObjectID] {
-        let (coordinator, analysis) = try prepare(request, given)
-        let stores = coordinator.stores(holding: analysis.entity)
-        if parent == nil, analysis.rowsAnswerWholeRequest, stores.count <= 1, pendingObjects(of: analysis.entity, request).isEmpty {
-            return try coordinator.fetch(analysis.storeFetch(request, window: true), in: stores).map(\.0)
+    /// Object IDs: straight from the stores' rows when they answer, else through objects.
+    func fetchIDs<Result>(_ request: FetchRequest<Result>, plan given: RequestPlan? = nil) throws -> [ManagedObjectID] {
+        let plan = try given ?? plan(request)
+        if case .stores(let stores) = plan.source, plan.rowsAnswer {
+            return try plan.coordinator.fetch(plan.storeFetch, in: stores).map(\.0)
         }
-        return try fetchObjects(request, analysis: analysis).map(\.objectID)
+        return try fetchObjects(request, plan: plan).map(\.objectID)
     }
 
     /// Managed objects: the store's rows made into (or matched with) registered objects, then the
     /// pending changes, the residual predicate, the order and the window.
-    func fetchObjects<Result>(_ request: FetchRequest<Result>, analysis given: FetchAnalysis? = nil) throws -> [ManagedObject] {
-        let (coordinator, analysis) = try prepare(request, given)
-        let stores = coordinator.stores(holding: analysis.entity)
-        let pending = pendingObjects(of: analysis.entity, request)
-        let pushdown: Bool
+    func fetchObjects<Result>(_ request: FetchRequest<Result>, plan given: RequestPlan? = nil) throws -> [ManagedObject] {
+        let plan = try given ?? plan(request)
+        let (coordinator, analysis, pending, pushdown) = (plan.coordinator, plan.analysis, plan.pending, plan.rowsAnswer)
         var rows: [(ManagedObjectID, StoreRow)]
-        if let parent {
+        switch plan.source {
+        case .parent(let parent):
             // A child context's rows come from its parent, which runs the whole request over its
             // own state (S001-04); the window is the parent's to apply when nothing here changes
             // the result.
-            pushdown = pending.isEmpty
             var parentRequest = FetchRequest<ManagedObject>(entityName: request.entityName)
             parentRequest.predicate = request.predicate
             parentRequest.sortDescriptors = request.sortDescriptors
@@ -199,15 +166,9 @@ extension ManagedObjectContext {
                 parentRequest.fetchOffset = request.fetchOffset
             }
             rows = try parent.performAndWait { try parent.rowsForChild(parentRequest) }
-        } else {
+        case .stores(let stores):
             // The store applies the order and the window when nothing is left to do in memory.
-            pushdown = analysis.rowsAnswerWholeRequest && pending.isEmpty && stores.count <= 1
-            var storeFetch = analysis.storeFetch(request, window: pushdown)
-            if !pushdown, analysis.rowsAnswerWholeRequest, pending.isEmpty, request.fetchLimit > 0 {
-                // Several stores: each gives its first offset + limit rows.
-                storeFetch.limit = Array<Int>.windowEnd(offset: request.fetchOffset, limit: request.fetchLimit)
-            }
-            rows = try coordinator.fetch(storeFetch, in: stores)
+            rows = try coordinator.fetch(plan.storeFetch, in: stores)
         }
 
         let evaluator = PredicateEvaluator(context: self)
@@ -482,13 +443,14 @@ extension ManagedObjectContext {
     /// several stores.
     func groupsInStore(_ objectRequest: FetchRequest<ManagedObject>, groupBy: [String], properties: [PropertyToFetch],
                        entity: EntityDescription) throws -> [StoreGroup]? {
-        guard parent == nil, !(objectRequest.includesPendingChanges && hasChanges),
-              NativeStore.canGroup(properties, by: groupBy, of: entity) else { return nil }
-        let (coordinator, analysis) = try prepare(objectRequest)
-        let stores = coordinator.stores(holding: analysis.entity)
-        guard analysis.residual == nil, stores.count == 1, let store = stores[0] as? NativeStore else { return nil }
-        let grouping = StoreGrouping(rows: analysis.storeFetch(objectRequest, window: false), groupBy: groupBy, properties: properties)
-        return try coordinator.locked { try store.groups(grouping) }
+        guard parent == nil, NativeStore.canGroup(properties, by: groupBy, of: entity) else { return nil }
+        let plan = try plan(objectRequest)
+        guard plan.analysis.residual == nil, !(objectRequest.includesPendingChanges && hasChanges),
+              plan.stores.count == 1, let store = plan.stores[0] as? NativeStore else { return nil }
+        var rows = plan.storeFetch
+        (rows.offset, rows.limit) = (0, 0)
+        let grouping = StoreGrouping(rows: rows, groupBy: groupBy, properties: properties)
+        return try plan.coordinator.locked { try store.groups(grouping) }
     }
 
     /// The dictionaries of `objects`: one per group of `groupBy` (groups by the evaluator's

@@ -10,12 +10,11 @@ extension ManagedObjectContext {
     /// context, no part of the predicate left for objects, one store, not a child context); else
     /// from the objects a fetch gives, so unsaved changes count exactly as they do for objects.
     func fetchValues<Value: Decodable, Result>(_ request: FetchRequest<Result>, as _: Value.Type) throws -> [Value] {
-        let (coordinator, analysis) = try prepare(request)
-        let stores = coordinator.stores(holding: analysis.entity)
-        let reader = ValueReader(coordinator: coordinator, properties: request.propertiesToFetch?.map(\.name))
+        let plan = try plan(request)
+        let reader = ValueReader(coordinator: plan.coordinator, properties: request.propertiesToFetch?.map(\.name))
         do {
-            if parent == nil, analysis.rowsAnswerWholeRequest, stores.count <= 1, !(request.includesPendingChanges && hasChanges) {
-                let rows = try coordinator.fetch(analysis.storeFetch(request, window: true), in: stores)
+            if plan.decodesRows {
+                let rows = try plan.coordinator.fetch(plan.storeFetch, in: plan.stores)
                 var values: [Value] = []
                 values.reserveCapacity(rows.count)
                 for (position, (id, row)) in rows.enumerated() {
@@ -26,7 +25,7 @@ extension ManagedObjectContext {
                 }
                 return values
             }
-            let objects = try fetchObjects(request, analysis: analysis)
+            let objects = try fetchObjects(request, plan: plan)
             return try objects.map { try Value(from: RowValueDecoder(reader: reader, source: ValueReader.source($0), codingPath: [])) }
         } catch let error as DecodingError {
             throw ArborError(decoding: error, of: Value.self, entity: request.entityName)

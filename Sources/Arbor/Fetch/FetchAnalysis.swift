@@ -17,23 +17,8 @@ struct FetchAnalysis {
 
     /// Whether a store's rows answer the whole request — predicate and order — so that the store
     /// may also apply the window (docs/predicates.md, "Pushdown"). The one statement of that
-    /// rule: contexts, counts, `explain` and `arbor query` ask it.
+    /// rule: a context's plan (RequestPlan) and `arbor query` ask it.
     var rowsAnswerWholeRequest: Bool { residual == nil && storeSorts }
-
-    /// The store's part of `request`: its row-evaluable predicate and joins, its order when the
-    /// store can sort, and — with `window` — its offset and limit.
-    func storeFetch<Result>(_ request: FetchRequest<Result>, window: Bool) -> StoreFetch {
-        var fetch = StoreFetch(entityName: request.entityName)
-        fetch.includesSubentities = request.includesSubentities
-        let terms = (storePredicate.map { if case .and(let terms) = $0 { terms } else { [$0] } } ?? []) + joins.map(\.term)
-        fetch.predicate = terms.isEmpty ? nil : (terms.count == 1 ? terms[0] : .and(terms))
-        if storeSorts { fetch.sortDescriptors = request.sortDescriptors }
-        if window {
-            fetch.offset = request.fetchOffset
-            fetch.limit = request.fetchLimit
-        }
-        return fetch
-    }
 
     init(entityName: String, predicate: ObjectPredicate?, sortDescriptors: [ObjectSortDescriptor], model: ManagedObjectModel) throws {
         guard let entity = model.entity(named: entityName) else {

@@ -28,6 +28,20 @@ public struct StoreFetch: Sendable, Hashable {
     public init(entityName: String) {
         self.entityName = entityName
     }
+
+    /// The stores' part of `request`, as `analysis` split it: its row-evaluable predicate and
+    /// joins, its order when a store can sort, and — with `window` — its offset and limit.
+    init<Result>(_ analysis: FetchAnalysis, _ request: FetchRequest<Result>, window: Bool) {
+        self.init(entityName: request.entityName)
+        includesSubentities = request.includesSubentities
+        let terms = (analysis.storePredicate.map { if case .and(let terms) = $0 { terms } else { [$0] } } ?? []) + analysis.joins.map(\.term)
+        predicate = terms.isEmpty ? nil : (terms.count == 1 ? terms[0] : .and(terms))
+        if analysis.storeSorts { sortDescriptors = request.sortDescriptors }
+        if window {
+            offset = request.fetchOffset
+            limit = request.fetchLimit
+        }
+    }
 }
 
 /// How a store runs a ``StoreFetch``: what it reads, what it checks, how it orders. Printed by
@@ -106,6 +120,6 @@ extension StoreFetch {
         let analysis = try FetchAnalysis(entityName: request.entityName, predicate: request.predicate,
                                          sortDescriptors: request.sortDescriptors, model: model)
         guard analysis.rowsAnswerWholeRequest else { return nil }
-        self = analysis.storeFetch(request, window: true)
+        self.init(analysis, request, window: true)
     }
 }

@@ -1,0 +1,128 @@
+import Foundation
+
+/// How a context runs one fetch request: decided once, by ``ManagedObjectContext/plan(_:)``,
+/// and followed by every way of running it — objects, object IDs, values, counts, the rows a
+/// grouping reads — and by `explain`, which prints this value: what `explain` says is what runs
+/// (docs/predicates.md, "One plan").
+struct RequestPlan {
+    /// Where the rows come from.
+    enum Source {
+        /// The stores holding the entity, through the coordinator.
+        case stores([any PersistentStore])
+        /// The parent context, which runs the request over its own state (S001-04).
+        case parent(ManagedObjectContext)
+    }
+
+    let coordinator: PersistentStoreCoordinator
+    /// The request checked against the model and split into the stores' part and the objects'.
+    let analysis: FetchAnalysis
+    let source: Source
+    /// The objects of the request's entity with unsaved changes, judged on their in-memory
+    /// values after the rows (none when the request leaves pending changes out).
+    let pending: [ManagedObject]
+    /// Whether the rows are the answer: the source applied the predicate, the order and the
+    /// window, and nothing is left for objects (no term on objects, no pending objects, one
+    /// store — or the parent, when nothing here is pending).
+    let rowsAnswer: Bool
+    /// What the stores are asked: the window only when ``rowsAnswer``; with several stores and
+    /// nothing else left for objects, each store's first offset + limit rows.
+    let storeFetch: StoreFetch
+    /// What the stores count for `count(for:)` (nil: the count is of the fetched IDs): the whole
+    /// request, window included and order left out, when no term needs objects, nothing is
+    /// pending, and one store (or none) holds the entity — or several, for a request without a
+    /// window (their counts add up).
+    let countFetch: StoreFetch?
+    /// Whether a values fetch decodes the rows (else the objects a fetch gives): the rows answer,
+    /// and the context has no unsaved changes at all (a value may read key paths into any
+    /// entity).
+    let decodesRows: Bool
+
+    /// The stores the rows come from (none from a parent).
+    var stores: [any PersistentStore] {
+        if case .stores(let stores) = source { stores } else { [] }
+    }
+
+    /// What the context does after the source's rows, in order: `explain`'s last lines.
+    var stepsOnObjects: [String] {
+        var steps: [String] = []
+        if let residual = analysis.residual { steps.append("check each object: \(residual.predicateFormat)") }
+        if !pending.isEmpty { steps.append("merge \(pending.count) objects with unsaved changes") }
+        if !rowsAnswer && !request.sortDescriptors.isEmpty {
+            steps.append("sort: \(request.sortDescriptors.map(\.description).joined(separator: ", "))")
+        }
+        if !rowsAnswer && (request.fetchLimit > 0 || request.fetchOffset > 0) {
+            steps.append("offset \(request.fetchOffset), limit \(request.fetchLimit)")
+        }
+        return steps
+    }
+
+    /// The request's parts the plan needs (not its result type).
+    let request: PlannedRequest
+
+    /// What of a request a plan reads.
+    struct PlannedRequest {
+        let resultType: FetchResultType
+        let sortDescriptors: [ObjectSortDescriptor]
+        let fetchLimit: Int
+        let fetchOffset: Int
+    }
+}
+
+extension ManagedObjectContext {
+    /// The plan of `request` (already resolved): the event ends first (pending deletions
+    /// propagate), the request is checked against the model, and where each part runs is
+    /// decided, once.
+    func plan<Result>(_ request: FetchRequest<Result>) throws -> RequestPlan {
+        let (coordinator, analysis) = try prepare(request)
+        let pending = pendingObjects(of: analysis.entity, request)
+        let planned = RequestPlan.PlannedRequest(resultType: request.resultType, sortDescriptors: request.sortDescriptors,
+                                                 fetchLimit: request.fetchLimit, fetchOffset: request.fetchOffset)
+        if let parent {
+            return RequestPlan(coordinator: coordinator, analysis: analysis, source: .parent(parent), pending: pending,
+                               rowsAnswer: pending.isEmpty, storeFetch: StoreFetch(analysis, request, window: false),
+                               countFetch: nil, decodesRows: false, request: planned)
+        }
+        let stores = coordinator.stores(holding: analysis.entity)
+        let rowsAnswer = analysis.rowsAnswerWholeRequest && pending.isEmpty && stores.count <= 1
+        var storeFetch = StoreFetch(analysis, request, window: rowsAnswer)
+        if !rowsAnswer, analysis.rowsAnswerWholeRequest, pending.isEmpty, request.fetchLimit > 0 {
+            // Several stores: each gives its first offset + limit rows.
+            storeFetch.limit = Array<Int>.windowEnd(offset: request.fetchOffset, limit: request.fetchLimit)
+        }
+        var countFetch: StoreFetch?
+        // Several stores' counts add up, unless a window spans them.
+        if analysis.residual == nil, pending.isEmpty, stores.count <= 1 || (request.fetchLimit == 0 && request.fetchOffset == 0) {
+            var fetch = StoreFetch(analysis, request, window: true)
+            fetch.sortDescriptors = []
+            countFetch = fetch
+        }
+        return RequestPlan(coordinator: coordinator, analysis: analysis, source: .stores(stores), pending: pending,
+                           rowsAnswer: rowsAnswer, storeFetch: storeFetch, countFetch: countFetch,
+                           decodesRows: rowsAnswer && !(request.includesPendingChanges && hasChanges), request: planned)
+    }
+
+    /// The plan a fetch follows, as text: each store's (``QueryPlan``) for what the request
+    /// runs — its count, for a count; its rows, otherwise — then what the context does after it.
+    func explain<Result>(_ request: FetchRequest<Result>) throws -> String {
+        let plan = try plan(try resolved(request))
+        guard case .stores(let stores) = plan.source else {
+            return "served by the parent context (its own plan, over its unsaved state)"
+        }
+        let counts = request.resultType == .count
+        var plans: [String] = []
+        for store in stores {
+            var storePlan = try store.explain(counts ? plan.countFetch ?? plan.storeFetch : plan.storeFetch)
+            if counts, plan.countFetch != nil {
+                storePlan.inMemory.append("count in the store")
+            } else {
+                storePlan.inMemory.append(contentsOf: plan.stepsOnObjects)
+                if counts { storePlan.inMemory.append("count the objects") }
+                if request.resultType == .values {
+                    storePlan.inMemory.append(plan.decodesRows ? "decode each row into a value" : "decode each object into a value")
+                }
+            }
+            plans.append(storePlan.description)
+        }
+        return plans.joined(separator: "\n")
+    }
+}

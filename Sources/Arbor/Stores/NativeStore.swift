@@ -221,34 +221,6 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         }
     }
 
-    // MARK: Names and keys
-
-    static func rowsTree(_ entity: EntityDescription) -> String { "rows.\(entity.rootEntity.name)" }
-    static func foreignKeyTree(_ relationship: RelationshipDescription) -> String {
-        "fk.\(relationship.entity?.name ?? "?").\(relationship.name)"
-    }
-    static func joinTree(_ relationship: RelationshipDescription) -> String {
-        "join.\(relationship.entity?.name ?? "?").\(relationship.name)"
-    }
-    static func uniqueTree(_ entity: EntityDescription, _ keys: [String]) -> String {
-        "unique.\(entity.rootEntity.name).\(keys.joined(separator: "+"))"
-    }
-
-    static func key(_ primaryKey: Int64) -> [UInt8] { KeyEncoding.withEncodedInteger(primaryKey) { Array($0) } }
-    static func pair(_ a: Int64, _ b: Int64) -> [UInt8] { KeyEncoding.encode([.int(a), .int(b)]) }
-
-    /// Whether a to-one relationship keeps a foreign-key index (its inverse is an unordered
-    /// to-many).
-    static func isIndexedForeignKey(_ relationship: RelationshipDescription) -> Bool {
-        guard !relationship.isToMany, let inverse = relationship.inverseRelationship else { return false }
-        return inverse.isToMany && !inverse.isOrdered
-    }
-
-    /// Whether a to-many relationship is kept in a join tree (an unordered many-to-many).
-    static func isJoined(_ relationship: RelationshipDescription) -> Bool {
-        relationship.isToMany && !relationship.isOrdered && relationship.inverseRelationship?.isToMany == true
-    }
-
     func objectID(_ entityName: String, _ primaryKey: Int64) -> ManagedObjectID {
         if let space = idSpaces[entityName] { return ManagedObjectID(space: space, key: primaryKey) }
         return ManagedObjectID(entityName: entityName, store: identifier, key: primaryKey)

@@ -1,0 +1,111 @@
+import Foundation
+
+/// The store's schema: the trees a model's entities live in (their names) and what each holds —
+/// rows, index entries, foreign keys, joins, uniqueness — as the planner, the fetch executor and
+/// the row writer all read it. The one place that knows a tree's name or an index entry's bytes
+/// (docs/object-graph.md lists the trees).
+extension NativeStore {
+    static func rowsTree(_ entity: EntityDescription) -> String { "rows.\(entity.rootEntity.name)" }
+    static func foreignKeyTree(_ relationship: RelationshipDescription) -> String {
+        "fk.\(relationship.entity?.name ?? "?").\(relationship.name)"
+    }
+    static func joinTree(_ relationship: RelationshipDescription) -> String {
+        "join.\(relationship.entity?.name ?? "?").\(relationship.name)"
+    }
+    static func uniqueTree(_ entity: EntityDescription, _ keys: [String]) -> String {
+        "unique.\(entity.rootEntity.name).\(keys.joined(separator: "+"))"
+    }
+
+    static func key(_ primaryKey: Int64) -> [UInt8] { KeyEncoding.withEncodedInteger(primaryKey) { Array($0) } }
+    static func pair(_ a: Int64, _ b: Int64) -> [UInt8] { KeyEncoding.encode([.int(a), .int(b)]) }
+
+    /// Whether a to-one relationship keeps a foreign-key index (its inverse is an unordered
+    /// to-many).
+    static func isIndexedForeignKey(_ relationship: RelationshipDescription) -> Bool {
+        guard !relationship.isToMany, let inverse = relationship.inverseRelationship else { return false }
+        return inverse.isToMany && !inverse.isOrdered
+    }
+
+    /// Whether a to-many relationship is kept in a join tree (an unordered many-to-many).
+    static func isJoined(_ relationship: RelationshipDescription) -> Bool {
+        relationship.isToMany && !relationship.isOrdered && relationship.inverseRelationship?.isToMany == true
+    }
+}
+
+/// An index tree of a hierarchy, as the planner and the row writer see it.
+struct StoreIndex {
+    enum Kind {
+        /// `index.<Root>.<keys>`: (values…, primary key) → nothing; every row has an entry.
+        case index
+        /// `unique.<Root>.<keys>`: values → primary key; rows with a nil value have none.
+        case unique
+        /// `fk.<Entity>.<relationship>`: (destination key, primary key) → nothing; rows with no
+        /// destination have none.
+        case foreignKey
+    }
+
+    let tree: String
+    let keys: [String]
+    /// Strings are stored folded (case and diacritics): the index serves `[cd]` comparisons.
+    let folded: Bool
+    let kind: Kind
+
+    /// Whether a row with a nil value in the first key has an entry (the index can serve an
+    /// unfiltered scan and `== nil`).
+    var coversEveryRow: Bool { kind == .index }
+}
+
+extension NativeStore {
+    static func indexTree(_ entity: EntityDescription, _ index: IndexDescription) -> String {
+        "index.\(entity.rootEntity.name).\(index.keys.joined(separator: "+"))\(index.caseAndDiacriticInsensitive ? ".cd" : "")"
+    }
+
+    /// The indexes kept for rows of `entity` (its own and inherited ones, each tree once).
+    static func indexes(of entity: EntityDescription) -> [StoreIndex] {
+        var seen = Set<String>()
+        var result: [StoreIndex] = []
+        for index in entity.indexes {
+            let tree = indexTree(entity, index)
+            if seen.insert(tree).inserted {
+                result.append(StoreIndex(tree: tree, keys: index.keys, folded: index.caseAndDiacriticInsensitive, kind: .index))
+            }
+        }
+        return result
+    }
+
+    /// Every index, uniqueness and foreign-key tree that can find rows of `entity`.
+    static func accessPaths(of entity: EntityDescription) -> [StoreIndex] {
+        var paths = indexes(of: entity)
+        // A uniqueness tree has no entry for a row with a nil value: a compound one cannot find a
+        // row by its first key alone.
+        for constraint in entity.uniquenessConstraints where constraint.count == 1 {
+            paths.append(StoreIndex(tree: uniqueTree(entity, constraint), keys: constraint, folded: false, kind: .unique))
+        }
+        for relationship in entity.relationships where isIndexedForeignKey(relationship) {
+            paths.append(StoreIndex(tree: foreignKeyTree(relationship), keys: [relationship.name], folded: false, kind: .foreignKey))
+        }
+        return paths
+    }
+
+    /// The component an index stores for a value of a row.
+    func indexComponent(_ value: PropertyValue?, folded: Bool, permanent: (ManagedObjectID) -> ManagedObjectID) throws -> KeyComponent {
+        switch value {
+        case .attribute(.string(let text))? where folded:
+            return .string(PredicateEvaluator.fold(text, [.caseInsensitive, .diacriticInsensitive]))
+        case .attribute(let stored)?: return Self.component(stored)
+        case .object(let id)?: return .int(try primaryKey(of: permanent(id)))
+        default: return .null
+        }
+    }
+
+    /// The entry of `row` (primary key `key`) in an index.
+    func indexEntry(_ row: StoreRow, _ index: StoreIndex, key: Int64,
+                    permanent: (ManagedObjectID) -> ManagedObjectID = { $0 }) throws -> [UInt8] {
+        var bytes: [UInt8] = []
+        for name in index.keys {
+            KeyEncoding.append(try indexComponent(row.values[name], folded: index.folded, permanent: permanent), to: &bytes)
+        }
+        KeyEncoding.append(.int(key), to: &bytes)
+        return bytes
+    }
+}

@@ -360,4 +360,28 @@ struct PredicateTests {
         #expect(try ObjectPredicate(format: "v.@max != 1").evaluate(with: nans))
         #expect(try !ObjectPredicate(format: "v.@sum == 1").evaluate(with: ["v": values] as [String: Any?]))
     }
+
+    @Test("collection operators are one implementation (issue 26, item 6): predicates and value(forKeyPath:) agree, and differ only where a rule is named — @distinctUnionOfObjects takes 1 and 1.0 as one value in a predicate, two under key-value coding")
+    func oneCollectionOperator() throws {
+        let values: [Operand] = [.int(1), .double(1), .int(1), .string("a"), .null]
+        guard case .elements(let predicate) = try CollectionOperator.distinctUnionOfObjects.apply(to: values, rules: .predicate),
+              case .elements(let keyValueCoding) = try CollectionOperator.distinctUnionOfObjects.apply(to: values, rules: .keyValueCoding) else {
+            Issue.record("@distinctUnionOfObjects gives elements")
+            return
+        }
+        #expect(predicate == [0, 3, 4])
+        #expect(keyValueCoding == [0, 1, 3, 4])
+        // The same numbers through both paths: one answer.
+        let holder: [String: Any?] = ["v": [3, 1.5, 2] as [Any]]
+        #expect(try ObjectPredicate(format: "v.@sum == 6.5").evaluate(with: holder))
+        #expect(try ObjectPredicate(format: "v.@avg > 2.16 AND v.@avg < 2.17").evaluate(with: holder))
+        #expect(try ObjectPredicate(format: "v.@max == 3 AND v.@min == 1.5").evaluate(with: holder))
+        #expect(try KeyPathEvaluator.aggregate(.sum, [3, 1.5, 2]) as? Double == 6.5)
+        #expect(try KeyPathEvaluator.aggregate(.max, [Int16(3), Int16(7)]) as? Int16 == 7, "the element itself, in its own type")
+        #expect(try KeyPathEvaluator.aggregate(.sum, [Int64.max, Int64(1)]) as? Decimal == Decimal(Int64.max) + 1, "exact past Int64")
+        // Unknown operators: the same error, listing the same names, both ways.
+        #expect(throws: ArborError.self) { try ObjectPredicate(format: "v.@median > 1") }
+        #expect(throws: ArborError.self) { try KeyPathEvaluator.evaluate(["@median"], on: [1, 2] as [Any]) }
+        #expect(CollectionOperator.names == ["@avg", "@count", "@distinctUnionOfObjects", "@max", "@min", "@sum"])
+    }
 }

@@ -329,7 +329,7 @@ extension ManagedObjectContext {
     /// loaded or the owner new, the context has unsaved changes in the destination's hierarchy,
     /// one of the destinations is registered here (its in-memory state counts), the attribute is
     /// transient or not an attribute, or the context has a parent.
-    func aggregateFromRows(of object: ManagedObject, through relationship: RelationshipDescription, _ operation: String,
+    func aggregateFromRows(of object: ManagedObject, through relationship: RelationshipDescription, _ operation: CollectionOperator,
                            _ attribute: String?) throws -> Any?? {
         guard parent == nil, let coordinator = persistentStoreCoordinator, !object.objectID.isTemporaryID,
               object.faulted || object.unloadedRelationships.contains(relationship.name),
@@ -471,7 +471,7 @@ extension ManagedObjectContext {
                     let values = try members.map { try plain($0, keyPath) }
                     value = function == .count
                         ? .int(Int64(values.filter { !$0.isNull }.count))
-                        : try evaluator.collectionOperator(function.collectionOperator, [], on: .collection(values))
+                        : try evaluator.apply(function.collectionOperator, to: values.filter { !$0.isNull })
                 }
                 if let sendable = value.sendableValue { result[property.name] = sendable }
             }

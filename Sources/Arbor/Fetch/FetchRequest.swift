@@ -38,13 +38,13 @@ public struct PropertyToFetch: Sendable, Hashable {
 
         /// The key-path collection operator that computes it (`@count`, `@sum`, `@avg`, `@min`,
         /// `@max`).
-        var collectionOperator: String {
+        var collectionOperator: CollectionOperator {
             switch self {
-            case .count: "@count"
-            case .sum: "@sum"
-            case .average: "@avg"
-            case .min: "@min"
-            case .max: "@max"
+            case .count: .count
+            case .sum: .sum
+            case .average: .avg
+            case .min: .min
+            case .max: .max
             }
         }
     }

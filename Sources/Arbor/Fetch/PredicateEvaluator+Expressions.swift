@@ -147,82 +147,26 @@ extension PredicateEvaluator {
     }
 
     /// `@count`, `@sum`, `@avg`, `@min`, `@max`, `@distinctUnionOfObjects` on the collection
-    /// `root`, with the rest of the key path applied to each element first.
+    /// `root`, with the rest of the key path applied to each element first (``CollectionOperator``,
+    /// under a predicate's rules). After `@count` the rest applies to the count.
     func collectionOperator(_ name: String, _ rest: ArraySlice<String>, on root: Operand) throws -> Operand {
+        let operation = try CollectionOperator(named: name)
         let elements: [Operand]
         switch root {
         case .collection(let items): elements = items
         case .null: elements = []
         default: elements = [root]
         }
-        if name == "@count" { return try value(of: rest, on: .int(Int64(elements.count))) }
-        let values = try elements.map { try value(of: rest, on: $0) }.filter { !$0.isNull }
-        switch name {
-        case "@distinctUnionOfObjects":
-            var result: [Operand] = []
-            for value in values where !result.contains(where: { Self.equal($0, value, []) }) { result.append(value) }
-            return .collection(result)
-        case "@min", "@max":
-            return try Self.extremum(name, values).map { values[$0] } ?? .null
-        case "@sum", "@avg":
-            return try sum(name, values)
-        default:
-            throw ArborError(.unknownKey, "\"\(name)\" is not a collection operator", key: name)
-        }
+        if operation == .count { return try value(of: rest, on: .int(Int64(elements.count))) }
+        return try apply(operation, to: try elements.map { try value(of: rest, on: $0) }.filter { !$0.isNull })
     }
 
-    /// The position of the `@min` or `@max` of `values` (nil for none): the first of equal ones,
-    /// in the order predicates compare (strings by Unicode scalars, numbers of any kinds by value).
-    /// Key paths (`value(forKeyPath:)`) use it too, so that both agree.
-    static func extremum(_ name: String, _ values: [Operand]) throws -> Int? {
-        var best: Int?
-        for (position, value) in values.enumerated() {
-            guard let current = best else { best = position; continue }
-            if try replaces(value, values[current], name) { best = position }
+    /// `operation` applied to `values` (nils left out), under a predicate's rules.
+    func apply(_ operation: CollectionOperator, to values: [Operand]) throws -> Operand {
+        switch try operation.apply(to: values, rules: .predicate) {
+        case .value(let result): return result
+        case .element(let position): return position.map { values[$0] } ?? .null
+        case .elements(let positions): return .collection(positions.map { values[$0] })
         }
-        return best
-    }
-
-    /// Whether `value` replaces `best` as the `@min` or `@max` (`name`) so far: strictly smaller
-    /// or larger, so that the first of equal values stays. The one step of ``extremum(_:_:)``
-    /// and of aggregates computed a row at a time.
-    /// A NaN is in no order with any number: it never replaces, and any number replaces it, so
-    /// the extremum skips NaNs (it is NaN only when every value is), whatever their order.
-    static func replaces(_ value: Operand, _ best: Operand, _ name: String) throws -> Bool {
-        if case .double(let candidate) = value, candidate.isNaN { return false }
-        if case .double(let held) = best, held.isNaN, Self.double(value) != nil, !Self.isBool(value) { return true }
-        guard let order = Self.order(value, best, []) else {
-            throw ArborError(.wrongValueType, "\(name) cannot compare \(value.kindName) with \(best.kindName)")
-        }
-        return name == "@max" ? order > 0 : order < 0
-    }
-
-    /// `@sum` or `@avg` of `values` (numbers only, not booleans): integers add as integers (as a
-    /// decimal once that would overflow: the exact sum), a decimal makes a decimal, anything else
-    /// a double; `@avg` divides exactly (of nothing: nil). Key paths use it too.
-    func sum(_ name: String, _ values: [Operand]) throws -> Operand {
-        var total: Operand = .int(0)
-        for value in values { total = try adding(value, to: total, name) }
-        return try finishSum(name, total, count: values.count)
-    }
-
-    /// `total` with `value` added, as ``sum(_:_:)`` adds: the one step of a sum, also of
-    /// aggregates computed a row at a time.
-    func adding(_ value: Operand, to total: Operand, _ name: String) throws -> Operand {
-        guard Self.double(value) != nil, !Self.isBool(value) else {
-            throw ArborError(.wrongValueType, "\(name) needs numbers; \(value.kindName) found")
-        }
-        if case .int(let x) = total, case .int(let y) = value {
-            let (result, overflow) = x.addingReportingOverflow(y)
-            return overflow ? .decimal(Decimal(x) + Decimal(y)) : .int(result)
-        }
-        return try arithmetic(.add, total, value)
-    }
-
-    /// The `@sum` (`total` itself) or `@avg` (divided by `count`; of nothing, nil) of a sum.
-    func finishSum(_ name: String, _ total: Operand, count: Int) throws -> Operand {
-        if name == "@sum" { return total }
-        if count == 0 { return .null }
-        return try arithmetic(.divide, total, .int(Int64(count)))
     }
 }

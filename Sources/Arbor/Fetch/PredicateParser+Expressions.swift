@@ -121,8 +121,8 @@ extension PredicateParser {
             advance()
             guard case .word(let name) = current.kind else { throw error("expected a collection operator after \"@\"", at: at) }
             let key = "@" + name
-            guard KeyPathEvaluator.operators.contains(key) else {
-                throw error("\"\(key)\" is not a collection operator (\(KeyPathEvaluator.operators.sorted().joined(separator: ", ")))", at: at)
+            guard CollectionOperator.isOperator(key) else {
+                throw error("\"\(key)\" is not a collection operator (\(CollectionOperator.names.joined(separator: ", ")))", at: at)
             }
             advance()
             return [key]

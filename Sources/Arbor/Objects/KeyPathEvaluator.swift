@@ -1,8 +1,16 @@
 import Foundation
 
-/// Evaluates key paths on managed objects, with Core Data's collection operators.
+/// Evaluates key paths on managed objects for `value(forKeyPath:)`, with Core Data's collection
+/// operators (``CollectionOperator``, the predicates' own, under key-value coding's rules).
+///
+/// Where key-value coding's rules differ from a predicate's, they are stated here: a key through
+/// a to-many relationship gives the distinct values of its destinations (an unordered
+/// relationship is a set), nils left out, where a predicate keeps every element's value, nils
+/// included (`ANY employees.name == nil`); `@distinctUnionOfObjects` tells objects apart by
+/// identity and values by kind and value (``CollectionOperator/Rules/keyValueCoding``); the key
+/// path after `@count` is ignored, as Foundation ignores it; `@min` and `@max` give the element
+/// itself, in its own type (a predicate compares it as a number or a string).
 enum KeyPathEvaluator {
-    static let operators: Set<String> = ["@count", "@sum", "@avg", "@min", "@max", "@distinctUnionOfObjects"]
     /// The most keys a key path may have (evaluating one recurses once per key: a path of a
     /// hundred thousand `manager.manager…` keys over a cycle would exhaust the stack). Key paths
     /// in predicates, sort descriptors, `value(forKeyPath:)` and `setValue(_:forKeyPath:)` are
@@ -25,14 +33,12 @@ enum KeyPathEvaluator {
         guard let key = path.first else { return root }
         let rest = path.dropFirst()
         if key.hasPrefix("@") {
-            guard operators.contains(key) else {
-                throw ArborError(.unknownKey, "\"\(key)\" is not a collection operator (\(operators.sorted().joined(separator: ", ")))", key: key)
-            }
+            let operation = try CollectionOperator(named: key)
             let elements = root.map { self.elements(of: $0) ?? [$0] } ?? []
-            if key == "@count" { return elements.count }
+            if operation == .count { return elements.count }
             try loadRows(of: elements, reading: rest)
             let values = try elements.map { try evaluate(rest, on: $0) }.compactMap { $0 }
-            return try aggregate(key, values)
+            return try aggregate(operation, values)
         }
         guard !key.isEmpty else {
             throw ArborError(.unknownKey, "a key path has an empty key", key: key)
@@ -40,8 +46,8 @@ enum KeyPathEvaluator {
         if let object = root as? ManagedObject {
             // `employees.@sum.salary` on an unloaded to-many: from the store's rows, when they
             // tell what the objects would (ManagedObjectContext.aggregateFromRows).
-            if let operation = rest.first, operation.hasPrefix("@"), operators.contains(operation), operation != "@distinctUnionOfObjects",
-               rest.count == (operation == "@count" ? 1 : 2), let context = object.managedObjectContext,
+            if let name = rest.first, let operation = CollectionOperator(rawValue: name), operation != .distinctUnionOfObjects,
+               rest.count == (operation == .count ? 1 : 2), let context = object.managedObjectContext,
                let relationship = object.entity.relationshipsByName[key], relationship.isToMany,
                let answer = try context.aggregateFromRows(of: object, through: relationship, operation, rest.dropFirst().first) {
                 return answer
@@ -61,7 +67,7 @@ enum KeyPathEvaluator {
             flat.append(contentsOf: elements(of: result) ?? [result])
         }
         if root is [Any] { return flat }
-        return distinct(flat)
+        return try distinct(flat)
     }
 
     /// Reads the rows of the faults among `elements` in one batch before `path` is read on each
@@ -73,15 +79,11 @@ enum KeyPathEvaluator {
         try context.loadRows(of: objects.filter { $0.managedObjectContext === context })
     }
 
-    /// `values` without repeats, in first-seen order: managed objects by identity, other values
-    /// by hashable equality (values that are not hashable are all kept).
-    static func distinct(_ values: [Any]) -> [Any] {
-        var seen = Set<AnyHashable>()
-        return values.filter { value in
-            let key = (value as? ManagedObject).map { AnyHashable(ObjectIdentifier($0)) } ?? (value as? AnyHashable)
-            guard let key else { return true }
-            return seen.insert(key).inserted
-        }
+    /// `values` without repeats, in first-seen order, as `@distinctUnionOfObjects` gives them
+    /// under key-value coding's rules: managed objects by identity, other values by kind and
+    /// value.
+    static func distinct(_ values: [Any]) throws -> [Any] {
+        try aggregate(.distinctUnionOfObjects, values) as? [Any] ?? values
     }
 
     /// The elements of a collection value (a to-many relationship's objects, or values gathered
@@ -95,16 +97,13 @@ enum KeyPathEvaluator {
         }
     }
 
-    /// `@sum`, `@avg`, `@min`, `@max` or `@distinctUnionOfObjects` over `values`. The first four
-    /// are the predicate evaluator's own (``PredicateEvaluator/sum(_:_:)``,
-    /// ``PredicateEvaluator/extremum(_:_:)``), so that `value(forKeyPath:)` and a predicate agree;
-    /// `@min` and `@max` give the element itself, in its own type.
-    static func aggregate(_ operation: String, _ values: [Any]) throws -> Any? {
-        if operation == "@distinctUnionOfObjects" { return distinct(values) }
-        let operands = values.map(Operand.from)
-        if operation == "@min" || operation == "@max" {
-            return try PredicateEvaluator.extremum(operation, operands).map { values[$0] }
+    /// `operation` over `values` (nils left out), under key-value coding's rules: `@min`,
+    /// `@max` and `@distinctUnionOfObjects` give elements themselves, in their own types.
+    static func aggregate(_ operation: CollectionOperator, _ values: [Any]) throws -> Any? {
+        switch try operation.apply(to: values.map(Operand.from), rules: .keyValueCoding) {
+        case .value(let result): return result.swiftValue
+        case .element(let position): return position.map { values[$0] }
+        case .elements(let positions): return positions.map { values[$0] }
         }
-        return try PredicateEvaluator().sum(operation, operands).swiftValue
     }
 }

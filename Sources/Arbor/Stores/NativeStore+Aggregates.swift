@@ -96,9 +96,9 @@ struct Accumulator {
         count += 1
         switch function {
         case .count: break
-        case .sum, .average: total = try evaluator.adding(value, to: total, function.collectionOperator)
+        case .sum, .average: total = try CollectionOperator.adding(value, to: total, function.collectionOperator)
         case .min, .max:
-            if let best, try !PredicateEvaluator.replaces(value, best, function.collectionOperator) { return }
+            if let best, try !CollectionOperator.replaces(value, best, function.collectionOperator) { return }
             best = value
         }
     }
@@ -107,7 +107,7 @@ struct Accumulator {
     func result(evaluator: PredicateEvaluator) throws -> Operand {
         switch function {
         case .count: .int(Int64(count))
-        case .sum, .average: try evaluator.finishSum(function.collectionOperator, total, count: count)
+        case .sum, .average: try CollectionOperator.finish(function.collectionOperator, total, count: count)
         case .min, .max: best ?? .null
         }
     }

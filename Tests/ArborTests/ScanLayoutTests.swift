@@ -128,6 +128,38 @@ struct ScanLayoutTests {
         }
     }
 
+    @Test("a scan's filter trusts the engine's prefilter when the engine runs it: the tests it made on a row holding the fixed head are not made again (issue 26, item 6)")
+    func filterTrustsPrefilter() throws {
+        let model = try Self.model()
+        let store = try NativeStore.inMemory(model: model)
+        let item = try #require(model.entity(named: "Item"))
+        func bytes(n1: Int64?, label: String) throws -> [UInt8] {
+            var values = PropertyStorage(layout: item.propertyLayout)
+            values["label"] = .attribute(.string(label))
+            values["n1"] = n1.map { .attribute(.integer($0)) } ?? PropertyValue.none
+            // The other fixed-size attributes hold values: the row's head is then fixed as far
+            // as the label.
+            values["flag"] = .attribute(.boolean(true))
+            values["n2"] = .attribute(.integer(2))
+            values["when"] = .attribute(.date(Date(timeIntervalSince1970: 0)))
+            values["n3"] = .attribute(.integer(3))
+            values["serial"] = .attribute(.integer(9))
+            return try store.encode(StoreRow(entityName: "Item", version: 1, values: values), entity: item)
+        }
+        let filter = ScanFilter(try ObjectPredicate(format: "n1 == 4 AND label == 'x'"), layout: store.rawRowLayout(item), accepted: true)
+        #expect(filter.prefilter != nil && filter.prefilteredTests == 1, "n1, first in the fixed head, is tested by the engine")
+        let failsPrefiltered = try bytes(n1: 5, label: "x")
+        let passes = try bytes(n1: 4, label: "x")
+        let failsOther = try bytes(n1: 4, label: "y")
+        let nilHead = try bytes(n1: nil, label: "x")
+        func decide(_ row: [UInt8]) -> Bool? { row.withUnsafeBytes { filter.decide($0) } }
+        #expect(decide(failsPrefiltered) == false && decide(passes) == true && decide(failsOther) == false && decide(nilHead) == false)
+        filter.enginePrefilters = true
+        #expect(decide(failsPrefiltered) == true, "the engine would not have handed this row over: n1 is not tested again")
+        #expect(decide(passes) == true && decide(failsOther) == false)
+        #expect(decide(nilHead) == false, "a row without the fixed head (nil there) passed the engine untested: every test is made")
+    }
+
     @Test("a new store records row layout 2 and puts fixed-size attributes first; a store of an unknown layout is refused with a typed error")
     func layoutIsRecorded() throws {
         let model = try Self.model()

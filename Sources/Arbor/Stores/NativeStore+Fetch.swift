@@ -447,16 +447,26 @@ extension NativeStore {
             // Rows the engine's prefilter passes are screened on their values alone, in the
             // engine's leaf loop: a row the current filter rejects costs no key and no call of
             // the body below.
+            // Its decision is kept for the body, which the engine calls next for the same row
+            // (the row's address tells): each row is decided once.
+            let lastDecision = UnsafeMutablePointer<(row: UnsafeRawPointer?, decided: Bool?)>.allocate(capacity: 1)
+            lastDecision.initialize(to: (nil, nil))
+            defer { lastDecision.deallocate() }
             func mayTake(_ value: UnsafeRawBufferPointer) -> Bool {
+                lastDecision.pointee.row = nil
                 guard let scan = currentFilter.pointee else { return true }
                 return scan._withUnsafeGuaranteedRef { filter in
                     guard filter.owns(value) else { return true }
-                    return filter.accepted && filter.decide(value) != false
+                    guard filter.accepted else { return false }
+                    let decided = filter.decide(value)
+                    lastDecision.pointee = (value.baseAddress, decided)
+                    return decided != false
                 }
             }
             // The fetched entity's filter is made first: its leading tests on the rows' fixed
             // head run inside the engine's leaf loop (ScanFilter.prefilter).
             let fetched = ScanFilter(plan.filter, layout: rawRowLayout(entity), accepted: true)
+            fetched.enginePrefilters = fetched.prefilter != nil
             filters.append(fetched)
             currentFilter.pointee = Unmanaged.passUnretained(fetched)
             try rows.forEach(prefilter: fetched.prefilter, selecting: mayTake) { entry, value in
@@ -467,8 +477,11 @@ extension NativeStore {
                 }
                 guard let scan else { return true }
                 let (accepted, decided) = scan._withUnsafeGuaranteedRef { filter -> (Bool, Bool?) in
-                    filter.accepted ? (true, filter.decide(value)) : (false, nil)
+                    guard filter.accepted else { return (false, nil) }
+                    if lastDecision.pointee.row == value.baseAddress, value.baseAddress != nil { return (true, lastDecision.pointee.decided) }
+                    return (true, filter.decide(value))
                 }
+                lastDecision.pointee.row = nil
                 guard accepted else { return true }
                 if decided == false { return true }
                 // A row of the fetched entity (the common case) is decoded with the entity and

@@ -207,6 +207,7 @@ final class ScanFilter {
             headTests[position] = HeadTest(onHead: true, comparison: ValuePrefilter.Comparison(offset: head.starts[node.component] + 1, relation: relation, constant: constant))
         }
         prefilter = Self.makePrefilter(accepted: accepted, name: encodedName, guards: head.guards, tests: tests.map { compiler.nodes[$0] }, headTests: headTests)
+        prefilteredTests = prefilter?.comparisons.count ?? 0
         if (8...16).contains(encodedName.count) {
             let bytes = UnsafeRawBufferPointer(name)
             nameWords = (bytes.loadUnaligned(as: UInt64.self), bytes.loadUnaligned(fromByteOffset: bytes.count - 8, as: UInt64.self))
@@ -239,6 +240,12 @@ final class ScanFilter {
     /// ``decide(_:)`` would reject on those same tests. Nil when the predicate does not start
     /// with such a test, or for an entity whose rows the fetch does not take.
     let prefilter: ValuePrefilter?
+    /// The conjunction's leading tests that ``prefilter`` makes (0: none).
+    let prefilteredTests: Int
+    /// Whether the engine runs ``prefilter`` on every row it hands this filter (the scan passed
+    /// it to the tree): the filter then trusts it, and ``decide(_:)`` starts after the tests it
+    /// made on a row that holds the fixed head — each test made once per row, not twice.
+    var enginePrefilters = false
 
     /// The ``prefilter`` of a filter with these parts (`tests` and `headTests` by the
     /// conjunction's positions).
@@ -322,7 +329,10 @@ final class ScanFilter {
         }
         if conjunctionCount > 0 {
             // In order, as `AND` goes: an undecided test before a failing one leaves it undecided.
-            for position in 0..<conjunctionCount {
+            // A row that holds the fixed head holds the prefilter's guards: the tests the engine
+            // made on it passed (it would not be here otherwise).
+            let first = onHead && enginePrefilters ? prefilteredTests : 0
+            for position in first..<conjunctionCount {
                 let head = headTests[position]
                 if onHead && head.onHead {
                     if !head.passes(row) { return false }

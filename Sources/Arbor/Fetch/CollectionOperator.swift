@@ -73,32 +73,51 @@ enum CollectionOperator: String, CaseIterable, Sendable {
             return .element(best)
         case .distinctUnionOfObjects:
             var kept: [Int] = []
-            for position in elements.indices where !kept.contains(where: { Self.same(elements[$0], elements[position], rules) }) {
-                kept.append(position)
+            switch rules {
+            case .predicate:
+                // Equality across kinds (`1 == 1.0`) has no hash: each element against those kept.
+                for position in elements.indices where !kept.contains(where: { PredicateEvaluator.equal(elements[$0], elements[position], []) }) {
+                    kept.append(position)
+                }
+            case .keyValueCoding:
+                // A key through a to-many relationship takes its distinct values this way, over
+                // every destination: hashed, in one pass.
+                var seen = Set<AnyHashable>()
+                for position in elements.indices where Self.identity(elements[position]).map({ seen.insert($0).inserted }) ?? true {
+                    kept.append(position)
+                }
             }
             return .elements(kept)
         }
     }
 
-    /// Whether two elements are one for `@distinctUnionOfObjects` under `rules`.
-    static func same(_ a: Operand, _ b: Operand, _ rules: Rules) -> Bool {
-        switch rules {
-        case .predicate:
-            return PredicateEvaluator.equal(a, b, [])
-        case .keyValueCoding:
-            if case .object(let x) = a, case .object(let y) = b { return x === y }
-            return a.kindName == b.kindName && kindOrder(a) == kindOrder(b) && PredicateEvaluator.equal(a, b, [])
+    /// What tells an element apart under key-value coding's rules: an object's identity, else
+    /// its kind and value (nil: a value with no hash — a dictionary, a collection — which is
+    /// always kept).
+    private static func identity(_ value: Operand) -> AnyHashable? {
+        switch value {
+        case .null: nil
+        case .bool(let b): AnyHashable(KindedValue(kind: 1, value: b))
+        case .int(let n): AnyHashable(KindedValue(kind: 2, value: n))
+        case .double(let d): AnyHashable(KindedValue(kind: 3, value: d))
+        case .decimal(let d): AnyHashable(KindedValue(kind: 4, value: d))
+        case .string(let s): AnyHashable(KindedValue(kind: 5, value: s))
+        case .date(let d): AnyHashable(KindedValue(kind: 6, value: d))
+        case .data(let d): AnyHashable(KindedValue(kind: 7, value: d))
+        case .uuid(let u): AnyHashable(KindedValue(kind: 8, value: u))
+        case .url(let u): AnyHashable(KindedValue(kind: 9, value: u))
+        case .objectID(let id): AnyHashable(KindedValue(kind: 10, value: id))
+        case .object(let object): AnyHashable(ObjectIdentifier(object))
+        case .row(let row): row.objectID.map { AnyHashable(KindedValue(kind: 10, value: $0)) }
+        case .opaque(let value): value
+        case .dictionary, .collection: nil
         }
     }
 
-    /// Tells numbers of different kinds apart (``Operand/kindName`` calls them all "a number").
-    private static func kindOrder(_ value: Operand) -> Int {
-        switch value {
-        case .int: 1
-        case .double: 2
-        case .decimal: 3
-        default: 0
-        }
+    /// A value with its kind, so that values of two kinds that compare equal stay two.
+    private struct KindedValue<Value: Hashable>: Hashable {
+        let kind: Int
+        let value: Value
     }
 
     /// Whether `value` replaces `best` as the `@min` or `@max` so far: strictly smaller or

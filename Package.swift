@@ -75,7 +75,7 @@ let package = Package(
         // Shared by the tests, Fuzz/ and Benchmarks/: the simulated disk, seeded generators, oracles.
         .target(
             name: "ArborTestSupport",
-            dependencies: ["ArborStore", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["Arbor", "ArborStore", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         // The `arbor` command-line tool.

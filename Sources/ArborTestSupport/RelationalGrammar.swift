@@ -1,6 +1,5 @@
-/// Random fetch requests over the relational test model — the model of
-/// `Tests/ArborTests/JoinTests.swift` (`JoinTests.model()`), which `Fuzz/Sources/FuzzPlanner`
-/// builds too:
+/// Random fetch requests over the relational test model — ``RelationalGrammar/model()``
+/// (RelationalModel.swift), which the tests and `Fuzz/Sources/FuzzPlanner` build:
 ///
 ///     Division (title) ──departments──▸ Department (name, budget) ──employees──▸ Person (abstract:
 ///     name, salary, rating; Employee adds badge, Contractor agency) ──manager/reports──▸ Person,
@@ -13,8 +12,9 @@
 /// `SUBQUERY(r, $x, …).@count` compared with constants, collection operators, all combined with
 /// `AND`, `OR` and `NOT` (docs/relational-planning.md, "Differential testing").
 ///
-/// The grammar only writes strings: it does not depend on Arbor, so the tests and the fuzz target
-/// share it. The data pools are the values the test graphs hold (plus constants they do not), so
+/// The grammar only writes strings; the model and the comparison of results
+/// (RelationalModel.swift) are the Arbor side, shared the same way by the tests and the fuzz
+/// target. The data pools are the values the test graphs hold (plus constants they do not), so
 /// that comparisons both match and miss.
 public enum RelationalGrammar {
     // MARK: The model's shape

@@ -314,8 +314,8 @@ struct DifferentialTests {
     /// memory from the oracle's objects that match.
     static func compareGrouping(_ random: RandomGrouping, store: ManagedObjectContext, objects: ManagedObjectContext, oracle: Oracle) throws -> String? {
         let request = try random.request()
-        let fromStore = try store.fetch(request).map(text)
-        let fromObjects = try objects.fetch(request).map(text)
+        let fromStore = try store.fetch(request).map(RelationalGrammar.text)
+        let fromObjects = try objects.fetch(request).map(RelationalGrammar.text)
         if fromStore != fromObjects {
             return "the store's dictionaries differ from the objects'\n  store:   \(fromStore)\n  objects: \(fromObjects)"
         }
@@ -327,7 +327,7 @@ struct DifferentialTests {
     /// order of the fetch's rows: a group's keys are its first row's).
     static func compareWithMemory(_ random: RandomGrouping, in context: ManagedObjectContext, oracle: Oracle) throws -> String? {
         let plain = try random.request(plain: true)
-        let fetched = try context.fetch(plain).map(text)
+        let fetched = try context.fetch(plain).map(RelationalGrammar.text)
         var rowsRequest = FetchRequest<ManagedObjectID>(entityName: random.entity)
         rowsRequest.predicate = plain.predicate
         let order = Dictionary(try context.fetch(rowsRequest).enumerated().map { ($0.element, $0.offset) }) { first, _ in first }
@@ -338,23 +338,11 @@ struct DifferentialTests {
         var rows = try oracle.context.dictionaryRows(of: ordered, groupBy: random.grouping.groupBy, properties: random.properties, aggregates: collapsed,
                                                      evaluator: PredicateEvaluator(context: oracle.context))
         if let having = plain.havingPredicate { rows = try rows.filter { try having.evaluate(with: $0.values as [String: Any]) } }
-        let expected = rows.map { text($0.values) }
+        let expected = rows.map { RelationalGrammar.text($0.values) }
         if fetched.sorted() != expected.sorted() {
             return "the groups differ from those made in memory\n  fetched:  \(fetched.sorted())\n  expected: \(expected.sorted())"
         }
         return nil
-    }
-
-    /// A dictionary as comparable text: keys sorted, each value with its type (IDs as URIs).
-    static func text(_ row: [String: any Sendable]) -> String {
-        row.keys.sorted().map { key -> String in
-            let value: String = switch row[key] {
-            case let id as ManagedObjectID: id.uriRepresentation().absoluteString
-            case let other?: "\(type(of: other))(\(other))"
-            case nil: "nil"
-            }
-            return "\(key)=\(value)"
-        }.joined(separator: ",")
     }
 
     // MARK: The objects in memory

@@ -8,50 +8,8 @@ import Testing
 /// saved objects.
 @Suite("Joins through to-one relationships")
 struct JoinTests {
-    static func model() throws -> ManagedObjectModel {
-        try ManagedObjectModel {
-            Entity("Division") {
-                Attribute("title", .string)
-                Relationship("departments", to: "Department", inverse: "division").toMany()
-            }
-            Entity("Department") {
-                Attribute("name", .string)
-                Attribute("budget", .integer64)
-                Relationship("division", to: "Division", inverse: "departments")
-                Relationship("employees", to: "Person", inverse: "department").toMany()
-                Unique("name")
-            }
-            Entity("Person", abstract: true) {
-                Attribute("name", .string)
-                Attribute("salary", .integer64).indexed()
-                Attribute("rating", .double)
-                Relationship("department", to: "Department", inverse: "employees")
-                Relationship("manager", to: "Person", inverse: "reports")
-                Relationship("reports", to: "Person", inverse: "manager").toMany()
-                Relationship("projects", to: "Project", inverse: "members").toMany()
-            }
-            Entity("Project") {
-                Attribute("title", .string)
-                Relationship("members", to: "Person", inverse: "projects").toMany()
-                Relationship("client", to: "Client", inverse: "projects")
-            }
-            Entity("Client") {
-                Attribute("country", .string)
-                Relationship("projects", to: "Project", inverse: "client").toMany()
-            }
-            Entity("Employee", parent: "Person") {
-                Attribute("badge", .integer32)
-            }
-            Entity("Contractor", parent: "Person") {
-                Attribute("agency", .string)
-            }
-            // Reached by no relationship: an unsaved note makes a context answer dictionary
-            // fetches with objects, on the plan the store would follow (DifferentialTests).
-            Entity("Note") {
-                Attribute("text", .string)
-            }
-        }
-    }
+    /// The relational test model (``RelationalGrammar/model()``).
+    static func model() throws -> ManagedObjectModel { try RelationalGrammar.model() }
 
     /// A random graph, saved: divisions, departments (some without a division, some nameless),
     /// people of two sub-entities (some without a department or a manager). `varied` gives the

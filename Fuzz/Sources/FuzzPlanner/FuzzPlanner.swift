@@ -66,8 +66,8 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         let label = "\(entity) where \(format ?? "-") grouped \(grouping) window \(window)"
         do {
             let request = try groupedRequest(entity, format, grouping, window)
-            let store = try fixture.context().fetch(request).map(text)
-            let objects = try fixture.noting.fetch(request).map(text)
+            let store = try fixture.context().fetch(request).map(RelationalGrammar.text)
+            let objects = try fixture.noting.fetch(request).map(RelationalGrammar.text)
             if store != objects { fail(label, "the store's dictionaries differ from the objects'\n  store:   \(store)\n  objects: \(objects)") }
         } catch {
             fail(label, "\(error)")
@@ -225,64 +225,7 @@ func groupedRequest(_ entity: String, _ format: String?, _ grouping: RelationalG
     return request
 }
 
-/// A dictionary as comparable text: keys sorted, each value with its type (IDs as URIs).
-func text(_ row: [String: any Sendable]) -> String {
-    row.keys.sorted().map { key -> String in
-        let value: String = switch row[key] {
-        case let id as ManagedObjectID: id.uriRepresentation().absoluteString
-        case let other?: "\(type(of: other))(\(other))"
-        case nil: "nil"
-        }
-        return "\(key)=\(value)"
-    }.joined(separator: ",")
-}
-
 // MARK: - The graph
-
-/// The model of `JoinTests.model()` (Tests/ArborTests/JoinTests.swift), which RelationalGrammar
-/// describes: keep the two alike.
-func relationalModel() throws -> ManagedObjectModel {
-    try ManagedObjectModel {
-        Entity("Division") {
-            Attribute("title", .string)
-            Relationship("departments", to: "Department", inverse: "division").toMany()
-        }
-        Entity("Department") {
-            Attribute("name", .string)
-            Attribute("budget", .integer64)
-            Relationship("division", to: "Division", inverse: "departments")
-            Relationship("employees", to: "Person", inverse: "department").toMany()
-            Unique("name")
-        }
-        Entity("Person", abstract: true) {
-            Attribute("name", .string)
-            Attribute("salary", .integer64).indexed()
-            Attribute("rating", .double)
-            Relationship("department", to: "Department", inverse: "employees")
-            Relationship("manager", to: "Person", inverse: "reports")
-            Relationship("reports", to: "Person", inverse: "manager").toMany()
-            Relationship("projects", to: "Project", inverse: "members").toMany()
-        }
-        Entity("Project") {
-            Attribute("title", .string)
-            Relationship("members", to: "Person", inverse: "projects").toMany()
-            Relationship("client", to: "Client", inverse: "projects")
-        }
-        Entity("Client") {
-            Attribute("country", .string)
-            Relationship("projects", to: "Project", inverse: "client").toMany()
-        }
-        Entity("Employee", parent: "Person") {
-            Attribute("badge", .integer32)
-        }
-        Entity("Contractor", parent: "Person") {
-            Attribute("agency", .string)
-        }
-        Entity("Note") {
-            Attribute("text", .string)
-        }
-    }
-}
 
 /// Every object of a context, to-many relationships loaded, by ID and by entity.
 final class Objects {
@@ -329,7 +272,7 @@ final class Fixture {
     let noting: ManagedObjectContext
 
     init() throws {
-        let model = try relationalModel()
+        let model = try RelationalGrammar.model()
         let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
         self.model = model
         self.coordinator = coordinator

@@ -128,8 +128,9 @@ final class ValueReader {
     /// The request's `propertiesToFetch` names: the keys of a keyed container's `allKeys`, and the
     /// one key a single-value result reads.
     let properties: [String]?
-    /// Destination rows read so far (nil: the row is gone).
-    private var rows: [ManagedObjectID: StoreRow?] = [:]
+    /// Destinations read so far, as sources (nil: the row is gone): a destination met again
+    /// (many rows name one department) is one lookup, with no entity to find.
+    private var rows: [ManagedObjectID: Source?] = [:]
     /// Compiled key paths (nil: the key names nothing).
     private var paths: [PathKey: Path?] = [:]
     /// The last paths used, searched first: a value type's keys are few and their strings are
@@ -138,8 +139,8 @@ final class ValueReader {
     /// The entities of the rows met, by name (a few: the fetched entity and the destinations).
     private var entities: [(name: String, entity: Unmanaged<EntityDescription>)] = []
     /// To-one relationships of the fetched rows that decoding followed (read for all rows at
-    /// once after the first value).
-    private var followed: [String] = []
+    /// once after the first value): their compiled paths, whose first hop is the relationship.
+    private var followed: [Path] = []
     private var decodingFirst = true
 
     init(coordinator: PersistentStoreCoordinator, properties: [String]?) {
@@ -169,32 +170,37 @@ final class ValueReader {
         decodingFirst = false
         guard !followed.isEmpty else { return }
         var wanted: [ManagedObjectID] = []
-        var seen = Set<ManagedObjectID>()
-        for (_, row) in fetched.dropFirst() {
-            for key in followed {
-                if case .object(let id)? = row.values[key], rows[id] == nil, seen.insert(id).inserted { wanted.append(id) }
+        for index in fetched.indices.dropFirst() {
+            let values = fetched[index].1.values
+            for path in followed {
+                // Marked as wanted in the map itself (`.some(nil)`), then read in one batch.
+                if case .object(let id)? = path.value(0, in: values), rows[id] == nil {
+                    rows[id] = .some(nil)
+                    wanted.append(id)
+                }
             }
         }
-        for (id, row) in zip(wanted, try coordinator.rows(for: wanted)) { rows[id] = .some(row) }
+        try remember(wanted)
+    }
+
+    /// Reads the rows of `ids` (none of them read before) in one batch.
+    private func remember(_ ids: [ManagedObjectID]) throws {
+        guard !ids.isEmpty else { return }
+        for (id, row) in zip(ids, try coordinator.rows(for: ids)) { rows[id] = .some(try row.map { try source(id, $0) }) }
     }
 
     /// The row of `id`, read once.
     private func row(_ id: ManagedObjectID) throws -> Source? {
-        let row: StoreRow?
-        if let known = rows[id] {
-            row = known
-        } else {
-            row = try coordinator.rows(for: [id])[0]
-            rows[id] = .some(row)
-        }
-        return try row.map { try source(id, $0) }
+        if let known = rows[id] { return known }
+        try remember([id])
+        return rows[id] ?? nil
     }
 
     /// `keyPath` from `entity` as hops: to-one relationships, then any property; nil when it
     /// names nothing (or goes on past a to-many relationship or an attribute).
     func path(_ keyPath: String, from entity: Unmanaged<EntityDescription>) -> Path? {
         let address = entity.toOpaque()
-        for entry in recent where entry.entity == address && entry.key == keyPath { return entry.path }
+        for index in recent.indices where recent[index].entity == address && recent[index].key == keyPath { return recent[index].path }
         let cacheKey = PathKey(entity: address, key: keyPath)
         let result: Path?
         if let known = paths[cacheKey] {
@@ -265,6 +271,32 @@ final class ValueReader {
         return .missing
     }
 
+    /// What a key path holds, for the containers' typed fast paths: the attribute's value as
+    /// stored, nil, or something else (a relationship, an unknown key), which the generic way
+    /// decodes or reports.
+    enum Stored {
+        case value(AttributeValue)
+        case missing
+        case other
+    }
+
+    /// The attribute `keyPath` reaches from `source`, without building a ``Reached`` (no
+    /// attribute type copied per value).
+    @inline(__always)
+    func stored(_ keyPath: String, from source: Source) throws -> Stored {
+        guard let path = path(keyPath, from: source.entityReference) else { return .other }
+        let steps = path.steps
+        let last = steps.count - 1
+        guard steps[last].kind == .attribute else { return .other }
+        if last == 0 { return try attributeValue(path, 0, of: source).map(Stored.value) ?? .missing }
+        var current = source
+        for position in 0..<last {
+            guard let destination = try destination(path, position, of: current) else { return .missing }
+            current = destination
+        }
+        return try attributeValue(path, last, of: current).map(Stored.value) ?? .missing
+    }
+
     private func attributeValue(_ path: Path, _ position: Int, of source: Source) throws -> AttributeValue? {
         if let values = source.values {
             if case .attribute(let value)? = path.value(position, in: values) { return value }
@@ -281,7 +313,7 @@ final class ValueReader {
         let name = path.steps[position].name
         if let values = source.values {
             guard case .object(let id)? = path.value(position, in: values) else { return nil }
-            if position == 0 && decodingFirst && !followed.contains(name) { followed.append(name) }
+            if position == 0 && decodingFirst && !followed.contains(where: { $0 === path }) { followed.append(path) }
             return try self.row(id)
         }
         return (try source.object?.value(forKey: name) as? ManagedObject).map(Self.source)
@@ -295,8 +327,7 @@ final class ValueReader {
             } else {
                 ids = try coordinator.relatedObjectIDs(of: source.id, relationship: relationship)
             }
-            let missing = ids.filter { rows[$0] == nil }
-            for (id, row) in zip(missing, try coordinator.rows(for: missing)) { rows[id] = .some(row) }
+            try remember(ids.filter { rows[$0] == nil })
             return try ids.compactMap { try self.row($0) }
         }
         switch try source.object?.value(forKey: relationship.name) {
@@ -321,14 +352,23 @@ struct ValueCodingKey: CodingKey {
 /// The decoder of one object's value: keyed by its properties (coding keys are attribute and
 /// relationship names, or to-one key paths such as `department.name`), or a single value when
 /// the request fetches one property.
-struct RowValueDecoder: Decoder {
+///
+/// A class: a decoder passes through `Decodable.init(from:)` as `any Decoder`, which boxes a
+/// struct of this size; one reference is copied and counted instead of each of its fields.
+final class RowValueDecoder: Decoder {
     let reader: ValueReader
     let source: ValueReader.Source
     let codingPath: [any CodingKey]
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
+    init(reader: ValueReader, source: ValueReader.Source, codingPath: [any CodingKey]) {
+        self.reader = reader
+        self.source = source
+        self.codingPath = codingPath
+    }
+
     func container<Key: CodingKey>(keyedBy _: Key.Type) throws -> KeyedDecodingContainer<Key> {
-        KeyedDecodingContainer(RowValueContainer<Key>(reader: reader, source: source, codingPath: codingPath))
+        KeyedDecodingContainer(RowValueContainer<Key>(self))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
@@ -347,11 +387,20 @@ struct RowValueDecoder: Decoder {
     }
 }
 
-/// A keyed container over one object's properties.
+/// A keyed container over one object's properties (its decoder's: one reference to copy into
+/// the container's box).
 struct RowValueContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
-    let reader: ValueReader
-    let source: ValueReader.Source
-    let codingPath: [any CodingKey]
+    let decoder: RowValueDecoder
+
+    init(_ decoder: RowValueDecoder) { self.decoder = decoder }
+
+    init(reader: ValueReader, source: ValueReader.Source, codingPath: [any CodingKey]) {
+        decoder = RowValueDecoder(reader: reader, source: source, codingPath: codingPath)
+    }
+
+    var reader: ValueReader { decoder.reader }
+    var source: ValueReader.Source { decoder.source }
+    var codingPath: [any CodingKey] { decoder.codingPath }
 
     var allKeys: [Key] { reader.keys(of: source.entity).compactMap(Key.init(stringValue:)) }
 
@@ -388,7 +437,7 @@ struct RowValueContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         return DestinationList(reader: reader, destinations: destinations, codingPath: codingPath + [key])
     }
 
-    func superDecoder() throws -> any Decoder { RowValueDecoder(reader: reader, source: source, codingPath: codingPath) }
+    func superDecoder() throws -> any Decoder { decoder }
 
     func superDecoder(forKey key: Key) throws -> any Decoder { RowValueDecoder(reader: reader, source: source, codingPath: codingPath + [key]) }
 }
@@ -502,7 +551,7 @@ extension RowValueContainer {
     /// The attribute `key` reaches, when it holds a value.
     @inline(__always)
     private func stored(_ key: Key) throws -> AttributeValue? {
-        if case .attribute(let value, _) = try reached(key) { return value }
+        if case .value(let value) = try reader.stored(key.stringValue, from: source) { return value }
         return nil
     }
 
@@ -547,46 +596,49 @@ extension RowValueContainer {
     // decodeIfPresent reads the value once (the default asks contains, decodeNil and decode).
 
     func decodeIfPresent(_ type: String.Type, forKey key: Key) throws -> String? {
-        switch try reached(key) {
+        switch try reader.stored(key.stringValue, from: source) {
         case .missing: return nil
-        case .attribute(.string(let value), _): return value
-        default: return try decodeValue(type, forKey: key)
+        case .value(.string(let value)): return value
+        default: return try decodeIfPresentValue(type, forKey: key)
         }
     }
 
     func decodeIfPresent(_ type: Int64.Type, forKey key: Key) throws -> Int64? {
-        switch try reached(key) {
+        switch try reader.stored(key.stringValue, from: source) {
         case .missing: return nil
-        case .attribute(.integer(let value), _): return value
-        default: return try decodeValue(type, forKey: key)
+        case .value(.integer(let value)): return value
+        default: return try decodeIfPresentValue(type, forKey: key)
         }
     }
 
     func decodeIfPresent(_ type: Int.Type, forKey key: Key) throws -> Int? {
-        switch try reached(key) {
+        switch try reader.stored(key.stringValue, from: source) {
         case .missing: return nil
-        case .attribute(.integer(let value), _) where Int(exactly: value) != nil: return Int(value)
-        default: return try decodeValue(type, forKey: key)
+        case .value(.integer(let value)) where Int(exactly: value) != nil: return Int(value)
+        default: return try decodeIfPresentValue(type, forKey: key)
         }
     }
 
     func decodeIfPresent(_ type: Double.Type, forKey key: Key) throws -> Double? {
-        switch try reached(key) {
+        switch try reader.stored(key.stringValue, from: source) {
         case .missing: return nil
-        case .attribute(.double(let value), _): return value
-        default: return try decodeValue(type, forKey: key)
+        case .value(.double(let value)): return value
+        default: return try decodeIfPresentValue(type, forKey: key)
         }
     }
 
     func decodeIfPresent(_ type: Bool.Type, forKey key: Key) throws -> Bool? {
-        switch try reached(key) {
+        switch try reader.stored(key.stringValue, from: source) {
         case .missing: return nil
-        case .attribute(.boolean(let value), _): return value
-        default: return try decodeValue(type, forKey: key)
+        case .value(.boolean(let value)): return value
+        default: return try decodeIfPresentValue(type, forKey: key)
         }
     }
 
-    func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
+    func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? { try decodeIfPresentValue(type, forKey: key) }
+
+    /// The generic way of `decodeIfPresent`: nil when the key reaches nothing, else converted.
+    private func decodeIfPresentValue<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T? {
         let reached = try reached(key)
         if case .missing = reached { return nil }
         return try AttributeValueDecoder(reached: reached, reader: reader, codingPath: codingPath + [key]).decodeValue(type)

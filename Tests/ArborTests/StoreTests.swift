@@ -387,7 +387,7 @@ struct StoreTests {
             let sales = try stack.insert("Department", in: setup, ["name": "Sales"])
             try setup.save()
             id = sales.objectID
-            #expect(stack.coordinator.rowCacheStatistics.snapshots == 1, "the saved object holds its row's snapshot")
+            #expect(stack.coordinator.rowCacheStatistics.snapshots == 0, "a new object's save makes no snapshot: its values are the row")
         }
         #expect(stack.coordinator.rowCacheStatistics.snapshots == 0, "released when the last object holding it went away")
         let objectID = try #require(id)
@@ -417,6 +417,15 @@ struct StoreTests {
         let dropping = stack.context()
         _ = try dropping.existingObject(with: objectID)
         #expect(dropping.registeredObjects.isEmpty, "unchanged objects are held weakly by default")
+        // A saved object that held a snapshot holds it with the saved row: another context fires from it.
+        let editor = stack.context()
+        let edited = try editor.existingObject(with: objectID)
+        try edited.setValue("Sales EMEA", forKey: "name")
+        try editor.save()
+        #expect(stack.coordinator.rowCacheStatistics.snapshots == 1)
+        let hits = stack.coordinator.rowCacheStatistics.hits
+        #expect(try stack.context().existingObject(with: objectID).value(forKey: "name") as? String == "Sales EMEA")
+        #expect(stack.coordinator.rowCacheStatistics.hits == hits + 1, "the snapshot took the saved values")
     }
 
     @Test("a native store on a file keeps its objects across coordinators; another model is refused")

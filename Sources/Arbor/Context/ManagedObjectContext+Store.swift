@@ -413,20 +413,16 @@ extension ManagedObjectContext {
             object.objectID = newID
         }
         // Each saved object takes the permanent IDs in its relationships (in place: nothing else
-        // shares its values now) and is saved at the version written. Those without a snapshot
-        // (new ones) are remembered by position: inserted objects first, then updated ones.
-        var unheld: [Int] = []
-        unheld.reserveCapacity(insertedObjects.count)
-        func settle(_ object: ManagedObject, version: Int64, position: Int) {
+        // shares its values now) and is saved at the version written. The row cache took the
+        // saved values of the snapshots it holds; a saved object without one (a new object) is
+        // given none: its values are the row, and a snapshot is made when a context reads it.
+        func settle(_ object: ManagedObject, version: Int64) {
             if !permanent.isEmpty && !object.entity.relationships.isEmpty { object.replaceObjectIDs { permanent[$0] } }
             markSaved(object)
             object.committedVersion = rebasedVersions.isEmpty ? version : rebasedVersions[object.objectID] ?? version
-            if object.snapshot == nil { unheld.append(position) }
         }
-        for (position, object) in insertedObjects.enumerated() { settle(object, version: 1, position: position) }
-        for (position, object) in updatedObjects.enumerated() {
-            settle(object, version: object.committedVersion + 1, position: insertedObjects.count + position)
-        }
+        for object in insertedObjects { settle(object, version: 1) }
+        for object in updatedObjects { settle(object, version: object.committedVersion + 1) }
         // The rest of the changed objects (deleted ones; and what a validation method or a
         // partial save left in the lists) may point at new objects too.
         if !permanent.isEmpty {
@@ -438,7 +434,6 @@ extension ManagedObjectContext {
         }
         if descendants { sendPermanentIDs(permanent.dictionary) }
         permanent = IDMapping()
-        holdSavedSnapshots(unheld, inserted: insertedObjects, updated: updatedObjects, coordinator)
         finishSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects,
                    partial: partialFailure != nil, listsReadAt: partialFailure == nil ? readAt : nil)
         if let partialFailure {
@@ -505,39 +500,5 @@ extension ManagedObjectContext {
             for object in objects { object.didSave() }
         }
         postDidSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects)
-    }
-}
-
-extension ManagedObjectContext {
-    /// The saved objects at `positions` (in `inserted` then `updated`) take snapshots of their
-    /// rows, made from their values now (permanent IDs and all) a few thousand at a time: a
-    /// large save never holds a second copy of every row, and the coordinator's lock is held
-    /// for one chunk at a time.
-    func holdSavedSnapshots(_ positions: [Int], inserted: [ManagedObject], updated: [ManagedObject], _ coordinator: PersistentStoreCoordinator) {
-        let chunk = 4_096
-        var rows: [StoreRow] = []
-        rows.reserveCapacity(min(positions.count, chunk))
-        inserted.withUnsafeBufferPointer { inserted in
-            updated.withUnsafeBufferPointer { updated in
-                func object(_ position: Int) -> Unmanaged<ManagedObject> {
-                    Unmanaged.passUnretained(position < inserted.count ? inserted[position] : updated[position - inserted.count])
-                }
-                var start = 0
-                while start < positions.count {
-                    let end = min(start + chunk, positions.count)
-                    rows.removeAll(keepingCapacity: true)
-                    for position in positions[start..<end] {
-                        rows.append(object(position)._withUnsafeGuaranteedRef { persistentRow(of: $0, version: $0.committedVersion) })
-                    }
-                    rows.withUnsafeMutableBufferPointer { rows in
-                        // The rows are this array's own: the snapshots take them (no count).
-                        holdSnapshots(count: end - start, coordinator, consuming: true) { index in
-                            (object(positions[start + index]), rows.baseAddress.unsafelyUnwrapped.advanced(by: index))
-                        }
-                    }
-                    start = end
-                }
-            }
-        }
     }
 }

@@ -146,4 +146,79 @@ struct CollectionOperatorFaultTests {
         let fresh = stack.context()
         #expect(try fresh.object(with: department.objectID).value(forKeyPath: "employees.@sum.salary") as? Decimal == total - 1001 + 5000)
     }
+
+    @Test("every collection operator over every attribute kind: the store's rows give what the loaded objects give, value and type, nils left out")
+    func everyKindFromRowsAsFromObjects() throws {
+        let model = try ManagedObjectModel {
+            Entity("Box") {
+                Attribute("name", .string)
+                Relationship("items", to: "Item", inverse: "box").toMany()
+            }
+            Entity("Item") {
+                Attribute("small", .integer16)
+                Attribute("medium", .integer32)
+                Attribute("large", .integer64)
+                Attribute("money", .decimal)
+                Attribute("ratio", .double)
+                Attribute("weight", .float)
+                Attribute("label", .string)
+                Attribute("flag", .boolean)
+                Attribute("when", .date)
+                Attribute("bytes", .binaryData)
+                Attribute("tag", .uuid)
+                Attribute("link", .uri)
+                Relationship("box", to: "Box", inverse: "items")
+            }
+        }
+        let stack = try Stack(model: model)
+        let writer = stack.context()
+        let box = try stack.insert("Box", in: writer, ["name": "b"])
+        for index in 0..<12 {
+            // Every third item holds nils; values repeat so that distinct unions drop some.
+            var values: [String: Any] = [:]
+            if index % 3 != 0 {
+                let n = index % 5
+                values = ["small": Int16(n - 2), "medium": Int32(n * 1000), "large": Int64(n) << 40, "money": Decimal(n) / 4,
+                          "ratio": Double(n) * 0.5, "weight": Float(n) / 8, "label": "L\(n)", "flag": n % 2 == 0,
+                          "when": Date(timeIntervalSinceReferenceDate: Double(n) * 86_400), "bytes": Data([UInt8(n)]),
+                          "tag": UUID(uuidString: "00000000-0000-0000-0000-00000000000\(n)")!, "link": URL(string: "https://example.com/\(n)")!]
+            }
+            let item = try stack.insert("Item", in: writer, values)
+            try item.setValue(box, forKey: "box")
+        }
+        try writer.save()
+        let keys = ["small", "medium", "large", "money", "ratio", "weight", "label", "flag", "when", "bytes", "tag", "link"]
+        let operators = ["@count", "@sum", "@avg", "@min", "@max", "@distinctUnionOfObjects"]
+        for key in keys {
+            for operation in operators {
+                let keyPath = "items.\(operation).\(key)"
+                // From the rows: the relationship is not loaded and no item is registered.
+                let fromRows = stack.context()
+                let fault = fromRows.object(with: box.objectID)
+                let rowsAnswer = Result { try fault.value(forKeyPath: keyPath) }
+                #expect(fromRows.registeredObjects == [fault], "\(keyPath): no item was made")
+                // From the objects: the relationship loaded first.
+                let fromObjects = stack.context()
+                let loaded = fromObjects.object(with: box.objectID)
+                _ = try loaded.value(forKey: "items")
+                let objectsAnswer = Result { try loaded.value(forKeyPath: keyPath) }
+                switch (rowsAnswer, objectsAnswer) {
+                case (.success(let a), .success(let b)):
+                    #expect(Self.describe(a) == Self.describe(b), "\(keyPath)")
+                case (.failure(let a), .failure(let b)):
+                    #expect("\(a)" == "\(b)", "\(keyPath)")
+                default:
+                    Issue.record("\(keyPath): rows \(rowsAnswer), objects \(objectsAnswer)")
+                }
+            }
+        }
+    }
+
+    /// A value with its type, lists in a canonical order (a distinct union is unordered).
+    static func describe(_ value: Any?) -> String {
+        guard let value else { return "nil" }
+        if let list = value as? [Any] { return "[" + list.map { describe($0) }.sorted().joined(separator: ", ") + "]" }
+        if let set = value as? Set<AnyHashable> { return "{" + set.map { describe($0.base) }.sorted().joined(separator: ", ") + "}" }
+        return "\(type(of: value))(\(value))"
+    }
 }

@@ -340,12 +340,12 @@ extension ManagedObjectContext {
         let ids = try coordinator.relatedObjectIDs(of: object.objectID, relationship: relationship)
         if ids.contains(where: { registeredObject(for: $0) != nil }) { return nil }
         guard let attributeDescription else { return .some(ids.count) }
-        var values: [Any] = []
+        var values: [AttributeValue] = []
         values.reserveCapacity(ids.count)
         for stored in try coordinator.attributeValues(attributeDescription.name, of: ids) {
-            if let stored { values.append(attributeDescription.type.swiftValue(of: stored)) }
+            if let stored { values.append(stored) }
         }
-        return .some(try KeyPathEvaluator.aggregate(operation, values))
+        return .some(try KeyPathEvaluator.aggregate(operation, stored: values, of: attributeDescription.type))
     }
 
     /// Loads the destinations of the given relationship key paths for `objects`.

@@ -106,4 +106,17 @@ enum KeyPathEvaluator {
         case .elements(let positions): return positions.map { values[$0] }
         }
     }
+
+    /// `operation` over an attribute's stored values, by the rules of ``aggregate(_:_:)`` over
+    /// their Swift values — without making each a Swift value first (an element is given back
+    /// in the attribute's own type, as there).
+    static func aggregate(_ operation: CollectionOperator, stored: [AttributeValue], of type: AttributeType) throws -> Any? {
+        // A transformable's Swift value is what it decodes to: the general way.
+        if type.kind == .transformable { return try aggregate(operation, stored.map(type.swiftValue(of:))) }
+        switch try operation.apply(to: stored.map(Operand.init), rules: .keyValueCoding) {
+        case .value(let result): return result.swiftValue
+        case .element(let position): return position.map { type.swiftValue(of: stored[$0]) }
+        case .elements(let positions): return positions.map { type.swiftValue(of: stored[$0]) }
+        }
+    }
 }

@@ -88,30 +88,50 @@ extension NativeStore {
     /// each row read in place and only that component decoded (collection operators over an
     /// unloaded relationship read a few values of many rows).
     public func attributeValues(_ name: String, of objectIDs: [ManagedObjectID]) throws -> [AttributeValue?] {
-        try Self.storeError("read \(name) of \(objectIDs.count) rows") {
+        /// The rows tree of an ID's entity, and where the attribute sits in the rows of each
+        /// entity of that hierarchy (found once per entity: rows are told apart by their first
+        /// component's bytes, no name decoded per row).
+        struct Hierarchy {
+            let tree: Tree?
+            var entities: [(columns: RowColumns, slot: RawRowLayout.Slot?)] = []
+        }
+        return try Self.storeError("read \(name) of \(objectIDs.count) rows") {
             try database.read { transaction in
                 var result: [AttributeValue?] = []
                 result.reserveCapacity(objectIDs.count)
-                let raw = RawRow(store: self, placeholder: objectID("", 0))
-                var layouts: [String: RawRowLayout] = [:]
-                var trees: [String: Tree] = [:]
-                for id in objectIDs {
+                var hierarchies: [(space: UnsafeMutableRawPointer, hierarchy: Hierarchy)] = []
+                func hierarchy(of id: ManagedObjectID) throws -> Int {
+                    if let known = hierarchies.firstIndex(where: { $0.space == id.spaceAddress }) { return known }
                     let entity = try entity(id.entityName)
-                    let treeName = Self.rowsTree(entity)
-                    guard let tree = try trees[treeName] ?? transaction.tree(named: treeName) else {
+                    hierarchies.append((id.spaceAddress, Hierarchy(tree: try transaction.tree(named: Self.rowsTree(entity)))))
+                    return hierarchies.count - 1
+                }
+                for id in objectIDs {
+                    let index = try hierarchy(of: id)
+                    guard let tree = hierarchies[index].hierarchy.tree else {
                         result.append(nil)
                         continue
                     }
-                    trees[treeName] = tree
                     let value = try KeyEncoding.withEncodedInteger(try primaryKey(of: id)) { key in
                         try tree.withValue(forKey: key) { bytes -> AttributeValue? in
-                            guard let rowEntity = Self.entityName(ofRow: bytes), raw.load(bytes) else {
-                                throw ArborError(.store, "the row of \(id) is malformed", objectID: id)
+                            var slot: RawRowLayout.Slot?
+                            if let known = hierarchies[index].hierarchy.entities.first(where: { $0.columns.names(bytes) }) {
+                                slot = known.slot
+                            } else {
+                                guard let rowEntity = Self.entityName(ofRow: bytes) else {
+                                    throw ArborError(.store, "the row of \(id) is malformed", objectID: id)
+                                }
+                                let entity = try self.entity(rowEntity)
+                                slot = rawRowLayout(entity).slots[name]
+                                hierarchies[index].hierarchy.entities.append((columns(of: entity), slot))
                             }
-                            if layouts[rowEntity] == nil { layouts[rowEntity] = rawRowLayout(try self.entity(rowEntity)) }
-                            raw.layout = layouts[rowEntity]
-                            raw.id = id
-                            return try raw.attributeValue(forKey: name)
+                            guard case .attribute(let component, let type)? = slot else { return nil }
+                            guard let range = Self.component(component, of: bytes) else {
+                                throw ArborError(.store, "the row of \(id) is malformed: too few values", objectID: id)
+                            }
+                            var reader = KeyReader(UnsafeRawBufferPointer(rebasing: bytes[range]))
+                            guard let stored = try reader.next() else { return nil }
+                            return Self.attributeValue(stored, kind: type.kind)
                         }
                     }
                     result.append(value ?? nil)
@@ -119,6 +139,18 @@ extension NativeStore {
                 return result
             }
         }
+    }
+
+    /// Where component `index` of an encoded row lies (nil when the row has fewer components or
+    /// is not a sequence of components).
+    static func component(_ index: Int, of bytes: UnsafeRawBufferPointer) -> Range<Int>? {
+        var start = 0
+        for _ in 0..<index {
+            guard start < bytes.count, let end = KeyEncoding.componentEnd(bytes, from: start) else { return nil }
+            start = end
+        }
+        guard start < bytes.count, let end = KeyEncoding.componentEnd(bytes, from: start) else { return nil }
+        return start..<end
     }
 
     /// The rows of several objects in one read transaction (nil for those that have none).

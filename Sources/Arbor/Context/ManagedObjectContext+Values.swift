@@ -251,24 +251,28 @@ final class ValueReader {
             throw DecodingError.keyNotFound(ValueCodingKey(keyPath), .init(codingPath: codingPath,
                 debugDescription: "\(source.entity.name) has no property or to-one key path \"\(keyPath)\""))
         }
-        let steps = path.steps
-        // The first hop reads `source` itself (not a copy); later hops read destinations.
-        var next: Source? = nil
-        for position in 0..<steps.count {
-            let step = steps[position]
-            let current = next ?? source
-            switch step.kind {
-            case .attribute:
-                return try attributeValue(path, position, of: current).map { .attribute($0, step.attribute!.type) } ?? .missing
-            case .toMany:
-                return .toMany(try destinations(step.relationship!, of: current))
-            case .toOne:
-                guard let destination = try destination(path, position, of: current) else { return .missing }
-                if position == steps.count - 1 { return .toOne(destination) }
-                next = destination
-            }
+        let last = path.steps.count - 1
+        let step = path.steps[last]
+        guard let current = try lastSource(of: path, from: source) else { return .missing }
+        switch step.kind {
+        case .attribute:
+            return try attributeValue(path, last, of: current).map { .attribute($0, step.attribute!.type) } ?? .missing
+        case .toMany:
+            return .toMany(try destinations(step.relationship!, of: current))
+        case .toOne:
+            return try destination(path, last, of: current).map(Reached.toOne) ?? .missing
         }
-        return .missing
+    }
+
+    /// The source `path`'s last hop reads: `source` for a path of one hop, else the destination
+    /// its to-one hops lead to (nil when one of them holds nil).
+    private func lastSource(of path: Path, from source: Source) throws -> Source? {
+        var current = source
+        for position in 0..<(path.steps.count - 1) {
+            guard let destination = try destination(path, position, of: current) else { return nil }
+            current = destination
+        }
+        return current
     }
 
     /// What a key path holds, for the containers' typed fast paths: the attribute's value as
@@ -285,15 +289,11 @@ final class ValueReader {
     @inline(__always)
     func stored(_ keyPath: String, from source: Source) throws -> Stored {
         guard let path = path(keyPath, from: source.entityReference) else { return .other }
-        let steps = path.steps
-        let last = steps.count - 1
-        guard steps[last].kind == .attribute else { return .other }
+        let last = path.steps.count - 1
+        guard path.steps[last].kind == .attribute else { return .other }
+        // One hop (the common case) reads `source` itself, not a copy.
         if last == 0 { return try attributeValue(path, 0, of: source).map(Stored.value) ?? .missing }
-        var current = source
-        for position in 0..<last {
-            guard let destination = try destination(path, position, of: current) else { return .missing }
-            current = destination
-        }
+        guard let current = try lastSource(of: path, from: source) else { return .missing }
         return try attributeValue(path, last, of: current).map(Stored.value) ?? .missing
     }
 

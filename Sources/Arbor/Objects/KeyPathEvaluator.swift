@@ -100,11 +100,7 @@ enum KeyPathEvaluator {
     /// `operation` over `values` (nils left out), under key-value coding's rules: `@min`,
     /// `@max` and `@distinctUnionOfObjects` give elements themselves, in their own types.
     static func aggregate(_ operation: CollectionOperator, _ values: [Any]) throws -> Any? {
-        switch try operation.apply(to: values.map(Operand.from), rules: .keyValueCoding) {
-        case .value(let result): return result.swiftValue
-        case .element(let position): return position.map { values[$0] }
-        case .elements(let positions): return positions.map { values[$0] }
-        }
+        try aggregate(operation, values.map(Operand.from)) { values[$0] }
     }
 
     /// `operation` over an attribute's stored values, by the rules of ``aggregate(_:_:)`` over
@@ -113,10 +109,16 @@ enum KeyPathEvaluator {
     static func aggregate(_ operation: CollectionOperator, stored: [AttributeValue], of type: AttributeType) throws -> Any? {
         // A transformable's Swift value is what it decodes to: the general way.
         if type.kind == .transformable { return try aggregate(operation, stored.map(type.swiftValue(of:))) }
-        switch try operation.apply(to: stored.map(Operand.init), rules: .keyValueCoding) {
+        return try aggregate(operation, stored.map(Operand.init)) { type.swiftValue(of: stored[$0]) }
+    }
+
+    /// `operation` over `operands` under key-value coding's rules; an element the operator
+    /// picks is given back as `element` makes it from its position.
+    private static func aggregate(_ operation: CollectionOperator, _ operands: [Operand], element: (Int) -> Any) throws -> Any? {
+        switch try operation.apply(to: operands, rules: .keyValueCoding) {
         case .value(let result): return result.swiftValue
-        case .element(let position): return position.map { type.swiftValue(of: stored[$0]) }
-        case .elements(let positions): return positions.map { type.swiftValue(of: stored[$0]) }
+        case .element(let position): return position.map(element)
+        case .elements(let positions): return positions.map(element)
         }
     }
 }

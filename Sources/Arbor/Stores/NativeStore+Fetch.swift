@@ -145,12 +145,12 @@ extension NativeStore {
     /// is not a sequence of components).
     static func component(_ index: Int, of bytes: UnsafeRawBufferPointer) -> Range<Int>? {
         var start = 0
-        for _ in 0..<index {
+        for position in 0...index {
             guard start < bytes.count, let end = KeyEncoding.componentEnd(bytes, from: start) else { return nil }
+            if position == index { return start..<end }
             start = end
         }
-        guard start < bytes.count, let end = KeyEncoding.componentEnd(bytes, from: start) else { return nil }
-        return start..<end
+        return nil
     }
 
     /// The rows of several objects in one read transaction (nil for those that have none).

@@ -254,14 +254,17 @@ extension BTree {
     func replaceSeparator(in page: PageNumber, at index: Int, with key: [UInt8], child: PageNumber) throws -> Bool {
         let done = try pager.withMutablePage(page) { body -> Bool in
             let writer = NodeWriter(body: body)
-            return key.withUnsafeBytes { key in
+            return try key.withUnsafeBytes { key in
                 guard writer.view.relation(of: key) == .shares else { return false }
                 let old = writer.view.cellSize(at: writer.view.cellOffset(index))
                 let new = 4 + NodeLayout.suffixFieldSize(key.count - writer.view.prefixLength) + max(0, key.count - writer.view.prefixLength - 2)
                 guard new <= old || writer.view.gap + writer.view.fragmented >= new - old else { return false }
                 writer.remove(at: index)
-                let inserted = writer.insertInterior(key: key, child: child, at: index)
-                precondition(inserted, "a separator that was checked to fit did not")
+                // Measured to fit: only a node whose header misstates its free space refuses it.
+                // The transaction fails and rolls back; the node is not used further.
+                guard writer.insertInterior(key: key, child: child, at: index) else {
+                    throw StoreError(.corrupt, "an interior node's free space is not what its header says", page: page, path: pager.path)
+                }
                 return true
             }
         }

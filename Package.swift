@@ -106,6 +106,8 @@ let package = Package(
                 .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
             ],
+            // Stores written by earlier builds, read by FixtureStoreTests from the source tree.
+            exclude: ["Fixtures"],
             swiftSettings: swiftSettings
         ),
         // End-to-end tests of the `arbor` binary (and the multi-process tests, which spawn it).

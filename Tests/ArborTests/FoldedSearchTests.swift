@@ -67,7 +67,7 @@ struct FoldedSearchTests {
         }
         try context.save()
         let store = try #require(stack.coordinator.persistentStores.first as? NativeStore)
-        let layout = store.rawRowLayout(try #require(model.entity(named: "Person")))
+        let rowFormat = store.format(of: try #require(model.entity(named: "Person")))
         let rows = try Self.rows(of: store)
         #expect(rows.count == Self.names.count)
         let formats = [
@@ -82,7 +82,7 @@ struct FoldedSearchTests {
         var decidedOnBytes = 0, leftToEvaluator = 0
         for format in formats {
             let predicate = try ObjectPredicate(format: format)
-            let filter = ScanFilter(predicate, layout: layout, accepted: true)
+            let filter = ScanFilter(predicate, format: rowFormat, accepted: true)
             #expect(filter.compiled, "\(format) compiles for the scan")
             for (row, name) in zip(rows, Self.names) {
                 let expected = try predicate.evaluate(with: ["lastName": name] as [String: Any?])

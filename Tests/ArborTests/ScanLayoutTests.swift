@@ -71,8 +71,8 @@ struct ScanLayoutTests {
         }
     }
 
-    @Test("scans give what in-memory evaluation gives, in stores of either row layout, with nils before the tested integers, booleans and subentities", arguments: [RowColumns.RowLayout.fixedFirst, .declared])
-    func scansAgree(layout: RowColumns.RowLayout) throws {
+    @Test("scans give what in-memory evaluation gives, in stores of either row layout, with nils before the tested integers, booleans and subentities", arguments: [RowFormat.Layout.fixedFirst, .declared])
+    func scansAgree(layout: RowFormat.Layout) throws {
         let seed = UInt64.random(in: 0...UInt64.max)
         var random = SplitMix64(seed: seed)
         let model = try Self.model()
@@ -114,7 +114,7 @@ struct ScanLayoutTests {
             let fetched = try context.fetch(request).map { try #require($0.value(forKey: "serial") as? Int64) }
             let expected = try rows.filter { row in try (subentities || !row.special) && predicate.evaluate(with: row.dictionary) }.map(\.serial)
             #expect(fetched.sorted() == expected.sorted(), "seed \(seed), layout \(layout), round \(round): \(format), subentities \(subentities)")
-            let filter = ScanFilter(predicate, layout: store.rawRowLayout(try #require(model.entity(named: "Item"))), accepted: true)
+            let filter = ScanFilter(predicate, format: store.format(of: try #require(model.entity(named: "Item"))), accepted: true)
             if filter.prefilter != nil { prefiltered += 1 }
         }
         if layout == .fixedFirst {
@@ -146,7 +146,7 @@ struct ScanLayoutTests {
             values["serial"] = .attribute(.integer(9))
             return try store.encode(StoreRow(entityName: "Item", version: 1, values: values), entity: item)
         }
-        let filter = ScanFilter(try ObjectPredicate(format: "n1 == 4 AND label == 'x'"), layout: store.rawRowLayout(item), accepted: true)
+        let filter = ScanFilter(try ObjectPredicate(format: "n1 == 4 AND label == 'x'"), format: store.format(of: item), accepted: true)
         #expect(filter.prefilter != nil && filter.prefilteredTests == 1, "n1, first in the fixed head, is tested by the engine")
         let failsPrefiltered = try bytes(n1: 5, label: "x")
         let passes = try bytes(n1: 4, label: "x")
@@ -169,12 +169,12 @@ struct ScanLayoutTests {
             let store = try #require(stack.coordinator.persistentStores.first as? NativeStore)
             #expect(store.rowLayout == .fixedFirst)
             let item = try #require(model.entity(named: "Item"))
-            let layout = store.rawRowLayout(item)
+            let format = store.format(of: item)
             // Components 0 and 1 are the entity's name and the version; then the fixed-size
             // attributes in the model's order, then the label.
             let order = ["n1", "flag", "n2", "when", "n3", "serial", "label"]
             for (offset, key) in order.enumerated() {
-                guard case .attribute(let component, _)? = layout.slots[key] else {
+                guard case .attribute(let component, _)? = format.places[key] else {
                     Issue.record("\(key) has no column")
                     continue
                 }

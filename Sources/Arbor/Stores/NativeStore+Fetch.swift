@@ -93,7 +93,7 @@ extension NativeStore {
         /// component's bytes, no name decoded per row).
         struct Hierarchy {
             let tree: Tree?
-            var entities: [(columns: RowColumns, slot: RawRowLayout.Slot?)] = []
+            var entities: [(format: RowFormat, place: RowFormat.Place?)] = []
         }
         return try Self.storeError("read \(name) of \(objectIDs.count) rows") {
             try database.read { transaction in
@@ -114,24 +114,22 @@ extension NativeStore {
                     }
                     let value = try KeyEncoding.withEncodedInteger(try primaryKey(of: id)) { key in
                         try tree.withValue(forKey: key) { bytes -> AttributeValue? in
-                            var slot: RawRowLayout.Slot?
-                            if let known = hierarchies[index].hierarchy.entities.first(where: { $0.columns.names(bytes) }) {
-                                slot = known.slot
+                            var place: RowFormat.Place?
+                            if let known = hierarchies[index].hierarchy.entities.first(where: { $0.format.owns(bytes) }) {
+                                place = known.place
                             } else {
-                                guard let rowEntity = Self.entityName(ofRow: bytes) else {
+                                guard let rowEntity = RowFormat.entityName(of: bytes) else {
                                     throw ArborError(.store, "the row of \(id) is malformed", objectID: id)
                                 }
-                                let entity = try self.entity(rowEntity)
-                                slot = rawRowLayout(entity).slots[name]
-                                hierarchies[index].hierarchy.entities.append((columns(of: entity), slot))
+                                let format = format(of: try self.entity(rowEntity))
+                                place = format.places[name]
+                                hierarchies[index].hierarchy.entities.append((format, place))
                             }
-                            guard case .attribute(let component, let type)? = slot else { return nil }
-                            guard let range = Self.component(component, of: bytes) else {
+                            guard case .attribute(let component, let type)? = place else { return nil }
+                            guard let range = RowFormat.range(ofComponent: component, in: bytes) else {
                                 throw ArborError(.store, "the row of \(id) is malformed: too few values", objectID: id)
                             }
-                            var reader = KeyReader(UnsafeRawBufferPointer(rebasing: bytes[range]))
-                            guard let stored = try reader.next() else { return nil }
-                            return Self.attributeValue(stored, kind: type.kind)
+                            return try RowFormat.attributeValue(in: bytes, at: range, kind: type.kind)
                         }
                     }
                     result.append(value ?? nil)
@@ -139,18 +137,6 @@ extension NativeStore {
                 return result
             }
         }
-    }
-
-    /// Where component `index` of an encoded row lies (nil when the row has fewer components or
-    /// is not a sequence of components).
-    static func component(_ index: Int, of bytes: UnsafeRawBufferPointer) -> Range<Int>? {
-        var start = 0
-        for position in 0...index {
-            guard start < bytes.count, let end = KeyEncoding.componentEnd(bytes, from: start) else { return nil }
-            if position == index { return start..<end }
-            start = end
-        }
-        return nil
     }
 
     /// The rows of several objects in one read transaction (nil for those that have none).
@@ -186,10 +172,10 @@ extension NativeStore {
                 try database.read { transaction in
                     guard let tree = try transaction.tree(named: Self.rowsTree(entity)) else { return 0 }
                     let wholeHierarchy = entity.superentity == nil && request.includesSubentities
-                    let entityColumns = columns(of: entity)
+                    let entityFormat = format(of: entity)
                     var count = 0
                     try tree.forEach { _, value in
-                        if wholeHierarchy || accepts(entityOf: value, entity: entity, columns: entityColumns, subentities: request.includesSubentities) { count += 1 }
+                        if wholeHierarchy || accepts(entityOf: value, entity: entity, format: entityFormat, subentities: request.includesSubentities) { count += 1 }
                         return true
                     }
                     return count
@@ -232,25 +218,17 @@ extension NativeStore {
     /// ordered).
     public func explain(_ request: StoreFetch) throws -> QueryPlan {
         let entity = try entity(request.entityName)
-        return plan(request, entity: entity).queryPlan(entity: entity, request: request)
+        return plan(request, entity: entity).queryPlan(entity: entity, format: format(of: entity), request: request)
     }
 
-    /// Whether the row whose bytes are `value` is of `entity` (whose stored columns are
-    /// `columns`), or, with `subentities`, of one of its descendants: compares the row's first
+    /// Whether the row whose bytes are `value` is of `entity` (whose row format is `format`), or, with `subentities`, of one of its descendants: compares the row's first
     /// component with the entity's name, and decodes the name only when they differ.
-    func accepts(entityOf value: UnsafeRawBufferPointer, entity: EntityDescription, columns: RowColumns, subentities: Bool) -> Bool {
-        if columns.names(value) { return true }
-        guard let name = Self.entityName(ofRow: value) else { return false }
+    func accepts(entityOf value: UnsafeRawBufferPointer, entity: EntityDescription, format: RowFormat, subentities: Bool) -> Bool {
+        if format.owns(value) { return true }
+        guard let name = RowFormat.entityName(of: value) else { return false }
         if name == entity.name { return true }
         guard subentities, let other = model.entity(named: name) else { return false }
         return other.isKind(of: entity)
-    }
-
-    /// The entity name at the start of a row's bytes (nil when malformed).
-    static func entityName(ofRow bytes: UnsafeRawBufferPointer) -> String? {
-        var reader = KeyReader(bytes)
-        guard case .string(let name)? = try? reader.next() else { return nil }
-        return name
     }
 }
 
@@ -367,7 +345,7 @@ extension NativeStore {
         let evaluator = PredicateEvaluator()
         let decoded = DecodedRow()
 
-        let entityColumns = columns(of: entity)
+        let entityFormat = format(of: entity)
         // The fetched entity's columns a scan decodes when the caller reads only some
         // (`decodedProperties`): those, and the relationships the joins' checks read.
         // A buffer of one flag per slot of the entity's layout, read per row without counting.
@@ -385,8 +363,8 @@ extension NativeStore {
         /// an entity the model lacks.
         func rowEntity(_ bytes: UnsafeRawBufferPointer, key: () throws -> Int64) throws -> EntityDescription {
             // Most rows are of the fetched entity: told by their bytes, no name decoded.
-            if entityColumns.names(bytes) { return entity }
-            guard let name = Self.entityName(ofRow: bytes) else {
+            if entityFormat.owns(bytes) { return entity }
+            guard let name = RowFormat.entityName(of: bytes) else {
                 throw ArborError(.store, "the row \((try? key()).map(String.init) ?? "?") of \(rows.name) is malformed")
             }
             if name == entity.name { return entity }
@@ -407,7 +385,7 @@ extension NativeStore {
                 guard request.includesSubentities, rowEntity.isKind(of: entity) else { return true }
             }
             let id = objectID(rowEntity, key)
-            let row = try decode(bytes, objectID: id, entity: rowEntity, columns: rowEntity === entity ? entityColumns : nil)
+            let row = try decode(bytes, objectID: id, entity: rowEntity, format: rowEntity === entity ? entityFormat : nil)
             // An exact plan's ranges hold only matching rows (as counting trusts too).
             if !plan.exact, let filter = plan.filter, try !evaluator.evaluate(filter, on: .row(decoded.set(row, id: id))) { return true }
             for check in access.checks where !check.admits(row, id: id) { return true }
@@ -472,7 +450,7 @@ extension NativeStore {
                 if let known = filters.first(where: { $0.owns(value) }) { return Unmanaged.passUnretained(known) }
                 let rowEntity = try rowEntity(value) { try Self.lastKey(of: entry, in: rows.name) }
                 let accepted = rowEntity === entity || (request.includesSubentities && rowEntity.isKind(of: entity))
-                let made = ScanFilter(plan.filter, layout: rawRowLayout(rowEntity), accepted: accepted)
+                let made = ScanFilter(plan.filter, format: format(of: rowEntity), accepted: accepted)
                 filters.append(made)
                 return Unmanaged.passUnretained(made)
             }
@@ -497,7 +475,7 @@ extension NativeStore {
             }
             // The fetched entity's filter is made first: its leading tests on the rows' fixed
             // head run inside the engine's leaf loop (ScanFilter.prefilter).
-            let fetched = ScanFilter(plan.filter, layout: rawRowLayout(entity), accepted: true)
+            let fetched = ScanFilter(plan.filter, format: entityFormat, accepted: true)
             fetched.enginePrefilters = fetched.prefilter != nil
             filters.append(fetched)
             currentFilter.pointee = Unmanaged.passUnretained(fetched)
@@ -518,21 +496,21 @@ extension NativeStore {
                 if decided == false { return true }
                 // A row of the fetched entity (the common case) is decoded with the entity and
                 // columns at hand: no reference counting of either, no lookup of the ID space.
-                if decided == true || plan.filter == nil, scan._withUnsafeGuaranteedRef({ $0.layout.entity === entity }) {
+                if decided == true || plan.filter == nil, scan._withUnsafeGuaranteedRef({ $0.format.entity === entity }) {
                     let id = ManagedObjectID(space: entitySpace, key: try Self.lastKey(of: entry, in: rows.name))
-                    let row = try decode(value, objectID: id, entity: entity, columns: entityColumns, reading: projection)
+                    let row = try entityFormat.decode(value, objectID: id, store: self, reading: projection)
                     for check in access.checks where !check.admits(row, id: id) { return true }
                     return try deliver(id, row)
                 }
-                let layout = scan._withUnsafeGuaranteedRef { $0.layout }
-                let id = objectID(layout.entity, try Self.lastKey(of: entry, in: rows.name))
+                let format = scan._withUnsafeGuaranteedRef { $0.format }
+                let id = objectID(format.entity, try Self.lastKey(of: entry, in: rows.name))
                 if decided == nil, let filter = plan.filter {
                     guard raw.load(value) else { throw malformed(entry) }
                     raw.id = id
-                    raw.layout = layout
+                    raw.format = format
                     if try !evaluator.evaluate(filter, on: .row(raw)) { return true }
                 }
-                let row = try decode(value, objectID: id, entity: layout.entity, columns: layout.entity === entity ? entityColumns : nil)
+                let row = try format.decode(value, objectID: id, store: self)
                 for check in access.checks where !check.admits(row, id: id) { return true }
                 return try deliver(id, row)
             }

@@ -214,15 +214,16 @@ extension NativeStore {
         var found = Set<Int64>()
         guard let rows = try transaction.tree(named: Self.rowsTree(entity)) else { return found }
         let raw = RawRow(store: self, placeholder: objectID(entity.name, 0))
-        var layouts: [ObjectIdentifier: RawRowLayout] = [:]
+        var formats: [RowFormat] = []
         try rows.forEach { entry, value in
-            guard let name = Self.entityName(ofRow: value), let rowEntity = model.entity(named: name) else {
+            let known = formats.first { $0.owns(value) }
+            guard let rowEntity = known?.entity ?? RowFormat.entityName(of: value).flatMap(model.entity(named:)) else {
                 throw ArborError(.store, "a row of \(rows.name) is malformed")
             }
             guard rowEntity.isKind(of: entity) else { return true }
-            let layout = layouts[ObjectIdentifier(rowEntity)] ?? rawRowLayout(rowEntity)
-            layouts[ObjectIdentifier(rowEntity)] = layout
-            raw.layout = layout
+            let format = known ?? format(of: rowEntity)
+            if known == nil { formats.append(format) }
+            raw.format = format
             guard raw.load(value) else { throw ArborError(.store, "a row of \(rows.name) is malformed") }
             switch try raw.operand(forKey: relationship.name) {
             case .objectID(let id)?: if keys.contains(id.key) { found.insert(try Self.lastKey(of: entry, in: rows.name)) }

@@ -56,7 +56,7 @@ struct FetchPlan {
     var joins: [JoinPlan] = []
     var sort: [ObjectSortDescriptor] = []
 
-    func queryPlan(entity: EntityDescription, request: StoreFetch) -> QueryPlan {
+    func queryPlan(entity: EntityDescription, format: RowFormat, request: StoreFetch) -> QueryPlan {
         let access: QueryPlan.Access
         if let index {
             access = .index(tree: index.tree, key: index.keys.joined(separator: ", ") + (descending ? " (backwards)" : ""),
@@ -67,8 +67,7 @@ struct FetchPlan {
         var plan = QueryPlan(entityName: entity.name, access: access, filter: filter, orderedByIndex: orderedByIndex && !request.sortDescriptors.isEmpty,
                              sort: sort, stopsEarly: request.limit > 0 && sort.isEmpty)
         plan.joins = joins.map { $0.description(source: entity) }
-        // Whether a filter compiles depends on the attributes' kinds, not on their order in rows.
-        if index == nil, let filter { plan.filterOnEncodedValues = ScanFilter.compiles(filter, layout: RawRowLayout(entity, columns: RowColumns(entity, layout: .fixedFirst))) }
+        if index == nil, let filter { plan.filterOnEncodedValues = ScanFilter.compiles(filter, format: format) }
         return plan
     }
 }

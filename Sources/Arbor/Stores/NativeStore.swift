@@ -12,7 +12,7 @@ import OrderedCollections
 /// - `join.<Entity>.<relationship>`: for each unordered many-to-many relationship, its pairs;
 /// - `unique.<Root>.<keys>`: each uniqueness constraint's values → the primary key holding them;
 /// - `arbor.metadata`: the store's identifier, the model's entity version hashes, its description
-///   and schema, and the row layout (`rows`; see `RowColumns`).
+///   and schema, and the row layout and column order (`rows`, `columns.<Entity>`; see `RowFormat`).
 ///
 /// Every save is one engine write transaction. The in-memory store is this class over a
 /// `MemoryFileSystem` (ArborStore's in-memory file system).
@@ -28,9 +28,9 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     let database: Database
     let model: ManagedObjectModel
     /// The order of the columns in this store's rows (recorded in its metadata).
-    let rowLayout: RowColumns.RowLayout
-    /// Each entity's stored columns, in row order (``RowColumns``), made once.
-    let rowColumns: [ObjectIdentifier: RowColumns]
+    let rowLayout: RowFormat.Layout
+    /// Each entity's row format in this store (``RowFormat``), made once.
+    let rowFormats: [ObjectIdentifier: RowFormat]
     /// Each entity's indexes, single-key uniqueness trees and foreign-key trees (the fetch
     /// planner's candidates), made once.
     let accessPaths: [ObjectIdentifier: [StoreIndex]]
@@ -60,7 +60,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     /// - Parameter newRowLayout: the row layout of a store this call makes (tests make stores of
     ///   layout 1, as earlier builds did: their metadata then records no layout).
     init(path: String, type: String, model: ManagedObjectModel, configuration: String?, options: DatabaseOptions,
-         newRowLayout: RowColumns.RowLayout = .fixedFirst) throws {
+         newRowLayout: RowFormat.Layout = .fixedFirst) throws {
         self.type = type
         self.path = type == "memory" ? nil : path
         configurationName = configuration
@@ -75,9 +75,9 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         self.database = database
         // An existing store is checked in a read transaction; only a new one is written to
         // (checked again under the write lock, in case another connection made it meanwhile).
-        let (identifier, rowLayout) = try Self.storeError("open the store at \(path)", code: .storeOpen) {
+        let recorded = try Self.storeError("open the store at \(path)", code: .storeOpen) {
             if let recorded = try database.read({ try Self.recordedIdentifier($0, model: model, path: path) }) { return recorded }
-            return try database.write { transaction -> (UUID, RowColumns.RowLayout) in
+            return try database.write { transaction -> Recorded in
                 if let recorded = try Self.recordedIdentifier(transaction, model: model, path: path) { return recorded }
                 let metadata = try transaction.tree(named: "arbor.metadata", create: true)!
                 let uuid = UUID()
@@ -93,15 +93,39 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                 try metadata.put(Array("hashes".utf8), Array(try encoder.encode(hashes)))
                 try metadata.put(Array("model".utf8), Array(model.description.utf8))
                 try metadata.put(Array("schema".utf8), try Self.schemaBytes(model))
+                var columns: [String: [String]] = [:]
+                // Stores of layout 1 are made only by tests, as builds before layout 2 made
+                // them: with no column order recorded.
+                if newRowLayout != .declared {
+                    for entity in model.entities {
+                        columns[entity.name] = RowFormat.derivedOrder(entity, layout: newRowLayout).map { RowFormat.name(of: $0, in: entity) }
+                        try metadata.put(Self.columnsKey(entity.name), Array(try encoder.encode(columns[entity.name])))
+                    }
+                }
                 for root in model.entities where root.superentity == nil {
                     _ = try transaction.tree(named: Self.rowsTree(root), create: true)
                 }
-                return (uuid, newRowLayout)
+                return Recorded(identifier: uuid, layout: newRowLayout, columns: columns, schema: nil)
             }
         }
-        self.identifier = identifier
-        self.rowLayout = rowLayout
-        rowColumns = Dictionary(uniqueKeysWithValues: model.entities.map { (ObjectIdentifier($0), RowColumns($0, layout: rowLayout)) })
+        identifier = recorded.identifier
+        rowLayout = recorded.layout
+        // Each entity's column order: as recorded; else as the layout derives it from the model
+        // that made the store (its recorded schema: the application's model may list the
+        // properties in another order); else from this model.
+        let writer = recorded.schema.flatMap { try? JSONDecoder().decode(ModelSchema.self, from: Data($0)).model() }
+        var formats: [ObjectIdentifier: RowFormat] = [:]
+        var unrecorded: [String: [String]] = [:]
+        for entity in model.entities {
+            var order = recorded.columns[entity.name]
+            if order == nil {
+                let derivedFrom = writer?.entity(named: entity.name) ?? entity
+                order = RowFormat.derivedOrder(derivedFrom, layout: recorded.layout).map { RowFormat.name(of: $0, in: derivedFrom) }
+                unrecorded[entity.name] = order
+            }
+            formats[ObjectIdentifier(entity)] = try order.map { try RowFormat.recorded(entity, layout: recorded.layout, order: $0) } ?? RowFormat(entity, layout: recorded.layout)
+        }
+        rowFormats = formats
         let store = identifier
         let spaces = model.entities.map { (entity: $0, space: ObjectIDSpace.interned($0.name, store)) }
         idSpaces = Dictionary(spaces.map { ($0.entity.name, $0.space) }, uniquingKeysWith: { first, _ in first })
@@ -109,6 +133,35 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         if !options.readOnly {
             try buildMissingIndexes()
             try recordMissingSchema()
+            try recordColumns(unrecorded)
+        }
+    }
+
+    /// What an Arbor store records about itself (`arbor.metadata`).
+    struct Recorded {
+        var identifier: UUID
+        var layout: RowFormat.Layout
+        /// The column order of each entity's rows, by entity name (stores made before it was
+        /// recorded have none).
+        var columns: [String: [String]]
+        /// The schema of the model that made the store (``ModelSchema`` as JSON), when recorded.
+        var schema: [UInt8]?
+    }
+
+    /// The metadata key of an entity's recorded column order.
+    static func columnsKey(_ entity: String) -> [UInt8] { Array("columns.\(entity)".utf8) }
+
+    /// Records the column order of entities whose store did not record it (stores made before
+    /// it was recorded), in one transaction: the order this store reads them in.
+    func recordColumns(_ orders: [String: [String]]) throws {
+        guard !orders.isEmpty else { return }
+        try Self.storeError("record the column order of \(path ?? "memory")", code: .storeOpen) {
+            try database.write { transaction in
+                let metadata = try transaction.tree(named: "arbor.metadata", create: true)!
+                for (entity, order) in orders where try metadata.get(Self.columnsKey(entity)) == nil {
+                    try metadata.put(Self.columnsKey(entity), Array(try JSONEncoder().encode(order)))
+                }
+            }
         }
     }
 
@@ -170,7 +223,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     /// - Throws: ``ArborError/Code/incompatibleModel``; ``ArborError/Code/storeOpen`` for a
     ///   database of something else (trees but no Arbor metadata), damaged metadata, or a row
     ///   layout this build does not know.
-    static func recordedIdentifier(_ transaction: ReadTransaction, model: ManagedObjectModel, path: String) throws -> (UUID, RowColumns.RowLayout)? {
+    static func recordedIdentifier(_ transaction: ReadTransaction, model: ManagedObjectModel, path: String) throws -> Recorded? {
         guard let metadata = try transaction.tree(named: "arbor.metadata") else {
             let trees = try transaction.trees()
             guard trees.isEmpty else {
@@ -186,14 +239,23 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         var entityHashes = recorded
         entityHashes[rowLayoutHashKey] = nil
         try model.checkCompatible(withStoreHashes: entityHashes.compactMapValues { bytes(fromHex: $0) }, storeName: path)
-        var layout = RowColumns.RowLayout.declared
+        var layout = RowFormat.Layout.declared
         if let recordedLayout = try metadata.get(Array("rows".utf8)) {
-            guard recordedLayout.count == 1, let known = RowColumns.RowLayout(rawValue: recordedLayout[0]) else {
+            guard recordedLayout.count == 1, let known = RowFormat.Layout(rawValue: recordedLayout[0]) else {
                 throw ArborError(.storeOpen, "\(path) stores its rows in layout \(recordedLayout.map(String.init).joined(separator: " ")), which this build of Arbor does not know (it reads layouts 1 and 2)")
             }
             layout = known
         }
-        return (UUID(uuid: stored.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }), layout)
+        var columns: [String: [String]] = [:]
+        for entity in model.entities {
+            guard let bytes = try metadata.get(columnsKey(entity.name)) else { continue }
+            guard let order = try? JSONDecoder().decode([String].self, from: Data(bytes)) else {
+                throw ArborError(.storeOpen, "the Arbor metadata of \(path) is damaged: the column order of \(entity.name) is unreadable")
+            }
+            columns[entity.name] = order
+        }
+        return Recorded(identifier: UUID(uuid: stored.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }), layout: layout,
+                        columns: columns, schema: try metadata.get(Array("schema".utf8)))
     }
 
     /// The entry of a layout-2 store's recorded hashes that names its row layout (a name no
@@ -257,52 +319,20 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
 
     // MARK: Row encoding
 
-    /// A row's bytes: the entity name, the version, each persistent attribute (in the entity's
-    /// order), each to-one foreign key, each ordered to-many relationship's keys.
+    /// A row's bytes in `entity`'s format (``RowFormat/encode(_:primaryKey:)``); `permanent`
+    /// gives a new destination's permanent ID.
     func encode(_ row: StoreRow, entity: EntityDescription, permanent: (ManagedObjectID) -> ManagedObjectID = { $0 }) throws -> [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(64)
-        KeyEncoding.append(.string(row.entityName), to: &bytes)
-        KeyEncoding.append(.int(row.version), to: &bytes)
-        // The entity's stored columns, in the order the decoder follows (RowColumns). Rows Arbor
-        // made are in the entity's layout: values by slot, no lookups by name.
-        let columns = columns(of: entity)
-        let sameLayout = row.values.layout === entity.propertyLayout
-        func value(_ slot: Int) -> PropertyValue? {
-            sameLayout ? row.values[slot: slot] : row.values[entity.propertyLayout.names[slot]]
-        }
-        for slot in columns.attributeSlots {
-            if case .attribute(let stored)? = value(slot) {
-                KeyEncoding.append(Self.component(stored), to: &bytes)
-            } else {
-                KeyEncoding.append(.null, to: &bytes)
-            }
-        }
-        // A destination with sub-entities also records which entity the object is (`named`).
-        for (slot, named) in columns.toOneSlots {
-            if case .object(let id)? = value(slot) {
-                if named { KeyEncoding.append(.string(id.entityName), to: &bytes) }
-                KeyEncoding.append(.int(try primaryKey(of: permanent(id))), to: &bytes)
-            } else {
-                if named { KeyEncoding.append(.null, to: &bytes) }
-                KeyEncoding.append(.null, to: &bytes)
-            }
-        }
-        return bytes
+        try format(of: entity).encode(row) { try primaryKey(of: permanent($0)) }
     }
 
     func decode(_ bytes: [UInt8], objectID: ManagedObjectID) throws -> StoreRow {
         try bytes.withUnsafeBytes { try decode($0, objectID: objectID) }
     }
 
-    /// The stored columns of `entity`'s rows (made once per entity of the model).
-    func columns(of entity: EntityDescription) -> RowColumns {
-        rowColumns[ObjectIdentifier(entity)] ?? RowColumns(entity, layout: rowLayout)
-    }
-
-    /// The scan filter's layout of `entity`'s rows, from its stored columns.
-    func rawRowLayout(_ entity: EntityDescription) -> RawRowLayout {
-        RawRowLayout(entity, columns: columns(of: entity))
+    /// The format of `entity`'s rows in this store (made once per entity of the store's model).
+    func format(of entity: EntityDescription) -> RowFormat {
+        // Every entity of the model has one; another model's entity is read in the derived order.
+        rowFormats[ObjectIdentifier(entity)] ?? RowFormat(entity, layout: rowLayout)
     }
 
     /// The row stored under `objectID`'s primary key in `tree` (its hierarchy's rows tree), read
@@ -314,89 +344,28 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         }
     }
 
-    /// Decodes a row in place (straight out of its page), component by component into the
-    /// slots of its entity's layout. `entity`, when given, is the row's entity as the caller
-    /// already read it (the name is then skipped, not decoded again), and `columns` that entity's
-    /// stored columns when the caller has them at hand.
-    func decode(_ bytes: UnsafeRawBufferPointer, objectID: ManagedObjectID, entity known: EntityDescription? = nil, columns knownColumns: RowColumns? = nil) throws -> StoreRow {
-        if let known {
-            if let knownColumns { return try decode(bytes, objectID: objectID, entity: known, columns: knownColumns) }
-            guard let columns = rowColumns[ObjectIdentifier(known)] else {
-                throw ArborError(.store, "the row of \(objectID) is malformed: its entity \(known.name) is not in the store's model", objectID: objectID)
-            }
-            return try decode(bytes, objectID: objectID, entity: known, columns: columns)
-        }
-        var reader = KeyReader(bytes)
-        let first: KeyComponent?
-        do {
-            first = try reader.next()
-        } catch let error as StoreError {
-            throw ArborError(.store, "the row of \(objectID) is malformed: \(error.message)", objectID: objectID)
-        }
-        guard case .string(let name)? = first else {
-            throw ArborError(.store, "the row of \(objectID) is malformed: no entity and version", objectID: objectID)
-        }
-        guard let entity = model.entity(named: name) else {
-            throw ArborError(.store, "the row of \(objectID) is malformed: its entity \(name) is not in the model", objectID: objectID)
-        }
-        guard let columns = rowColumns[ObjectIdentifier(entity)] else {
-            throw ArborError(.store, "the row of \(objectID) is malformed: its entity \(name) is not in the store's model", objectID: objectID)
-        }
-        return try decode(bytes, objectID: objectID, entity: entity, columns: columns)
-    }
-
-    /// Decodes a row of `entity` (whose stored columns are `columns`) in place. The entity and
-    /// the columns are borrowed from the caller: nothing per row counts references to them.
-    func decode(_ bytes: UnsafeRawBufferPointer, objectID: ManagedObjectID, entity: EntityDescription, columns: RowColumns,
+    /// Decodes a row in place (straight out of its page) in its entity's format. `entity`, when
+    /// given, is the row's entity as the caller already read it (the name is then not decoded),
+    /// and `format` that entity's format when the caller has it at hand.
+    func decode(_ bytes: UnsafeRawBufferPointer, objectID: ManagedObjectID, entity known: EntityDescription? = nil, format knownFormat: RowFormat? = nil,
                 reading mask: UnsafeBufferPointer<Bool>? = nil) throws -> StoreRow {
-        func corrupt(_ why: String) -> ArborError {
-            ArborError(.store, "the row of \(objectID) is malformed: \(why)", objectID: objectID)
-        }
-        var reader = KeyReader(bytes)
-        do {
-            // The entity's name (the caller told the entity) is skipped, not decoded.
-            try reader.skip()
-            guard case .int(let version)? = try reader.next() else { throw corrupt("no entity and version") }
-            // Versions start at 1, and a save adds one: the largest leaves room for that.
-            guard version > 0, version < Int64.max else { throw corrupt("its version \(version) is out of range") }
-            // Layouts are never freed: held unretained.
-            let layoutReference = entity.layoutReference
-            var slots = layoutReference._withUnsafeGuaranteedRef { $0.makeSlots() }
-            for step in columns.stepBuffer {
-                if let mask, !mask[step.slot] {
-                    // A column the caller does not read: stepped over, nothing decoded.
-                    try reader.skip()
-                    if step.kind == nil && step.named { try reader.skip() }
-                    continue
-                }
-                if let kind = step.kind {
-                    guard let component = try reader.next() else { throw corrupt("too few values") }
-                    slots[step.slot] = Self.attributeValue(component, kind: kind).map(PropertyValue.attribute) ?? PropertyValue.none
-                    continue
-                }
-                var destinationName = columns.destinations[step.destination]
-                if step.named {
-                    guard let component = try reader.next() else { throw corrupt("too few values") }
-                    if case .string(let name) = component {
-                        // A name read from the file: only the model's entities make IDs.
-                        guard isModelEntity(name) else { throw corrupt("a relationship names \(name), which is not an entity of the model") }
-                        destinationName = name
-                    }
-                }
-                guard let component = try reader.next() else { throw corrupt("too few values") }
-                if case .int(let key) = component {
-                    guard Self.isPrimaryKey(key) else { throw corrupt("a relationship holds \(key), which is not a primary key") }
-                    slots[step.slot] = .object(self.objectID(destinationName, key))
-                } else {
-                    slots[step.slot] = PropertyValue.none
-                }
+        if let knownFormat { return try knownFormat.decode(bytes, objectID: objectID, store: self, reading: mask) }
+        let entity: EntityDescription
+        if let known {
+            entity = known
+        } else {
+            guard let name = RowFormat.entityName(of: bytes) else {
+                throw ArborError(.store, "the row of \(objectID) is malformed: no entity and version", objectID: objectID)
             }
-            return layoutReference._withUnsafeGuaranteedRef {
-                StoreRow(entityName: entity.name, version: version, values: PropertyStorage(layout: $0, slots: slots))
+            guard let named = model.entity(named: name) else {
+                throw ArborError(.store, "the row of \(objectID) is malformed: its entity \(name) is not in the model", objectID: objectID)
             }
-        } catch let error as StoreError {
-            throw corrupt(error.message)
+            entity = named
         }
+        guard let format = rowFormats[ObjectIdentifier(entity)] else {
+            throw ArborError(.store, "the row of \(objectID) is malformed: its entity \(entity.name) is not in the store's model", objectID: objectID)
+        }
+        return try format.decode(bytes, objectID: objectID, store: self, reading: mask)
     }
 
     static func component(_ value: AttributeValue?) -> KeyComponent {
@@ -557,7 +526,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                       let key = holder.withUnsafeBytes({ KeyEncoding.integer(exactly: $0) }), Self.isPrimaryKey(key) else { return nil }
                 // The holder's own entity (a sub-entity's row names it first).
                 let name = try transaction.tree(named: Self.rowsTree(entity))?.get(Self.key(key))
-                    .flatMap { bytes in bytes.withUnsafeBytes { Self.entityName(ofRow: $0) } }
+                    .flatMap { bytes in bytes.withUnsafeBytes { RowFormat.entityName(of: $0) } }
                 return objectID(name ?? entity.rootEntity.name, key)
             }
         }

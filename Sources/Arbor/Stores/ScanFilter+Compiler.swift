@@ -6,15 +6,15 @@ import Foundation
 extension ScanFilter {
     /// Turns a predicate into nodes (children before parents), links and constants.
     struct Compiler {
-        let layout: RawRowLayout
+        let format: RowFormat
         var nodes: [Node] = []
         var links: [Int] = []
         var spans: [Span] = []
         var pool: [UInt8] = []
         var lastComponent = 0
 
-        init(layout: RawRowLayout) {
-            self.layout = layout
+        init(format: RowFormat) {
+            self.format = format
         }
 
         /// The node for `predicate` (not yet appended; its children are); nil when some part
@@ -40,7 +40,7 @@ extension ScanFilter {
             case .comparison(let comparison):
                 guard comparison.modifier == .direct,
                       case .keyPath(let keys) = comparison.left, keys.count == 1,
-                      case .attribute(let component, let type)? = layout.slots[keys[0]],
+                      case .attribute(let component, let type)? = format.places[keys[0]],
                       case .constant(let constant) = comparison.right else { return nil }
                 let node: Node?
                 if comparison.options.isEmpty && comparison.operator != .like {

@@ -91,8 +91,8 @@ final class ScanFilter {
     /// Whether rows of this entity belong in the result (the fetched entity, or a subentity when
     /// the request includes them).
     let accepted: Bool
-    /// The layout of the entity's rows (for the evaluator, when bytes do not decide).
-    let layout: RawRowLayout
+    /// The format of the entity's rows (for the evaluator, when bytes do not decide).
+    let format: RowFormat
     /// Whether the predicate compiled: false leaves every row to the evaluator.
     let compiled: Bool
     /// The encoded entity name, each row's first component.
@@ -144,14 +144,14 @@ final class ScanFilter {
         func passes(_ row: UnsafeRawBufferPointer) -> Bool { comparison.passes(row) }
     }
 
-    /// Compiles `predicate` (nil: no filter) for rows of `layout`'s entity.
-    init(_ predicate: ObjectPredicate?, layout: RawRowLayout, accepted: Bool) {
-        self.layout = layout
+    /// Compiles `predicate` (nil: no filter) for rows of `format`'s entity.
+    init(_ predicate: ObjectPredicate?, format: RowFormat, accepted: Bool) {
+        self.format = format
         self.accepted = accepted
-        let encodedName = KeyEncoding.encode([.string(layout.entity.name)])
+        let encodedName = format.entityComponent
         name = .allocate(byteCount: encodedName.count, alignment: 1)
         name.copyBytes(from: encodedName)
-        var compiler = Compiler(layout: layout)
+        var compiler = Compiler(format: format)
         let root = predicate.flatMap { compiler.compile($0) }
         compiled = root != nil
         if let root { compiler.nodes.append(root) }  // the root is the last node
@@ -177,7 +177,7 @@ final class ScanFilter {
         conjunction = .allocate(capacity: max(1, tests.count))
         _ = conjunction.initialize(from: tests)
         conjunctionCount = tests.count
-        let head = Self.fixedHead(layout, nameCount: encodedName.count, through: compiler.lastComponent)
+        let head = format.fixedHead(through: compiler.lastComponent)
         // Room for every component a test reads and for the fixed head (which always spans the
         // name and the version), each start and the end after.
         components = .allocate(capacity: max(compiler.lastComponent + 2, head.starts.count))
@@ -191,7 +191,7 @@ final class ScanFilter {
         for (position, index) in tests.enumerated() {
             let node = compiler.nodes[index]
             // A test of a head component other than the name and version (always an attribute).
-            guard node.kind == .compare, node.tag == KeyEncoding.Tag.int, node.component >= 2,
+            guard node.kind == .compare, node.tag == KeyEncoding.Tag.int, node.component >= RowFormat.firstColumnComponent,
                   node.component < head.starts.count - 1, node.count == 1 else { continue }
             let span = compiler.spans[node.first]
             guard span.count == 9 else { continue }
@@ -214,24 +214,6 @@ final class ScanFilter {
         } else {
             nameWords = nil
         }
-    }
-
-    /// The fixed head of `layout`'s rows, no further than component `last` needs: the start of
-    /// each component in it and of the one after it, and the tags that must hold.
-    static func fixedHead(_ layout: RawRowLayout, nameCount: Int, through last: Int) -> (starts: [Int], guards: [ValuePrefilter.Guard]) {
-        var kinds: [Int: AttributeType.Kind] = [:]
-        for case .attribute(let component, let type) in layout.slots.values { kinds[component] = type.kind }
-        // The name, then the version: an integer.
-        var starts = [0, nameCount, nameCount + 9]
-        var guards = [ValuePrefilter.Guard(offset: nameCount, allowed: [KeyEncoding.Tag.int])]
-        var component = 2
-        while component <= last, let kind = kinds[component], let fixed = RowColumns.fixedComponent(kind) {
-            let start = starts[component]
-            guards.append(ValuePrefilter.Guard(offset: start, allowed: fixed.tags))
-            starts.append(start + fixed.size)
-            component += 1
-        }
-        return (starts, guards)
     }
 
     /// The engine-side form of the conjunction's leading tests on the fixed head (those before
@@ -290,9 +272,9 @@ final class ScanFilter {
         scratch.deallocate()
     }
 
-    /// Whether `predicate` compiles for rows of `layout`'s entity (for explain).
-    static func compiles(_ predicate: ObjectPredicate, layout: RawRowLayout) -> Bool {
-        var compiler = Compiler(layout: layout)
+    /// Whether `predicate` compiles for rows of `format`'s entity (for explain).
+    static func compiles(_ predicate: ObjectPredicate, format: RowFormat) -> Bool {
+        var compiler = Compiler(format: format)
         return compiler.compile(predicate) != nil
     }
 
@@ -303,7 +285,7 @@ final class ScanFilter {
             return row.count >= name.count && row.loadUnaligned(as: UInt64.self) == nameWords.first
                 && row.loadUnaligned(fromByteOffset: name.count - 8, as: UInt64.self) == nameWords.last
         }
-        return RowColumns.row(row, begins: UnsafeRawBufferPointer(name))
+        return RowFormat.row(row, begins: UnsafeRawBufferPointer(name))
     }
 
     /// Whether `row` (one of this entity's) matches; nil when its bytes do not decide it
@@ -318,8 +300,8 @@ final class ScanFilter {
         guard compiled else { return nil }
         // Components located so far: `components[located]` is where the next one starts.
         var located = 1
-        components[0] = 0
-        components[1] = name.count
+        components[0] = fixedStarts[0]
+        components[1] = fixedStarts[1]
         let onHead = holdsFixedHead(row)
         /// Locates the fixed head at once (before the first test that needs components).
         func locateHead() {
@@ -353,7 +335,7 @@ final class ScanFilter {
     @inline(__always)
     private func locate(through index: Int, _ row: UnsafeRawBufferPointer, _ located: inout Int) -> Bool {
         while located <= index {
-            guard let end = KeyEncoding.componentEnd(row, from: components[located]) else { return false }
+            guard let end = RowFormat.componentEnd(row, from: components[located]) else { return false }
             located += 1
             components[located] = end
         }

@@ -1,0 +1,206 @@
+import ArborStore
+import ArborTestSupport
+import Foundation
+import Testing
+@testable import Arbor
+
+/// ``RowFormat``, the one owner of a stored row's layout: what it encodes, its lookup of one
+/// component, its fixed head and its decoder agree, for every entity and every layout this build
+/// reads.
+@Suite("Row format")
+struct RowFormatTests {
+    static func randomValue(_ kind: AttributeType.Kind, _ random: inout SplitMix64) -> AttributeValue? {
+        guard Int.random(in: 0..<5, using: &random) > 0 else { return nil }
+        let n = Int64.random(in: -300...300, using: &random)
+        return switch kind {
+        case .integer16, .integer32, .integer64: .integer(Bool.random(using: &random) ? n : n << 40)
+        case .decimal: .decimal(Decimal(string: "\(n).5")!)
+        case .double: .double(Double(n) / 7)
+        case .float: .float(Float(n) / 4)
+        case .string: .string(["", "a", "é", "zero\u{0}byte", String(repeating: "x", count: Int(n & 63))].randomElement(using: &random)!)
+        case .boolean: .boolean(Bool.random(using: &random))
+        case .date: .date(Date(timeIntervalSinceReferenceDate: Double(n) * 1_000.25))
+        case .binaryData: .data(Data((0..<Int(n & 15)).map { UInt8(truncatingIfNeeded: $0 * 37) }))
+        case .uuid: .uuid(UUID())
+        case .uri: .uri(URL(string: "https://example.com/\(n)")!)
+        case .transformable: .transformable(Data([0, 1, 2]))
+        }
+    }
+
+    @Test("encode, the lookup of one component, the fixed head and decode agree for every entity, in every layout", arguments: RowFormat.Layout.allCases)
+    func partsAgree(layout: RowFormat.Layout) throws {
+        let seed = UInt64.random(in: 0...UInt64.max)
+        var random = SplitMix64(seed: seed)
+        let model = try FixtureStore.model()
+        let store = try NativeStore.inMemory(model: model)
+        for entity in model.entities {
+            let format = RowFormat(entity, layout: layout)
+            for round in 0..<200 {
+                var attributes: [String: AttributeValue] = [:]
+                var toOne: [String: ManagedObjectID] = [:]
+                for attribute in entity.attributes where !attribute.isTransient {
+                    attributes[attribute.name] = Self.randomValue(attribute.type.kind, &random)
+                }
+                for relationship in entity.relationships where !relationship.isToMany && Bool.random(using: &random) {
+                    let destination = try #require(relationship.destinationEntity)
+                    let named = ([destination] + destination.subentities).randomElement(using: &random)!
+                    toOne[relationship.name] = store.objectID(named.name, Int64.random(in: 1...1 << 40, using: &random))
+                }
+                let version = Int64.random(in: 1...1_000_000, using: &random)
+                let row = StoreRow(entityName: entity.name, version: version, attributes: attributes, toOne: toOne)
+                let bytes = try format.encode(row) { try store.primaryKey(of: $0) }
+                try bytes.withUnsafeBytes { bytes in
+                    let context = "seed \(seed), \(layout), \(entity.name), round \(round)"
+                    #expect(format.owns(bytes), "\(context)")
+                    #expect(RowFormat.entityName(of: bytes) == entity.name, "\(context)")
+                    let id = store.objectID(entity.name, 1)
+                    let decoded = try format.decode(bytes, objectID: id, store: store)
+                    #expect(decoded.version == version, "\(context)")
+                    #expect(decoded.attributes == attributes, "\(context)")
+                    #expect(decoded.toOne == toOne, "\(context)")
+                    // Each place holds its property's value, read alone.
+                    for (name, place) in format.places {
+                        switch place {
+                        case .attribute(let component, let type):
+                            let range = try #require(RowFormat.range(ofComponent: component, in: bytes))
+                            let value = try RowFormat.attributeValue(in: bytes, at: range, kind: type.kind)
+                            #expect(value == attributes[name], "\(context): \(name)")
+                        case .toOne(let component, _, let nameComponent):
+                            let range = try #require(RowFormat.range(ofComponent: component, in: bytes))
+                            var reader = KeyReader(UnsafeRawBufferPointer(rebasing: bytes[range]))
+                            let key = try reader.next()
+                            #expect(key == (toOne[name].map { KeyComponent.int($0.primaryKey!) } ?? .null), "\(context): \(name)")
+                            if let nameComponent {
+                                let nameRange = try #require(RowFormat.range(ofComponent: nameComponent, in: bytes))
+                                var names = KeyReader(UnsafeRawBufferPointer(rebasing: bytes[nameRange]))
+                                #expect(try names.next() == (toOne[name].map { KeyComponent.string($0.entityName) } ?? .null), "\(context): \(name)")
+                            }
+                        }
+                    }
+                    // The fixed head: where every component of it starts, when its guards hold.
+                    let head = format.fixedHead(through: Int.max)
+                    var offsets: [Int] = []
+                    #expect(RowFormat.locateComponents(bytes, into: &offsets), "\(context)")
+                    let holds = bytes.count >= head.starts.last! && head.guards.allSatisfy { $0.offset < bytes.count && $0.holds(bytes[$0.offset]) }
+                    let required = zip(format.columns, RowFormat.firstColumnComponent...).prefix(head.starts.count - 3).allSatisfy { column, component in
+                        guard case .attribute(let slot, let type) = column, type.kind != .boolean else { return true }
+                        return attributes[entity.propertyLayout.names[slot]] != nil
+                    }
+                    #expect(holds == required, "\(context): the guards hold exactly when no fixed-size value of the head is nil")
+                    if holds {
+                        #expect(Array(offsets.prefix(head.starts.count)) == head.starts, "\(context)")
+                    }
+                }
+            }
+        }
+    }
+
+    @Test("the row's layout is stated in RowFormat alone: no other source file counts components or walks a row's bytes")
+    func oneOwner() throws {
+        let stores = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Sources/Arbor").standardized
+        let files = try #require(FileManager.default.enumerator(atPath: stores.path)).compactMap { $0 as? String }.filter { $0.hasSuffix(".swift") }
+        #expect(files.count > 20)
+        for file in files where !file.hasSuffix("RowFormat.swift") {
+            let text = try String(contentsOfFile: stores.path + "/" + file, encoding: .utf8)
+            for marker in ["index = 2", "nameCount + 9", "offsets.count >= 3", "KeyEncoding.componentEnd", "KeyReader(", "component(index - 1)"] {
+                #expect(!text.contains(marker), "\(file) contains \(marker)")
+            }
+        }
+    }
+}
+
+/// The column order a store records (`columns.<Entity>`): reordering a model's properties never
+/// misreads a row, whoever made the store.
+@Suite("Recorded column order")
+struct ColumnOrderTests {
+    /// The fixture model with every entity's attributes and relationships declared in reverse.
+    static func reversedFixtureModel() throws -> ManagedObjectModel {
+        let original = try FixtureStore.model()
+        let schema = ModelSchema(original)
+        var reversed = schema
+        reversed.entities = schema.entities.map { entity in
+            var entity = entity
+            entity.attributes.reverse()
+            entity.relationships.reverse()
+            return entity
+        }
+        return try reversed.model()
+    }
+
+    static func recordedColumns(_ path: String, _ entity: String) throws -> [String]? {
+        let database = try Database(path: path)
+        return try database.read { transaction in
+            try transaction.tree(named: "arbor.metadata")?.get(NativeStore.columnsKey(entity)).map { try JSONDecoder().decode([String].self, from: Data($0)) }
+        }
+    }
+
+    @Test("a store made by this build records each entity's columns; reopened with the properties declared in another order, it reads and writes every row right")
+    func reorderedModel() throws {
+        let path = try temporaryDirectory() + "/reordered.arbor"
+        let model = try FixtureStore.model()
+        do {
+            let stack = try Stack(model: model, path: path)
+            try FixtureStore.populate(stack.context())
+        }
+        let book = try #require(model.entity(named: "Book"))
+        #expect(try Self.recordedColumns(path, "Book") == RowFormat.derivedOrder(book, layout: .fixedFirst).map { RowFormat.name(of: $0, in: book) })
+        let reversed = try Self.reversedFixtureModel()
+        #expect(reversed.entity(named: "Book")?.attributes.first?.name == "link")
+        do {
+            // The hashes do not cover the order: the store opens, in its recorded order.
+            let stack = try Stack(model: reversed, path: path)
+            let context = stack.context()
+            try FixtureStoreTests.checkContents(context, removed: [], changed: [:])
+            try FixtureStoreTests.checkSearches(context)
+            let books = try FixtureStoreTests.books(context)
+            try books[3]?.setValue("Retitled", forKey: "title")
+            try books[3]?.setValue(nil, forKey: "shelf")
+            context.delete(try #require(books[8]))
+            _ = try stack.insert("Book", in: context, FixtureStore.attributes(ofBook: 99).compactMapValues { $0 })
+            try context.save()
+        }
+        // Written in the reversed model, read in the original one.
+        let stack = try Stack(model: model, path: path)
+        try FixtureStoreTests.checkContents(stack.context(), removed: [8], changed: [3: "Retitled"], added: [99])
+    }
+
+    @Test("a store that records no column order (made by an earlier build) opened with a reordered model reads its rows in the order of the model that made it, and records it",
+          arguments: ["rows-1.arbor", "release-0.1.0.arbor"])
+    func earlierStoreReordered(file: String) throws {
+        let path = try FixtureStoreTests.copy(file)
+        #expect(try Self.recordedColumns(path, "Book") == nil)
+        let original = try FixtureStore.model()
+        let book = try #require(original.entity(named: "Book"))
+        let layout: RowFormat.Layout = file == "rows-1.arbor" ? .declared : .fixedFirst
+        do {
+            let stack = try Stack(model: try Self.reversedFixtureModel(), path: path)
+            try FixtureStoreTests.checkContents(stack.context(), removed: [], changed: [:])
+            try FixtureStoreTests.checkSearches(stack.context())
+        }
+        #expect(try Self.recordedColumns(path, "Book") == RowFormat.derivedOrder(book, layout: layout).map { RowFormat.name(of: $0, in: book) })
+    }
+
+    @Test("a recorded column order that does not fit the model is a typed error naming the difference, and the file is left as it was")
+    func mismatchedRecord() throws {
+        let path = try temporaryDirectory() + "/mismatched.arbor"
+        let model = try FixtureStore.model()
+        do { _ = try Stack(model: model, path: path) }
+        for (record, expected): ([UInt8], String) in [
+            (Array(#"["name", "title"]"#.utf8), "the model has no property title"),
+            (Array(#"["name", "name"]"#.utf8), "recorded twice"),
+            (Array("not json".utf8), "unreadable"),
+        ] {
+            let database = try Database(path: path)
+            try database.write { try $0.tree(named: "arbor.metadata")!.put(NativeStore.columnsKey("Shelf"), record) }
+            let before = try Data(contentsOf: URL(fileURLWithPath: path))
+            do {
+                _ = try Stack(model: model, path: path)
+                Issue.record("opened with the columns \(String(decoding: record, as: UTF8.self))")
+            } catch let error as ArborError {
+                #expect([.incompatibleModel, .storeOpen].contains(error.code))
+                #expect(error.message.contains(expected), "\(error.message)")
+            }
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
+        }
+    }
+}

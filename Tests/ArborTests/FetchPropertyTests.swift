@@ -160,7 +160,9 @@ struct FetchPropertyTests {
             if try request.explain(in: plain.context).contains("(on its encoded values)") { onBytes += 1 }
         }
         #expect(usedIndex > 60, "the random predicates exercise the indexes (\(usedIndex) of 300 plans used one)")
-        #expect(onBytes > 35, "the random predicates exercise the scan's filter on encoded values (\(onBytes) of 300 plans used it)")
+        // Records (layout 3) are not filtered on their bytes yet (docs/row-format.md).
+        let records = (plain.stack.coordinator.persistentStores.first as? NativeStore)?.rowLayout == .records
+        #expect(records || onBytes > 35, "the random predicates exercise the scan's filter on encoded values (\(onBytes) of 300 plans used it)")
     }
 
     @Test("with unsaved changes, fetches agree with in-memory evaluation of the context's current state")
@@ -210,7 +212,7 @@ struct FetchPropertyTests {
 
     @Test("explain names the index, the ranges, the order and the fallback")
     func explain() throws {
-        let people = try People()
+        let people = try People(rowLayout: .fixedFirst)
         try people.person(1, "Ann", age: 3)
         try people.context.save()
         func plan(_ format: String?, sort: [ObjectSortDescriptor] = [], limit: Int = 0) throws -> String {

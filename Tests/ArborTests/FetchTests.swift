@@ -40,8 +40,8 @@ struct People {
     let stack: Stack
     let context: ManagedObjectContext
 
-    init(indexed: Bool = true) throws {
-        stack = try Stack(model: fetchModel(indexed: indexed))
+    init(indexed: Bool = true, rowLayout: RowFormat.Layout? = nil) throws {
+        stack = try Stack(model: fetchModel(indexed: indexed), rowLayout: rowLayout)
         context = stack.context()
     }
 

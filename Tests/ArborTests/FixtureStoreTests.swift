@@ -11,9 +11,9 @@ import Testing
 /// - `rows-1.arbor`: row layout 1 (the model's column order), written by the last build before
 ///   layout 2 (commit a3b356b);
 /// - `release-0.1.0.arbor`: written by release 0.1.0 (commit 2ade8ec; row layout 2);
-/// - `rows-2.arbor`: row layout 2 (fixed-size attributes first), written by this build's
-///   ``writeFixtures()`` (run it with `ARBOR_WRITE_FIXTURES=<dir>` to write the fixtures this
-///   build makes) on 2026-11-26.
+/// - `rows-2.arbor` and `rows-3.arbor`: row layouts 2 (fixed-size attributes first) and 3
+///   (records), written by ``writeFixtures()`` (run it with `ARBOR_WRITE_FIXTURES=<dir>` to
+///   write the fixtures this build makes) on 2026-11-26.
 ///
 /// The first two were written from `FixtureStore`'s model and data by a small program built
 /// against those commits (`FixtureStore`'s source only uses API they already had).
@@ -29,7 +29,7 @@ struct FixtureStoreTests {
     }
 
     static let cases: [(file: String, layout: RowFormat.Layout)] = [
-        ("rows-1.arbor", .declared), ("release-0.1.0.arbor", .fixedFirst), ("rows-2.arbor", .fixedFirst),
+        ("rows-1.arbor", .declared), ("release-0.1.0.arbor", .fixedFirst), ("rows-2.arbor", .fixedFirst), ("rows-3.arbor", .records),
     ]
 
     @Test("a fixture store opens in its layout, reads every value and relationship as written, answers searches like memory, takes a save and checks clean",
@@ -139,10 +139,9 @@ struct FixtureStoreTests {
     @Test("writes this build's fixture stores", .enabled(if: ProcessInfo.processInfo.environment["ARBOR_WRITE_FIXTURES"] != nil))
     func writeFixtures() throws {
         let directory = try #require(ProcessInfo.processInfo.environment["ARBOR_WRITE_FIXTURES"])
-        let path = directory + "/rows-2.arbor"
-        let model = try FixtureStore.model()
-        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
-        _ = try coordinator.addNativeStore(at: path)
-        try FixtureStore.populate(ManagedObjectContext(persistentStoreCoordinator: coordinator))
+        for layout in [RowFormat.Layout.fixedFirst, .records] {
+            let stack = try Stack(model: try FixtureStore.model(), path: directory + "/rows-\(layout.rawValue).arbor", rowLayout: layout)
+            try FixtureStore.populate(stack.context())
+        }
     }
 }

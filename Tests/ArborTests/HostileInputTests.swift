@@ -28,7 +28,8 @@ struct HostileInputTests {
     /// A store file with one writer and one book of theirs, saved and closed; its path.
     static func savedStore() throws -> String {
         let path = try temporaryDirectory() + "/hostile.arbor"
-        let stack = try Stack(model: try model(), path: path)
+        // Rows rewritten as layout 2's components.
+        let stack = try Stack(model: try model(), path: path, rowLayout: .fixedFirst)
         let context = stack.context()
         let writer = try stack.insert("Writer", in: context, ["name": "Ada"])
         let book = try stack.insert("Book", in: context, [:])

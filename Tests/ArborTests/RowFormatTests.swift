@@ -32,9 +32,10 @@ struct RowFormatTests {
         let seed = UInt64.random(in: 0...UInt64.max)
         var random = SplitMix64(seed: seed)
         let model = try FixtureStore.model()
-        let store = try NativeStore.inMemory(model: model)
+        let store = try #require(try Stack(model: model, rowLayout: layout).coordinator.persistentStores.first as? NativeStore)
         for entity in model.entities {
-            let format = RowFormat(entity, layout: layout)
+            let format = store.format(of: entity)
+            #expect(format.layout == layout)
             for round in 0..<200 {
                 var attributes: [String: AttributeValue] = [:]
                 var toOne: [String: ManagedObjectID] = [:]
@@ -48,11 +49,14 @@ struct RowFormatTests {
                 }
                 let version = Int64.random(in: 1...1_000_000, using: &random)
                 let row = StoreRow(entityName: entity.name, version: version, attributes: attributes, toOne: toOne)
-                let bytes = try format.encode(row) { try store.primaryKey(of: $0) }
+                let bytes = try store.encode(row, entity: entity)
                 try bytes.withUnsafeBytes { bytes in
                     let context = "seed \(seed), \(layout), \(entity.name), round \(round)"
                     #expect(format.owns(bytes), "\(context)")
-                    #expect(RowFormat.entityName(of: bytes) == entity.name, "\(context)")
+                    #expect(store.entityName(ofRow: bytes, hierarchy: entity.rootEntity) == entity.name, "\(context)")
+                    for other in model.entities where other !== entity && other.rootEntity === entity.rootEntity {
+                        #expect(!store.format(of: other).owns(bytes), "\(context): \(other.name) owns it too")
+                    }
                     let id = store.objectID(entity.name, 1)
                     let decoded = try format.decode(bytes, objectID: id, store: store)
                     #expect(decoded.version == version, "\(context)")
@@ -62,21 +66,22 @@ struct RowFormatTests {
                     for (name, place) in format.places {
                         switch place {
                         case .attribute(let component, let type):
-                            let range = try #require(RowFormat.range(ofComponent: component, in: bytes))
-                            let value = try RowFormat.attributeValue(in: bytes, at: range, kind: type.kind)
+                            let value = try format.attributeValue(atComponent: component, kind: type.kind, in: bytes)
                             #expect(value == attributes[name], "\(context): \(name)")
+                            #expect(try format.component(component, of: bytes) == attributes[name].map(NativeStore.component) ?? .null, "\(context): \(name)")
                         case .toOne(let component, _, let nameComponent):
-                            let range = try #require(RowFormat.range(ofComponent: component, in: bytes))
-                            var reader = KeyReader(UnsafeRawBufferPointer(rebasing: bytes[range]))
-                            let key = try reader.next()
-                            #expect(key == (toOne[name].map { KeyComponent.int($0.primaryKey!) } ?? .null), "\(context): \(name)")
+                            #expect(try format.component(component, of: bytes) == (toOne[name].map { KeyComponent.int($0.primaryKey!) } ?? .null), "\(context): \(name)")
                             if let nameComponent {
-                                let nameRange = try #require(RowFormat.range(ofComponent: nameComponent, in: bytes))
-                                var names = KeyReader(UnsafeRawBufferPointer(rebasing: bytes[nameRange]))
-                                #expect(try names.next() == (toOne[name].map { KeyComponent.string($0.entityName) } ?? .null), "\(context): \(name)")
+                                // Layouts 1 and 2 name the entity; records give its place in the store's list.
+                                let named = toOne[name].map { id in
+                                    layout == .records ? KeyComponent.int(Int64(store.recordedEntities.firstIndex(of: id.entityName)!)) : .string(id.entityName)
+                                }
+                                #expect(try format.component(nameComponent, of: bytes) == named ?? .null, "\(context): \(name)")
                             }
                         }
                     }
+                    #expect(try format.component(RowFormat.versionComponent, of: bytes) == .int(version), "\(context)")
+                    guard layout != .records else { return }
                     // The fixed head: where every component of it starts, when its guards hold.
                     let head = format.fixedHead(through: Int.max)
                     var offsets: [Int] = []
@@ -143,7 +148,8 @@ struct ColumnOrderTests {
             try FixtureStore.populate(stack.context())
         }
         let book = try #require(model.entity(named: "Book"))
-        #expect(try Self.recordedColumns(path, "Book") == RowFormat.derivedOrder(book, layout: .fixedFirst).map { RowFormat.name(of: $0, in: book) })
+        let layout = try #require(try Stack(model: model, path: path).coordinator.persistentStores.first as? NativeStore).rowLayout
+        #expect(try Self.recordedColumns(path, "Book") == RowFormat.derivedOrder(book, layout: layout).map { RowFormat.name(of: $0, in: book) })
         let reversed = try Self.reversedFixtureModel()
         #expect(reversed.entity(named: "Book")?.attributes.first?.name == "link")
         do {

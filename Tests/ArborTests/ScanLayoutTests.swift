@@ -99,7 +99,7 @@ struct ScanLayoutTests {
             try context.save()
         }
         // Reopened as any store is: the layout comes from the store's metadata.
-        let stack = try Stack(model: model, path: path)
+        let stack = try Stack(model: model, path: path, rowLayout: .fixedFirst)
         let store = try #require(stack.coordinator.persistentStores.first as? NativeStore)
         #expect(store.rowLayout == layout)
         var prefiltered = 0
@@ -131,7 +131,7 @@ struct ScanLayoutTests {
     @Test("a scan's filter trusts the engine's prefilter when the engine runs it: the tests it made on a row holding the fixed head are not made again (issue 26, item 6)")
     func filterTrustsPrefilter() throws {
         let model = try Self.model()
-        let store = try NativeStore.inMemory(model: model)
+        let store = try #require(try Stack(model: model, rowLayout: .fixedFirst).coordinator.persistentStores.first as? NativeStore)
         let item = try #require(model.entity(named: "Item"))
         func bytes(n1: Int64?, label: String) throws -> [UInt8] {
             var values = PropertyStorage(layout: item.propertyLayout)
@@ -165,7 +165,7 @@ struct ScanLayoutTests {
         let model = try Self.model()
         let path = try temporaryDirectory() + "/items.arbor"
         do {
-            let stack = try Stack(model: model, path: path)
+            let stack = try Stack(model: model, path: path, rowLayout: .fixedFirst)
             let store = try #require(stack.coordinator.persistentStores.first as? NativeStore)
             #expect(store.rowLayout == .fixedFirst)
             let item = try #require(model.entity(named: "Item"))

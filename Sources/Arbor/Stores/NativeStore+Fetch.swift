@@ -114,22 +114,20 @@ extension NativeStore {
                     }
                     let value = try KeyEncoding.withEncodedInteger(try primaryKey(of: id)) { key in
                         try tree.withValue(forKey: key) { bytes -> AttributeValue? in
-                            var place: RowFormat.Place?
-                            if let known = hierarchies[index].hierarchy.entities.first(where: { $0.format.owns(bytes) }) {
-                                place = known.place
-                            } else {
-                                guard let rowEntity = RowFormat.entityName(of: bytes) else {
+                            let known = hierarchies[index].hierarchy.entities.first { $0.format.owns(bytes) }
+                            guard let (format, place) = try known ?? {
+                                guard let rowEntity = entityName(ofRow: bytes, hierarchy: try self.entity(id.entityName)) else {
                                     throw ArborError(.store, "the row of \(id) is malformed", objectID: id)
                                 }
                                 let format = format(of: try self.entity(rowEntity))
-                                place = format.places[name]
-                                hierarchies[index].hierarchy.entities.append((format, place))
+                                hierarchies[index].hierarchy.entities.append((format, format.places[name]))
+                                return (format, format.places[name])
+                            }(), case .attribute(let component, let type)? = place else { return nil }
+                            do {
+                                return try format.attributeValue(atComponent: component, kind: type.kind, in: bytes)
+                            } catch let error as StoreError {
+                                throw ArborError(.store, "the row of \(id) is malformed: \(error.message)", objectID: id)
                             }
-                            guard case .attribute(let component, let type)? = place else { return nil }
-                            guard let range = RowFormat.range(ofComponent: component, in: bytes) else {
-                                throw ArborError(.store, "the row of \(id) is malformed: too few values", objectID: id)
-                            }
-                            return try RowFormat.attributeValue(in: bytes, at: range, kind: type.kind)
                         }
                     }
                     result.append(value ?? nil)
@@ -225,7 +223,7 @@ extension NativeStore {
     /// component with the entity's name, and decodes the name only when they differ.
     func accepts(entityOf value: UnsafeRawBufferPointer, entity: EntityDescription, format: RowFormat, subentities: Bool) -> Bool {
         if format.owns(value) { return true }
-        guard let name = RowFormat.entityName(of: value) else { return false }
+        guard let name = entityName(ofRow: value, hierarchy: entity) else { return false }
         if name == entity.name { return true }
         guard subentities, let other = model.entity(named: name) else { return false }
         return other.isKind(of: entity)
@@ -364,7 +362,7 @@ extension NativeStore {
         func rowEntity(_ bytes: UnsafeRawBufferPointer, key: () throws -> Int64) throws -> EntityDescription {
             // Most rows are of the fetched entity: told by their bytes, no name decoded.
             if entityFormat.owns(bytes) { return entity }
-            guard let name = RowFormat.entityName(of: bytes) else {
+            guard let name = entityName(ofRow: bytes, hierarchy: entity) else {
                 throw ArborError(.store, "the row \((try? key()).map(String.init) ?? "?") of \(rows.name) is malformed")
             }
             if name == entity.name { return entity }
@@ -505,9 +503,9 @@ extension NativeStore {
                 let format = scan._withUnsafeGuaranteedRef { $0.format }
                 let id = objectID(format.entity, try Self.lastKey(of: entry, in: rows.name))
                 if decided == nil, let filter = plan.filter {
+                    raw.format = format
                     guard raw.load(value) else { throw malformed(entry) }
                     raw.id = id
-                    raw.format = format
                     if try !evaluator.evaluate(filter, on: .row(raw)) { return true }
                 }
                 let row = try format.decode(value, objectID: id, store: self)

@@ -217,7 +217,7 @@ extension NativeStore {
         var formats: [RowFormat] = []
         try rows.forEach { entry, value in
             let known = formats.first { $0.owns(value) }
-            guard let rowEntity = known?.entity ?? RowFormat.entityName(of: value).flatMap(model.entity(named:)) else {
+            guard let rowEntity = known?.entity ?? entityName(ofRow: value, hierarchy: entity).flatMap(model.entity(named:)) else {
                 throw ArborError(.store, "a row of \(rows.name) is malformed")
             }
             guard rowEntity.isKind(of: entity) else { return true }

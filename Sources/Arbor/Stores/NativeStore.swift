@@ -31,6 +31,12 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     let rowLayout: RowFormat.Layout
     /// Each entity's row format in this store (``RowFormat``), made once.
     let rowFormats: [ObjectIdentifier: RowFormat]
+    /// A layout-3 store's recorded entity list (`entities`): a row of a hierarchy with
+    /// sub-entities, and a to-one into one, name their entity by its place here. Empty in
+    /// layouts 1 and 2.
+    let recordedEntities: [String]
+    /// The places of ``recordedEntities``, by name.
+    private let recordedEntityIndex: [String: Int]
     /// Each entity's indexes, single-key uniqueness trees and foreign-key trees (the fetch
     /// planner's candidates), made once.
     let accessPaths: [ObjectIdentifier: [StoreIndex]]
@@ -58,9 +64,13 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     }
 
     /// - Parameter newRowLayout: the row layout of a store this call makes (tests make stores of
-    ///   layout 1, as earlier builds did: their metadata then records no layout).
+    ///   layout 1, as earlier builds did: their metadata then records no layout). Nil: layout 2,
+    ///   or the layout the environment variable `ARBOR_NEW_ROW_LAYOUT` names (`3` for records,
+    ///   which are not yet the default: docs/row-format.md).
     init(path: String, type: String, model: ManagedObjectModel, configuration: String?, options: DatabaseOptions,
-         newRowLayout: RowFormat.Layout = .fixedFirst) throws {
+         newRowLayout requestedLayout: RowFormat.Layout? = nil) throws {
+        let newRowLayout = requestedLayout ?? ProcessInfo.processInfo.environment["ARBOR_NEW_ROW_LAYOUT"]
+            .flatMap { UInt8($0) }.flatMap(RowFormat.Layout.init(rawValue:)) ?? .fixedFirst
         self.type = type
         self.path = type == "memory" ? nil : path
         configurationName = configuration
@@ -102,10 +112,15 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                         try metadata.put(Self.columnsKey(entity.name), Array(try encoder.encode(columns[entity.name])))
                     }
                 }
+                var entities: [String] = []
+                if newRowLayout == .records {
+                    entities = model.entities.map(\.name)
+                    try metadata.put(Array("entities".utf8), Array(try encoder.encode(entities)))
+                }
                 for root in model.entities where root.superentity == nil {
                     _ = try transaction.tree(named: Self.rowsTree(root), create: true)
                 }
-                return Recorded(identifier: uuid, layout: newRowLayout, columns: columns, schema: nil)
+                return Recorded(identifier: uuid, layout: newRowLayout, columns: columns, schema: nil, entities: entities)
             }
         }
         identifier = recorded.identifier
@@ -116,14 +131,24 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         let writer = recorded.schema.flatMap { try? JSONDecoder().decode(ModelSchema.self, from: Data($0)).model() }
         var formats: [ObjectIdentifier: RowFormat] = [:]
         var unrecorded: [String: [String]] = [:]
+        recordedEntities = recorded.entities
+        recordedEntityIndex = Dictionary(recorded.entities.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
         for entity in model.entities {
+            var entityIndex = 0
+            if recorded.layout == .records {
+                guard let index = recordedEntityIndex[entity.name] else {
+                    throw ArborError(.storeOpen, "the Arbor metadata of \(path) is damaged: its entity list does not name \(entity.name)")
+                }
+                entityIndex = index
+            }
             var order = recorded.columns[entity.name]
             if order == nil {
                 let derivedFrom = writer?.entity(named: entity.name) ?? entity
                 order = RowFormat.derivedOrder(derivedFrom, layout: recorded.layout).map { RowFormat.name(of: $0, in: derivedFrom) }
                 unrecorded[entity.name] = order
             }
-            formats[ObjectIdentifier(entity)] = try order.map { try RowFormat.recorded(entity, layout: recorded.layout, order: $0) } ?? RowFormat(entity, layout: recorded.layout)
+            formats[ObjectIdentifier(entity)] = try order.map { try RowFormat.recorded(entity, layout: recorded.layout, order: $0, entityIndex: entityIndex) }
+                ?? RowFormat(entity, layout: recorded.layout, entityIndex: entityIndex)
         }
         rowFormats = formats
         let store = identifier
@@ -146,6 +171,23 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         var columns: [String: [String]]
         /// The schema of the model that made the store (``ModelSchema`` as JSON), when recorded.
         var schema: [UInt8]?
+        /// A layout-3 store's entity list (empty for the others).
+        var entities: [String]
+    }
+
+    /// The entity at `index` of a layout-3 store's entity list (nil: none there).
+    func entityName(atIndex index: Int64) -> String? {
+        guard index >= 0, index < recordedEntities.count else { return nil }
+        let name = recordedEntities[Int(index)]
+        return isModelEntity(name) ? name : nil
+    }
+
+    /// The entity of a row of `root`'s hierarchy (nil when its bytes do not say one).
+    func entityName(ofRow row: UnsafeRawBufferPointer, hierarchy root: EntityDescription) -> String? {
+        guard rowLayout == .records else { return RowFormat.entityName(of: row) }
+        guard !root.rootEntity.subentities.isEmpty else { return root.rootEntity.name }
+        var position = 0
+        return RowFormat.readVarint(row, &position).flatMap { Int64(exactly: $0) }.flatMap(entityName(atIndex:))
     }
 
     /// The metadata key of an entity's recorded column order.
@@ -242,7 +284,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         var layout = RowFormat.Layout.declared
         if let recordedLayout = try metadata.get(Array("rows".utf8)) {
             guard recordedLayout.count == 1, let known = RowFormat.Layout(rawValue: recordedLayout[0]) else {
-                throw ArborError(.storeOpen, "\(path) stores its rows in layout \(recordedLayout.map(String.init).joined(separator: " ")), which this build of Arbor does not know (it reads layouts 1 and 2)")
+                throw ArborError(.storeOpen, "\(path) stores its rows in layout \(recordedLayout.map(String.init).joined(separator: " ")), which this build of Arbor does not know (it reads layouts 1, 2 and 3)")
             }
             layout = known
         }
@@ -254,8 +296,15 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
             }
             columns[entity.name] = order
         }
+        var entities: [String] = []
+        if layout == .records {
+            guard let bytes = try metadata.get(Array("entities".utf8)), let list = try? JSONDecoder().decode([String].self, from: Data(bytes)) else {
+                throw ArborError(.storeOpen, "the Arbor metadata of \(path) is damaged: its entity list is missing or unreadable")
+            }
+            entities = list
+        }
         return Recorded(identifier: UUID(uuid: stored.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }), layout: layout,
-                        columns: columns, schema: try metadata.get(Array("schema".utf8)))
+                        columns: columns, schema: try metadata.get(Array("schema".utf8)), entities: entities)
     }
 
     /// The entry of a layout-2 store's recorded hashes that names its row layout (a name no
@@ -322,7 +371,8 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     /// A row's bytes in `entity`'s format (``RowFormat/encode(_:primaryKey:)``); `permanent`
     /// gives a new destination's permanent ID.
     func encode(_ row: StoreRow, entity: EntityDescription, permanent: (ManagedObjectID) -> ManagedObjectID = { $0 }) throws -> [UInt8] {
-        try format(of: entity).encode(row) { try primaryKey(of: permanent($0)) }
+        try format(of: entity).encode(row, primaryKey: { try primaryKey(of: permanent($0)) },
+                                      entityIndex: { [recordedEntityIndex] in recordedEntityIndex[$0].map(Int64.init) })
     }
 
     func decode(_ bytes: [UInt8], objectID: ManagedObjectID) throws -> StoreRow {
@@ -354,7 +404,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         if let known {
             entity = known
         } else {
-            guard let name = RowFormat.entityName(of: bytes) else {
+            guard let name = entityName(ofRow: bytes, hierarchy: try self.entity(objectID.entityName)) else {
                 throw ArborError(.store, "the row of \(objectID) is malformed: no entity and version", objectID: objectID)
             }
             guard let named = model.entity(named: name) else {
@@ -526,7 +576,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                       let key = holder.withUnsafeBytes({ KeyEncoding.integer(exactly: $0) }), Self.isPrimaryKey(key) else { return nil }
                 // The holder's own entity (a sub-entity's row names it first).
                 let name = try transaction.tree(named: Self.rowsTree(entity))?.get(Self.key(key))
-                    .flatMap { bytes in bytes.withUnsafeBytes { RowFormat.entityName(of: $0) } }
+                    .flatMap { bytes in bytes.withUnsafeBytes { entityName(ofRow: $0, hierarchy: entity) } }
                 return objectID(name ?? entity.rootEntity.name, key)
             }
         }

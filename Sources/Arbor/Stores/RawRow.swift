@@ -17,14 +17,23 @@ final class RawRow {
         id = placeholder
     }
 
-    /// Takes a row's bytes; false when they are not a sequence of components.
+    /// Takes a row's bytes (of ``format``'s entity); false when they are not a sequence of
+    /// components (layouts 1 and 2: located once here; records are read column by column).
     func load(_ value: UnsafeRawBufferPointer) -> Bool {
         bytes.removeAll(keepingCapacity: true)
         bytes.append(contentsOf: value)
+        if format?.layout == .records { return true }
         return RowFormat.locateComponents(value, into: &offsets)
     }
 
     func component(_ index: Int) throws -> KeyComponent {
+        if let format, format.layout == .records {
+            do {
+                return try bytes.withUnsafeBytes { try format.component(index, of: $0) } ?? .null
+            } catch let error as StoreError {
+                throw ArborError(.store, "the row of \(id) is malformed: \(error.message)")
+            }
+        }
         guard index + 1 < offsets.count else {
             throw ArborError(.store, "the row of \(id) is malformed: too few values")
         }
@@ -50,12 +59,22 @@ final class RawRow {
                 throw ArborError(.store, "a row's relationship holds \(key), which is not a primary key")
             }
             var name = destination
-            if let nameComponent, case .string(let actual) = try component(nameComponent) {
-                // A name read from the file: only the model's entities make IDs.
-                guard store.isModelEntity(actual) else {
-                    throw ArborError(.store, "a row's relationship names \(actual), which is not an entity of the model")
+            if let nameComponent {
+                switch try component(nameComponent) {
+                case .string(let actual):
+                    // A name read from the file: only the model's entities make IDs.
+                    guard store.isModelEntity(actual) else {
+                        throw ArborError(.store, "a row's relationship names \(actual), which is not an entity of the model")
+                    }
+                    name = actual
+                case .int(let index):
+                    // Records name it by its place in the store's entity list.
+                    guard let actual = store.entityName(atIndex: index) else {
+                        throw ArborError(.store, "a row's relationship names entity \(index), which the store does not record")
+                    }
+                    name = actual
+                default: break
                 }
-                name = actual
             }
             return .objectID(store.objectID(name, key))
         }

@@ -32,6 +32,8 @@ final class RowFormat: @unchecked Sendable {
         case declared = 1
         /// Attributes of fixed size first.
         case fixedFirst = 2
+        /// Records: a header of serial types, then the payloads (``RowFormat`` + Records).
+        case records = 3
     }
 
     /// One stored column, in row order.
@@ -64,18 +66,23 @@ final class RowFormat: @unchecked Sendable {
     let columns: [Column]
     /// Each stored property's place, by name.
     let places: [String: Place]
-    /// The entity's name as a row's first component is encoded.
-    let entityComponent: [UInt8]
+    /// Each stored component after the header: its attribute kind, nil for a to-one's entity
+    /// name or key.
+    let columnKinds: [AttributeType.Kind?]
+    /// The bytes every row of this entity starts with, and no row of another entity of its
+    /// hierarchy: in layouts 1 and 2 the entity's name as a component; in layout 3 its entity
+    /// index as a varint, or nothing when the hierarchy has no sub-entities.
+    let entityPrefix: [UInt8]
     /// The columns as the decoder walks them: plain values (no payload to retain or release
     /// per column per row), a to-one's destination given by its place in `destinations`. In a
     /// buffer the format owns (never changed after `init`, so `@unchecked Sendable` holds):
     /// decoding a row reads it without counting a reference to an array.
-    private let stepBuffer: UnsafeMutableBufferPointer<DecodeStep>
+    let stepBuffer: UnsafeMutableBufferPointer<DecodeStep>
     /// The to-one columns' destination entities, by the steps' `destination`.
-    private let destinations: [String]
+    let destinations: [String]
 
     /// One column as the decoder reads it.
-    private struct DecodeStep {
+    struct DecodeStep {
         /// The slot in the entity's property layout.
         var slot: Int
         /// An attribute's kind; nil for a to-one relationship.
@@ -87,8 +94,10 @@ final class RowFormat: @unchecked Sendable {
     }
 
     /// The format of `entity`'s rows in a store of `layout`, with `columns` in row order (nil:
-    /// the order `layout` derives from the model, ``derivedOrder(_:layout:)``).
-    init(_ entity: EntityDescription, layout: Layout, columns ordered: [Column]? = nil) {
+    /// the order `layout` derives from the model, ``derivedOrder(_:layout:)``). `entityIndex` is
+    /// the entity's place in a layout-3 store's recorded entity list (its rows' prefix when its
+    /// hierarchy has sub-entities).
+    init(_ entity: EntityDescription, layout: Layout, columns ordered: [Column]? = nil, entityIndex: Int = 0) {
         self.entity = entity
         self.layout = layout
         let ordered = ordered ?? Self.derivedOrder(entity, layout: layout)
@@ -96,18 +105,21 @@ final class RowFormat: @unchecked Sendable {
         var steps: [DecodeStep] = []
         var destinations: [String] = []
         var component = Self.firstColumnComponent
+        var columnKinds: [AttributeType.Kind?] = []
         for column in ordered {
             let name = Self.name(of: column, in: entity)
             switch column {
             case .attribute(let slot, let type):
                 places[name] = .attribute(component: component, type: type)
                 component += 1
+                columnKinds.append(type.kind)
                 steps.append(DecodeStep(slot: slot, kind: type.kind, destination: 0, named: false))
             case .toOne(let slot, let destination, let named):
                 let nameComponent: Int? = named ? component : nil
                 if named { component += 1 }
                 places[name] = .toOne(component: component, destination: destination, nameComponent: nameComponent)
                 component += 1
+                columnKinds += named ? [nil, nil] : [nil]
                 steps.append(DecodeStep(slot: slot, kind: nil, destination: destinations.count, named: named))
                 destinations.append(destination)
             }
@@ -116,8 +128,13 @@ final class RowFormat: @unchecked Sendable {
         _ = stepBuffer.initialize(from: steps)
         self.destinations = destinations
         columns = ordered
+        self.columnKinds = columnKinds
         self.places = places
-        entityComponent = KeyEncoding.encode([.string(entity.name)])
+        if layout != .records {
+            entityPrefix = KeyEncoding.encode([.string(entity.name)])
+        } else {
+            entityPrefix = entity.rootEntity.subentities.isEmpty ? [] : Self.varint(UInt64(entityIndex))
+        }
     }
 
     /// The format of `entity`'s rows in a store of `layout` that records their column order as
@@ -125,7 +142,7 @@ final class RowFormat: @unchecked Sendable {
     ///
     /// - Throws: ``ArborError/Code/incompatibleModel`` when `order` does not name exactly the
     ///   entity's stored properties, each once.
-    static func recorded(_ entity: EntityDescription, layout: Layout, order: [String]) throws -> RowFormat {
+    static func recorded(_ entity: EntityDescription, layout: Layout, order: [String], entityIndex: Int = 0) throws -> RowFormat {
         let derived = derivedOrder(entity, layout: layout)
         let names = derived.map { name(of: $0, in: entity) }
         let byName = Dictionary(uniqueKeysWithValues: zip(names, derived))
@@ -138,7 +155,7 @@ final class RowFormat: @unchecked Sendable {
             throw ArborError(.incompatibleModel, "the store records the columns of \(entity.name)'s rows as (\(order.joined(separator: ", "))), "
                              + "which do not fit the model: \(differences.joined(separator: "; "))", entity: entity.name)
         }
-        return RowFormat(entity, layout: layout, columns: order.compactMap { byName[$0] })
+        return RowFormat(entity, layout: layout, columns: order.compactMap { byName[$0] }, entityIndex: entityIndex)
     }
 
     /// The columns `layout` puts `entity`'s stored properties in: the persistent attributes (in
@@ -174,20 +191,21 @@ final class RowFormat: @unchecked Sendable {
 
     // MARK: The header
 
-    /// Whether `row` is a row of this entity (its first component is the entity's name).
+    /// Whether `row` is a row of this entity (it starts with ``entityPrefix``).
     @inline(__always)
     func owns(_ row: UnsafeRawBufferPointer) -> Bool {
-        entityComponent.withUnsafeBytes { Self.row(row, begins: $0) }
+        entityPrefix.withUnsafeBytes { Self.row(row, begins: $0) }
     }
 
-    /// Whether `row` begins with `name`, an encoded entity name: a whole component, which ends
-    /// unambiguously, so equal leading bytes are the same name (`memcmp`, not the keys' order).
+    /// Whether `row` begins with `prefix`, an entity prefix: a whole component or varint, which
+    /// ends unambiguously, so equal leading bytes are the same entity (`memcmp`).
     @inline(__always)
-    static func row(_ row: UnsafeRawBufferPointer, begins name: UnsafeRawBufferPointer) -> Bool {
-        row.count >= name.count && memcmp(row.baseAddress!, name.baseAddress!, name.count) == 0
+    static func row(_ row: UnsafeRawBufferPointer, begins prefix: UnsafeRawBufferPointer) -> Bool {
+        guard prefix.count > 0 else { return true }
+        return row.count >= prefix.count && memcmp(row.baseAddress!, prefix.baseAddress!, prefix.count) == 0
     }
 
-    /// The entity name at the start of a row's bytes (nil when malformed).
+    /// The entity name at the start of a row's bytes in layouts 1 and 2 (nil when malformed).
     static func entityName(of row: UnsafeRawBufferPointer) -> String? {
         var reader = KeyReader(row)
         guard case .string(let name)? = try? reader.next() else { return nil }
@@ -237,6 +255,44 @@ final class RowFormat: @unchecked Sendable {
         return NativeStore.attributeValue(stored, kind: kind)
     }
 
+    /// The value of the attribute at `component` (of kind `kind`) in `row`, read alone.
+    ///
+    /// - Throws: `StoreError` when the row is malformed up to there.
+    func attributeValue(atComponent component: Int, kind: AttributeType.Kind, in row: UnsafeRawBufferPointer) throws -> AttributeValue? {
+        if layout == .records {
+            guard let column = try recordColumn(component - Self.firstColumnComponent, of: row) else { return nil }
+            return Self.attributeValue(column.type, column.payload, kind: kind)
+        }
+        guard let range = Self.range(ofComponent: component, in: row) else { throw StoreError(.corrupt, "too few values") }
+        return try Self.attributeValue(in: row, at: range, kind: kind)
+    }
+
+    /// Component `index` of `row` as layouts 1 and 2 store it (0: the entity's name, 1: the
+    /// version, then the columns); for records, the same value made from its column (`kinds`:
+    /// the column's attribute kind; nil for a to-one's integer). Nil past the row's last column.
+    ///
+    /// - Throws: `StoreError` when the row is malformed up to there.
+    func component(_ index: Int, of row: UnsafeRawBufferPointer) throws -> KeyComponent? {
+        guard layout == .records else {
+            guard let range = Self.range(ofComponent: index, in: row) else { return nil }
+            var reader = KeyReader(UnsafeRawBufferPointer(rebasing: row[range]))
+            return try reader.next()
+        }
+        switch index {
+        case Self.nameComponent: return .string(entity.name)
+        case Self.versionComponent:
+            guard let record = Self.record(row, prefixCount: entityPrefix.count) else { throw StoreError(.corrupt, "a malformed record header") }
+            return .int(Int64(truncatingIfNeeded: record.version))
+        default:
+            guard let column = try recordColumn(index - Self.firstColumnComponent, of: row) else { return .null }
+            if column.type == 0 { return .null }
+            if let kind = columnKinds[index - Self.firstColumnComponent] {
+                return Self.attributeValue(column.type, column.payload, kind: kind).map(NativeStore.component) ?? .null
+            }
+            return Self.integer(column.type, column.payload, at: 0).map(KeyComponent.int) ?? .null
+        }
+    }
+
     // MARK: The fixed head
 
     /// The component a value of `kind` is stored as, when every one has the same size: the tags
@@ -263,7 +319,9 @@ final class RowFormat: @unchecked Sendable {
     /// name) must have there. A row whose head holds those tags has its head components at
     /// those offsets (a nil integer would be one byte, so it fails its guard).
     func fixedHead(through last: Int) -> (starts: [Int], guards: [ValuePrefilter.Guard]) {
-        let nameCount = entityComponent.count
+        // Records have no fixed offsets: a head no row is long enough to hold.
+        guard layout != .records else { return ([0, entityPrefix.count, Int.max / 2], [ValuePrefilter.Guard(offset: 0, allowed: [0])]) }
+        let nameCount = entityPrefix.count
         var starts = [0, nameCount, nameCount + 9]
         var guards = [ValuePrefilter.Guard(offset: nameCount, allowed: [KeyEncoding.Tag.int])]
         var component = Self.firstColumnComponent
@@ -281,16 +339,17 @@ final class RowFormat: @unchecked Sendable {
 
     /// A row's bytes: the header, each attribute column, each to-one's destination (its entity
     /// when named, its primary key from `primaryKey`).
-    func encode(_ row: StoreRow, primaryKey: (ManagedObjectID) throws -> Int64) throws -> [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(64)
-        KeyEncoding.append(.string(row.entityName), to: &bytes)
-        KeyEncoding.append(.int(row.version), to: &bytes)
+    func encode(_ row: StoreRow, primaryKey: (ManagedObjectID) throws -> Int64, entityIndex: (String) -> Int64? = { _ in nil }) throws -> [UInt8] {
         // Rows Arbor made are in the entity's layout: values by slot, no lookups by name.
         let sameLayout = row.values.layout === entity.propertyLayout
         func value(_ slot: Int) -> PropertyValue? {
             sameLayout ? row.values[slot: slot] : row.values[entity.propertyLayout.names[slot]]
         }
+        if layout == .records { return try encodeRecord(row, value: value, primaryKey: primaryKey, entityIndex: entityIndex) }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(64)
+        KeyEncoding.append(.string(row.entityName), to: &bytes)
+        KeyEncoding.append(.int(row.version), to: &bytes)
         for step in stepBuffer {
             if step.kind != nil {
                 if case .attribute(let stored)? = value(step.slot) {
@@ -316,6 +375,7 @@ final class RowFormat: @unchecked Sendable {
     /// - Throws: ``ArborError/Code/store`` for a malformed row, naming `objectID`.
     func decode(_ bytes: UnsafeRawBufferPointer, objectID: ManagedObjectID, store: NativeStore,
                 reading mask: UnsafeBufferPointer<Bool>? = nil) throws -> StoreRow {
+        if layout == .records { return try decodeRecord(bytes, objectID: objectID, store: store, reading: mask) }
         func corrupt(_ why: String) -> ArborError {
             ArborError(.store, "the row of \(objectID) is malformed: \(why)", objectID: objectID)
         }

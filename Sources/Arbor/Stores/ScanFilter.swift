@@ -148,7 +148,7 @@ final class ScanFilter {
     init(_ predicate: ObjectPredicate?, format: RowFormat, accepted: Bool) {
         self.format = format
         self.accepted = accepted
-        let encodedName = format.entityComponent
+        let encodedName = format.entityPrefix
         name = .allocate(byteCount: encodedName.count, alignment: 1)
         name.copyBytes(from: encodedName)
         var compiler = Compiler(format: format)

@@ -160,9 +160,7 @@ struct FetchPropertyTests {
             if try request.explain(in: plain.context).contains("(on its encoded values)") { onBytes += 1 }
         }
         #expect(usedIndex > 60, "the random predicates exercise the indexes (\(usedIndex) of 300 plans used one)")
-        // Records (layout 3) are not filtered on their bytes yet (docs/row-format.md).
-        let records = (plain.stack.coordinator.persistentStores.first as? NativeStore)?.rowLayout == .records
-        #expect(records || onBytes > 35, "the random predicates exercise the scan's filter on encoded values (\(onBytes) of 300 plans used it)")
+        #expect(onBytes > 35, "the random predicates exercise the scan's filter on encoded values (\(onBytes) of 300 plans used it)")
     }
 
     @Test("with unsaved changes, fetches agree with in-memory evaluation of the context's current state")

@@ -57,11 +57,11 @@ struct FoldedSearchTests {
         }
     }
 
-    @Test("[c], [d], [cd] and LIKE are decided on a row's bytes, equal to the evaluator: ASCII strings folded in place, others by the evaluator's fold, remembered")
-    func decidedOnBytes() throws {
+    @Test("[c], [d], [cd] and LIKE are decided on a row's bytes, equal to the evaluator: ASCII strings folded in place, others by the evaluator's fold, remembered (rows of layout 2, and records transcoded)",
+          arguments: [RowFormat.Layout.fixedFirst, .records])
+    func decidedOnBytes(layout: RowFormat.Layout) throws {
         let model = try Self.model(plainIndex: false, foldedIndex: false)
-        // Decided on layout 2's key-encoded strings.
-        let stack = try Stack(model: model, rowLayout: .fixedFirst)
+        let stack = try Stack(model: model, rowLayout: layout)
         let context = stack.context()
         for (serial, name) in Self.names.enumerated() {
             _ = try stack.insert("Person", in: context, name.map { ["serial": Int64(serial), "lastName": $0] } ?? ["serial": Int64(serial)])

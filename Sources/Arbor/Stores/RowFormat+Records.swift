@@ -150,7 +150,7 @@ extension RowFormat {
     /// `payload`; nil for nil, or for a column that does not hold a `kind` (as a component of
     /// another kind reads as nil in layouts 1 and 2).
     static func attributeValue(_ type: UInt64, _ payload: UnsafeRawBufferPointer, kind: AttributeType.Kind) -> AttributeValue? {
-        func text() -> String? { String(validating: payload, as: UTF8.self) }
+        func text() -> String? { KeyReader.string(validating: payload.assumingMemoryBound(to: UInt8.self)) }
         func double() -> Double? {
             guard type == 7 else { return nil }
             return Double(bitPattern: UInt64(bigEndian: payload.loadUnaligned(as: UInt64.self)))
@@ -269,8 +269,16 @@ extension RowFormat {
         /// column reads as nil).
         func next() throws -> (type: UInt64, payload: UnsafeRawBufferPointer)? {
             guard typePosition < record.headerEnd else { return nil }
-            guard let type = Self.readVarint(bytes, &typePosition), typePosition <= record.headerEnd,
-                  let size = Self.payloadSize(type), size <= bytes.count - payloadStart else {
+            let type: UInt64
+            if bytes[typePosition] < 0x80 {
+                // Nearly every serial type is one byte (text and bytes under 58 bytes).
+                type = UInt64(bytes[typePosition])
+                typePosition += 1
+            } else {
+                guard let long = Self.readVarint(bytes, &typePosition) else { throw corrupt("a column's serial type is malformed") }
+                type = long
+            }
+            guard typePosition <= record.headerEnd, let size = Self.payloadSize(type), size <= bytes.count - payloadStart else {
                 throw corrupt("a column's serial type or size is out of range")
             }
             defer { payloadStart += size }

@@ -38,9 +38,7 @@ extension ScanFilter {
                 if case .and = predicate { return Node(kind: .and, first: links.count - children.count, count: children.count) }
                 return Node(kind: .or, first: links.count - children.count, count: children.count)
             case .comparison(let comparison):
-                // Comparisons on bytes read key-encoded components (layouts 1 and 2); records go
-                // to the evaluator (reading only the columns it asks for).
-                guard format.layout != .records, comparison.modifier == .direct,
+                guard comparison.modifier == .direct,
                       case .keyPath(let keys) = comparison.left, keys.count == 1,
                       case .attribute(let component, let type)? = format.places[keys[0]],
                       case .constant(let constant) = comparison.right else { return nil }

@@ -108,6 +108,17 @@ final class ScanFilter {
     let lastComponent: Int
     /// Where folded strings are written (grown as a longer string needs).
     private var scratch: UnsafeMutableRawBufferPointer = .allocate(byteCount: 256, alignment: 8)
+    /// Records (layout 3): whether the rows are records, whose columns the tests read as the
+    /// key-encoding components layouts 1 and 2 store (transcoded into ``componentScratch``); the
+    /// record of the current row as parsed so far (its columns' serial types in ``recordTypes``
+    /// and payload starts in ``components``, the first `recordLocated` of them; -1: the header
+    /// is not read yet).
+    private let isRecords: Bool
+    private let recordTypes: UnsafeMutableBufferPointer<UInt64>
+    private var recordLocated = -1
+    private var recordTypePosition = 0
+    private var recordHeaderEnd = 0
+    private var componentScratch: UnsafeMutableRawBufferPointer = .allocate(byteCount: 256, alignment: 8)
     /// Folds of non-ASCII strings already made, by option byte and string bytes.
     private var foldCache: [[UInt8]: [UInt8]] = [:]
     /// When the predicate is one test or an `AND` of tests (the common shape), those tests'
@@ -164,6 +175,8 @@ final class ScanFilter {
         pool = .allocate(byteCount: max(1, compiler.pool.count), alignment: 1)
         pool.copyBytes(from: compiler.pool)
         lastComponent = compiler.lastComponent
+        isRecords = format.layout == .records
+        recordTypes = .allocate(capacity: compiler.lastComponent + 2)
         var tests: [Int] = []
         if let root {
             let isTest = { (node: Node) in ![.constantFalse, .constantTrue, .not, .and, .or].contains(node.kind) }
@@ -270,6 +283,8 @@ final class ScanFilter {
         guards.deallocate()
         headTests.deallocate()
         scratch.deallocate()
+        recordTypes.deallocate()
+        componentScratch.deallocate()
     }
 
     /// Whether `predicate` compiles for rows of `format`'s entity (for explain).
@@ -298,6 +313,7 @@ final class ScanFilter {
     /// every component.
     func decide(_ row: UnsafeRawBufferPointer) -> Bool? {
         guard compiled else { return nil }
+        recordLocated = -1
         // Components located so far: `components[located]` is where the next one starts.
         var located = 1
         components[0] = fixedStarts[0]
@@ -365,8 +381,80 @@ final class ScanFilter {
     /// Test `node` on its component of `row`, located first.
     @inline(__always)
     private func test(_ node: Node, _ row: UnsafeRawBufferPointer, _ located: inout Int) -> Bool? {
+        if isRecords {
+            guard let value = recordComponent(node.component - RowFormat.firstColumnComponent, row) else { return nil }
+            return test(node, value)
+        }
         guard locate(through: node.component, row, &located) else { return nil }
         return test(node, UnsafeRawBufferPointer(rebasing: row[components[node.component]..<components[node.component + 1]]))
+    }
+
+    /// Column `column` of the current record as the key-encoding component layouts 1 and 2 store
+    /// for it (nil, an int or a string; `FF`, which no test's tag matches, for a column of another
+    /// type), transcoded into ``componentScratch``; nil when the record is malformed up to there.
+    private func recordComponent(_ column: Int, _ row: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+        if recordLocated < 0 {
+            guard let record = RowFormat.record(row, prefixCount: format.entityPrefix.count) else { return nil }
+            recordTypePosition = record.typesStart
+            recordHeaderEnd = record.headerEnd
+            components[0] = record.headerEnd
+            recordLocated = 0
+        }
+        while recordLocated <= column {
+            guard recordTypePosition < recordHeaderEnd else {
+                // Past the record's last column: nil.
+                return writeComponent(count: 1) { $0[0] = KeyEncoding.Tag.null }
+            }
+            guard let type = RowFormat.readVarint(row, &recordTypePosition), recordTypePosition <= recordHeaderEnd,
+                  let size = RowFormat.payloadSize(type), size <= row.count - components[recordLocated] else { return nil }
+            recordTypes[recordLocated] = type
+            components[recordLocated + 1] = components[recordLocated] + size
+            recordLocated += 1
+        }
+        let type = recordTypes[column], start = components[column], end = components[column + 1]
+        if type == 0 { return writeComponent(count: 1) { $0[0] = KeyEncoding.Tag.null } }
+        if let integer = RowFormat.integer(type, row, at: start) {
+            return writeComponent(count: 9) { bytes in
+                bytes[0] = KeyEncoding.Tag.int
+                bytes.storeBytes(of: (UInt64(bitPattern: integer) ^ (1 << 63)).bigEndian, toByteOffset: 1, as: UInt64.self)
+            }
+        }
+        guard type >= 13, type % 2 == 1 else { return writeComponent(count: 1) { $0[0] = 0xFF } }
+        // Text: the tag, the UTF-8 with each zero byte escaped as 00 FF, the terminator 00 00.
+        let text = UnsafeRawBufferPointer(rebasing: row[start..<end])
+        var zeros = 0
+        for byte in text where byte == 0 { zeros += 1 }
+        return writeComponent(count: text.count + zeros + 3) { bytes in
+            bytes[0] = KeyEncoding.Tag.string
+            var position = 1
+            if zeros == 0 {
+                UnsafeMutableRawBufferPointer(rebasing: bytes[1..<(1 + text.count)]).copyMemory(from: text)
+                position += text.count
+            } else {
+                for byte in text {
+                    bytes[position] = byte
+                    position += 1
+                    if byte == 0 {
+                        bytes[position] = 0xFF
+                        position += 1
+                    }
+                }
+            }
+            bytes[position] = 0
+            bytes[position + 1] = 0
+        }
+    }
+
+    /// `count` bytes written by `write` into ``componentScratch`` (grown when short).
+    @inline(__always)
+    private func writeComponent(count: Int, _ write: (UnsafeMutableRawBufferPointer) -> Void) -> UnsafeRawBufferPointer {
+        if componentScratch.count < count {
+            componentScratch.deallocate()
+            componentScratch = .allocate(byteCount: max(count, componentScratch.count * 2), alignment: 8)
+        }
+        let bytes = UnsafeMutableRawBufferPointer(rebasing: componentScratch[0..<count])
+        write(bytes)
+        return UnsafeRawBufferPointer(bytes)
     }
 
     /// The order of two big-endian words as their bytes.

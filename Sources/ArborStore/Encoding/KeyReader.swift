@@ -72,7 +72,7 @@ public struct KeyReader {
     ///
     /// ASCII text (nearly all of it: names, keys) is valid as it is; eight bytes at a time tell,
     /// which is cheaper than comparing the decoded copy with the input.
-    static func string(validating bytes: UnsafeBufferPointer<UInt8>) -> String? {
+    public static func string(validating bytes: UnsafeBufferPointer<UInt8>) -> String? {
         if isASCII(bytes) { return String(decoding: bytes, as: UTF8.self) }
         var text = String(decoding: bytes, as: UTF8.self)
         let same = text.withUTF8 { utf8 in

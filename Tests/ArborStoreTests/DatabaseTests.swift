@@ -445,6 +445,118 @@ struct ForEachTests {
             #expect(try tree.get([1]) == nil)
         }
     }
+
+    @Test("a record prefilter skips exactly the records whose integer columns fail a comparison, every column before holding an integer; malformed records are left to the scan")
+    func recordPrefilter() throws {
+        let database = try Database(path: "/db", options: simulatedOptions(SimulatedDisk(), pageSize: 512, cacheSize: 128 * 512))
+        var random = SplitMix64(seed: 26)
+        /// A column: nil, an integer, or text.
+        enum Column { case null, integer(Int64), text(Int) }
+        func varint(_ value: Int) -> [UInt8] {
+            var value = value, bytes: [UInt8] = []
+            while value >= 0x80 { bytes.append(UInt8(value & 0x7F) | 0x80); value >>= 7 }
+            return bytes + [UInt8(value)]
+        }
+        func record(_ columns: [Column], version: Int) -> [UInt8] {
+            var types: [UInt8] = [], payload: [UInt8] = []
+            for column in columns {
+                switch column {
+                case .null: types.append(0)
+                case .integer(0): types.append(8)
+                case .integer(1): types.append(9)
+                case .integer(let n):
+                    let (type, size): (UInt8, Int) = (-128...127).contains(n) ? (1, 1) : (-32_768...32_767).contains(n) ? (2, 2) : (6, 8)
+                    types.append(type)
+                    for shift in stride(from: (size - 1) * 8, through: 0, by: -8) { payload.append(UInt8(truncatingIfNeeded: n >> Int64(shift))) }
+                case .text(let count):
+                    types += varint(count * 2 + 13)
+                    payload += Array(repeating: 0x61, count: count)
+                }
+            }
+            return [0x07] + varint(version) + varint(types.count + 1) + types + payload
+        }
+        var rows: [(columns: [Column], bytes: [UInt8])] = []
+        try database.write { (tx) throws in
+            let tree = try tx.createTree(named: "t")
+            for i in 0..<3000 {
+                let columns: [Column] = (0..<4).map { _ in
+                    switch random.next() % 8 {
+                    case 0: .null
+                    case 1: .text(Int(random.next() % 70))
+                    case 2: .integer(Int64(random.next() % 2))
+                    case 3: .integer(Int64(random.next() % 100_000) - 50_000)
+                    default: .integer(Int64(random.next() % 7) - 3)
+                    }
+                }
+                var bytes = record(columns, version: Int(random.next() % 300) + 1)
+                if i % 97 == 0 { bytes = Array(bytes.prefix(Int(random.next() % UInt64(bytes.count)))) }  // truncated
+                if i % 89 == 0 { bytes[0] = 0x08 }  // another prefix
+                rows.append((columns, bytes))
+                try tree.put(KeyEncoding.encode([.int(Int64(i))]), bytes)
+            }
+        }
+        let relations: [ValuePrefilter.Relation] = [.equal, .notEqual, .less, .lessOrEqual, .greater, .greaterOrEqual]
+        var skippedInAll = 0
+        for _ in 0..<16 {
+            let comparisons = (0..<(1 + Int(random.next() % 3))).map { _ in
+                ValuePrefilter.RecordComparison(column: Int(random.next() % 4), relation: relations[Int(random.next() % 6)], constant: Int64(random.next() % 7) - 3)
+            }
+            let prefilter = ValuePrefilter(prefix: [0x07], recordComparisons: comparisons)
+            /// The reference: in column order, a comparison whose column is not an integer stops
+            /// the test (nothing skipped); the first that fails skips.
+            func skipped(_ index: Int) -> Bool {
+                let row = rows[index]
+                guard index % 97 != 0, index % 89 != 0 else { return false }
+                for comparison in comparisons.sorted(by: { $0.column < $1.column }) {
+                    guard case .integer(let n) = row.columns[comparison.column] else { return false }
+                    let passes = switch comparison.relation {
+                    case .equal: n == comparison.constant
+                    case .notEqual: n != comparison.constant
+                    case .less: n < comparison.constant
+                    case .lessOrEqual: n <= comparison.constant
+                    case .greater: n > comparison.constant
+                    case .greaterOrEqual: n >= comparison.constant
+                    }
+                    if !passes { return true }
+                }
+                return false
+            }
+            let expected = rows.indices.filter { !skipped($0) }
+            var taken: [Int] = []
+            try database.read { (tx) throws in
+                let tree = try #require(try tx.tree(named: "t"))
+                try tree.forEach(prefilter: prefilter, selecting: { _ in true }) { key, _ in
+                    taken.append(Int(try #require(KeyEncoding.decode(Array(key)).first.flatMap { if case .int(let n) = $0 { n } else { nil } })))
+                    return true
+                }
+            }
+            // Truncated records are never skipped wrongly: a skip needs every byte it read.
+            let truncatedSkipped = Set(rows.indices).subtracting(taken).filter { $0 % 97 == 0 }
+            #expect(Set(taken).subtracting(expected.filter { $0 % 97 != 0 }).allSatisfy { $0 % 97 == 0 })
+            for index in truncatedSkipped { #expect(skippedWhole(rows[index].columns, comparisons), "truncated record \(index) skipped on bytes it lacks") }
+            #expect(taken.filter { $0 % 97 != 0 } == expected.filter { $0 % 97 != 0 })
+            skippedInAll += rows.count - taken.count
+        }
+        #expect(skippedInAll > 3000, "the record prefilter skips many values (\(skippedInAll))")
+
+        /// Whether the whole record would be skipped (a truncated one may only be skipped when
+        /// the bytes it kept already fail a comparison, which the whole one fails too).
+        func skippedWhole(_ columns: [Column], _ comparisons: [ValuePrefilter.RecordComparison]) -> Bool {
+            for comparison in comparisons.sorted(by: { $0.column < $1.column }) {
+                guard case .integer(let n) = columns[comparison.column] else { return false }
+                let passes = switch comparison.relation {
+                case .equal: n == comparison.constant
+                case .notEqual: n != comparison.constant
+                case .less: n < comparison.constant
+                case .lessOrEqual: n <= comparison.constant
+                case .greater: n > comparison.constant
+                case .greaterOrEqual: n >= comparison.constant
+                }
+                if !passes { return true }
+            }
+            return false
+        }
+    }
 }
 
 @Suite("Integrity check")

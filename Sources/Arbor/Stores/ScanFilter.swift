@@ -219,7 +219,11 @@ final class ScanFilter {
             }
             headTests[position] = HeadTest(onHead: true, comparison: ValuePrefilter.Comparison(offset: head.starts[node.component] + 1, relation: relation, constant: constant))
         }
-        prefilter = Self.makePrefilter(accepted: accepted, name: encodedName, guards: head.guards, tests: tests.map { compiler.nodes[$0] }, headTests: headTests)
+        if isRecords {
+            prefilter = Self.makeRecordPrefilter(accepted: accepted, prefix: encodedName, tests: tests.map { compiler.nodes[$0] }, pool: compiler.pool, spans: compiler.spans)
+        } else {
+            prefilter = Self.makePrefilter(accepted: accepted, name: encodedName, guards: head.guards, tests: tests.map { compiler.nodes[$0] }, headTests: headTests)
+        }
         prefilteredTests = prefilter?.comparisons.count ?? 0
         if (8...16).contains(encodedName.count) {
             let bytes = UnsafeRawBufferPointer(name)
@@ -258,6 +262,33 @@ final class ScanFilter {
         guard !comparisons.isEmpty else { return nil }
         // The guard of component k is guards[k - 1] (the version's is the first).
         return ValuePrefilter(prefix: name, guards: Array(guards.prefix(lastComponent)), comparisons: comparisons)
+    }
+
+    /// The engine-side form of a conjunction's leading integer comparisons on records: each an
+    /// integer column compared with one constant (the engine reads the column's serial type and
+    /// payload in its leaf loop). Nil when the predicate does not start with one.
+    static func makeRecordPrefilter(accepted: Bool, prefix: [UInt8], tests: [Node], pool: [UInt8], spans: [Span]) -> ValuePrefilter? {
+        guard accepted else { return nil }
+        var comparisons: [ValuePrefilter.RecordComparison] = []
+        for node in tests {
+            guard node.kind == .compare, node.tag == KeyEncoding.Tag.int, node.count == 1,
+                  node.component >= RowFormat.firstColumnComponent, spans[node.first].count == 9 else { break }
+            let span = spans[node.first]
+            let bits = pool[(span.start + 1)..<(span.start + 9)].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            let relation: ValuePrefilter.Relation
+            switch node.op {
+            case .equalTo: relation = .equal
+            case .notEqualTo: relation = .notEqual
+            case .lessThan: relation = .less
+            case .lessThanOrEqualTo: relation = .lessOrEqual
+            case .greaterThan: relation = .greater
+            case .greaterThanOrEqualTo: relation = .greaterOrEqual
+            default: return comparisons.isEmpty ? nil : ValuePrefilter(prefix: prefix, recordComparisons: comparisons)
+            }
+            comparisons.append(ValuePrefilter.RecordComparison(column: node.component - RowFormat.firstColumnComponent, relation: relation,
+                                                               constant: Int64(bitPattern: bits ^ (1 << 63))))
+        }
+        return comparisons.isEmpty ? nil : ValuePrefilter(prefix: prefix, recordComparisons: comparisons)
     }
 
     /// Whether `row` has the fixed head the layout implies (every head component of its

@@ -97,12 +97,51 @@ public struct ValuePrefilter: Sendable, Equatable {
         }
     }
 
+    /// A test of an integer column of a record against a constant. A record (after the
+    /// value's ``ValuePrefilter/prefix``) is a varint to pass over, a varint header size (this
+    /// varint included), one varint serial type per column, then the columns' payloads — SQLite's
+    /// record format: types 1–6 are big-endian two's-complement integers of 1, 2, 3, 4, 6 and 8
+    /// bytes, 8 and 9 the integers 0 and 1, 0 nil, 7 eight bytes, 10 sixteen, and N ≥ 12
+    /// (N − 12) / 2 bytes. A column of another type, or a record too short for it, leaves the
+    /// value to the scan's own test.
+    public struct RecordComparison: Sendable, Equatable {
+        /// The column's place among the record's columns (0: the first).
+        public let column: Int
+        /// How the column's integer must relate to ``constant``.
+        public let relation: Relation
+        public let constant: Int64
+
+        /// A comparison of record column `column`'s integer with `constant`.
+        public init(column: Int, relation: Relation, constant: Int64) {
+            precondition(column >= 0, "a record comparison reads a column at a non-negative place")
+            self.column = column
+            self.relation = relation
+            self.constant = constant
+        }
+
+        @inlinable @inline(__always)
+        func passes(_ number: Int64) -> Bool {
+            switch relation {
+            case .equal: number == constant
+            case .notEqual: number != constant
+            case .less: number < constant
+            case .lessOrEqual: number <= constant
+            case .greater: number > constant
+            case .greaterOrEqual: number >= constant
+            }
+        }
+    }
+
     /// The bytes a value begins with.
     public let prefix: [UInt8]
     /// The bytes that must hold for the comparisons to apply.
     public let guards: [Guard]
     /// The comparisons, at least one of which a skipped value fails.
     public let comparisons: [Comparison]
+    /// Comparisons of a record's integer columns (after ``prefix``), in order: a value is
+    /// skipped when one fails and each before it applied (its column held an integer) and
+    /// passed.
+    public let recordComparisons: [RecordComparison]
 
     /// A prefilter that skips a value beginning with `prefix` whose `guards` hold and which fails
     /// one of `comparisons`.
@@ -110,11 +149,94 @@ public struct ValuePrefilter: Sendable, Equatable {
         self.prefix = prefix
         self.guards = guards
         self.comparisons = comparisons
+        recordComparisons = []
     }
 
-    /// The fewest bytes a value needs for every test to read inside it.
+    /// A prefilter that skips a value beginning with `prefix`, followed by a record, which fails
+    /// one of `recordComparisons` (each before it holding an integer and passing).
+    public init(prefix: [UInt8], recordComparisons: [RecordComparison]) {
+        self.prefix = prefix
+        guards = []
+        comparisons = []
+        self.recordComparisons = recordComparisons
+    }
+
+    /// The fewest bytes a value needs for every test to read inside it (a record's tests check
+    /// their own bounds).
     public var reach: Int {
         max(prefix.count, guards.map { $0.offset + 1 }.max() ?? 0, comparisons.map { $0.offset + 8 }.max() ?? 0)
+    }
+
+    /// Whether a value's record (from `start`) fails one of `comparisons` (see
+    /// ``recordComparisons``); false for a malformed record.
+    @inline(__always)
+    static func recordFails(_ value: UnsafeRawBufferPointer, from start: Int, _ comparisons: UnsafeMutableBufferPointer<RecordComparison>) -> Bool {
+        @inline(__always)
+        func varint(_ position: inout Int) -> Int? {
+            var result = 0
+            var shift = 0
+            while position < value.count, shift < 63 {
+                let byte = value[position]
+                position += 1
+                result |= Int(byte & 0x7F) << shift
+                if byte < 0x80 { return result }
+                shift += 7
+            }
+            return nil
+        }
+        @inline(__always)
+        func size(of type: Int) -> Int? {
+            switch type {
+            case 0, 8, 9: 0
+            case 1, 2, 3, 4: type
+            case 5: 6
+            case 6, 7: 8
+            case 10: 16
+            case 11: nil
+            default: (type - 12) / 2
+            }
+        }
+        var position = start
+        guard varint(&position) != nil else { return false }
+        let headerStart = position
+        guard let headerSize = varint(&position), headerSize <= value.count - headerStart, headerSize >= position - headerStart else { return false }
+        let headerEnd = headerStart + headerSize
+        /// The serial type of the column at `position` in the header (advancing it).
+        func readType() -> Int? {
+            guard position < headerEnd, let type = varint(&position), position <= headerEnd else { return nil }
+            return type
+        }
+        var payload = headerEnd
+        var column = 0
+        // The type of `column`, once read.
+        var current: Int?
+        for comparison in comparisons {
+            while column < comparison.column {
+                // A size past the value's end is a malformed record (and would overflow the sum).
+                guard let type = current ?? readType(), let size = size(of: type), size <= value.count - payload else { return false }
+                payload += size
+                column += 1
+                current = nil
+            }
+            guard let type = current ?? readType() else { return false }
+            current = type
+            let size: Int
+            switch type {
+            case 8, 9: size = 0
+            case 1, 2, 3, 4: size = type
+            case 5: size = 6
+            case 6: size = 8
+            default: return false  // not an integer: the scan's own test decides
+            }
+            guard payload <= value.count - size else { return false }
+            var number: Int64 = type == 9 ? 1 : 0
+            if size > 0 {
+                number = Int64(Int8(bitPattern: value[payload]))
+                for index in 1..<size { number = number << 8 | Int64(value[payload + index]) }
+            }
+            if !comparison.passes(number) { return true }
+        }
+        return false
     }
 }
 
@@ -129,6 +251,8 @@ final class CompiledPrefilter {
     private let prefixWords: (first: UInt64, last: UInt64)?
     private let guards: UnsafeMutableBufferPointer<ValuePrefilter.Guard>
     private let comparisons: UnsafeMutableBufferPointer<ValuePrefilter.Comparison>
+    private let recordComparisons: UnsafeMutableBufferPointer<ValuePrefilter.RecordComparison>
+    private let recordComparisonCount: Int
 
     init(_ filter: ValuePrefilter) {
         reach = filter.reach
@@ -144,6 +268,11 @@ final class CompiledPrefilter {
         _ = guards.initialize(from: filter.guards)
         comparisons = .allocate(capacity: max(1, filter.comparisons.count))
         _ = comparisons.initialize(from: filter.comparisons)
+        // In column order (the record is read once, front to back).
+        let ordered = filter.recordComparisons.enumerated().sorted { ($0.element.column, $0.offset) < ($1.element.column, $1.offset) }.map(\.element)
+        recordComparisons = .allocate(capacity: max(1, ordered.count))
+        _ = recordComparisons.initialize(from: ordered)
+        recordComparisonCount = ordered.count
         prefixCount = filter.prefix.count
         guardCount = filter.guards.count
         comparisonCount = filter.comparisons.count
@@ -153,12 +282,13 @@ final class CompiledPrefilter {
         prefix.deallocate()
         guards.deallocate()
         comparisons.deallocate()
+        recordComparisons.deallocate()
     }
 
     /// Whether the scan skips `value` (see ``ValuePrefilter``).
     @inline(__always)
     func skips(_ value: UnsafeRawBufferPointer) -> Bool {
-        guard comparisonCount > 0, value.count >= reach else { return false }
+        guard comparisonCount > 0 || recordComparisonCount > 0, value.count >= reach else { return false }
         if let prefixWords {
             guard value.loadUnaligned(as: UInt64.self) == prefixWords.first,
                   value.loadUnaligned(fromByteOffset: prefixCount - 8, as: UInt64.self) == prefixWords.last else { return false }
@@ -171,6 +301,7 @@ final class CompiledPrefilter {
         for index in 0..<comparisonCount where !comparisons[index].passes(value) {
             return true
         }
-        return false
+        return recordComparisonCount > 0
+            && ValuePrefilter.recordFails(value, from: prefixCount, UnsafeMutableBufferPointer(rebasing: recordComparisons[0..<recordComparisonCount]))
     }
 }

@@ -35,6 +35,19 @@ public struct ValuePrefilter: Sendable, Equatable {
         case greater
         /// The number is at least the constant.
         case greaterOrEqual
+
+        /// Whether `number` relates to `constant` so.
+        @inlinable @inline(__always)
+        public func admits<T: Comparable>(_ number: T, _ constant: T) -> Bool {
+            switch self {
+            case .equal: number == constant
+            case .notEqual: number != constant
+            case .less: number < constant
+            case .lessOrEqual: number <= constant
+            case .greater: number > constant
+            case .greaterOrEqual: number >= constant
+            }
+        }
     }
 
     /// A byte that must be one of (up to) three values for the comparisons to apply.
@@ -85,15 +98,7 @@ public struct ValuePrefilter: Sendable, Equatable {
         /// Whether `value`'s eight bytes at ``offset`` pass (the value must reach that far).
         @inlinable @inline(__always)
         public func passes(_ value: UnsafeRawBufferPointer) -> Bool {
-            let number = UInt64(bigEndian: value.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
-            return switch relation {
-            case .equal: number == constant
-            case .notEqual: number != constant
-            case .less: number < constant
-            case .lessOrEqual: number <= constant
-            case .greater: number > constant
-            case .greaterOrEqual: number >= constant
-            }
+            relation.admits(UInt64(bigEndian: value.loadUnaligned(fromByteOffset: offset, as: UInt64.self)), constant)
         }
     }
 
@@ -120,16 +125,7 @@ public struct ValuePrefilter: Sendable, Equatable {
         }
 
         @inlinable @inline(__always)
-        func passes(_ number: Int64) -> Bool {
-            switch relation {
-            case .equal: number == constant
-            case .notEqual: number != constant
-            case .less: number < constant
-            case .lessOrEqual: number <= constant
-            case .greater: number > constant
-            case .greaterOrEqual: number >= constant
-            }
-        }
+        func passes(_ number: Int64) -> Bool { relation.admits(number, constant) }
     }
 
     /// The bytes a value begins with.

@@ -45,13 +45,7 @@ struct FixtureStoreTests {
             let context = stack.context()
             try Self.checkContents(context, removed: [], changed: [:])
             try Self.checkSearches(context)
-            // A change, an insertion and a deletion, saved in this build.
-            let books = try Self.books(context)
-            try books[3]?.setValue("Retitled", forKey: "title")
-            try books[3]?.setValue(nil, forKey: "shelf")
-            context.delete(try #require(books[8]))
-            _ = try stack.insert("Book", in: context, FixtureStore.attributes(ofBook: 99).compactMapValues { $0 })
-            try context.save()
+            try Self.edit(context, stack)
         }
         let stack = try Stack(model: model, path: path)
         let context = stack.context()
@@ -59,6 +53,18 @@ struct FixtureStoreTests {
         try Self.checkSearches(context)
         let report = try Database(path: path).checkIntegrity()
         #expect(report.problems.isEmpty, "\(report.problems)")
+    }
+
+    /// Saves, in this build, the edits ``checkContents(_:removed:changed:added:)`` is told of
+    /// afterwards: book 3 retitled "Retitled" and taken off its shelf, book 8 deleted, book 99
+    /// inserted (attributes only).
+    static func edit(_ context: ManagedObjectContext, _ stack: Stack) throws {
+        let books = try books(context)
+        try books[3]?.setValue("Retitled", forKey: "title")
+        try books[3]?.setValue(nil, forKey: "shelf")
+        context.delete(try #require(books[8]))
+        _ = try stack.insert("Book", in: context, FixtureStore.attributes(ofBook: 99).compactMapValues { $0 })
+        try context.save()
     }
 
     /// The books of `context`'s store, by serial.

@@ -108,7 +108,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                 // them: with no column order recorded.
                 if newRowLayout != .declared {
                     for entity in model.entities {
-                        columns[entity.name] = RowFormat.derivedOrder(entity, layout: newRowLayout).map { RowFormat.name(of: $0, in: entity) }
+                        columns[entity.name] = RowFormat.derivedColumnNames(entity, layout: newRowLayout)
                         try metadata.put(Self.columnsKey(entity.name), Array(try encoder.encode(columns[entity.name])))
                     }
                 }
@@ -128,7 +128,9 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         // Each entity's column order: as recorded; else as the layout derives it from the model
         // that made the store (its recorded schema: the application's model may list the
         // properties in another order); else from this model.
-        let writer = recorded.schema.flatMap { try? JSONDecoder().decode(ModelSchema.self, from: Data($0)).model() }
+        // (The schema is decoded only for a store that lacks a recorded order.)
+        let recordsEveryOrder = model.entities.allSatisfy { recorded.columns[$0.name] != nil }
+        let writer = recordsEveryOrder ? nil : recorded.schema.flatMap { try? JSONDecoder().decode(ModelSchema.self, from: Data($0)).model() }
         var formats: [ObjectIdentifier: RowFormat] = [:]
         var unrecorded: [String: [String]] = [:]
         recordedEntities = recorded.entities
@@ -141,14 +143,13 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                 }
                 entityIndex = index
             }
-            var order = recorded.columns[entity.name]
-            if order == nil {
+            let order = recorded.columns[entity.name] ?? {
                 let derivedFrom = writer?.entity(named: entity.name) ?? entity
-                order = RowFormat.derivedOrder(derivedFrom, layout: recorded.layout).map { RowFormat.name(of: $0, in: derivedFrom) }
-                unrecorded[entity.name] = order
-            }
-            formats[ObjectIdentifier(entity)] = try order.map { try RowFormat.recorded(entity, layout: recorded.layout, order: $0, entityIndex: entityIndex) }
-                ?? RowFormat(entity, layout: recorded.layout, entityIndex: entityIndex)
+                let derived = RowFormat.derivedColumnNames(derivedFrom, layout: recorded.layout)
+                unrecorded[entity.name] = derived
+                return derived
+            }()
+            formats[ObjectIdentifier(entity)] = try RowFormat.recorded(entity, layout: recorded.layout, order: order, entityIndex: entityIndex)
         }
         rowFormats = formats
         let store = identifier
@@ -175,6 +176,9 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         var entities: [String]
     }
 
+    /// The place of entity `name` in a layout-3 store's entity list (nil: none there).
+    func entityIndex(of name: String) -> Int64? { recordedEntityIndex[name].map(Int64.init) }
+
     /// The entity at `index` of a layout-3 store's entity list (nil: none there).
     func entityName(atIndex index: Int64) -> String? {
         guard index >= 0, index < recordedEntities.count else { return nil }
@@ -187,7 +191,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         guard rowLayout == .records else { return RowFormat.entityName(of: row) }
         guard !root.rootEntity.subentities.isEmpty else { return root.rootEntity.name }
         var position = 0
-        return RowFormat.readVarint(row, &position).flatMap { Int64(exactly: $0) }.flatMap(entityName(atIndex:))
+        return RecordEncoding.readVarint(row, &position).flatMap { Int64(exactly: $0) }.flatMap(entityName(atIndex:))
     }
 
     /// The metadata key of an entity's recorded column order.
@@ -371,8 +375,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     /// A row's bytes in `entity`'s format (``RowFormat/encode(_:primaryKey:)``); `permanent`
     /// gives a new destination's permanent ID.
     func encode(_ row: StoreRow, entity: EntityDescription, permanent: (ManagedObjectID) -> ManagedObjectID = { $0 }) throws -> [UInt8] {
-        try format(of: entity).encode(row, primaryKey: { try primaryKey(of: permanent($0)) },
-                                      entityIndex: { [recordedEntityIndex] in recordedEntityIndex[$0].map(Int64.init) })
+        try format(of: entity).encode(row, primaryKey: { try primaryKey(of: permanent($0)) }, entityIndex: entityIndex(of:))
     }
 
     func decode(_ bytes: [UInt8], objectID: ManagedObjectID) throws -> StoreRow {

@@ -20,84 +20,12 @@ import Foundation
 /// destination's primary key), preceded by an integer column of the destination's entity index
 /// when the destination has sub-entities.
 extension RowFormat {
-    // MARK: Varints
-
-    /// Appends `value` as an unsigned LEB128 varint (seven bits a byte, low first).
-    @inline(__always)
-    static func appendVarint(_ value: UInt64, to bytes: inout [UInt8]) {
-        var value = value
-        while value >= 0x80 {
-            bytes.append(UInt8(truncatingIfNeeded: value) | 0x80)
-            value >>= 7
-        }
-        bytes.append(UInt8(value))
-    }
-
-    /// The varint at `position` of `row` (advancing `position`); nil when the bytes end first or
-    /// it is longer than ten bytes.
-    @inline(__always)
-    static func readVarint(_ row: UnsafeRawBufferPointer, _ position: inout Int) -> UInt64? {
-        var value: UInt64 = 0
-        var shift: UInt64 = 0
-        while position < row.count, shift < 70 {
-            let byte = row[position]
-            position += 1
-            value |= UInt64(byte & 0x7F) << shift
-            if byte < 0x80 { return value }
-            shift += 7
-        }
-        return nil
-    }
-
-    /// The varint bytes of `value`.
-    static func varint(_ value: UInt64) -> [UInt8] {
-        var bytes: [UInt8] = []
-        appendVarint(value, to: &bytes)
-        return bytes
-    }
-
-    // MARK: Serial types
-
-    /// The payload size of serial type `type`; nil for a type no record holds (10 < 11 < 12).
-    @inline(__always)
-    static func payloadSize(_ type: UInt64) -> Int? {
-        switch type {
-        case 0, 8, 9: 0
-        case 1: 1
-        case 2: 2
-        case 3: 3
-        case 4: 4
-        case 5: 6
-        case 6, 7: 8
-        case 10: 16
-        case 11: nil
-        default: type < UInt64(Int32.max) ? Int((type - 12) / 2) : nil
-        }
-    }
-
-    /// Appends an integer column: its serial type to `header`, its payload to `payload`.
-    @inline(__always)
-    static func appendInteger(_ value: Int64, header: inout [UInt8], payload: inout [UInt8]) {
-        let size: Int
-        switch value {
-        case 0: header.append(8); return
-        case 1: header.append(9); return
-        case -128...127: header.append(1); size = 1
-        case -32_768...32_767: header.append(2); size = 2
-        case -8_388_608...8_388_607: header.append(3); size = 3
-        case -2_147_483_648...2_147_483_647: header.append(4); size = 4
-        case -140_737_488_355_328...140_737_488_355_327: header.append(5); size = 6
-        default: header.append(6); size = 8
-        }
-        for shift in stride(from: (size - 1) * 8, through: 0, by: -8) {
-            payload.append(UInt8(truncatingIfNeeded: value >> Int64(shift)))
-        }
-    }
+    // MARK: Columns
 
     /// Appends a column of bytes (`text`: UTF-8 text) of `bytes`.
     @inline(__always)
     static func appendBytes<C: Collection>(_ bytes: C, text: Bool, header: inout [UInt8], payload: inout [UInt8]) where C.Element == UInt8 {
-        appendVarint(UInt64(bytes.count) * 2 + (text ? 13 : 12), to: &header)
+        RecordEncoding.appendVarint(UInt64(bytes.count) * 2 + (text ? 13 : 12), to: &header)
         payload.append(contentsOf: bytes)
     }
 
@@ -109,7 +37,7 @@ extension RowFormat {
         }
         switch value {
         case nil: header.append(0)
-        case .integer(let v)?: appendInteger(v, header: &header, payload: &payload)
+        case .integer(let v)?: RecordEncoding.appendInteger(v, header: &header, payload: &payload)
         case .boolean(let v)?: header.append(v ? 9 : 8)
         case .double(let v)?: double(v)
         case .float(let v)?: double(Double(v))
@@ -125,27 +53,6 @@ extension RowFormat {
         }
     }
 
-    /// The integer a column of serial type `type` holds at `start` of `row` (nil: not an integer).
-    @inline(__always)
-    static func integer(_ type: UInt64, _ row: UnsafeRawBufferPointer, at start: Int) -> Int64? {
-        let size: Int
-        switch type {
-        case 8: return 0
-        case 9: return 1
-        case 1: size = 1
-        case 2: size = 2
-        case 3: size = 3
-        case 4: size = 4
-        case 5: size = 6
-        case 6: size = 8
-        default: return nil
-        }
-        // Sign-extended from the first byte.
-        var value = Int64(Int8(bitPattern: row[start]))
-        for index in 1..<size { value = value << 8 | Int64(row[start + index]) }
-        return value
-    }
-
     /// The value of an attribute of `kind` in a column of serial type `type` whose payload is
     /// `payload`; nil for nil, or for a column that does not hold a `kind` (as a component of
     /// another kind reads as nil in layouts 1 and 2).
@@ -157,7 +64,7 @@ extension RowFormat {
         }
         let isText = type >= 13 && type % 2 == 1, isBytes = type >= 12 && type % 2 == 0
         switch kind {
-        case .integer16, .integer32, .integer64: return integer(type, payload, at: 0).map(AttributeValue.integer)
+        case .integer16, .integer32, .integer64: return RecordEncoding.integer(type, payload, at: 0).map(AttributeValue.integer)
         case .boolean: return type == 8 ? .boolean(false) : type == 9 ? .boolean(true) : nil
         case .double: return double().map(AttributeValue.double)
         case .float: return double().map { .float(Float($0)) }
@@ -175,34 +82,15 @@ extension RowFormat {
 
     // MARK: Reading a record
 
-    /// A record's parts: its version, and where its serial types and payloads start.
-    struct Record {
-        var version: UInt64
-        /// The first serial type's offset, and the end of the header.
-        var typesStart: Int
-        var headerEnd: Int
-    }
-
-    /// Parses the head of a record (after the entity prefix `prefixCount` bytes long); nil when
-    /// malformed.
-    @inline(__always)
-    static func record(_ row: UnsafeRawBufferPointer, prefixCount: Int) -> Record? {
-        var position = prefixCount
-        guard position <= row.count, let version = readVarint(row, &position) else { return nil }
-        let headerStart = position
-        guard let size = readVarint(row, &position), size <= UInt64(row.count - headerStart), Int(size) >= position - headerStart else { return nil }
-        return Record(version: version, typesStart: position, headerEnd: headerStart + Int(size))
-    }
-
     /// Column `column`'s serial type and payload in a record (nil: the record has fewer columns,
     /// reading as nil; throws for a malformed record).
     func recordColumn(_ column: Int, of row: UnsafeRawBufferPointer) throws -> (type: UInt64, payload: UnsafeRawBufferPointer)? {
-        guard let record = Self.record(row, prefixCount: entityPrefix.count) else { throw StoreError(.corrupt, "a malformed record header") }
+        guard let record = RecordEncoding.head(of: row, from: entityPrefix.count) else { throw StoreError(.corrupt, "a malformed record header") }
         var typePosition = record.typesStart
         var payloadStart = record.headerEnd
         var index = 0
         while typePosition < record.headerEnd {
-            guard let type = Self.readVarint(row, &typePosition), let size = Self.payloadSize(type),
+            guard let type = RecordEncoding.readVarint(row, &typePosition), let size = RecordEncoding.payloadSize(type),
                   typePosition <= record.headerEnd, size <= row.count - payloadStart else {
                 throw StoreError(.corrupt, "a malformed record column")
             }
@@ -232,9 +120,9 @@ extension RowFormat {
                     guard let index = entityIndex(id.entityName) else {
                         throw ArborError(.store, "\(id.entityName) is not an entity of the store", objectID: id)
                     }
-                    Self.appendInteger(index, header: &header, payload: &payload)
+                    RecordEncoding.appendInteger(index, header: &header, payload: &payload)
                 }
-                Self.appendInteger(try primaryKey(id), header: &header, payload: &payload)
+                RecordEncoding.appendInteger(try primaryKey(id), header: &header, payload: &payload)
             } else {
                 if step.named { header.append(0) }
                 header.append(0)
@@ -243,11 +131,11 @@ extension RowFormat {
         var bytes = entityPrefix
         bytes.reserveCapacity(entityPrefix.count + 12 + header.count + payload.count)
         guard row.version > 0 else { throw ArborError(.store, "a row's version \(row.version) is out of range") }
-        Self.appendVarint(UInt64(row.version), to: &bytes)
+        RecordEncoding.appendVarint(UInt64(row.version), to: &bytes)
         // The header size counts its own varint.
         var size = header.count + 1
-        while Self.varint(UInt64(size)).count != size - header.count { size += 1 }
-        Self.appendVarint(UInt64(size), to: &bytes)
+        while RecordEncoding.varint(UInt64(size)).count != size - header.count { size += 1 }
+        RecordEncoding.appendVarint(UInt64(size), to: &bytes)
         bytes += header
         bytes += payload
         return bytes
@@ -259,8 +147,8 @@ extension RowFormat {
         func corrupt(_ why: String) -> ArborError {
             ArborError(.store, "the row of \(objectID) is malformed: \(why)", objectID: objectID)
         }
-        guard let record = Self.record(bytes, prefixCount: entityPrefix.count) else { throw corrupt("no version and header") }
-        guard record.version > 0, record.version < UInt64(Int64.max) else { throw corrupt("its version \(record.version) is out of range") }
+        guard let record = RecordEncoding.head(of: bytes, from: entityPrefix.count) else { throw corrupt("no version and header") }
+        guard record.leading > 0, record.leading < UInt64(Int64.max) else { throw corrupt("its version \(record.leading) is out of range") }
         let layoutReference = entity.layoutReference
         var slots = layoutReference._withUnsafeGuaranteedRef { $0.makeSlots() }
         var typePosition = record.typesStart
@@ -275,10 +163,10 @@ extension RowFormat {
                 type = UInt64(bytes[typePosition])
                 typePosition += 1
             } else {
-                guard let long = Self.readVarint(bytes, &typePosition) else { throw corrupt("a column's serial type is malformed") }
+                guard let long = RecordEncoding.readVarint(bytes, &typePosition) else { throw corrupt("a column's serial type is malformed") }
                 type = long
             }
-            guard typePosition <= record.headerEnd, let size = Self.payloadSize(type), size <= bytes.count - payloadStart else {
+            guard typePosition <= record.headerEnd, let size = RecordEncoding.payloadSize(type), size <= bytes.count - payloadStart else {
                 throw corrupt("a column's serial type or size is out of range")
             }
             defer { payloadStart += size }
@@ -296,11 +184,11 @@ extension RowFormat {
                 continue
             }
             var destinationName = destinations[step.destination]
-            if step.named, let column = try next(), let index = Self.integer(column.type, column.payload, at: 0) {
+            if step.named, let column = try next(), let index = RecordEncoding.integer(column.type, column.payload, at: 0) {
                 guard let name = store.entityName(atIndex: index) else { throw corrupt("a relationship names entity \(index), which the store does not record") }
                 destinationName = name
             }
-            if let column = try next(), let key = Self.integer(column.type, column.payload, at: 0) {
+            if let column = try next(), let key = RecordEncoding.integer(column.type, column.payload, at: 0) {
                 guard NativeStore.isPrimaryKey(key) else { throw corrupt("a relationship holds \(key), which is not a primary key") }
                 slots[step.slot] = .object(store.objectID(destinationName, key))
             } else {
@@ -308,7 +196,7 @@ extension RowFormat {
             }
         }
         return layoutReference._withUnsafeGuaranteedRef {
-            StoreRow(entityName: entity.name, version: Int64(record.version), values: PropertyStorage(layout: $0, slots: slots))
+            StoreRow(entityName: entity.name, version: Int64(record.leading), values: PropertyStorage(layout: $0, slots: slots))
         }
     }
 }

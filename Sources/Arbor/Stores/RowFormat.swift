@@ -133,12 +133,12 @@ final class RowFormat: @unchecked Sendable {
         if layout != .records {
             entityPrefix = KeyEncoding.encode([.string(entity.name)])
         } else {
-            entityPrefix = entity.rootEntity.subentities.isEmpty ? [] : Self.varint(UInt64(entityIndex))
+            entityPrefix = entity.rootEntity.subentities.isEmpty ? [] : RecordEncoding.varint(UInt64(entityIndex))
         }
     }
 
     /// The format of `entity`'s rows in a store of `layout` that records their column order as
-    /// `order` (property names; ``recordedColumns``).
+    /// `order` (property names; ``derivedColumnNames(_:layout:)``).
     ///
     /// - Throws: ``ArborError/Code/incompatibleModel`` when `order` does not name exactly the
     ///   entity's stored properties, each once.
@@ -181,9 +181,11 @@ final class RowFormat: @unchecked Sendable {
         }
     }
 
-    /// The column order as a store records it (`columns.<Entity>` in `arbor.metadata`): the
-    /// stored properties' names, in row order.
-    var recordedColumns: [String] { columns.map { Self.name(of: $0, in: entity) } }
+    /// The column order `layout` derives for `entity`, as a store records it
+    /// (`columns.<Entity>` in `arbor.metadata`): the stored properties' names, in row order.
+    static func derivedColumnNames(_ entity: EntityDescription, layout: Layout) -> [String] {
+        derivedOrder(entity, layout: layout).map { name(of: $0, in: entity) }
+    }
 
     deinit {
         stepBuffer.deallocate()
@@ -281,15 +283,15 @@ final class RowFormat: @unchecked Sendable {
         switch index {
         case Self.nameComponent: return .string(entity.name)
         case Self.versionComponent:
-            guard let record = Self.record(row, prefixCount: entityPrefix.count) else { throw StoreError(.corrupt, "a malformed record header") }
-            return .int(Int64(truncatingIfNeeded: record.version))
+            guard let record = RecordEncoding.head(of: row, from: entityPrefix.count) else { throw StoreError(.corrupt, "a malformed record header") }
+            return .int(Int64(truncatingIfNeeded: record.leading))
         default:
             guard let column = try recordColumn(index - Self.firstColumnComponent, of: row) else { return .null }
             if column.type == 0 { return .null }
             if let kind = columnKinds[index - Self.firstColumnComponent] {
                 return Self.attributeValue(column.type, column.payload, kind: kind).map(NativeStore.component) ?? .null
             }
-            return Self.integer(column.type, column.payload, at: 0).map(KeyComponent.int) ?? .null
+            return RecordEncoding.integer(column.type, column.payload, at: 0).map(KeyComponent.int) ?? .null
         }
     }
 
@@ -319,8 +321,8 @@ final class RowFormat: @unchecked Sendable {
     /// name) must have there. A row whose head holds those tags has its head components at
     /// those offsets (a nil integer would be one byte, so it fails its guard).
     func fixedHead(through last: Int) -> (starts: [Int], guards: [ValuePrefilter.Guard]) {
-        // Records have no fixed offsets: a head no row is long enough to hold.
-        guard layout != .records else { return ([0, entityPrefix.count, Int.max / 2], [ValuePrefilter.Guard(offset: 0, allowed: [0])]) }
+        // Records have no fixed offsets: a head of the entity prefix alone.
+        guard layout != .records else { return ([0, entityPrefix.count], []) }
         let nameCount = entityPrefix.count
         var starts = [0, nameCount, nameCount + 9]
         var guards = [ValuePrefilter.Guard(offset: nameCount, allowed: [KeyEncoding.Tag.int])]

@@ -103,24 +103,24 @@ final class ScanFilter {
     private let pool: UnsafeMutableRawBufferPointer
     /// The start of each component of the current row located so far, then the end of the
     /// last one located.
-    private let components: UnsafeMutableBufferPointer<Int>
+    let components: UnsafeMutableBufferPointer<Int>
     /// The highest component any test reads.
     let lastComponent: Int
     /// Where folded strings are written (grown as a longer string needs).
-    private var scratch: UnsafeMutableRawBufferPointer = .allocate(byteCount: 256, alignment: 8)
+    var scratch: UnsafeMutableRawBufferPointer = .allocate(byteCount: 256, alignment: 8)
     /// Records (layout 3): whether the rows are records, whose columns the tests read as the
     /// key-encoding components layouts 1 and 2 store (transcoded into ``componentScratch``); the
     /// record of the current row as parsed so far (its columns' serial types in ``recordTypes``
     /// and payload starts in ``components``, the first `recordLocated` of them; -1: the header
     /// is not read yet).
-    private let isRecords: Bool
-    private let recordTypes: UnsafeMutableBufferPointer<UInt64>
-    private var recordLocated = -1
-    private var recordTypePosition = 0
-    private var recordHeaderEnd = 0
-    private var componentScratch: UnsafeMutableRawBufferPointer = .allocate(byteCount: 256, alignment: 8)
+    let isRecords: Bool
+    let recordTypes: UnsafeMutableBufferPointer<UInt64>
+    var recordLocated = -1
+    var recordTypePosition = 0
+    var recordHeaderEnd = 0
+    var componentScratch: UnsafeMutableRawBufferPointer = .allocate(byteCount: 256, alignment: 8)
     /// Folds of non-ASCII strings already made, by option byte and string bytes.
-    private var foldCache: [[UInt8]: [UInt8]] = [:]
+    var foldCache: [[UInt8]: [UInt8]] = [:]
     /// When the predicate is one test or an `AND` of tests (the common shape), those tests'
     /// nodes in order: decided by a loop rather than by walking the tree.
     private let conjunction: UnsafeMutableBufferPointer<Int>
@@ -264,33 +264,6 @@ final class ScanFilter {
         return ValuePrefilter(prefix: name, guards: Array(guards.prefix(lastComponent)), comparisons: comparisons)
     }
 
-    /// The engine-side form of a conjunction's leading integer comparisons on records: each an
-    /// integer column compared with one constant (the engine reads the column's serial type and
-    /// payload in its leaf loop). Nil when the predicate does not start with one.
-    static func makeRecordPrefilter(accepted: Bool, prefix: [UInt8], tests: [Node], pool: [UInt8], spans: [Span]) -> ValuePrefilter? {
-        guard accepted else { return nil }
-        var comparisons: [ValuePrefilter.RecordComparison] = []
-        for node in tests {
-            guard node.kind == .compare, node.tag == KeyEncoding.Tag.int, node.count == 1,
-                  node.component >= RowFormat.firstColumnComponent, spans[node.first].count == 9 else { break }
-            let span = spans[node.first]
-            let bits = pool[(span.start + 1)..<(span.start + 9)].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-            let relation: ValuePrefilter.Relation
-            switch node.op {
-            case .equalTo: relation = .equal
-            case .notEqualTo: relation = .notEqual
-            case .lessThan: relation = .less
-            case .lessThanOrEqualTo: relation = .lessOrEqual
-            case .greaterThan: relation = .greater
-            case .greaterThanOrEqualTo: relation = .greaterOrEqual
-            default: return comparisons.isEmpty ? nil : ValuePrefilter(prefix: prefix, recordComparisons: comparisons)
-            }
-            comparisons.append(ValuePrefilter.RecordComparison(column: node.component - RowFormat.firstColumnComponent, relation: relation,
-                                                               constant: Int64(bitPattern: bits ^ (1 << 63))))
-        }
-        return comparisons.isEmpty ? nil : ValuePrefilter(prefix: prefix, recordComparisons: comparisons)
-    }
-
     /// Whether `row` has the fixed head the layout implies (every head component of its
     /// expected kind, so none is nil except booleans).
     @inline(__always)
@@ -349,7 +322,7 @@ final class ScanFilter {
         var located = 1
         components[0] = fixedStarts[0]
         components[1] = fixedStarts[1]
-        let onHead = holdsFixedHead(row)
+        let onHead = !isRecords && holdsFixedHead(row)
         /// Locates the fixed head at once (before the first test that needs components).
         func locateHead() {
             guard onHead, located < fixedCount else { return }
@@ -420,83 +393,15 @@ final class ScanFilter {
         return test(node, UnsafeRawBufferPointer(rebasing: row[components[node.component]..<components[node.component + 1]]))
     }
 
-    /// Column `column` of the current record as the key-encoding component layouts 1 and 2 store
-    /// for it (nil, an int or a string; `FF`, which no test's tag matches, for a column of another
-    /// type), transcoded into ``componentScratch``; nil when the record is malformed up to there.
-    private func recordComponent(_ column: Int, _ row: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
-        if recordLocated < 0 {
-            guard let record = RowFormat.record(row, prefixCount: format.entityPrefix.count) else { return nil }
-            recordTypePosition = record.typesStart
-            recordHeaderEnd = record.headerEnd
-            components[0] = record.headerEnd
-            recordLocated = 0
-        }
-        while recordLocated <= column {
-            guard recordTypePosition < recordHeaderEnd else {
-                // Past the record's last column: nil.
-                return writeComponent(count: 1) { $0[0] = KeyEncoding.Tag.null }
-            }
-            guard let type = RowFormat.readVarint(row, &recordTypePosition), recordTypePosition <= recordHeaderEnd,
-                  let size = RowFormat.payloadSize(type), size <= row.count - components[recordLocated] else { return nil }
-            recordTypes[recordLocated] = type
-            components[recordLocated + 1] = components[recordLocated] + size
-            recordLocated += 1
-        }
-        let type = recordTypes[column], start = components[column], end = components[column + 1]
-        if type == 0 { return writeComponent(count: 1) { $0[0] = KeyEncoding.Tag.null } }
-        if let integer = RowFormat.integer(type, row, at: start) {
-            return writeComponent(count: 9) { bytes in
-                bytes[0] = KeyEncoding.Tag.int
-                bytes.storeBytes(of: (UInt64(bitPattern: integer) ^ (1 << 63)).bigEndian, toByteOffset: 1, as: UInt64.self)
-            }
-        }
-        guard type >= 13, type % 2 == 1 else { return writeComponent(count: 1) { $0[0] = 0xFF } }
-        // Text: the tag, the UTF-8 with each zero byte escaped as 00 FF, the terminator 00 00.
-        let text = UnsafeRawBufferPointer(rebasing: row[start..<end])
-        var zeros = 0
-        for byte in text where byte == 0 { zeros += 1 }
-        return writeComponent(count: text.count + zeros + 3) { bytes in
-            bytes[0] = KeyEncoding.Tag.string
-            var position = 1
-            if zeros == 0 {
-                UnsafeMutableRawBufferPointer(rebasing: bytes[1..<(1 + text.count)]).copyMemory(from: text)
-                position += text.count
-            } else {
-                for byte in text {
-                    bytes[position] = byte
-                    position += 1
-                    if byte == 0 {
-                        bytes[position] = 0xFF
-                        position += 1
-                    }
-                }
-            }
-            bytes[position] = 0
-            bytes[position + 1] = 0
-        }
-    }
-
-    /// `count` bytes written by `write` into ``componentScratch`` (grown when short).
-    @inline(__always)
-    private func writeComponent(count: Int, _ write: (UnsafeMutableRawBufferPointer) -> Void) -> UnsafeRawBufferPointer {
-        if componentScratch.count < count {
-            componentScratch.deallocate()
-            componentScratch = .allocate(byteCount: max(count, componentScratch.count * 2), alignment: 8)
-        }
-        let bytes = UnsafeMutableRawBufferPointer(rebasing: componentScratch[0..<count])
-        write(bytes)
-        return UnsafeRawBufferPointer(bytes)
-    }
-
     /// The order of two big-endian words as their bytes.
     @inline(__always)
-    private static func order(_ a: UInt64, _ b: UInt64) -> Int {
+    static func order(_ a: UInt64, _ b: UInt64) -> Int {
         let x = UInt64(bigEndian: a), y = UInt64(bigEndian: b)
         return x == y ? 0 : (x < y ? -1 : 1)
     }
 
     @inline(__always)
-    private func constant(_ node: Node, _ index: Int) -> UnsafeRawBufferPointer {
+    func constant(_ node: Node, _ index: Int) -> UnsafeRawBufferPointer {
         let span = spans[node.first + index]
         return UnsafeRawBufferPointer(rebasing: pool[span.start..<(span.start + span.count)])
     }
@@ -543,258 +448,8 @@ final class ScanFilter {
             case .endsWith:
                 return memcmp(text.baseAddress! + (text.count - pattern.count), pattern.baseAddress!, pattern.count) == 0
             default:
-                // memchr for the first byte, then memcmp (memmem is a GNU extension).
-                let base = text.baseAddress!, first = Int32(pattern[0])
-                let lastStart = text.count - pattern.count
-                var start = 0
-                while start <= lastStart {
-                    guard let hit = memchr(base + start, first, lastStart - start + 1) else { return false }
-                    let at = base.distance(to: UnsafeRawPointer(hit))
-                    if memcmp(base + at, pattern.baseAddress!, pattern.count) == 0 { return true }
-                    start = at + 1
-                }
-                return false
+                return Self.contains(text, pattern)
             }
         }
-    }
-
-    /// A string test on the folded text (`[c]`, `[d]`, `[cd]`) or a `LIKE`: the constants are raw
-    /// folded UTF-8. Nil when the row's string leaves the fast path (see the type's notes).
-    private func foldedTest(_ node: Node, _ value: UnsafeRawBufferPointer) -> Bool? {
-        guard value.count >= 3 else { return nil }
-        var text = UnsafeRawBufferPointer(rebasing: value[1..<(value.count - 2)])
-        // How many leading bytes are ASCII (the fold of those is known).
-        var asciiPrefix = text.count
-        switch node.folding {
-        case .none:
-            break
-        case .asciiOnly:
-            asciiPrefix = Self.asciiPrefix(text)
-        case .lowercased:
-            (text, asciiPrefix) = lowercase(text)
-        }
-        if asciiPrefix < text.count {
-            // A string with other bytes: folding is the evaluator's, except where an ASCII
-            // constant settles it without them. Folding maps ASCII to ASCII scalar by scalar and
-            // never changes a scalar because of the ones after it (a combining mark after an
-            // ASCII letter is dropped or kept, the letter stays), so a prefix within the ASCII
-            // start is the fold's prefix; and an ASCII occurrence in the bytes (UTF-8 keeps ASCII
-            // bytes for ASCII scalars only) is one in the fold. Not finding it decides nothing.
-            if node.asciiConstant {
-                switch node.kind {
-                case .beginsWith:
-                    let pattern = constant(node, 0)
-                    if pattern.count <= asciiPrefix {
-                        return pattern.isEmpty || memcmp(text.baseAddress!, pattern.baseAddress!, pattern.count) == 0
-                    }
-                case .contains:
-                    let pattern = constant(node, 0)
-                    if pattern.isEmpty || (pattern.count <= text.count && Self.contains(text, pattern)) { return true }
-                default:
-                    break
-                }
-            }
-            // Otherwise the string is folded as the evaluator folds it (remembered: names
-            // repeat) and the test runs on the folded bytes. `?` counts scalars: not on bytes.
-            guard !(node.kind == .like && node.likeAny),
-                  let folded = slowFold(UnsafeRawBufferPointer(rebasing: value[1..<(value.count - 2)]), node.options) else { return nil }
-            text = folded
-        }
-        switch node.kind {
-        case .like:
-            return Self.like(text, constant(node, 0))
-        case .compare, .between, .oneOf:
-            func order(_ constant: UnsafeRawBufferPointer) -> Int {
-                let common = min(text.count, constant.count)
-                let c = common == 0 ? 0 : memcmp(text.baseAddress!, constant.baseAddress!, common)
-                return c != 0 ? (c < 0 ? -1 : 1) : (text.count == constant.count ? 0 : (text.count < constant.count ? -1 : 1))
-            }
-            switch node.kind {
-            case .between: return order(constant(node, 0)) >= 0 && order(constant(node, 1)) <= 0
-            case .oneOf:
-                for index in 0..<node.count where order(constant(node, index)) == 0 { return true }
-                return false
-            default:
-                let c = order(constant(node, 0))
-                switch node.op {
-                case .equalTo: return c == 0
-                case .notEqualTo: return c != 0
-                case .lessThan: return c < 0
-                case .lessThanOrEqualTo: return c <= 0
-                case .greaterThan: return c > 0
-                default: return c >= 0
-                }
-            }
-        default:
-            let pattern = constant(node, 0)
-            if pattern.count > text.count { return false }
-            if pattern.isEmpty { return true }
-            switch node.kind {
-            case .beginsWith: return memcmp(text.baseAddress!, pattern.baseAddress!, pattern.count) == 0
-            case .endsWith: return memcmp(text.baseAddress! + (text.count - pattern.count), pattern.baseAddress!, pattern.count) == 0
-            default: return Self.contains(text, pattern)
-            }
-        }
-    }
-
-    /// Whether `pattern` (not empty, not longer) occurs in `text`: `memchr` for its first
-    /// byte, then `memcmp` (`memmem` is a GNU extension).
-    @inline(__always)
-    static func contains(_ text: UnsafeRawBufferPointer, _ pattern: UnsafeRawBufferPointer) -> Bool {
-        let base = text.baseAddress!, first = Int32(pattern[0])
-        let lastStart = text.count - pattern.count
-        var start = 0
-        while start <= lastStart {
-            guard let hit = memchr(base + start, first, lastStart - start + 1) else { return false }
-            let at = base.distance(to: UnsafeRawPointer(hit))
-            if memcmp(base + at, pattern.baseAddress!, pattern.count) == 0 { return true }
-            start = at + 1
-        }
-        return false
-    }
-
-    /// The high bit of each byte of a word.
-    private static let highBits: UInt64 = 0x8080_8080_8080_8080
-
-    /// The most strings ``slowFold(_:_:)`` remembers (then it folds without remembering).
-    static let foldCacheLimit = 4096
-
-    /// The evaluator's fold of a string's escaped bytes (`options` as the comparison's), as
-    /// raw UTF-8 in a buffer of the filter's; nil for a string with a zero byte (escaped), left
-    /// to the evaluator. Folds are remembered by the string's bytes, up to ``foldCacheLimit``.
-    private func slowFold(_ text: UnsafeRawBufferPointer, _ options: ComparisonPredicate.Options) -> UnsafeRawBufferPointer? {
-        guard memchr(text.baseAddress!, 0, text.count) == nil else { return nil }
-        var key = [UInt8](repeating: options.rawValue, count: 1)
-        key.append(contentsOf: text)
-        let folded: [UInt8]
-        if let known = foldCache[key] {
-            folded = known
-        } else {
-            folded = Array(PredicateEvaluator.fold(String(decoding: text, as: UTF8.self), options).utf8)
-            if foldCache.count < Self.foldCacheLimit { foldCache[key] = folded }
-        }
-        if folded.count > scratch.count {
-            scratch.deallocate()
-            scratch = .allocate(byteCount: max(folded.count, scratch.count * 2), alignment: 8)
-        }
-        folded.withUnsafeBytes { scratch.copyMemory(from: $0) }
-        return UnsafeRawBufferPointer(rebasing: scratch[0..<folded.count])
-    }
-
-    /// The number of leading ASCII bytes of `text` (eight at a time).
-    @inline(__always)
-    static func asciiPrefix(_ text: UnsafeRawBufferPointer) -> Int {
-        var index = 0
-        while index + 8 <= text.count, text.loadUnaligned(fromByteOffset: index, as: UInt64.self) & highBits == 0 { index += 8 }
-        while index < text.count, text[index] < 0x80 { index += 1 }
-        return index
-    }
-
-    /// Whether every byte of `text` is ASCII (eight at a time).
-    @inline(__always)
-    static func isASCII(_ text: UnsafeRawBufferPointer) -> Bool {
-        var index = 0
-        while index + 8 <= text.count {
-            if text.loadUnaligned(fromByteOffset: index, as: UInt64.self) & highBits != 0 { return false }
-            index += 8
-        }
-        while index < text.count {
-            if text[index] >= 0x80 { return false }
-            index += 1
-        }
-        return true
-    }
-
-    /// The ASCII lowercase of eight ASCII bytes: `A`…`Z` gain 0x20, the rest stay (a byte is
-    /// upper case when adding `0x80 - 'A'` sets its high bit and adding `0x7F - 'Z'` does not;
-    /// no byte carries into the next, as every byte is below 0x80).
-    @inline(__always)
-    static func lowercaseWord(_ word: UInt64) -> UInt64 {
-        let atLeastA = word &+ 0x3F3F_3F3F_3F3F_3F3F  // 0x80 - 0x41
-        let aboveZ = word &+ 0x2525_2525_2525_2525    // 0x7F - 0x5A
-        return word | ((atLeastA & ~aboveZ & highBits) >> 2)
-    }
-
-    /// `text` in the scratch buffer with its ASCII upper-case letters lowered (other bytes
-    /// kept), and the number of its leading ASCII bytes: all of it is the string's `[c]` fold
-    /// when that is its length.
-    @inline(__always)
-    private func lowercase(_ text: UnsafeRawBufferPointer) -> (UnsafeRawBufferPointer, asciiPrefix: Int) {
-        if text.count > scratch.count {
-            scratch.deallocate()
-            scratch = .allocate(byteCount: max(text.count, scratch.count * 2), alignment: 8)
-        }
-        var index = 0
-        while index + 8 <= text.count {
-            let word = text.loadUnaligned(fromByteOffset: index, as: UInt64.self)
-            if word & Self.highBits != 0 { break }
-            scratch.storeBytes(of: Self.lowercaseWord(word), toByteOffset: index, as: UInt64.self)
-            index += 8
-        }
-        var asciiPrefix = text.count
-        while index < text.count {
-            let byte = text[index]
-            if byte >= 0x80 {
-                asciiPrefix = min(asciiPrefix, index)
-                scratch[index] = byte
-            } else {
-                scratch[index] = byte &- 0x41 < 26 ? byte | 0x20 : byte
-            }
-            index += 1
-        }
-        return (UnsafeRawBufferPointer(rebasing: scratch[0..<text.count]), asciiPrefix)
-    }
-
-    /// `LIKE` on bytes: the evaluator's wildcard matching (one backtrack point, linear for each
-    /// star) over a pattern compiled to bytes (`FF` for `*`, `FE` for `?`, escapes resolved).
-    static func like(_ text: UnsafeRawBufferPointer, _ pattern: UnsafeRawBufferPointer) -> Bool {
-        var t = 0, p = 0, starP = -1, starT = 0
-        while t < text.count {
-            if p < pattern.count {
-                let byte = pattern[p]
-                if byte == likeStar {
-                    starP = p
-                    starT = t
-                    p += 1
-                    continue
-                }
-                if byte == likeAny || byte == text[t] {
-                    t += 1
-                    p += 1
-                    continue
-                }
-            }
-            guard starP >= 0 else { return false }
-            p = starP + 1
-            starT += 1
-            t = starT
-        }
-        while p < pattern.count, pattern[p] == likeStar { p += 1 }
-        return p == pattern.count
-    }
-
-    /// The bytes a `LIKE` pattern (already folded) compiles to, and whether it has a `?`; nil
-    /// for a pattern with a zero byte. The escapes are the evaluator's: a backslash makes the
-    /// next scalar literal.
-    static func likePattern(_ pattern: String) -> (bytes: [UInt8], hasAny: Bool)? {
-        let scalars = Array(pattern.unicodeScalars)
-        var bytes: [UInt8] = [], hasAny = false, index = 0
-        while index < scalars.count {
-            let scalar = scalars[index]
-            if scalar == "\\", index + 1 < scalars.count {
-                bytes += Array(String(scalars[index + 1]).utf8)
-                index += 2
-                continue
-            }
-            switch scalar {
-            case "*": bytes.append(likeStar)
-            case "?":
-                bytes.append(likeAny)
-                hasAny = true
-            default: bytes += Array(String(scalar).utf8)
-            }
-            index += 1
-        }
-        return bytes.contains(0) ? nil : (bytes, hasAny)
     }
 }

@@ -102,18 +102,15 @@ public struct ValuePrefilter: Sendable, Equatable {
         }
     }
 
-    /// A test of an integer column of a record against a constant. A record (after the
-    /// value's ``ValuePrefilter/prefix``) is a varint to pass over, a varint header size (this
-    /// varint included), one varint serial type per column, then the columns' payloads — SQLite's
-    /// record format: types 1–6 are big-endian two's-complement integers of 1, 2, 3, 4, 6 and 8
-    /// bytes, 8 and 9 the integers 0 and 1, 0 nil, 7 eight bytes, 10 sixteen, and N ≥ 12
-    /// (N − 12) / 2 bytes. A column of another type, or a record too short for it, leaves the
-    /// value to the scan's own test.
+    /// A test of an integer column of a record (``RecordEncoding``, after the value's
+    /// ``ValuePrefilter/prefix``) against a constant. A column of another type, or a record too
+    /// short for it, leaves the value to the scan's own test.
     public struct RecordComparison: Sendable, Equatable {
         /// The column's place among the record's columns (0: the first).
         public let column: Int
         /// How the column's integer must relate to ``constant``.
         public let relation: Relation
+        /// The constant the column's integer is compared with.
         public let constant: Int64
 
         /// A comparison of record column `column`'s integer with `constant`.
@@ -167,69 +164,31 @@ public struct ValuePrefilter: Sendable, Equatable {
     /// ``recordComparisons``); false for a malformed record.
     @inline(__always)
     static func recordFails(_ value: UnsafeRawBufferPointer, from start: Int, _ comparisons: UnsafeMutableBufferPointer<RecordComparison>) -> Bool {
-        @inline(__always)
-        func varint(_ position: inout Int) -> Int? {
-            var result = 0
-            var shift = 0
-            while position < value.count, shift < 63 {
-                let byte = value[position]
-                position += 1
-                result |= Int(byte & 0x7F) << shift
-                if byte < 0x80 { return result }
-                shift += 7
-            }
-            return nil
-        }
-        @inline(__always)
-        func size(of type: Int) -> Int? {
-            switch type {
-            case 0, 8, 9: 0
-            case 1, 2, 3, 4: type
-            case 5: 6
-            case 6, 7: 8
-            case 10: 16
-            case 11: nil
-            default: (type - 12) / 2
-            }
-        }
-        var position = start
-        guard varint(&position) != nil else { return false }
-        let headerStart = position
-        guard let headerSize = varint(&position), headerSize <= value.count - headerStart, headerSize >= position - headerStart else { return false }
-        let headerEnd = headerStart + headerSize
+        guard let head = RecordEncoding.head(of: value, from: start) else { return false }
+        let headerEnd = head.headerEnd
+        var position = head.typesStart
         /// The serial type of the column at `position` in the header (advancing it).
-        func readType() -> Int? {
-            guard position < headerEnd, let type = varint(&position), position <= headerEnd else { return nil }
+        func readType() -> UInt64? {
+            guard position < headerEnd, let type = RecordEncoding.readVarint(value, &position), position <= headerEnd else { return nil }
             return type
         }
         var payload = headerEnd
         var column = 0
         // The type of `column`, once read.
-        var current: Int?
+        var current: UInt64?
         for comparison in comparisons {
             while column < comparison.column {
                 // A size past the value's end is a malformed record (and would overflow the sum).
-                guard let type = current ?? readType(), let size = size(of: type), size <= value.count - payload else { return false }
+                guard let type = current ?? readType(), let size = RecordEncoding.payloadSize(type), size <= value.count - payload else { return false }
                 payload += size
                 column += 1
                 current = nil
             }
             guard let type = current ?? readType() else { return false }
             current = type
-            let size: Int
-            switch type {
-            case 8, 9: size = 0
-            case 1, 2, 3, 4: size = type
-            case 5: size = 6
-            case 6: size = 8
-            default: return false  // not an integer: the scan's own test decides
-            }
-            guard payload <= value.count - size else { return false }
-            var number: Int64 = type == 9 ? 1 : 0
-            if size > 0 {
-                number = Int64(Int8(bitPattern: value[payload]))
-                for index in 1..<size { number = number << 8 | Int64(value[payload + index]) }
-            }
+            // Not an integer, or cut short: the scan's own test decides.
+            guard let size = RecordEncoding.payloadSize(type), size <= value.count - payload,
+                  let number = RecordEncoding.integer(type, value, at: payload) else { return false }
             if !comparison.passes(number) { return true }
         }
         return false

@@ -199,4 +199,22 @@ struct ScanLayoutTests {
         #expect(error.code == .storeOpen)
         #expect(error.message.contains("layout 9"), "\(error.message)")
     }
+
+    @Test("a store made without a requested layout writes records (layout 3), unless ARBOR_NEW_ROW_LAYOUT names another; so does an in-memory store")
+    func defaultLayoutIsRecords() throws {
+        let expected = ProcessInfo.processInfo.environment["ARBOR_NEW_ROW_LAYOUT"]
+            .flatMap { UInt8($0) }.flatMap(RowFormat.Layout.init(rawValue:)) ?? .records
+        let model = try Self.model()
+        let path = try temporaryDirectory() + "/default.arbor"
+        do {
+            let stack = try Stack(model: model, path: path)
+            let store = try #require(stack.coordinator.persistentStores.first as? NativeStore)
+            #expect(store.rowLayout == expected)
+        }
+        let database = try Database(path: path)
+        defer { database.close() }
+        #expect(try database.read { try $0.tree(named: "arbor.metadata")?.get(Array("rows".utf8)) } == [expected.rawValue])
+        let memory = try Stack(model: model)
+        #expect((memory.coordinator.persistentStores.first as? NativeStore)?.rowLayout == expected)
+    }
 }

@@ -74,8 +74,14 @@ public final class ScratchDirectory {
         return sizes
     }
 
-    /// Removes the files in the directory (it holds no subdirectories) and the directory itself.
+    /// Removes the files in the directory (it holds no subdirectories) and the directory itself —
+    /// unless `ARBOR_KEEP_SCRATCH` is set, when it leaves them and names the directory on standard
+    /// error (to look at a workload's files afterwards: `arbor info`, `sqlite3 … dbstat`).
     public func remove() {
+        if let keep = getenv("ARBOR_KEEP_SCRATCH"), keep.pointee != 0 {
+            fputs("kept \(path)\n", stderr)
+            return
+        }
         if let stream = opendir(path) {
             while let entry = readdir(stream) {
                 let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in

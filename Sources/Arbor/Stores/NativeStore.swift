@@ -64,13 +64,14 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     }
 
     /// - Parameter newRowLayout: the row layout of a store this call makes (tests make stores of
-    ///   layout 1, as earlier builds did: their metadata then records no layout). Nil: layout 2,
-    ///   or the layout the environment variable `ARBOR_NEW_ROW_LAYOUT` names (`3` for records,
-    ///   which are not yet the default: docs/row-format.md).
+    ///   layout 1, as earlier builds did: their metadata then records no layout). Nil: layout 3
+    ///   (records, docs/row-format.md), or the layout the environment variable
+    ///   `ARBOR_NEW_ROW_LAYOUT` names (`2` for fixed-size columns first; `make test` runs the
+    ///   object-graph tests a second time over layout-2 stores that way).
     init(path: String, type: String, model: ManagedObjectModel, configuration: String?, options: DatabaseOptions,
          newRowLayout requestedLayout: RowFormat.Layout? = nil) throws {
         let newRowLayout = requestedLayout ?? ProcessInfo.processInfo.environment["ARBOR_NEW_ROW_LAYOUT"]
-            .flatMap { UInt8($0) }.flatMap(RowFormat.Layout.init(rawValue:)) ?? .fixedFirst
+            .flatMap { UInt8($0) }.flatMap(RowFormat.Layout.init(rawValue:)) ?? .records
         self.type = type
         self.path = type == "memory" ? nil : path
         configurationName = configuration

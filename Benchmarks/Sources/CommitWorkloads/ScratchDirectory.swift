@@ -79,7 +79,8 @@ public final class ScratchDirectory {
     /// error (to look at a workload's files afterwards: `arbor info`, `sqlite3 … dbstat`).
     public func remove() {
         if let keep = getenv("ARBOR_KEEP_SCRATCH"), keep.pointee != 0 {
-            fputs("kept \(path)\n", stderr)
+            let line = Array("kept \(path)\n".utf8)
+            _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
             return
         }
         if let stream = opendir(path) {

@@ -191,14 +191,34 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
     /// - Throws: ``ArborError/Code/incompatibleModel`` naming the entities added, removed and
     ///   changed.
     public func checkCompatible(withStoreHashes stored: [String: Data], storeName: String) throws {
+        try checkCompatible(withStoreHashes: stored, storeSchema: nil, storeName: storeName)
+    }
+
+    /// Checks that a store's recorded entity hashes are this model's; when they are not, the
+    /// error names every difference from the store's model (`storeSchema`, when the store keeps
+    /// it), entity by entity and property by property, each also one of its `detailedErrors`.
+    func checkCompatible(withStoreHashes stored: [String: Data], storeSchema: ModelSchema?, storeName: String) throws {
         let (added, removed, changed) = differences(fromStoreHashes: stored)
         guard !(added.isEmpty && removed.isEmpty && changed.isEmpty) else { return }
+        let difference = storeSchema.map { ModelDifference(from: $0, to: ModelSchema(self)) }
+        if let difference, !difference.isEmpty {
+            let details = difference.changes.map { change in
+                ArborError(.incompatibleModel, change.description, entity: change.entity, key: change.name)
+            }
+            let count = difference.changes.count
+            throw ArborError(.incompatibleModel,
+                             "\(storeName) was made with another model (\(count) difference\(count == 1 ? "" : "s"): "
+                                + "\(difference.changes.map(\.description).joined(separator: "; "))); migration is not built yet (docs/migration.md)",
+                             detailedErrors: details)
+        }
+        // A store without its schema (made before stores kept one), or a difference the schema
+        // does not show: the entities whose hashes differ.
         var parts: [String] = []
         if !added.isEmpty { parts.append("entities not in the store: \(added.joined(separator: ", "))") }
         if !removed.isEmpty { parts.append("entities only in the store: \(removed.joined(separator: ", "))") }
         if !changed.isEmpty { parts.append("entities changed since the store was made: \(changed.joined(separator: ", "))") }
         throw ArborError(.incompatibleModel,
-                         "\(storeName) was made with another model (\(parts.joined(separator: "; "))); migration is not supported yet")
+                         "\(storeName) was made with another model (\(parts.joined(separator: "; "))); migration is not built yet (docs/migration.md)")
     }
 
     public var description: String {

@@ -285,7 +285,12 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         }
         var entityHashes = recorded
         entityHashes[rowLayoutHashKey] = nil
-        try model.checkCompatible(withStoreHashes: entityHashes.compactMapValues { bytes(fromHex: $0) }, storeName: path)
+        let storeHashes = entityHashes.compactMapValues { bytes(fromHex: $0) }
+        if storeHashes != model.entityVersionHashes {
+            // The store's model, to name each difference (an unreadable schema names entities only).
+            let schema = try metadata.get(Array("schema".utf8)).flatMap { try? JSONDecoder().decode(ModelSchema.self, from: Data($0)) }
+            try model.checkCompatible(withStoreHashes: storeHashes, storeSchema: schema, storeName: path)
+        }
         var layout = RowFormat.Layout.declared
         if let recordedLayout = try metadata.get(Array("rows".utf8)) {
             guard recordedLayout.count == 1, let known = RowFormat.Layout(rawValue: recordedLayout[0]) else {

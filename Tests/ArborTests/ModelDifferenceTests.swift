@@ -1,0 +1,139 @@
+import ArborStore
+import Foundation
+import Testing
+@testable import Arbor
+
+/// `ModelDifference`: what differs between a store's model and another, entity by entity and
+/// property by property, and the `incompatibleModel` errors that name it (docs/migration.md).
+@Suite("Model differences")
+struct ModelDifferenceTests {
+    /// The first version of a small library model (with `bio`: and one more optional attribute).
+    static func version1(bio: Bool = false) throws -> ManagedObjectModel {
+        try ManagedObjectModel {
+            Entity("Item", abstract: true) { Attribute("added", .date) }
+            Entity("Author") {
+                Attribute("name", .string).required()
+                Attribute("born", .integer32)
+                Attribute("nickname", .string)
+                Attribute("cache", .string).transient()
+                if bio { Attribute("bio", .string) }
+                Relationship("books", to: "Book", inverse: "author").toMany()
+                Unique("name")
+                Indexed("nickname")
+            }
+            Entity("Book", parent: "Item") {
+                Attribute("title", .string)
+                Relationship("author", to: "Author", inverse: "books")
+                Relationship("shelf", to: "Shelf", inverse: "books")
+            }
+            Entity("Shelf") {
+                Attribute("label", .string)
+                Relationship("books", to: "Book", inverse: "shelf").toMany()
+            }
+            Entity("Pamphlet") { Attribute("pages", .integer16) }
+        }
+    }
+
+    /// The next version: every kind of change once.
+    static func version2() throws -> ManagedObjectModel {
+        try ManagedObjectModel {
+            Entity("Item") { Attribute("added", .date) }
+            Entity("Author") {
+                Attribute("name", .string)
+                Attribute("born", .integer64)
+                Attribute("nickname", .string)
+                Attribute("cache", .string)
+                Attribute("bio", .string)
+                Relationship("books", to: "Book", inverse: "author").toMany(ordered: true).count(0...50).deleteRule(.cascade)
+                Indexed("nickname", caseInsensitive: true)
+                Unique("nickname")
+            }
+            Entity("Book") {
+                Attribute("title", .string)
+                Attribute("shelf", .string)
+                Relationship("author", to: "Author", inverse: "books").required()
+            }
+            Entity("Review") { Attribute("stars", .integer16) }
+        }
+    }
+
+    @Test("every kind of change is found once, with the old and the new of each aspect; a model against itself differs in nothing")
+    func everyKind() throws {
+        let (old, new) = (try Self.version1(), try Self.version2())
+        let difference = ModelDifference(from: old, to: new)
+        let lines = difference.changes.map(\.description)
+        let expected = [
+            "Author.born: attribute changed (type integer32 → integer64)",
+            "Author.cache: attribute changed (transient → stored)",
+            "Author.name: attribute changed (required → optional)",
+            "Author.bio: attribute added (string, optional)",
+            "Author.books: relationship changed (unordered → ordered, count 0… → 0…50, delete rule nullify → cascade)",
+            "Author.nickname: uniqueness constraint added",
+            "Author.name: uniqueness constraint removed",
+            "Author.nickname: index added (case- and diacritic-insensitive)",
+            "Author.nickname: index removed",
+            "Book: entity changed (parent Item → none)",
+            "Book.shelf: attribute changed (relationship (to-one Shelf, inverse books, optional) → attribute (string, optional))",
+            "Book.author: relationship changed (optional → required)",
+            "Item: entity changed (abstract → concrete)",
+            "Pamphlet: entity removed (1 attribute, 0 relationships)",
+            "Review: entity added (1 attribute, 0 relationships)",
+            "Shelf: entity removed (1 attribute, 1 relationship)",
+        ]
+        #expect(Set(lines) == Set(expected), "\(difference)")
+        #expect(lines.count == expected.count, "each change once: \(difference)")
+        // Entities in name order; within one, the entity, attributes, relationships, constraints, indexes.
+        #expect(difference.changes.map(\.entity) == difference.changes.map(\.entity).sorted())
+        let kinds = Set(difference.changes.map(\.kind))
+        #expect(kinds.isSuperset(of: [.entityAdded, .entityRemoved, .entityChanged, .attributeAdded, .attributeChanged, .relationshipChanged,
+                                      .uniquenessAdded, .uniquenessRemoved, .indexAdded, .indexRemoved]))
+        #expect(ModelDifference(from: old, to: try Self.version1()).isEmpty)
+
+        // Backwards: what was added is removed, and each aspect reads the other way.
+        let back = ModelDifference(from: new, to: old)
+        #expect(back.changes.contains { $0.description == "Author.bio: attribute removed (string, optional)" })
+        #expect(back.changes.contains { $0.description == "Author.born: attribute changed (type integer64 → integer32)" })
+        #expect(back.changes.contains { $0.description == "Book.shelf: attribute changed (attribute (string, optional) → relationship (to-one Shelf, inverse books, optional))" })
+        #expect(back.changes.count == difference.changes.count)
+
+        // A relationship added and removed on its own (not turned into an attribute).
+        let withTag = try ManagedObjectModel {
+            Entity("Shelf") { Relationship("tags", to: "Tag", inverse: "shelf").toMany() }
+            Entity("Tag") { Relationship("shelf", to: "Shelf", inverse: "tags") }
+        }
+        let bare = try ManagedObjectModel { Entity("Shelf") { Attribute("label", .string) }; Entity("Tag") { Attribute("name", .string) } }
+        let kindsAdded = Set(ModelDifference(from: bare, to: withTag).changes.map(\.kind))
+        #expect(kindsAdded == [.attributeRemoved, .relationshipAdded])
+        #expect(Set(ModelDifference(from: withTag, to: bare).changes.map(\.kind)) == [.attributeAdded, .relationshipRemoved])
+    }
+
+    @Test("opening a store with another model is incompatibleModel naming every difference, each also a detailed error; the file is not touched")
+    func storeErrorNamesEveryDifference() throws {
+        let path = try temporaryDirectory() + "/library.arbor"
+        do {
+            let stack = try Stack(model: try Self.version1(), path: path)
+            let context = ManagedObjectContext(persistentStoreCoordinator: stack.coordinator)
+            let author = ManagedObject(entity: try #require(stack.model.entity(named: "Author")), insertInto: context)
+            try author.setValue("Ada", forKey: "name")
+            try context.save()
+        }
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+        let journalBefore = try? Data(contentsOf: URL(fileURLWithPath: path + "-journal"))
+        let error = try #require(throws: ArborError.self) { try Stack(model: try Self.version2(), path: path) }
+        #expect(error.code == .incompatibleModel)
+        #expect(error.message.contains("16 differences"), "\(error.message)")
+        #expect(error.message.contains("Author.bio: attribute added (string, optional)"), "\(error.message)")
+        #expect(error.message.contains("Review: entity added"), "\(error.message)")
+        #expect(error.detailedErrors.count == 16)
+        #expect(error.detailedErrors.allSatisfy { $0.code == .incompatibleModel })
+        #expect(error.detailedErrors.contains { $0.entityName == "Author" && $0.key == "bio" })
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before, "a refused open leaves the file as it was")
+        #expect((try? Data(contentsOf: URL(fileURLWithPath: path + "-journal"))) == journalBefore, "nor its journal")
+
+        // One added optional attribute: one difference, worded alone.
+        let oneMore = try Self.version1(bio: true)
+        let single = try #require(throws: ArborError.self) { try Stack(model: oneMore, path: path) }
+        #expect(single.message.contains("(1 difference: Author.bio: attribute added (string, optional))"), "\(single.message)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
+    }
+}

@@ -22,6 +22,8 @@ struct ModelCommand: ParsableCommand {
 
     @Argument(help: "The store file.") var file: String
     @Option(name: .long, help: "text or json.") var format: ModelFormat = .text
+    @Flag(name: .long, help: "Print the model versions the store has been at (its history), oldest first, and what changed from each to the next, instead of the model.")
+    var history = false
 
     enum ModelFormat: String, ExpressibleByArgument, CaseIterable {
         case text, json
@@ -32,6 +34,10 @@ struct ModelCommand: ParsableCommand {
             var options = DatabaseOptions()
             options.readOnly = true
             options.create = false
+            if history {
+                try printHistory(options: options)
+                return
+            }
             let model = try ManagedObjectModel.stored(in: file, options: options)
             // Opening the store compares the model's hashes with those the store recorded.
             let store = try NativeStore(path: file, model: model, options: options)
@@ -43,6 +49,51 @@ struct ModelCommand: ParsableCommand {
                 encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
                 print(String(decoding: try encoder.encode(described), as: UTF8.self))
             }
+        }
+    }
+}
+
+extension ModelCommand {
+    /// `--history`: each version, and the differences from the one before.
+    func printHistory(options: DatabaseOptions) throws {
+        let versions = try NativeStore.modelHistory(at: file, options: options)
+        let dates = ISO8601DateFormatter()
+        switch format {
+        case .text:
+            var lines: [String] = []
+            for (index, version) in versions.enumerated() {
+                var line = "version \(version.version)  \(version.recorded.map(dates.string(from:)) ?? "date unknown")  hash \(version.versionHash)  "
+                line += version.migration.map { "reached by a \($0) migration" } ?? "the model the store was made with"
+                if version.synthesized { line += " (recorded after the fact)" }
+                lines.append(line)
+                lines.append("  entities: \(version.entityHashes.keys.sorted().joined(separator: ", "))")
+                if index > 0 {
+                    if let difference = version.difference(from: versions[index - 1]) {
+                        lines += difference.changes.map { "  \($0)" }
+                    } else {
+                        lines.append("  (the differences are unknown: an earlier version's schema was not kept)")
+                    }
+                }
+            }
+            print(lines.joined(separator: "\n"))
+        case .json:
+            struct Entry: Encodable {
+                var version: Int
+                var recorded: String?
+                var synthesized: Bool
+                var migration: String?
+                var hash: String
+                var entities: [String: String]
+                var changes: [String]?
+            }
+            let entries = versions.enumerated().map { index, version in
+                Entry(version: version.version, recorded: version.recorded.map(dates.string(from:)), synthesized: version.synthesized,
+                      migration: version.migration, hash: version.versionHash, entities: version.entityHashes,
+                      changes: index == 0 ? nil : version.difference(from: versions[index - 1])?.changes.map(\.description))
+            }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            print(String(decoding: try encoder.encode(entries), as: UTF8.self))
         }
     }
 }

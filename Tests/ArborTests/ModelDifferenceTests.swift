@@ -1,4 +1,5 @@
 import ArborStore
+import ArborTestSupport
 import Foundation
 import Testing
 @testable import Arbor
@@ -135,5 +136,107 @@ struct ModelDifferenceTests {
         let single = try #require(throws: ArborError.self) { try Stack(model: oneMore, path: path) }
         #expect(single.message.contains("(1 difference: Author.bio: attribute added (string, optional))"), "\(single.message)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
+    }
+}
+
+/// The model history a store keeps (docs/migration.md, "What the store records").
+@Suite("Model history")
+struct ModelHistoryTests {
+    static func metadata(_ path: String, _ key: String) throws -> [UInt8]? {
+        let database = try Database(path: path)
+        defer { database.close() }
+        return try database.read { try $0.tree(named: "arbor.metadata")?.get(Array(key.utf8)) }
+    }
+
+    static func setMetadata(_ path: String, _ key: String, _ value: [UInt8]?) throws {
+        let database = try Database(path: path)
+        defer { database.close() }
+        try database.write { transaction in
+            let metadata = try #require(try transaction.tree(named: "arbor.metadata"))
+            if let value { try metadata.put(Array(key.utf8), value) } else { _ = try metadata.delete(Array(key.utf8)) }
+        }
+    }
+
+    @Test("a new store records its model as version 1, dated, with every entity's hash and a schema that makes the same model")
+    func newStoreRecordsVersionOne() throws {
+        let path = try temporaryDirectory() + "/library.arbor"
+        let model = try ModelDifferenceTests.version1()
+        let started = Date()
+        _ = try Stack(model: model, path: path)
+        let history = try NativeStore.modelHistory(at: path)
+        #expect(history.count == 1)
+        let first = try #require(history.first)
+        #expect(first.version == 1 && first.migration == nil && !first.synthesized)
+        #expect(first.versionHash == model.versionHashString)
+        #expect(first.entityHashes == Dictionary(uniqueKeysWithValues: model.entities.map { ($0.name, $0.versionHashString) }))
+        let recorded = try #require(first.recorded)
+        #expect(abs(recorded.timeIntervalSince(started)) < 60)
+        #expect(try first.model().versionHash == model.versionHash)
+    }
+
+    @Test("a store made before the history: read-only, one undated version derived, the file untouched; the first writable open records it, marked as recorded after the fact")
+    func olderStoreRecordsItOnce() throws {
+        let path = try temporaryDirectory() + "/library.arbor"
+        let model = try ModelDifferenceTests.version1()
+        _ = try Stack(model: model, path: path)
+        try Self.setMetadata(path, "history", nil)
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+        let derived = try NativeStore.modelHistory(at: path)
+        #expect(derived.count == 1 && derived[0].recorded == nil && derived[0].synthesized)
+        #expect(derived[0].versionHash == model.versionHashString)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before, "reading the history writes nothing")
+
+        _ = try Stack(model: model, path: path)
+        let recorded = try NativeStore.modelHistory(at: path)
+        #expect(recorded.count == 1 && recorded[0].recorded != nil && recorded[0].synthesized)
+        #expect(recorded[0].versionHash == model.versionHashString)
+        #expect(try Self.metadata(path, "history") != nil)
+
+        // A damaged history is a typed error that names it.
+        try Self.setMetadata(path, "history", Array("[{\"version\":".utf8))
+        let error = try #require(throws: ArborError.self) { try NativeStore.modelHistory(at: path) }
+        #expect(error.code == .storeOpen && error.message.contains("model history is unreadable"), "\(error.message)")
+    }
+
+    @Test("a model the store was at before is refused as older, naming both versions, the file untouched; the newest opens; another model names its differences")
+    func olderModelIsRefused() throws {
+        let path = try temporaryDirectory() + "/library.arbor"
+        let (old, new) = (try ModelDifferenceTests.version1(), try ModelDifferenceTests.version1(bio: true))
+        // A store at `new` whose history says it was at `old` first (as a migration will leave it).
+        _ = try Stack(model: new, path: path)
+        let newest = try #require(try NativeStore.modelHistory(at: path).first)
+        let first = StoreModelVersion(first: old, recorded: Date(timeIntervalSince1970: 1_700_000_000), synthesized: false)
+        let second = StoreModelVersion(version: 2, recorded: newest.recorded, synthesized: false, migration: "lightweight",
+                                       versionHash: newest.versionHash, entityHashes: newest.entityHashes, schema: newest.schema)
+        try Self.setMetadata(path, "history", try NativeStore.historyBytes([first, second]))
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+
+        let error = try #require(throws: ArborError.self) { try Stack(model: old, path: path) }
+        #expect(error.code == .incompatibleModel)
+        #expect(error.message.contains("was migrated to a newer model (version 2 of its history"), "\(error.message)")
+        #expect(error.message.contains("this model is its version 1, recorded 2023-11-14T22:13:20Z"), "\(error.message)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
+
+        _ = try Stack(model: new, path: path)
+        let history = try NativeStore.modelHistory(at: path)
+        #expect(history.map(\.version) == [1, 2] && history[1].migration == "lightweight")
+        #expect(history[1].difference(from: history[0])?.changes.map(\.description) == ["Author.bio: attribute added (string, optional)"])
+
+        let other = try #require(throws: ArborError.self) { try Stack(model: try ModelDifferenceTests.version2(), path: path) }
+        #expect(other.code == .incompatibleModel && other.message.contains("another model ("), "\(other.message)")
+    }
+
+    @Test("the fixture stores of earlier builds give their model history without being written to, and record it on their first writable open", arguments: FixtureStoreTests.cases.map(\.file))
+    func fixtures(file: String) throws {
+        let path = try FixtureStoreTests.copy(file)
+        let model = try FixtureStore.model()
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+        let derived = try NativeStore.modelHistory(at: path)
+        #expect(derived.count == 1 && derived[0].version == 1 && derived[0].recorded == nil && derived[0].synthesized)
+        #expect(derived[0].versionHash == model.versionHashString)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
+        _ = try Stack(model: model, path: path)
+        let recorded = try NativeStore.modelHistory(at: path)
+        #expect(recorded.count == 1 && recorded[0].recorded != nil && recorded[0].synthesized && recorded[0].versionHash == model.versionHashString)
     }
 }

@@ -6,7 +6,8 @@ import Testing
 /// `arbor model`: the model a store keeps, printed without the application.
 @Suite("arbor model")
 struct ModelCommandTests {
-    static func libraryModel() throws -> ManagedObjectModel {
+    /// The library model (`year`: with Book.year, as every test but `history` has it).
+    static func libraryModel(year: Bool = true) throws -> ManagedObjectModel {
         try ManagedObjectModel(configurations: ["Library": ["Person", "Author", "Book"]]) {
             Entity("Person", abstract: true) {
                 Attribute("name", .string).required()
@@ -19,7 +20,7 @@ struct ModelCommandTests {
             }
             Entity("Book") {
                 Attribute("title", .string).required()
-                Attribute("year", .integer16)
+                if year { Attribute("year", .integer16) }
                 Attribute("isbn", .uuid)
                 Relationship("author", to: "Author", inverse: "books").required().deleteRule(.deny)
                 Indexed("title", caseInsensitive: true)
@@ -101,6 +102,51 @@ struct ModelCommandTests {
         let index = try #require((book["indexes"] as? [[String: Any]])?.first)
         #expect(index["keys"] as? [String] == ["title"] && index["caseAndDiacriticInsensitive"] as? Bool == true)
         #expect(json["configurations"] as? [String: [String]] == ["Library": ["Author", "Book", "Person"]])
+    }
+
+    @Test("--history: each version the store has been at, oldest first, with what changed from the one before; as JSON too")
+    func history() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.cleanup() }
+        // Version 1: the library without Book.year; version 2, the store's model now: with it.
+        let (earlier, later) = (dir.file("earlier.arbor"), dir.file("library.arbor"))
+        let earlierModel = try Self.libraryModel(year: false)
+        _ = try PersistentStoreCoordinator(managedObjectModel: earlierModel).addNativeStore(at: earlier)
+        _ = try PersistentStoreCoordinator(managedObjectModel: try Self.libraryModel()).addNativeStore(at: later)
+        func history(_ path: String) throws -> [[String: Any]] {
+            let database = try Database(path: path)
+            defer { database.close() }
+            let bytes = try #require(try database.read { try $0.tree(named: "arbor.metadata")?.get(Array("history".utf8)) })
+            return try #require(try JSONSerialization.jsonObject(with: Data(bytes)) as? [[String: Any]])
+        }
+        var first = try history(earlier)[0]
+        first["recorded"] = "2026-01-02T03:04:05Z"
+        var second = try history(later)[0]
+        second["version"] = 2
+        second["migration"] = "lightweight"
+        let database = try Database(path: later)
+        try database.write { transaction in
+            try transaction.tree(named: "arbor.metadata")!.put(Array("history".utf8), Array(try JSONSerialization.data(withJSONObject: [first, second])))
+        }
+        database.close()
+
+        let text = try runArbor(["model", later, "--history"])
+        #expect(text.status == 0, "\(text.stderr)")
+        let lines = text.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.count == 5, "\(text.stdout)")
+        #expect(lines[0] == "version 1  2026-01-02T03:04:05Z  hash \(earlierModel.versionHashString)  the model the store was made with", "\(text.stdout)")
+        #expect(lines[1] == "  entities: Author, Book, Person")
+        let laterHash = try Self.libraryModel().versionHashString
+        #expect(lines[2].hasPrefix("version 2  ") && lines[2].hasSuffix("hash \(laterHash)  reached by a lightweight migration"),
+                "\(text.stdout)")
+        #expect(lines[4] == "  Book.year: attribute added (integer16, optional)", "\(text.stdout)")
+
+        let json = try runArbor(["model", later, "--history", "--format", "json"])
+        #expect(json.status == 0, "\(json.stderr)")
+        let entries = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: Any]])
+        #expect(entries.map { $0["version"] as? Int } == [1, 2])
+        #expect(entries[0]["changes"] == nil && entries[1]["changes"] as? [String] == ["Book.year: attribute added (integer16, optional)"])
+        #expect(entries[1]["migration"] as? String == "lightweight" && entries[0]["hash"] as? String == earlierModel.versionHashString)
     }
 
     @Test("files that are not Arbor stores: a one-line message, exit status 1")

@@ -110,23 +110,8 @@ extension ManagedObjectModel {
     /// - Throws: ``ArborError/Code/storeOpen`` when the file cannot be read, is not an Arbor
     ///   store, or was made before stores kept their schema.
     public static func stored(in path: String, options: DatabaseOptions = DatabaseOptions()) throws -> ManagedObjectModel {
-        var options = options
-        options.readOnly = true
-        options.create = false
-        let database: Database
-        do {
-            database = try Database(path: path, options: options)
-        } catch let error as StoreError {
-            throw ArborError(.storeOpen, "\(path) could not be opened: \(error.message)", storeError: error)
-        }
-        defer { database.close() }
-        let bytes = try NativeStore.storeError("read the schema of \(path)", code: .storeOpen) {
-            try database.read { transaction -> [UInt8]? in
-                guard let metadata = try transaction.tree(named: "arbor.metadata") else {
-                    throw ArborError(.storeOpen, "\(path) is not an Arbor store: it has no arbor.metadata tree")
-                }
-                return try metadata.get(Array("schema".utf8))
-            }
+        let bytes = try NativeStore.readingMetadata(at: path, options: options, "read the schema of \(path)") { metadata in
+            try metadata.get(Array("schema".utf8))
         }
         guard let bytes else {
             throw ArborError(.storeOpen, "\(path) was made before Arbor stores kept their model's schema; open it with the application's model")

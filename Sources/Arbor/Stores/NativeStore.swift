@@ -104,6 +104,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                 try metadata.put(Array("hashes".utf8), Array(try encoder.encode(hashes)))
                 try metadata.put(Array("model".utf8), Array(model.description.utf8))
                 try metadata.put(Array("schema".utf8), try Self.schemaBytes(model))
+                try metadata.put(Self.historyKey, try Self.historyBytes([StoreModelVersion(first: model, recorded: Date(), synthesized: false)]))
                 var columns: [String: [String]] = [:]
                 // Stores of layout 1 are made only by tests, as builds before layout 2 made
                 // them: with no column order recorded.
@@ -160,6 +161,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         if !options.readOnly {
             try buildMissingIndexes()
             try recordMissingSchema()
+            try recordMissingHistory()
             try recordColumns(unrecorded)
         }
     }
@@ -287,6 +289,14 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         entityHashes[rowLayoutHashKey] = nil
         let storeHashes = entityHashes.compactMapValues { bytes(fromHex: $0) }
         if storeHashes != model.entityVersionHashes {
+            // A model the store was at before a migration: refused as older, the file untouched.
+            let history = try recordedHistory(metadata, path: path) ?? []
+            if let earlier = history.dropLast().last(where: { $0.isVersion(of: model) }), let newest = history.last {
+                let when = { (version: StoreModelVersion) in version.recorded.map { ", recorded \(ISO8601DateFormatter().string(from: $0))" } ?? "" }
+                throw ArborError(.incompatibleModel,
+                                 "\(path) was migrated to a newer model (version \(newest.version) of its history\(when(newest))); "
+                                    + "this model is its version \(earlier.version)\(when(earlier)). An older model never opens a newer store")
+            }
             // The store's model, to name each difference (an unreadable schema names entities only).
             let schema = try metadata.get(Array("schema".utf8)).flatMap { try? JSONDecoder().decode(ModelSchema.self, from: Data($0)) }
             try model.checkCompatible(withStoreHashes: storeHashes, storeSchema: schema, storeName: path)

@@ -76,14 +76,15 @@ extension StoreModelVersion {
     /// The first version of a store made (or first recorded) with `model`.
     init(first model: ManagedObjectModel, recorded: Date?, synthesized: Bool) {
         self.init(version: 1, recorded: recorded, synthesized: synthesized, migration: nil,
-                  versionHash: VersionHash.hex(model.versionHash),
-                  entityHashes: Dictionary(uniqueKeysWithValues: model.entities.map { ($0.name, $0.versionHashString) }),
-                  schema: ModelSchema(model))
+                  versionHash: model.versionHashString, entityHashes: Self.entityHashes(of: model), schema: ModelSchema(model))
     }
 
     /// Whether `model` is this version's model (its entities' hashes are this version's).
-    func isVersion(of model: ManagedObjectModel) -> Bool {
-        entityHashes == Dictionary(uniqueKeysWithValues: model.entities.map { ($0.name, $0.versionHashString) })
+    func isVersion(of model: ManagedObjectModel) -> Bool { entityHashes == Self.entityHashes(of: model) }
+
+    /// `model`'s entity hashes as a version records them: hexadecimal, by entity name.
+    static func entityHashes(of model: ManagedObjectModel) -> [String: String] {
+        model.entityVersionHashes.mapValues(VersionHash.hex)
     }
 }
 
@@ -107,12 +108,12 @@ extension NativeStore {
         return history
     }
 
-    /// Records the history of a store made before stores kept one: one synthesized version, the
-    /// model the store is at (which this model is: its hashes were checked).
+    /// Records the history of a store made before stores kept one (its recorded metadata showed
+    /// none; checked again under the write lock, in case another connection recorded it): one
+    /// synthesized version, the model the store is at (which this model is: its hashes were
+    /// checked).
     func recordMissingHistory() throws {
         try Self.storeError("record the model history of \(path ?? "memory")", code: .storeOpen) {
-            let present = try database.read { try $0.tree(named: "arbor.metadata")?.get(Self.historyKey) != nil }
-            guard !present else { return }
             try database.write { transaction in
                 let metadata = try transaction.tree(named: "arbor.metadata", create: true)!
                 guard try metadata.get(Self.historyKey) == nil else { return }
@@ -141,7 +142,7 @@ extension NativeStore {
                 return [StoreModelVersion(first: model, recorded: nil, synthesized: true)]
             }
             // Made before stores kept their schema: the model hash from the entities' hashes.
-            let modelHash = VersionHash.of(hashes.keys.sorted().map { "\($0) \(hashes[$0]!)" }.joined(separator: "\n"))
+            let modelHash = VersionHash.of(hashes.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: "\n"))
             return [StoreModelVersion(version: 1, recorded: nil, synthesized: true, migration: nil,
                                       versionHash: VersionHash.hex(modelHash), entityHashes: hashes, schema: nil)]
         }

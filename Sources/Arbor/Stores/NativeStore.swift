@@ -103,7 +103,8 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                 if newRowLayout != .declared { hashes[Self.rowLayoutHashKey] = String(format: "%02x", newRowLayout.rawValue) }
                 try metadata.put(Array("hashes".utf8), Array(try encoder.encode(hashes)))
                 try metadata.put(Array("model".utf8), Array(model.description.utf8))
-                try metadata.put(Array("schema".utf8), try Self.schemaBytes(model))
+                let schema = try Self.schemaBytes(model)
+                try metadata.put(Array("schema".utf8), schema)
                 try metadata.put(Self.historyKey, try Self.historyBytes([StoreModelVersion(first: model, recorded: Date(), synthesized: false)]))
                 var columns: [String: [String]] = [:]
                 // Stores of layout 1 are made only by tests, as builds before layout 2 made
@@ -122,7 +123,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                 for root in model.entities where root.superentity == nil {
                     _ = try transaction.tree(named: Self.rowsTree(root), create: true)
                 }
-                return Recorded(identifier: uuid, layout: newRowLayout, columns: columns, schema: nil, entities: entities)
+                return Recorded(identifier: uuid, layout: newRowLayout, columns: columns, schema: schema, entities: entities, hasHistory: true)
             }
         }
         identifier = recorded.identifier
@@ -160,8 +161,8 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         entitySpaces = Dictionary(uniqueKeysWithValues: spaces.map { (ObjectIdentifier($0.entity), $0.space) })
         if !options.readOnly {
             try buildMissingIndexes()
-            try recordMissingSchema()
-            try recordMissingHistory()
+            if recorded.schema == nil { try recordMissingSchema() }
+            if !recorded.hasHistory { try recordMissingHistory() }
             try recordColumns(unrecorded)
         }
     }
@@ -177,6 +178,8 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         var schema: [UInt8]?
         /// A layout-3 store's entity list (empty for the others).
         var entities: [String]
+        /// Whether the store records its model history (stores made before it do not).
+        var hasHistory: Bool
     }
 
     /// The place of entity `name` in a layout-3 store's entity list (nil: none there).
@@ -221,12 +224,9 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         return Array(try encoder.encode(ModelSchema(model)))
     }
 
-    /// Records the model's schema in a store made before stores kept it.
+    /// Records the model's schema in a store made before stores kept it (its recorded metadata
+    /// showed none; this model is the store's: its hashes were checked).
     func recordMissingSchema() throws {
-        let present = try Self.storeError("open the store at \(path ?? "memory")", code: .storeOpen) {
-            try database.read { try $0.tree(named: "arbor.metadata")?.get(Array("schema".utf8)) != nil }
-        }
-        guard !present else { return }
         try Self.storeError("record the schema of \(path ?? "memory")", code: .storeOpen) {
             try database.write { transaction in
                 try transaction.tree(named: "arbor.metadata", create: true)!.put(Array("schema".utf8), try Self.schemaBytes(model))
@@ -324,7 +324,8 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
             entities = list
         }
         return Recorded(identifier: UUID(uuid: stored.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }), layout: layout,
-                        columns: columns, schema: try metadata.get(Array("schema".utf8)), entities: entities)
+                        columns: columns, schema: try metadata.get(Array("schema".utf8)), entities: entities,
+                        hasHistory: try metadata.get(historyKey) != nil)
     }
 
     /// The entry of a layout-2 store's recorded hashes that names its row layout (a name no

@@ -62,15 +62,7 @@ extension ScanFilter {
                 for index in 0..<node.count where order(constant(node, index)) == 0 { return true }
                 return false
             default:
-                let c = order(constant(node, 0))
-                switch node.op {
-                case .equalTo: return c == 0
-                case .notEqualTo: return c != 0
-                case .lessThan: return c < 0
-                case .lessThanOrEqualTo: return c <= 0
-                case .greaterThan: return c > 0
-                default: return c >= 0
-                }
+                return (Self.relation(of: node.op) ?? .greaterOrEqual).admits(order(constant(node, 0)), 0)
             }
         default:
             let pattern = constant(node, 0)

@@ -16,16 +16,7 @@ extension ScanFilter {
                   node.component >= RowFormat.firstColumnComponent, spans[node.first].count == 9 else { break }
             let span = spans[node.first]
             let bits = pool[(span.start + 1)..<(span.start + 9)].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-            let relation: ValuePrefilter.Relation
-            switch node.op {
-            case .equalTo: relation = .equal
-            case .notEqualTo: relation = .notEqual
-            case .lessThan: relation = .less
-            case .lessThanOrEqualTo: relation = .lessOrEqual
-            case .greaterThan: relation = .greater
-            case .greaterThanOrEqualTo: relation = .greaterOrEqual
-            default: return comparisons.isEmpty ? nil : ValuePrefilter(prefix: prefix, recordComparisons: comparisons)
-            }
+            guard let relation = relation(of: node.op) else { break }
             comparisons.append(ValuePrefilter.RecordComparison(column: node.component - RowFormat.firstColumnComponent, relation: relation,
                                                                constant: Int64(bitPattern: bits ^ (1 << 63))))
         }

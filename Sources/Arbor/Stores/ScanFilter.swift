@@ -60,6 +60,22 @@ final class ScanFilter {
     static let likeStar: UInt8 = 0xFF
     static let likeAny: UInt8 = 0xFE
 
+    /// How an ordering comparison's operand must relate to its constant (nil for an operator
+    /// that does not order): the one mapping the byte tests, the engine's prefilters and the
+    /// folded tests share.
+    @inline(__always)
+    static func relation(of op: ComparisonPredicate.Operator) -> ValuePrefilter.Relation? {
+        switch op {
+        case .equalTo: .equal
+        case .notEqualTo: .notEqual
+        case .lessThan: .less
+        case .lessThanOrEqualTo: .lessOrEqual
+        case .greaterThan: .greater
+        case .greaterThanOrEqualTo: .greaterOrEqual
+        default: nil
+        }
+    }
+
     /// A node of the compiled predicate. `first` and `count` name its children (in `links`) for
     /// `not`, `and` and `or`, and its constants (in `spans`) for tests.
     struct Node {
@@ -209,14 +225,8 @@ final class ScanFilter {
             let span = compiler.spans[node.first]
             guard span.count == 9 else { continue }
             let constant = compiler.pool[(span.start + 1)..<(span.start + 9)].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-            let relation: ValuePrefilter.Relation = switch node.op {
-            case .equalTo: .equal
-            case .notEqualTo: .notEqual
-            case .lessThan: .less
-            case .lessThanOrEqualTo: .lessOrEqual
-            case .greaterThan: .greater
-            default: .greaterOrEqual
-            }
+            // A compare node's operator orders (the compiler makes no other).
+            let relation = Self.relation(of: node.op) ?? .greaterOrEqual
             headTests[position] = HeadTest(onHead: true, comparison: ValuePrefilter.Comparison(offset: head.starts[node.component] + 1, relation: relation, constant: constant))
         }
         if isRecords {
@@ -422,14 +432,7 @@ final class ScanFilter {
             let c = tag == KeyEncoding.Tag.int && value.count == 9 && constant.count == 9
                 ? Self.order(value.loadUnaligned(fromByteOffset: 1, as: UInt64.self), constant.loadUnaligned(fromByteOffset: 1, as: UInt64.self))
                 : KeyEncoding.order(value, constant)
-            switch node.op {
-            case .equalTo: return c == 0
-            case .notEqualTo: return c != 0
-            case .lessThan: return c < 0
-            case .lessThanOrEqualTo: return c <= 0
-            case .greaterThan: return c > 0
-            default: return c >= 0
-            }
+            return (Self.relation(of: node.op) ?? .greaterOrEqual).admits(c, 0)
         case .between:
             return KeyEncoding.order(value, constant(node, 0)) >= 0 && KeyEncoding.order(value, constant(node, 1)) <= 0
         case .oneOf:

@@ -66,6 +66,42 @@ struct DatabaseTests {
         try reopened.read { (tx) throws in #expect(try tx.tree(named: "people.byName") == nil) }
     }
 
+    @Test("a renamed tree keeps its entries, sequence and kind under the new name; taken and missing names are refused; a rolled-back rename keeps the old name")
+    func renameTree() throws {
+        let disk = SimulatedDisk()
+        let database = try Database(path: "/db", options: simulatedOptions(disk))
+        try database.write { (tx) throws in
+            let rows = try tx.createTree(named: "rows.Author")
+            for i in 0..<300 { try rows.put(KeyEncoding.encode([.int(Int64(i))]), sampleValue(i)) }
+            _ = try rows.nextSequence(reserving: 7)
+            try tx.createTree(named: "index.Author.name", kind: .index)
+        }
+        try database.write { (tx) throws in
+            try tx.renameTree(named: "rows.Author", to: "rows.Writer")
+            #expect(throws: StoreError.self) { try tx.renameTree(named: "rows.Writer", to: "index.Author.name") }
+            #expect(throws: StoreError.self) { try tx.renameTree(named: "rows.Nobody", to: "rows.Somebody") }
+            #expect(throws: StoreError.self) { try tx.renameTree(named: "rows.Writer", to: "") }
+        }
+        struct Oops: Error {}
+        #expect(throws: Oops.self) {
+            try database.write { (tx) throws in
+                try tx.renameTree(named: "index.Author.name", to: "index.Writer.name")
+                throw Oops()
+            }
+        }
+        database.close()
+        let reopened = try Database(path: "/db", options: simulatedOptions(disk))
+        try reopened.read { (tx) throws in
+            #expect(try tx.trees().map(\.name) == ["index.Author.name", "rows.Writer"])
+            let rows = try #require(try tx.tree(named: "rows.Writer"))
+            #expect(rows.descriptor.sequence == 7)
+            #expect(rows.descriptor.kind == .table)
+            for i in [0, 50, 77, 299] { #expect(try rows.get(KeyEncoding.encode([.int(Int64(i))])) == sampleValue(i)) }
+            #expect(try rows.statistics().entries == 300)
+        }
+        #expect(try reopened.checkIntegrity().isSound)
+    }
+
     @Test("a throwing write closure keeps nothing")
     func throwingWriteRollsBack() throws {
         struct Oops: Error {}

@@ -120,7 +120,9 @@ struct ModelDifferenceTests {
         }
         let before = try Data(contentsOf: URL(fileURLWithPath: path))
         let journalBefore = try? Data(contentsOf: URL(fileURLWithPath: path + "-journal"))
-        let error = try #require(throws: ArborError.self) { try Stack(model: try Self.version2(), path: path) }
+        // With migration off, every difference is named (with it on, those it cannot infer are:
+        // MigrationTests).
+        let error = try #require(throws: ArborError.self) { try MigrationTests.open(path, try Self.version2(), migration: .never) }
         #expect(error.code == .incompatibleModel)
         #expect(error.message.contains("16 differences"), "\(error.message)")
         #expect(error.message.contains("Author.bio: attribute added (string, optional)"), "\(error.message)")
@@ -133,7 +135,7 @@ struct ModelDifferenceTests {
 
         // One added optional attribute: one difference, worded alone.
         let oneMore = try Self.version1(bio: true)
-        let single = try #require(throws: ArborError.self) { try Stack(model: oneMore, path: path) }
+        let single = try #require(throws: ArborError.self) { try MigrationTests.open(path, oneMore, migration: .never) }
         #expect(single.message.contains("(1 difference: Author.bio: attribute added (string, optional))"), "\(single.message)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
     }
@@ -222,7 +224,7 @@ struct ModelHistoryTests {
         #expect(history.map(\.version) == [1, 2] && history[1].migration == "lightweight")
         #expect(history[1].difference(from: history[0])?.changes.map(\.description) == ["Author.bio: attribute added (string, optional)"])
 
-        let other = try #require(throws: ArborError.self) { try Stack(model: try ModelDifferenceTests.version2(), path: path) }
+        let other = try #require(throws: ArborError.self) { try MigrationTests.open(path, try ModelDifferenceTests.version2(), migration: .never) }
         #expect(other.code == .incompatibleModel && other.message.contains("another model ("), "\(other.message)")
     }
 

@@ -20,6 +20,19 @@ public struct PersistentStoreDescription: Sendable, CustomStringConvertible {
     public var configuration: String?
     /// The engine's options for the file (page size, cache size, compression, busy timeout).
     public var options: DatabaseOptions
+    /// Whether a store made with another model migrates to the container's model when it opens
+    /// (true, as in Core Data; docs/migration.md).
+    public var shouldMigrateStoreAutomatically = true
+    /// Whether that migration may be inferred from the two models (true, as in Core Data).
+    public var shouldInferMappingModelAutomatically = true
+
+    /// The two migration flags together.
+    public var migrationOptions: MigrationOptions {
+        var migration = MigrationOptions()
+        migration.shouldMigrateStoreAutomatically = shouldMigrateStoreAutomatically
+        migration.shouldInferMappingModelAutomatically = shouldInferMappingModelAutomatically
+        return migration
+    }
 
     /// A native store at `url`.
     public init(url: URL, configuration: String? = nil, options: DatabaseOptions = DatabaseOptions()) {
@@ -141,7 +154,8 @@ public final class PersistentContainer: @unchecked Sendable {
             } catch {
                 throw ArborError(.storeOpen, "cannot create the directory \(directory) for \(url.path): \(error)")
             }
-            try persistentStoreCoordinator.addNativeStore(at: url.path, configuration: description.configuration, options: description.options)
+            try persistentStoreCoordinator.addNativeStore(at: url.path, configuration: description.configuration, options: description.options,
+                                                          migration: description.migrationOptions)
         }
     }
 

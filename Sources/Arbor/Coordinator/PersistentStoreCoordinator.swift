@@ -69,14 +69,16 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         observer.added(store, model: managedObjectModel)
     }
 
-    /// Opens (creating when missing) a native store at `path` and adds it.
+    /// Opens (creating when missing) a native store at `path` and adds it; a store made with
+    /// another model migrates first when `migration` allows it (docs/migration.md).
     ///
     /// - Throws: ``ArborError/Code/incompatibleModel``, ``ArborError/Code/storeOpen``.
     @discardableResult
-    public func addNativeStore(at path: String, configuration: String? = nil, options: DatabaseOptions = DatabaseOptions()) throws -> NativeStore {
+    public func addNativeStore(at path: String, configuration: String? = nil, options: DatabaseOptions = DatabaseOptions(),
+                               migration: MigrationOptions = MigrationOptions()) throws -> NativeStore {
         let store: NativeStore
         do {
-            store = try NativeStore(path: path, model: managedObjectModel, configuration: configuration, options: options)
+            store = try NativeStore(path: path, model: managedObjectModel, configuration: configuration, options: options, migration: migration)
         } catch {
             observer.storeFailedToOpen(path, error)
             throw error

@@ -14,6 +14,9 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     public let superentityName: String?
     /// The class of the entity's objects: ``ManagedObject`` or a typed subclass.
     public let managedObjectClass: ManagedObject.Type
+    /// The entity's name in the previous model version, when it was renamed (migration matches
+    /// it to the store's entity of that name).
+    public let renamingIdentifier: String?
     /// The space of this entity's temporary object IDs (made once: inserting an object then
     /// costs no lookup for it).
     let temporaryIDSpace: ObjectIDSpace
@@ -80,6 +83,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         isAbstract = spec.isAbstract
         superentityName = spec.parent
         managedObjectClass = spec.objectClass
+        renamingIdentifier = spec.renamingIdentifier
         var attributes: [AttributeDescription] = []
         var relationships: [RelationshipDescription] = []
         var uniqueness: [[String]] = []

@@ -197,7 +197,10 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
     /// Checks that a store's recorded entity hashes are this model's; when they are not, the
     /// error names every difference from the store's model (`storeSchema`, when the store keeps
     /// it), entity by entity and property by property, each also one of its `detailedErrors`.
-    func checkCompatible(withStoreHashes stored: [String: Data], storeSchema: ModelSchema?, storeName: String) throws {
+    ///
+    /// `unless` says why the store is not migrated instead (the message's end).
+    func checkCompatible(withStoreHashes stored: [String: Data], storeSchema: ModelSchema?, storeName: String,
+                         unless why: String = "automatic migration is off") throws {
         let (added, removed, changed) = differences(fromStoreHashes: stored)
         guard !(added.isEmpty && removed.isEmpty && changed.isEmpty) else { return }
         let difference = storeSchema.map { ModelDifference(from: $0, to: ModelSchema(self)) }
@@ -208,7 +211,7 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
             let count = difference.changes.count
             throw ArborError(.incompatibleModel,
                              "\(storeName) was made with another model (\(count) difference\(count == 1 ? "" : "s"): "
-                                + "\(difference.changes.map(\.description).joined(separator: "; "))); migration is not built yet (docs/migration.md)",
+                                + "\(difference.changes.map(\.description).joined(separator: "; "))); \(why)",
                              detailedErrors: details)
         }
         // A store without its schema (made before stores kept one), or a difference the schema
@@ -218,7 +221,7 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
         if !removed.isEmpty { parts.append("entities only in the store: \(removed.joined(separator: ", "))") }
         if !changed.isEmpty { parts.append("entities changed since the store was made: \(changed.joined(separator: ", "))") }
         throw ArborError(.incompatibleModel,
-                         "\(storeName) was made with another model (\(parts.joined(separator: "; "))); migration is not built yet (docs/migration.md)")
+                         "\(storeName) was made with another model (\(parts.joined(separator: "; "))); \(why)")
     }
 
     public var description: String {

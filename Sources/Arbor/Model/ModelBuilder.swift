@@ -23,6 +23,7 @@ public struct Attribute: EntityMember {
     var maximumLength: Int?
     var pattern: String?
     var isIndexed = false
+    var renamingIdentifier: String?
 
     /// An optional, stored attribute of `type`.
     public init(_ name: String, _ type: AttributeType) {
@@ -63,6 +64,9 @@ public struct Attribute: EntityMember {
     public func pattern(_ regularExpression: String) -> Attribute { with { $0.pattern = regularExpression } }
     /// Asks the store to index the attribute (the same as `Indexed(name)`).
     public func indexed() -> Attribute { with { $0.isIndexed = true } }
+    /// The attribute's name in the previous model version, when it was renamed: a store at that
+    /// version keeps its values under the new name when it migrates (docs/migration.md).
+    public func renamingIdentifier(_ previousName: String) -> Attribute { with { $0.renamingIdentifier = previousName } }
 }
 
 /// Declares a relationship inside an ``Entity``: to-one unless made ``toMany(ordered:)``.
@@ -83,6 +87,7 @@ public struct Relationship: EntityMember {
     var minimumCount = 0
     var maximumCount = 0
     var deleteRule = DeleteRule.nullify
+    var renamingIdentifier: String?
 
     /// An optional to-one relationship to `destination`, whose inverse is `inverse`.
     public init(_ name: String, to destination: String, inverse: String) {
@@ -117,6 +122,9 @@ public struct Relationship: EntityMember {
     public func count(_ range: PartialRangeFrom<Int>) -> Relationship { with { $0.minimumCount = range.lowerBound } }
     /// What deleting the source object does to the destinations (`.nullify` by default).
     public func deleteRule(_ rule: DeleteRule) -> Relationship { with { $0.deleteRule = rule } }
+    /// The relationship's name in the previous model version, when it was renamed: a store at
+    /// that version keeps its links under the new name when it migrates (docs/migration.md).
+    public func renamingIdentifier(_ previousName: String) -> Relationship { with { $0.renamingIdentifier = previousName } }
 }
 
 /// Declares a uniqueness constraint inside an ``Entity``: no two objects of the entity (and its
@@ -182,6 +190,9 @@ public struct Entity: Sendable {
     public var members: [any EntityMember]
     /// The class of its objects (``ManagedObject`` or a typed subclass).
     public var objectClass: ManagedObject.Type
+    /// The entity's name in the previous model version, when it was renamed (see
+    /// ``renamingIdentifier(_:)``).
+    public var renamingIdentifier: String?
 
     /// An entity with the given members, whose objects are instances of `objectClass`.
     public init(_ name: String, abstract: Bool = false, parent: String? = nil, class objectClass: ManagedObject.Type = ManagedObject.self,
@@ -198,6 +209,15 @@ public struct Entity: Sendable {
     public init(_ name: String, abstract: Bool = false, parent: String? = nil, class objectClass: ManagedObject.Type = ManagedObject.self,
                 @EntityMemberBuilder _ members: () -> [any EntityMember]) {
         self.init(name, abstract: abstract, parent: parent, class: objectClass, members: members())
+    }
+
+    /// The entity's name in the previous model version, when it was renamed: a store at that
+    /// version keeps its objects (and their object IDs' primary keys) under the new name when
+    /// it migrates (docs/migration.md).
+    public func renamingIdentifier(_ previousName: String) -> Entity {
+        var copy = self
+        copy.renamingIdentifier = previousName
+        return copy
     }
 }
 

@@ -2,7 +2,8 @@
 /// entity and property by property: the one statement of it, which errors, tools and migration
 /// read (docs/migration.md, "Differences: one owner").
 ///
-/// Entities and properties are matched by name. Everything a model's schema keeps is compared:
+/// Entities and properties are matched by their `renamingIdentifier` when the new model gives one
+/// that names an entity or property of the store's model (a rename), else by name. Everything a model's schema keeps is compared:
 /// entities' parents and abstractness; attributes' types, optionality and transience;
 /// relationships' destinations, inverses, cardinality, ordering, optionality, counts and delete
 /// rules; uniqueness constraints and indexes. (Validation rules and default values are not kept
@@ -16,12 +17,16 @@ public struct ModelDifference: Sendable, Equatable, CustomStringConvertible {
             case entityAdded
             /// An entity only in the store's model.
             case entityRemoved
+            /// An entity the new model renamed (its `renamingIdentifier` names the store's).
+            case entityRenamed
             /// An entity's parent or abstractness.
             case entityChanged
             /// An attribute only in the new model.
             case attributeAdded
             /// An attribute only in the store's model.
             case attributeRemoved
+            /// An attribute the new model renamed.
+            case attributeRenamed
             /// An attribute's type, optionality or transience (or a property that changed from
             /// attribute to relationship, or back).
             case attributeChanged
@@ -29,6 +34,8 @@ public struct ModelDifference: Sendable, Equatable, CustomStringConvertible {
             case relationshipAdded
             /// A relationship only in the store's model.
             case relationshipRemoved
+            /// A relationship the new model renamed.
+            case relationshipRenamed
             /// A relationship's destination, inverse, cardinality, ordering, optionality, counts
             /// or delete rule.
             case relationshipChanged
@@ -59,12 +66,15 @@ public struct ModelDifference: Sendable, Equatable, CustomStringConvertible {
             let what = switch kind {
             case .entityAdded: "entity added"
             case .entityRemoved: "entity removed"
+            case .entityRenamed: "entity renamed"
             case .entityChanged: "entity changed"
             case .attributeAdded: "attribute added"
             case .attributeRemoved: "attribute removed"
+            case .attributeRenamed: "attribute renamed"
             case .attributeChanged: "attribute changed"
             case .relationshipAdded: "relationship added"
             case .relationshipRemoved: "relationship removed"
+            case .relationshipRenamed: "relationship renamed"
             case .relationshipChanged: "relationship changed"
             case .uniquenessAdded: "uniqueness constraint added"
             case .uniquenessRemoved: "uniqueness constraint removed"
@@ -90,85 +100,155 @@ public struct ModelDifference: Sendable, Equatable, CustomStringConvertible {
         self.init(from: ModelSchema(model), to: ModelSchema(other))
     }
 
+    /// The store's entity each entity of the new model continues, by name (new → old; entities
+    /// the new model adds have none).
+    let entityMatches: [String: String]
+    /// For each entity of the new model, the store's property each of its own properties
+    /// continues (new name → old name).
+    let propertyMatches: [String: [String: String]]
+
     /// What differs from schema `old` to schema `new`.
     init(from old: ModelSchema, to new: ModelSchema) {
         let olds = Dictionary(old.entities.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
-        let news = Dictionary(new.entities.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        let entityPairs = Self.match(old.entities.map(\.name), new.entities.map { ($0.name, $0.renaming) })
         var changes: [Change] = []
-        for name in Set(olds.keys).union(news.keys).sorted() {
-            switch (olds[name], news[name]) {
+        var entityMatches: [String: String] = [:], propertyMatches: [String: [String: String]] = [:]
+        // Every entity's and property's match first: a relationship's destination and inverse,
+        // and a parent, compare in the new model's names.
+        for pair in entityPairs {
+            guard let oldName = pair.old, let newName = pair.new, let before = olds[oldName],
+                  let after = new.entities.first(where: { $0.name == newName }) else { continue }
+            entityMatches[newName] = oldName
+            propertyMatches[newName] = Dictionary(Self.propertyPairs(before, after).compactMap { pair in
+                pair.new.flatMap { new in pair.old.map { (new, $0) } }
+            }, uniquingKeysWith: { first, _ in first })
+        }
+        let renames = Renames(entityMatches: entityMatches, propertyMatches: propertyMatches)
+        for pair in entityPairs {
+            switch (pair.old.flatMap { olds[$0] }, pair.new.flatMap { name in new.entities.first { $0.name == name } }) {
             case (nil, let added?):
-                changes.append(Change(entity: name, name: nil, kind: .entityAdded, detail: Self.summary(of: added)))
+                changes.append(Change(entity: added.name, name: nil, kind: .entityAdded, detail: Self.summary(of: added)))
             case (let removed?, nil):
-                changes.append(Change(entity: name, name: nil, kind: .entityRemoved, detail: Self.summary(of: removed)))
+                changes.append(Change(entity: removed.name, name: nil, kind: .entityRemoved, detail: Self.summary(of: removed)))
             case (let before?, let after?):
-                changes += Self.changes(from: before, to: after)
+                if before.name != after.name {
+                    changes.append(Change(entity: after.name, name: nil, kind: .entityRenamed, detail: "renamed from \(before.name)"))
+                }
+                changes += Self.changes(from: before, to: after, renames)
             case (nil, nil):
                 break
             }
         }
         self.changes = changes
+        self.entityMatches = entityMatches
+        self.propertyMatches = propertyMatches
+    }
+
+    /// The old model's names in the new one's, for comparing.
+    private struct Renames {
+        let newEntity: [String: String]
+        let newProperty: [String: [String: String]]
+
+        init(entityMatches: [String: String], propertyMatches: [String: [String: String]]) {
+            newEntity = Dictionary(entityMatches.map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
+            var properties: [String: [String: String]] = [:]
+            for (entity, matches) in propertyMatches {
+                properties[entity] = Dictionary(matches.map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
+            }
+            newProperty = properties
+        }
+
+        /// An old entity's name in the new model (itself when not matched).
+        func entity(_ old: String) -> String { newEntity[old] ?? old }
+        /// An old property of `entity` (a new entity's name) in the new model.
+        func property(_ old: String, of entity: String) -> String { newProperty[entity]?[old] ?? old }
+    }
+
+    /// An entity's properties paired old with new (attributes and relationships alike).
+    private static func propertyPairs(_ old: ModelSchema.EntitySchema, _ new: ModelSchema.EntitySchema) -> [(old: String?, new: String?)] {
+        match(old.attributes.map(\.name) + old.relationships.map(\.name),
+              new.attributes.map { ($0.name, $0.renaming) } + new.relationships.map { ($0.name, $0.renaming) })
+    }
+
+    /// Pairs old names with new ones (each new one with its `renamingIdentifier`): a renaming
+    /// identifier that names an old one claims it, then the rest match by name. In name order
+    /// (a pair's new name, else its old one).
+    static func match(_ old: [String], _ new: [(name: String, renaming: String?)]) -> [(old: String?, new: String?)] {
+        var unclaimed = Set(old)
+        var pairs: [(old: String?, new: String?)] = []
+        var unmatched: [String] = []
+        for (name, renaming) in new {
+            if let renaming, renaming != name, unclaimed.remove(renaming) != nil {
+                pairs.append((renaming, name))
+            } else {
+                unmatched.append(name)
+            }
+        }
+        for name in unmatched {
+            pairs.append((unclaimed.remove(name), name))
+        }
+        pairs += unclaimed.map { (Optional($0), nil) }
+        return pairs.sorted { ($0.new ?? $0.old ?? "") < ($1.new ?? $1.old ?? "") }
     }
 
     // MARK: Comparing
 
-    private static func changes(from old: ModelSchema.EntitySchema, to new: ModelSchema.EntitySchema) -> [Change] {
+    private static func changes(from old: ModelSchema.EntitySchema, to new: ModelSchema.EntitySchema, _ renames: Renames) -> [Change] {
         let entity = new.name
         var changes: [Change] = []
         var aspects: [String] = []
-        if old.parent != new.parent { aspects.append("parent \(old.parent ?? "none") → \(new.parent ?? "none")") }
+        if old.parent.map(renames.entity) != new.parent { aspects.append("parent \(old.parent ?? "none") → \(new.parent ?? "none")") }
         if old.abstract != new.abstract { aspects.append(new.abstract ? "concrete → abstract" : "abstract → concrete") }
         if !aspects.isEmpty { changes.append(Change(entity: entity, name: nil, kind: .entityChanged, detail: aspects.joined(separator: ", "))) }
 
+        // Properties: renames first (matched among attributes and relationships alike), then by
+        // name; a property that changed between attribute and relationship is reported once, as
+        // the attribute's change.
         let oldAttributes = Dictionary(old.attributes.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         let newAttributes = Dictionary(new.attributes.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         let oldRelationships = Dictionary(old.relationships.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         let newRelationships = Dictionary(new.relationships.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
-
-        for name in Set(oldAttributes.keys).union(newAttributes.keys).sorted() {
-            switch (oldAttributes[name], newAttributes[name]) {
-            case (nil, let added?):
-                if let was = oldRelationships[name] {
-                    changes.append(Change(entity: entity, name: name, kind: .attributeChanged,
-                                          detail: "relationship (\(summary(of: was))) → attribute (\(summary(of: added)))"))
-                } else {
-                    changes.append(Change(entity: entity, name: name, kind: .attributeAdded, detail: summary(of: added)))
+        let pairs = propertyPairs(old, new)
+        var matches: [String: String] = [:]
+        var attributeChanges: [Change] = [], relationshipChanges: [Change] = []
+        for pair in pairs {
+            let name = pair.new ?? pair.old ?? ""
+            if let newName = pair.new, let oldName = pair.old { matches[newName] = oldName }
+            switch (pair.old.flatMap { oldAttributes[$0] }, pair.old.flatMap { oldRelationships[$0] },
+                    pair.new.flatMap { newAttributes[$0] }, pair.new.flatMap { newRelationships[$0] }) {
+            case (nil, nil, let added?, nil):
+                attributeChanges.append(Change(entity: entity, name: name, kind: .attributeAdded, detail: summary(of: added)))
+            case (nil, nil, nil, let added?):
+                relationshipChanges.append(Change(entity: entity, name: name, kind: .relationshipAdded, detail: summary(of: added)))
+            case (let removed?, nil, nil, nil):
+                attributeChanges.append(Change(entity: entity, name: name, kind: .attributeRemoved, detail: summary(of: removed)))
+            case (nil, let removed?, nil, nil):
+                relationshipChanges.append(Change(entity: entity, name: name, kind: .relationshipRemoved, detail: summary(of: removed)))
+            case (nil, let was?, let now?, nil):
+                attributeChanges.append(Change(entity: entity, name: name, kind: .attributeChanged,
+                                               detail: "relationship (\(summary(of: was))) → attribute (\(summary(of: now)))"))
+            case (let was?, nil, nil, let now?):
+                attributeChanges.append(Change(entity: entity, name: name, kind: .attributeChanged,
+                                               detail: "attribute (\(summary(of: was))) → relationship (\(summary(of: now)))"))
+            case (let before?, nil, let after?, nil):
+                if before.name != after.name {
+                    attributeChanges.append(Change(entity: entity, name: name, kind: .attributeRenamed, detail: "renamed from \(before.name)"))
                 }
-            case (let removed?, nil):
-                // A property that became a relationship is reported once, as the attribute's change.
-                if let now = newRelationships[name] {
-                    changes.append(Change(entity: entity, name: name, kind: .attributeChanged,
-                                          detail: "attribute (\(summary(of: removed))) → relationship (\(summary(of: now)))"))
-                } else {
-                    changes.append(Change(entity: entity, name: name, kind: .attributeRemoved, detail: summary(of: removed)))
-                }
-            case (let before?, let after?):
                 var aspects: [String] = []
                 let (oldType, newType) = (typeName(before), typeName(after))
                 if oldType != newType { aspects.append("type \(oldType) → \(newType)") }
                 if before.optional != after.optional { aspects.append(after.optional ? "required → optional" : "optional → required") }
                 if before.transient != after.transient { aspects.append(after.transient ? "stored → transient" : "transient → stored") }
                 if !aspects.isEmpty {
-                    changes.append(Change(entity: entity, name: name, kind: .attributeChanged, detail: aspects.joined(separator: ", ")))
+                    attributeChanges.append(Change(entity: entity, name: name, kind: .attributeChanged, detail: aspects.joined(separator: ", ")))
                 }
-            case (nil, nil):
-                break
-            }
-        }
-        for name in Set(oldRelationships.keys).union(newRelationships.keys).sorted() {
-            switch (oldRelationships[name], newRelationships[name]) {
-            case (nil, let added?):
-                if oldAttributes[name] == nil {
-                    changes.append(Change(entity: entity, name: name, kind: .relationshipAdded, detail: summary(of: added)))
+            case (nil, let before?, nil, let after?):
+                if before.name != after.name {
+                    relationshipChanges.append(Change(entity: entity, name: name, kind: .relationshipRenamed, detail: "renamed from \(before.name)"))
                 }
-            case (let removed?, nil):
-                if newAttributes[name] == nil {
-                    changes.append(Change(entity: entity, name: name, kind: .relationshipRemoved, detail: summary(of: removed)))
-                }
-            case (let before?, let after?):
                 var aspects: [String] = []
-                if before.destination != after.destination { aspects.append("destination \(before.destination) → \(after.destination)") }
-                if before.inverse != after.inverse { aspects.append("inverse \(before.inverse) → \(after.inverse)") }
+                if renames.entity(before.destination) != after.destination { aspects.append("destination \(before.destination) → \(after.destination)") }
+                if renames.property(before.inverse, of: after.destination) != after.inverse { aspects.append("inverse \(before.inverse) → \(after.inverse)") }
                 if before.toMany != after.toMany { aspects.append(after.toMany ? "to-one → to-many" : "to-many → to-one") }
                 if before.ordered != after.ordered { aspects.append(after.ordered ? "unordered → ordered" : "ordered → unordered") }
                 if before.optional != after.optional { aspects.append(after.optional ? "required → optional" : "optional → required") }
@@ -177,26 +257,32 @@ public struct ModelDifference: Sendable, Equatable, CustomStringConvertible {
                 }
                 if before.deleteRule != after.deleteRule { aspects.append("delete rule \(before.deleteRule) → \(after.deleteRule)") }
                 if !aspects.isEmpty {
-                    changes.append(Change(entity: entity, name: name, kind: .relationshipChanged, detail: aspects.joined(separator: ", ")))
+                    relationshipChanges.append(Change(entity: entity, name: name, kind: .relationshipChanged, detail: aspects.joined(separator: ", ")))
                 }
-            case (nil, nil):
+            default:
                 break
             }
         }
+        changes += attributeChanges + relationshipChanges
 
-        let (oldUnique, newUnique) = (Set(old.unique), Set(new.unique))
+        // Constraints and indexes compare in the new names of renamed properties.
+        let newNames = Dictionary(matches.map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
+        let translated = { (keys: [String]) in keys.map { newNames[$0] ?? $0 } }
+        let oldUniqueKeys = old.unique.map(translated)
+        let oldIndexes = old.indexes.map { ModelSchema.IndexSchema(keys: translated($0.keys), folded: $0.folded) }
+        let (oldUnique, newUnique) = (Set(oldUniqueKeys), Set(new.unique))
         for keys in new.unique where !oldUnique.contains(keys) {
             changes.append(Change(entity: entity, name: keys.joined(separator: ","), kind: .uniquenessAdded, detail: ""))
         }
-        for keys in old.unique where !newUnique.contains(keys) {
+        for keys in oldUniqueKeys where !newUnique.contains(keys) {
             changes.append(Change(entity: entity, name: keys.joined(separator: ","), kind: .uniquenessRemoved, detail: ""))
         }
         let indexName = { (index: ModelSchema.IndexSchema) in index.keys.joined(separator: ",") }
         let indexDetail = { (index: ModelSchema.IndexSchema) in index.folded ? "case- and diacritic-insensitive" : "" }
-        for index in new.indexes where !old.indexes.contains(index) {
+        for index in new.indexes where !oldIndexes.contains(index) {
             changes.append(Change(entity: entity, name: indexName(index), kind: .indexAdded, detail: indexDetail(index)))
         }
-        for index in old.indexes where !new.indexes.contains(index) {
+        for index in oldIndexes where !new.indexes.contains(index) {
             changes.append(Change(entity: entity, name: indexName(index), kind: .indexRemoved, detail: indexDetail(index)))
         }
         return changes

@@ -13,6 +13,8 @@ struct ModelSchema: Codable, Equatable {
         var valueType: String?
         var optional: Bool
         var transient: Bool
+        /// The name in the previous model version (`renamingIdentifier`), when renamed.
+        var renaming: String?
     }
 
     struct RelationshipSchema: Codable, Equatable {
@@ -25,6 +27,8 @@ struct ModelSchema: Codable, Equatable {
         var minimumCount: Int
         var maximumCount: Int
         var deleteRule: String
+        /// The name in the previous model version, when renamed.
+        var renaming: String?
     }
 
     struct IndexSchema: Codable, Equatable {
@@ -40,6 +44,8 @@ struct ModelSchema: Codable, Equatable {
         var relationships: [RelationshipSchema]
         var unique: [[String]]
         var indexes: [IndexSchema]
+        /// The name in the previous model version, when renamed.
+        var renaming: String?
     }
 
     var entities: [EntitySchema]
@@ -52,15 +58,17 @@ struct ModelSchema: Codable, Equatable {
                 attributes: entity.ownAttributes.map {
                     AttributeSchema(name: $0.name, type: $0.type.kind.rawValue,
                                     valueType: $0.type.kind == .transformable ? $0.type.valueTypeName : nil,
-                                    optional: $0.isOptional, transient: $0.isTransient)
+                                    optional: $0.isOptional, transient: $0.isTransient, renaming: $0.renamingIdentifier)
                 },
                 relationships: entity.ownRelationships.map {
                     RelationshipSchema(name: $0.name, destination: $0.destinationEntityName, inverse: $0.inverseName,
                                        toMany: $0.isToMany, ordered: $0.isOrdered, optional: $0.isOptional,
-                                       minimumCount: $0.minimumCount, maximumCount: $0.maximumCount, deleteRule: $0.deleteRule.rawValue)
+                                       minimumCount: $0.minimumCount, maximumCount: $0.maximumCount, deleteRule: $0.deleteRule.rawValue,
+                                       renaming: $0.renamingIdentifier)
                 },
                 unique: entity.ownUniqueness,
-                indexes: entity.ownIndexes.map { IndexSchema(keys: $0.keys, folded: $0.caseAndDiacriticInsensitive) })
+                indexes: entity.ownIndexes.map { IndexSchema(keys: $0.keys, folded: $0.caseAndDiacriticInsensitive) },
+                renaming: entity.renamingIdentifier)
         }
         configurations = model.configurations.mapValues { $0.sorted() }
     }
@@ -80,6 +88,7 @@ struct ModelSchema: Codable, Equatable {
                     : AttributeType(kind)
                 var member = Attribute(attribute.name, type).optional(attribute.optional)
                 if attribute.transient { member = member.transient() }
+                if let previous = attribute.renaming { member = member.renamingIdentifier(previous) }
                 members.append(member)
             }
             for relationship in entity.relationships {
@@ -91,11 +100,13 @@ struct ModelSchema: Codable, Equatable {
                 }
                 if !relationship.optional { member = member.required() }
                 if let rule = DeleteRule(rawValue: relationship.deleteRule) { member = member.deleteRule(rule) }
+                if let previous = relationship.renaming { member = member.renamingIdentifier(previous) }
                 members.append(member)
             }
             for keys in entity.unique { members.append(Unique(keys: keys)) }
             for index in entity.indexes { members.append(Indexed(keys: index.keys, caseInsensitive: index.folded)) }
-            return Entity(entity.name, abstract: entity.abstract, parent: entity.parent, members: members)
+            let spec = Entity(entity.name, abstract: entity.abstract, parent: entity.parent, members: members)
+            return entity.renaming.map(spec.renamingIdentifier) ?? spec
         }
         return try ManagedObjectModel(entities: specs, configurations: configurations.mapValues(Set.init))
     }

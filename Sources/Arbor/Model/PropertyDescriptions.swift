@@ -27,6 +27,9 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
     public let isTransient: Bool
     /// The value new objects start with, if any.
     public let defaultValue: AttributeValue?
+    /// The attribute's name in the previous model version, when it was renamed (migration
+    /// matches it to the store's attribute of that name).
+    public let renamingIdentifier: String?
     /// The smallest value accepted (numbers and dates).
     public let minimum: AttributeValue?
     /// The largest value accepted (numbers and dates).
@@ -47,6 +50,7 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
         type = spec.type
         isOptional = spec.isOptional
         isTransient = spec.isTransient
+        renamingIdentifier = spec.renamingIdentifier
         func convert(_ value: (any Sendable)?, _ what: String) -> AttributeValue? {
             guard let value else { return nil }
             do {
@@ -126,6 +130,9 @@ public final class RelationshipDescription: @unchecked Sendable, CustomStringCon
     public let maximumCount: Int
     /// What deleting the source object does to the destinations.
     public let deleteRule: DeleteRule
+    /// The relationship's name in the previous model version, when it was renamed (migration
+    /// matches it to the store's relationship of that name).
+    public let renamingIdentifier: String?
 
     /// Whether it and its inverse are both to-many.
     public var isManyToMany: Bool { isToMany && inverseRelationship?.isToMany == true }
@@ -147,6 +154,7 @@ public final class RelationshipDescription: @unchecked Sendable, CustomStringCon
         minimumCount = spec.minimumCount
         maximumCount = spec.maximumCount
         deleteRule = spec.deleteRule
+        renamingIdentifier = spec.renamingIdentifier
     }
 
     /// Sets the references, while the model is being made.

@@ -45,14 +45,20 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     private let idSpaces: [String: ObjectIDSpace]
     /// The same, by entity.
     private let entitySpaces: [ObjectIdentifier: ObjectIDSpace]
+    /// What the migration that ran when this store opened did (nil: the store was at the
+    /// model already, or new).
+    public private(set) var migration: MigrationReport?
 
     /// Opens (creating when missing) the store at `path` for `model`.
     ///
-    /// - Throws: ``ArborError/Code/incompatibleModel`` when the store was made with another model;
+    /// - Throws: ``ArborError/Code/incompatibleModel`` when the store was made with another model
+    ///   and cannot be migrated to this one (naming why);
     ///   ``ArborError/Code/storeOpen`` when the engine cannot open the file.
+    /// A store made with another model migrates to `model` when `migration` allows it and the
+    /// changes can be inferred (docs/migration.md); ``migration`` then says what was done.
     public convenience init(path: String, model: ManagedObjectModel, configuration: String? = nil,
-                            options: DatabaseOptions = DatabaseOptions()) throws {
-        try self.init(path: path, type: "native", model: model, configuration: configuration, options: options)
+                            options: DatabaseOptions = DatabaseOptions(), migration: MigrationOptions = MigrationOptions()) throws {
+        try self.init(path: path, type: "native", model: model, configuration: configuration, options: options, migration: migration)
     }
 
     /// An in-memory store: the same engine over memory; nothing survives the process.
@@ -69,7 +75,8 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     ///   `ARBOR_NEW_ROW_LAYOUT` names (`2` for fixed-size columns first; `make test` runs the
     ///   object-graph tests a second time over layout-2 stores that way).
     init(path: String, type: String, model: ManagedObjectModel, configuration: String?, options: DatabaseOptions,
-         newRowLayout requestedLayout: RowFormat.Layout? = nil) throws {
+         newRowLayout requestedLayout: RowFormat.Layout? = nil, migration migrationOptions: MigrationOptions = MigrationOptions()) throws {
+        let opened = ContinuousClock.now
         let newRowLayout = requestedLayout ?? ProcessInfo.processInfo.environment["ARBOR_NEW_ROW_LAYOUT"]
             .flatMap { UInt8($0) }.flatMap(RowFormat.Layout.init(rawValue:)) ?? .records
         self.type = type
@@ -86,10 +93,11 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         self.database = database
         // An existing store is checked in a read transaction; only a new one is written to
         // (checked again under the write lock, in case another connection made it meanwhile).
+        let migrating = options.readOnly ? MigrationOptions.never : migrationOptions
         let recorded = try Self.storeError("open the store at \(path)", code: .storeOpen) {
-            if let recorded = try database.read({ try Self.recordedIdentifier($0, model: model, path: path) }) { return recorded }
+            if let recorded = try database.read({ try Self.recordedIdentifier($0, model: model, path: path, migration: migrating) }) { return recorded }
             return try database.write { transaction -> Recorded in
-                if let recorded = try Self.recordedIdentifier(transaction, model: model, path: path) { return recorded }
+                if let recorded = try Self.recordedIdentifier(transaction, model: model, path: path, migration: migrating) { return recorded }
                 let metadata = try transaction.tree(named: "arbor.metadata", create: true)!
                 let uuid = UUID()
                 try metadata.put(Array("uuid".utf8), withUnsafeBytes(of: uuid.uuid) { Array($0) })
@@ -123,7 +131,8 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                 for root in model.entities where root.superentity == nil {
                     _ = try transaction.tree(named: Self.rowsTree(root), create: true)
                 }
-                return Recorded(identifier: uuid, layout: newRowLayout, columns: columns, schema: schema, entities: entities, hasHistory: true)
+                return Recorded(identifier: uuid, layout: newRowLayout, columns: columns, schema: schema, entities: entities, hasHistory: true,
+                                fills: [:], migration: nil)
             }
         }
         identifier = recorded.identifier
@@ -152,13 +161,19 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                 unrecorded[entity.name] = derived
                 return derived
             }()
-            formats[ObjectIdentifier(entity)] = try RowFormat.recorded(entity, layout: recorded.layout, order: order, entityIndex: entityIndex)
+            formats[ObjectIdentifier(entity)] = try RowFormat.recorded(entity, layout: recorded.layout, order: order, entityIndex: entityIndex,
+                                                                       fills: recorded.fills[entity.name] ?? [:])
         }
         rowFormats = formats
         let store = identifier
         let spaces = model.entities.map { (entity: $0, space: ObjectIDSpace.interned($0.name, store)) }
         idSpaces = Dictionary(spaces.map { ($0.entity.name, $0.space) }, uniquingKeysWith: { first, _ in first })
         entitySpaces = Dictionary(uniqueKeysWithValues: spaces.map { (ObjectIdentifier($0.entity), $0.space) })
+        if let plan = recorded.migration {
+            migration = try migrate(plan, started: opened)
+        } else {
+            migration = nil
+        }
         if !options.readOnly {
             try buildMissingIndexes()
             if recorded.schema == nil { try recordMissingSchema() }
@@ -180,6 +195,11 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         var entities: [String]
         /// Whether the store records its model history (stores made before it do not).
         var hasHistory: Bool
+        /// Layout 3: the fills of columns migrations appended, by entity and property.
+        var fills: [String: [String: AttributeValue]]
+        /// The migration to run before the store is used (its recorded state is then the one
+        /// the migration leaves).
+        var migration: StoreMigration?
     }
 
     /// The place of entity `name` in a layout-3 store's entity list (nil: none there).
@@ -245,23 +265,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         let missing = Set(wanted.map(\.1.tree)).subtracting(existing)
         guard !missing.isEmpty else { return }
         try Self.storeError("build the indexes \(missing.sorted().joined(separator: ", "))", code: .storeOpen) {
-            try database.write { transaction in
-                for name in missing { _ = try transaction.tree(named: name, create: true) }
-                for root in model.entities where root.superentity == nil {
-                    guard let rows = try transaction.tree(named: Self.rowsTree(root)) else { continue }
-                    var entries: [(String, [UInt8])] = []
-                    try rows.forEach { key, value in
-                        let primaryKey = try Self.lastKey(of: key, in: rows.name)
-                        let row = try decode(Array(value), objectID: objectID(root.name, primaryKey))
-                        guard let entity = model.entity(named: row.entityName) else { return true }
-                        for index in Self.indexes(of: entity) where missing.contains(index.tree) {
-                            entries.append((index.tree, try indexEntry(row, index, key: primaryKey)))
-                        }
-                        return true
-                    }
-                    for (tree, entry) in entries { try transaction.tree(named: tree, create: true)!.put(entry, []) }
-                }
-            }
+            try database.write { transaction in try buildDerivedTrees(missing, in: transaction) }
         }
     }
 
@@ -272,7 +276,8 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     /// - Throws: ``ArborError/Code/incompatibleModel``; ``ArborError/Code/storeOpen`` for a
     ///   database of something else (trees but no Arbor metadata), damaged metadata, or a row
     ///   layout this build does not know.
-    static func recordedIdentifier(_ transaction: ReadTransaction, model: ManagedObjectModel, path: String) throws -> Recorded? {
+    static func recordedIdentifier(_ transaction: ReadTransaction, model: ManagedObjectModel, path: String,
+                                   migration options: MigrationOptions = .never) throws -> Recorded? {
         guard let metadata = try transaction.tree(named: "arbor.metadata") else {
             let trees = try transaction.trees()
             guard trees.isEmpty else {
@@ -299,22 +304,28 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
             }
             // The store's model, to name each difference (an unreadable schema names entities only).
             let schema = try metadata.get(Array("schema".utf8)).flatMap { try? JSONDecoder().decode(ModelSchema.self, from: Data($0)) }
-            try model.checkCompatible(withStoreHashes: storeHashes, storeSchema: schema, storeName: path)
-        }
-        var layout = RowFormat.Layout.declared
-        if let recordedLayout = try metadata.get(Array("rows".utf8)) {
-            guard recordedLayout.count == 1, let known = RowFormat.Layout(rawValue: recordedLayout[0]) else {
-                throw ArborError(.storeOpen, "\(path) stores its rows in layout \(recordedLayout.map(String.init).joined(separator: " ")), which this build of Arbor does not know (it reads layouts 1, 2 and 3)")
+            guard options.shouldMigrateStoreAutomatically, options.shouldInferMappingModelAutomatically, let schema else {
+                let why = !options.shouldMigrateStoreAutomatically ? "automatic migration is off (MigrationOptions; a read-only store never migrates)"
+                    : !options.shouldInferMappingModelAutomatically ? "inferring the migration is off and no migration plan is given"
+                    : "it was made before stores kept their model, so it cannot be migrated: open it once with the model that made it"
+                try model.checkCompatible(withStoreHashes: storeHashes, storeSchema: schema, storeName: path, unless: why)
+                return nil
             }
-            layout = known
+            let layout = try recordedLayout(metadata, path: path)
+            let plan = try StoreMigration.plan(metadata: metadata, path: path, layout: layout, schema: schema, hashBytes: hashBytes, to: model)
+            return Recorded(identifier: UUID(uuid: stored.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }), layout: .records,
+                            columns: plan.columns, schema: try schemaBytes(model), entities: plan.entities, hasHistory: true,
+                            fills: plan.fills, migration: plan)
         }
+        let layout = try recordedLayout(metadata, path: path)
         var columns: [String: [String]] = [:]
+        var fills: [String: [String: AttributeValue]] = [:]
         for entity in model.entities {
-            guard let bytes = try metadata.get(columnsKey(entity.name)) else { continue }
-            guard let order = try? JSONDecoder().decode([String].self, from: Data(bytes)) else {
-                throw ArborError(.storeOpen, "the Arbor metadata of \(path) is damaged: the column order of \(entity.name) is unreadable")
+            if let order = try recordedColumns(metadata, entity: entity.name, path: path) { columns[entity.name] = order }
+            if layout == .records {
+                let entityFills = try recordedFills(metadata, entity: entity, path: path)
+                if !entityFills.isEmpty { fills[entity.name] = entityFills }
             }
-            columns[entity.name] = order
         }
         var entities: [String] = []
         if layout == .records {
@@ -325,7 +336,70 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         }
         return Recorded(identifier: UUID(uuid: stored.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }), layout: layout,
                         columns: columns, schema: try metadata.get(Array("schema".utf8)), entities: entities,
-                        hasHistory: try metadata.get(historyKey) != nil)
+                        hasHistory: try metadata.get(historyKey) != nil, fills: fills, migration: nil)
+    }
+
+    /// A store's recorded row layout (layout 1 when it records none).
+    ///
+    /// - Throws: ``ArborError/Code/storeOpen`` for a layout this build does not know.
+    static func recordedLayout(_ metadata: Tree, path: String) throws -> RowFormat.Layout {
+        guard let recordedLayout = try metadata.get(Array("rows".utf8)) else { return .declared }
+        guard recordedLayout.count == 1, let known = RowFormat.Layout(rawValue: recordedLayout[0]) else {
+            throw ArborError(.storeOpen, "\(path) stores its rows in layout \(recordedLayout.map(String.init).joined(separator: " ")), which this build of Arbor does not know (it reads layouts 1, 2 and 3)")
+        }
+        return known
+    }
+
+    /// The column order a store records for `entity` (nil: none recorded).
+    ///
+    /// - Throws: ``ArborError/Code/storeOpen`` when it is unreadable.
+    static func recordedColumns(_ metadata: Tree, entity: String, path: String) throws -> [String]? {
+        guard let bytes = try metadata.get(columnsKey(entity)) else { return nil }
+        guard let order = try? JSONDecoder().decode([String].self, from: Data(bytes)) else {
+            throw ArborError(.storeOpen, "the Arbor metadata of \(path) is damaged: the column order of \(entity) is unreadable")
+        }
+        return order
+    }
+
+    /// The metadata key of an entity's fills (layout 3: the values of columns a migration
+    /// appended, for rows written before).
+    static func fillsKey(_ entity: String) -> [UInt8] { Array("fills.\(entity)".utf8) }
+
+    /// An entity's recorded fills: JSON, property name → the column as a record stores it (its
+    /// serial type's varint, then its payload), in hexadecimal.
+    ///
+    /// - Throws: ``ArborError/Code/storeOpen`` when they are unreadable or do not fit the entity.
+    static func recordedFills(_ metadata: Tree, entity: EntityDescription, path: String) throws -> [String: AttributeValue] {
+        guard let stored = try metadata.get(fillsKey(entity.name)) else { return [:] }
+        let damaged = ArborError(.storeOpen, "the Arbor metadata of \(path) is damaged: the fills of \(entity.name) are unreadable")
+        guard let encoded = try? JSONDecoder().decode([String: String].self, from: Data(stored)) else { throw damaged }
+        var fills: [String: AttributeValue] = [:]
+        for (name, hex) in encoded {
+            guard let attribute = entity.attributesByName[name], let column = bytes(fromHex: hex).map(Array.init) else { throw damaged }
+            let value = try column.withUnsafeBytes { raw -> AttributeValue in
+                var position = 0
+                guard let type = RecordEncoding.readVarint(raw, &position), RecordEncoding.payloadSize(type) == raw.count - position,
+                      let value = RowFormat.attributeValue(type, UnsafeRawBufferPointer(rebasing: raw[position...]), kind: attribute.type.kind) else {
+                    throw damaged
+                }
+                return value
+            }
+            fills[name] = value
+        }
+        return fills
+    }
+
+    /// `fills` as a store records them (see ``recordedFills(_:entity:path:)``).
+    static func fillsBytes(_ fills: [String: AttributeValue]) throws -> [UInt8] {
+        var encoded: [String: String] = [:]
+        for (name, value) in fills {
+            var header: [UInt8] = [], payload: [UInt8] = []
+            RowFormat.appendColumn(value, header: &header, payload: &payload)
+            encoded[name] = (header + payload).map { String(format: "%02x", $0) }.joined()
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return Array(try encoder.encode(encoded))
     }
 
     /// The entry of a layout-2 store's recorded hashes that names its row layout (a name no

@@ -82,8 +82,8 @@ extension RowFormat {
 
     // MARK: Reading a record
 
-    /// Column `column`'s serial type and payload in a record (nil: the record has fewer columns,
-    /// reading as nil; throws for a malformed record).
+    /// Column `column`'s serial type and payload in a record (past the record's last column: the
+    /// column's fill, or nil, reading as nil; throws for a malformed record).
     func recordColumn(_ column: Int, of row: UnsafeRawBufferPointer) throws -> (type: UInt64, payload: UnsafeRawBufferPointer)? {
         guard let record = RecordEncoding.head(of: row, from: entityPrefix.count) else { throw StoreError(.corrupt, "a malformed record header") }
         var typePosition = record.typesStart
@@ -98,7 +98,7 @@ extension RowFormat {
             payloadStart += size
             index += 1
         }
-        return nil
+        return fills[column].map { ($0.type, $0.payload) }
     }
 
     /// Encodes a row as a record.
@@ -172,15 +172,20 @@ extension RowFormat {
             defer { payloadStart += size }
             return (type, UnsafeRawBufferPointer(rebasing: bytes[payloadStart..<(payloadStart + size)]))
         }
-        for step in stepBuffer {
+        for stepIndex in 0..<stepBuffer.count {
+            let step = stepBuffer[stepIndex]
             if let mask, !mask[step.slot] {
                 _ = try next()
                 if step.kind == nil && step.named { _ = try next() }
                 continue
             }
             if let kind = step.kind {
-                let column = try next()
-                slots[step.slot] = column.flatMap { Self.attributeValue($0.type, $0.payload, kind: kind) }.map(PropertyValue.attribute) ?? PropertyValue.none
+                if let column = try next() {
+                    slots[step.slot] = Self.attributeValue(column.type, column.payload, kind: kind).map(PropertyValue.attribute) ?? PropertyValue.none
+                } else {
+                    // Past the record's end: nil, or a column a migration appended with its fill.
+                    slots[step.slot] = stepFills.isEmpty ? PropertyValue.none : stepFills[stepIndex] ?? PropertyValue.none
+                }
                 continue
             }
             var destinationName = destinations[step.destination]

@@ -80,6 +80,23 @@ final class RowFormat: @unchecked Sendable {
     let stepBuffer: UnsafeMutableBufferPointer<DecodeStep>
     /// The to-one columns' destination entities, by the steps' `destination`.
     let destinations: [String]
+    /// Layout 3: what a record shorter than its columns holds in each missing column that is
+    /// not nil — the default of an attribute a migration appended without rewriting the rows
+    /// (recorded as `fills.<Entity>`; docs/row-format.md, "Appended columns"). By record column.
+    let fills: [Int: Fill]
+    /// The fills' values, by decode step (empty when there are none).
+    let stepFills: [PropertyValue?]
+
+    /// A missing trailing column's value, in each form a reader asks for.
+    struct Fill {
+        /// The value.
+        let value: AttributeValue
+        /// Its serial type and payload (the column as a record stores it).
+        let type: UInt64
+        let payload: UnsafeRawBufferPointer
+        /// Its key-encoding component (what the scan filter's byte tests compare).
+        let component: [UInt8]
+    }
 
     /// One column as the decoder reads it.
     struct DecodeStep {
@@ -97,7 +114,10 @@ final class RowFormat: @unchecked Sendable {
     /// the order `layout` derives from the model, ``derivedOrder(_:layout:)``). `entityIndex` is
     /// the entity's place in a layout-3 store's recorded entity list (its rows' prefix when its
     /// hierarchy has sub-entities).
-    init(_ entity: EntityDescription, layout: Layout, columns ordered: [Column]? = nil, entityIndex: Int = 0) {
+    /// `fills`: the non-nil values of missing trailing attribute columns, by property name
+    /// (layout 3).
+    init(_ entity: EntityDescription, layout: Layout, columns ordered: [Column]? = nil, entityIndex: Int = 0,
+         fills fillValues: [String: AttributeValue] = [:]) {
         self.entity = entity
         self.layout = layout
         let ordered = ordered ?? Self.derivedOrder(entity, layout: layout)
@@ -106,10 +126,24 @@ final class RowFormat: @unchecked Sendable {
         var destinations: [String] = []
         var component = Self.firstColumnComponent
         var columnKinds: [AttributeType.Kind?] = []
+        var fills: [Int: Fill] = [:]
+        var stepFills: [PropertyValue?] = []
         for column in ordered {
             let name = Self.name(of: column, in: entity)
             switch column {
             case .attribute(let slot, let type):
+                if layout == .records, let value = fillValues[name] {
+                    var header: [UInt8] = [], payload: [UInt8] = []
+                    Self.appendColumn(value, header: &header, payload: &payload)
+                    var position = 0
+                    let stored = UnsafeMutableRawBufferPointer.allocate(byteCount: payload.count, alignment: 8)
+                    stored.copyMemory(from: UnsafeRawBufferPointer(start: payload, count: payload.count))
+                    if let serialType = header.withUnsafeBytes({ RecordEncoding.readVarint($0, &position) }) {
+                        fills[component - Self.firstColumnComponent] = Fill(value: value, type: serialType, payload: UnsafeRawBufferPointer(stored),
+                                                                            component: KeyEncoding.encode([NativeStore.component(value)]))
+                    }
+                    stepFills += Array(repeating: nil, count: steps.count - stepFills.count) + [.attribute(value)]
+                }
                 places[name] = .attribute(component: component, type: type)
                 component += 1
                 columnKinds.append(type.kind)
@@ -127,6 +161,8 @@ final class RowFormat: @unchecked Sendable {
         stepBuffer = .allocate(capacity: steps.count)
         _ = stepBuffer.initialize(from: steps)
         self.destinations = destinations
+        self.fills = fills
+        self.stepFills = stepFills.isEmpty ? [] : stepFills + Array(repeating: nil, count: steps.count - stepFills.count)
         columns = ordered
         self.columnKinds = columnKinds
         self.places = places
@@ -142,7 +178,8 @@ final class RowFormat: @unchecked Sendable {
     ///
     /// - Throws: ``ArborError/Code/incompatibleModel`` when `order` does not name exactly the
     ///   entity's stored properties, each once.
-    static func recorded(_ entity: EntityDescription, layout: Layout, order: [String], entityIndex: Int = 0) throws -> RowFormat {
+    static func recorded(_ entity: EntityDescription, layout: Layout, order: [String], entityIndex: Int = 0,
+                         fills: [String: AttributeValue] = [:]) throws -> RowFormat {
         let derived = derivedOrder(entity, layout: layout)
         let names = derived.map { name(of: $0, in: entity) }
         let byName = Dictionary(uniqueKeysWithValues: zip(names, derived))
@@ -155,7 +192,7 @@ final class RowFormat: @unchecked Sendable {
             throw ArborError(.incompatibleModel, "the store records the columns of \(entity.name)'s rows as (\(order.joined(separator: ", "))), "
                              + "which do not fit the model: \(differences.joined(separator: "; "))", entity: entity.name)
         }
-        return RowFormat(entity, layout: layout, columns: order.compactMap { byName[$0] }, entityIndex: entityIndex)
+        return RowFormat(entity, layout: layout, columns: order.compactMap { byName[$0] }, entityIndex: entityIndex, fills: fills)
     }
 
     /// The columns `layout` puts `entity`'s stored properties in: the persistent attributes (in
@@ -189,6 +226,7 @@ final class RowFormat: @unchecked Sendable {
 
     deinit {
         stepBuffer.deallocate()
+        for fill in fills.values { fill.payload.deallocate() }
     }
 
     // MARK: The header

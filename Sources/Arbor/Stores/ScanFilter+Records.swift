@@ -36,7 +36,10 @@ extension ScanFilter {
         }
         while recordLocated <= column {
             guard recordTypePosition < recordHeaderEnd else {
-                // Past the record's last column: nil.
+                // Past the record's last column: its fill (a column a migration appended), or nil.
+                if let fill = format.fills[column] {
+                    return writeComponent(count: fill.component.count) { $0.copyBytes(from: fill.component) }
+                }
                 return writeComponent(count: 1) { $0[0] = KeyEncoding.Tag.null }
             }
             guard let type = RecordEncoding.readVarint(row, &recordTypePosition), recordTypePosition <= recordHeaderEnd,

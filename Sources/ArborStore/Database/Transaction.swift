@@ -127,6 +127,31 @@ public final class WriteTransaction: ReadTransaction {
         return true
     }
 
+    /// Renames a tree: its pages, entries, sequence and compression dictionary stay as they are
+    /// (one catalog entry is moved). A ``Tree`` obtained under the old name must not be used
+    /// afterwards; ask for the tree by its new name.
+    ///
+    /// - Throws: `invalidArgument` when no tree is named `name`, or `newName` is taken, empty or
+    ///   longer than 200 bytes.
+    public func renameTree(named name: String, to newName: String) throws {
+        try checkOpen()
+        try checkNoScan()
+        guard newName != name else { return }
+        try catalog.validate(name: newName)
+        guard var descriptor = try catalog.lookup(name) else {
+            throw StoreError(.invalidArgument, "there is no tree named \"\(name)\" to rename")
+        }
+        guard try catalog.lookup(newName) == nil else {
+            throw StoreError(.invalidArgument, "a tree named \"\(newName)\" already exists")
+        }
+        try changing {
+            try catalog.remove(name)
+            descriptor.name = newName
+            try catalog.update(descriptor)
+        }
+        generation &+= 1
+    }
+
     /// Sets the application's version number in the header.
     public func setUserVersion(_ version: UInt32) throws {
         try checkOpen()

@@ -1,0 +1,497 @@
+import ArborStore
+import Foundation
+
+/// How a store opened with a model other than its own may migrate (Core Data's
+/// `NSMigratePersistentStoresAutomaticallyOption` and `NSInferMappingModelAutomaticallyOption`;
+/// docs/migration.md).
+public struct MigrationOptions: Sendable, Equatable {
+    /// Whether a store whose model differs migrates to the new model when it opens (true, as in
+    /// Core Data). When false, such a store is refused with ``ArborError/Code/incompatibleModel``.
+    public var shouldMigrateStoreAutomatically = true
+    /// Whether the migration may be inferred from the two models (a lightweight migration; true,
+    /// as in Core Data). When false, a store needing a migration is refused: no migration plan
+    /// names one yet.
+    public var shouldInferMappingModelAutomatically = true
+
+    /// The defaults: migrate automatically, inferring the migration.
+    public init() {}
+
+    /// Migration turned off: a store opens only with its own model.
+    public static var never: MigrationOptions {
+        var options = MigrationOptions()
+        options.shouldMigrateStoreAutomatically = false
+        return options
+    }
+}
+
+/// What a migration did to a store (``NativeStore/migration``), entity by entity.
+public struct MigrationReport: Sendable, CustomStringConvertible {
+    /// One entity of the new model.
+    public struct EntityReport: Sendable, Equatable {
+        /// The entity (its name in the new model).
+        public let entity: String
+        /// Its name in the store's model, when it was renamed (nil when it has the same name, or
+        /// is new).
+        public let renamedFrom: String?
+        /// Its rows after the migration, when the migration read them (nil: its rows were not
+        /// read — the changes needed neither a rewrite nor a check).
+        public let rows: Int?
+        /// How many of its rows were rewritten (0 when the change needed no rewrite).
+        public let rewrittenRows: Int
+    }
+
+    /// The store's model version before and after (in its history).
+    public let fromVersion: Int
+    public let toVersion: Int
+    /// `lightweight`.
+    public let kind: String
+    /// What changed.
+    public let difference: ModelDifference
+    /// Each entity of the new model.
+    public let entities: [EntityReport]
+    /// The index, uniqueness and foreign-key trees built from the rows.
+    public let treesBuilt: [String]
+    /// The trees dropped.
+    public let treesDropped: [String]
+    /// The trees renamed, old name → new name.
+    public let treesRenamed: [String: String]
+    /// How long the migration took, planning included.
+    public let duration: Duration
+
+    /// One line.
+    public var description: String {
+        let rewritten = entities.reduce(0) { $0 + $1.rewrittenRows }
+        return "\(kind) migration from model version \(fromVersion) to \(toVersion): \(difference.changes.count) change"
+            + "\(difference.changes.count == 1 ? "" : "s"), \(rewritten) row\(rewritten == 1 ? "" : "s") rewritten, "
+            + "\(treesBuilt.count) tree\(treesBuilt.count == 1 ? "" : "s") built, \(treesDropped.count) dropped, "
+            + "\(treesRenamed.count) renamed, in \(duration)"
+    }
+}
+
+/// A lightweight migration of a store from the model it records to another, planned from the two
+/// models and the store's metadata before anything is read or written (docs/migration.md,
+/// "Lightweight migration"): which changes can be inferred, the new recorded column orders,
+/// fills and entity list, which hierarchies' rows are rewritten or checked, and what becomes of
+/// every tree. ``NativeStore`` runs it (NativeStore+Migration.swift).
+struct StoreMigration {
+    /// The store's model (from its recorded schema) and the new one.
+    let old: ManagedObjectModel
+    let new: ManagedObjectModel
+    let difference: ModelDifference
+    /// The store's recorded `hashes` before the migration (checked again under the write lock).
+    let oldHashBytes: [UInt8]
+    /// The store's history (the new version is appended).
+    let history: [StoreModelVersion]
+    let oldLayout: RowFormat.Layout
+    /// A layout-3 store's entity list before (empty for layouts 1 and 2).
+    let oldEntities: [String]
+    /// Each old entity's row format, by its name.
+    let oldFormats: [String: RowFormat]
+
+    /// What the store records after it: the entity list, each entity's column order and fills.
+    let entities: [String]
+    let columns: [String: [String]]
+    let fills: [String: [String: AttributeValue]]
+
+    /// Each hierarchy the store keeps: its old root's name and its new one's.
+    let hierarchies: [(old: String, new: String)]
+    /// The new roots whose rows are rewritten whatever the rows hold (a column removed, a to-one
+    /// whose destination gained or lost sub-entities, rows that gain or lose their entity
+    /// prefix, a store of layout 1 or 2).
+    let rewritten: Set<String>
+    /// Attributes that become required (added, or optional → required), by new entity: the value
+    /// a nil gets (their default), or nil when a nil fails the migration.
+    let newlyRequired: [String: [(name: String, fill: AttributeValue?)]]
+    /// Relationships that become required (added, or optional → required), by new entity.
+    let newlyRequiredRelationships: [String: [String]]
+    /// Old entities whose rows fail the migration (removed sub-entities, entities made abstract,
+    /// entities gaining a required relationship): the reason, by old entity name.
+    let mustBeEmpty: [String: String]
+
+    /// Old trees renamed (old name → new name), dropped, and new derived trees built from rows.
+    let renamedTrees: [String: String]
+    let droppedTrees: Set<String>
+    let builtTrees: Set<String>
+    /// Derived trees kept only when they exist in the file (built otherwise), by new name.
+    let keptDerivedTrees: Set<String>
+
+    /// The new entity's name for an old one (nil: removed).
+    let newEntityName: [String: String]
+    /// For each new entity, the old name of each of its stored properties that continues one.
+    let oldPropertyName: [String: [String: String]]
+
+    /// Whether the hierarchy of new root `root` must be read (rewritten or checked).
+    func reads(_ root: EntityDescription) -> Bool {
+        rewritten.contains(root.name) || !builtTrees.isDisjoint(with: Self.derivedTrees(of: root).map(\.name))
+            || root.hierarchy.contains { newlyRequired[$0.name] != nil || newlyRequiredRelationships[$0.name] != nil }
+            || oldHierarchy(of: root).contains { mustBeEmpty[$0.name] != nil }
+    }
+
+    /// The old entities of the hierarchy whose new root is `root`.
+    func oldHierarchy(of root: EntityDescription) -> [EntityDescription] {
+        guard let pair = hierarchies.first(where: { $0.new == root.name }), let oldRoot = old.entity(named: pair.old) else { return [] }
+        return oldRoot.hierarchy
+    }
+
+    // MARK: Planning
+
+    /// Plans the migration of a store whose metadata is `metadata` (recorded `layout`, schema
+    /// `schema`, `hashes`) to `model`.
+    ///
+    /// - Throws: ``ArborError/Code/incompatibleModel`` naming every change that cannot be
+    ///   inferred; ``ArborError/Code/storeOpen`` for damaged metadata.
+    static func plan(metadata: Tree, path: String, layout: RowFormat.Layout, schema: ModelSchema, hashBytes: [UInt8],
+                     to model: ManagedObjectModel) throws -> StoreMigration {
+        let old: ManagedObjectModel
+        do {
+            old = try schema.model()
+        } catch {
+            throw ArborError(.storeOpen, "the model recorded in \(path) is unreadable, so the store cannot be migrated: \(error)")
+        }
+        let difference = ModelDifference(from: schema, to: ModelSchema(model))
+        let history = try NativeStore.recordedHistory(metadata, path: path) ?? [StoreModelVersion(first: old, recorded: nil, synthesized: true)]
+
+        // Names, both ways.
+        var newEntityName: [String: String] = [:]
+        for (new, old) in difference.entityMatches { newEntityName[old] = new }
+        var oldPropertyName: [String: [String: String]] = [:]
+        for entity in model.entities {
+            guard let oldEntity = difference.entityMatches[entity.name].flatMap(old.entity(named:)) else { continue }
+            var names: [String: String] = [:]
+            for property in entity.attributes.map(\.name) + entity.relationships.map(\.name) {
+                // A property is matched where it is declared (inherited ones in their ancestor).
+                guard let declaring = entity.declaringEntity(of: property),
+                      let oldName = difference.propertyMatches[declaring.name]?[property] else { continue }
+                if oldEntity.attributesByName[oldName] != nil || oldEntity.relationshipsByName[oldName] != nil { names[property] = oldName }
+            }
+            oldPropertyName[entity.name] = names
+        }
+        func newName(ofProperty oldName: String, in entity: EntityDescription) -> String? {
+            oldPropertyName[entity.name]?.first { $0.value == oldName }?.key
+        }
+
+        // What cannot be inferred, and what the rows must allow.
+        var refused: [(ModelDifference.Change, String)] = []
+        var mustBeEmpty: [String: String] = [:]
+        var newlyRequired: [String: [(name: String, fill: AttributeValue?)]] = [:]
+        var newlyRequiredRelationships: [String: [String]] = [:]
+        for change in difference.changes {
+            let entity = model.entity(named: change.entity)
+            switch change.kind {
+            case .entityRemoved:
+                guard let removed = old.entity(named: change.entity) else { continue }
+                if removed.superentity != nil {
+                    mustBeEmpty[removed.name] = "\(removed.name) is removed from the model and was a sub-entity: its objects cannot simply be dropped (a custom migration stage can move them)"
+                }
+            case .entityChanged:
+                guard let entity, let oldEntity = difference.entityMatches[entity.name].flatMap(old.entity(named:)) else { continue }
+                if oldEntity.superentityName.map({ newEntityName[$0] ?? $0 }) != entity.superentityName {
+                    refused.append((change, "moving an entity to another parent needs a custom migration stage (its rows change trees and keys)"))
+                }
+                if entity.isAbstract && !oldEntity.isAbstract {
+                    mustBeEmpty[oldEntity.name] = "\(entity.name) becomes abstract, so it can have no objects of its own"
+                }
+            case .attributeChanged:
+                guard let entity, let name = change.name, let attribute = entity.attributesByName[name],
+                      let oldName = oldPropertyName[entity.name]?[name] else {
+                    refused.append((change, "an attribute cannot become a relationship or back by inference (a custom migration stage can)"))
+                    continue
+                }
+                guard let oldAttribute = difference.entityMatches[entity.name].flatMap(old.entity(named:))?.attributesByName[oldName] else {
+                    refused.append((change, "an attribute cannot become a relationship or back by inference (a custom migration stage can)"))
+                    continue
+                }
+                if oldAttribute.type.kind != attribute.type.kind && !Self.widens(oldAttribute.type.kind, to: attribute.type.kind) {
+                    refused.append((change, "\(oldAttribute.type.kind) → \(attribute.type.kind) is not a widening (only integer16 → integer32 → integer64 and float → double are inferred)"))
+                }
+                if (oldAttribute.isOptional || oldAttribute.isTransient) && !attribute.isOptional && !attribute.isTransient {
+                    newlyRequired[entity.name, default: []].append((name, attribute.defaultValue))
+                }
+            case .attributeAdded:
+                guard let entity, let name = change.name, let attribute = entity.attributesByName[name] else { continue }
+                if !attribute.isOptional && !attribute.isTransient {
+                    newlyRequired[entity.name, default: []].append((name, attribute.defaultValue))
+                }
+            case .relationshipAdded:
+                guard let entity, let name = change.name, let relationship = entity.relationshipsByName[name] else { continue }
+                if relationship.isToMany {
+                    // Existing objects have none: only an entity without objects can gain it.
+                    if (!relationship.isOptional || relationship.minimumCount > 0), let oldName = difference.entityMatches[entity.name] {
+                        mustBeEmpty[oldName] = "\(entity.name) gains the required to-many relationship \(name), which its existing objects cannot have"
+                    }
+                } else if !relationship.isOptional {
+                    newlyRequiredRelationships[entity.name, default: []].append(name)
+                }
+            case .relationshipChanged:
+                guard let entity, let name = change.name, let relationship = entity.relationshipsByName[name],
+                      let oldName = oldPropertyName[entity.name]?[name],
+                      let oldRelationship = difference.entityMatches[entity.name].flatMap(old.entity(named:))?.relationshipsByName[oldName] else { continue }
+                let sameDestination = newEntityName[oldRelationship.destinationEntityName] == relationship.destinationEntityName
+                let sameInverse = relationship.destinationEntity.flatMap { destination in
+                    newName(ofProperty: oldRelationship.inverseName, in: destination)
+                } == relationship.inverseName
+                if !sameDestination || !sameInverse || oldRelationship.isToMany != relationship.isToMany
+                    || oldRelationship.isOrdered != relationship.isOrdered {
+                    refused.append((change, "a relationship's destination, inverse, cardinality or ordering is not changed by inference (a custom migration stage can)"))
+                } else if relationship.isToMany && ((oldRelationship.isOptional && !relationship.isOptional)
+                                                    || relationship.minimumCount > oldRelationship.minimumCount) {
+                    refused.append((change, "a to-many relationship's existing objects are not yet counted against a higher minimum (docs/migration.md, plan step 4)"))
+                } else if !relationship.isToMany && oldRelationship.isOptional && !relationship.isOptional {
+                    newlyRequiredRelationships[entity.name, default: []].append(name)
+                }
+            case .entityAdded, .entityRenamed, .attributeRemoved, .attributeRenamed, .relationshipRemoved, .relationshipRenamed,
+                 .uniquenessAdded, .uniquenessRemoved, .indexAdded, .indexRemoved:
+                break
+            }
+        }
+        // An old hierarchy whose root is removed while entities of it stay changes their parent:
+        // refused above. One whose root stays keeps its tree.
+        if !refused.isEmpty {
+            let details = refused.map { change, why in
+                ArborError(.incompatibleModel, "\(change.description): \(why)", entity: change.entity, key: change.name)
+            }
+            throw ArborError(.incompatibleModel,
+                             "\(path) cannot be migrated to this model by inference (\(refused.count) change\(refused.count == 1 ? "" : "s") "
+                                + "cannot be inferred: \(refused.map { "\($0.0.description): \($0.1)" }.joined(separator: "; ")))",
+                             detailedErrors: details)
+        }
+
+        // The recorded state: entity list, old formats, new column orders and fills.
+        let oldEntities: [String]
+        if layout == .records {
+            guard let bytes = try metadata.get(Array("entities".utf8)), let list = try? JSONDecoder().decode([String].self, from: Data(bytes)) else {
+                throw ArborError(.storeOpen, "the Arbor metadata of \(path) is damaged: its entity list is missing or unreadable")
+            }
+            oldEntities = list
+        } else {
+            oldEntities = []
+        }
+        var oldFormats: [String: RowFormat] = [:]
+        var oldColumns: [String: [String]] = [:]
+        var oldFills: [String: [String: AttributeValue]] = [:]
+        for entity in old.entities {
+            let order = try NativeStore.recordedColumns(metadata, entity: entity.name, path: path)
+                ?? RowFormat.derivedColumnNames(entity, layout: layout)
+            let fills = try NativeStore.recordedFills(metadata, entity: entity, path: path)
+            let index = oldEntities.firstIndex(of: entity.name) ?? 0
+            oldFormats[entity.name] = try RowFormat.recorded(entity, layout: layout, order: order, entityIndex: index, fills: fills)
+            oldColumns[entity.name] = order
+            oldFills[entity.name] = fills
+        }
+
+        var hierarchies: [(old: String, new: String)] = []
+        var rewritten = Set<String>()
+        for root in model.entities where root.superentity == nil {
+            guard let oldRoot = difference.entityMatches[root.name].flatMap(old.entity(named:)), oldRoot.superentity == nil else { continue }
+            hierarchies.append((oldRoot.name, root.name))
+            if layout != .records || oldRoot.subentities.isEmpty != root.subentities.isEmpty { rewritten.insert(root.name) }
+        }
+        var entities = layout == .records ? oldEntities.map { name in newEntityName[name] ?? (name.hasPrefix("-") ? name : "-" + name) } : []
+        for entity in model.entities where !entities.contains(entity.name) { entities.append(entity.name) }
+
+        // Column orders: a kept hierarchy whose columns only gained some appends them (no row
+        // rewritten); otherwise the new model's order, its rows rewritten.
+        var columns: [String: [String]] = [:]
+        var fills: [String: [String: AttributeValue]] = [:]
+        for entity in model.entities {
+            guard let oldName = difference.entityMatches[entity.name], let oldEntity = old.entity(named: oldName),
+                  let oldOrder = oldColumns[oldName], !rewritten.contains(entity.rootEntity.name) else { continue }
+            let stored = RowFormat.derivedColumnNames(entity, layout: .records)
+            var kept: [String] = []
+            var fits = true
+            for column in oldOrder {
+                guard let name = newName(ofProperty: column, in: entity), stored.contains(name) else { fits = false; break }
+                // A to-one whose rows name (or stop naming) the destination's entity.
+                if let relationship = entity.relationshipsByName[name], let oldRelationship = oldEntity.relationshipsByName[column] {
+                    let named = relationship.destinationEntity.map { !$0.subentities.isEmpty } ?? false
+                    let wasNamed = oldRelationship.destinationEntity.map { !$0.subentities.isEmpty } ?? false
+                    if named != wasNamed { fits = false; break }
+                }
+                kept.append(name)
+            }
+            guard fits else {
+                rewritten.insert(entity.rootEntity.name)
+                continue
+            }
+            let appended = stored.filter { !kept.contains($0) }
+            columns[entity.name] = kept + appended
+            var entityFills: [String: AttributeValue] = [:]
+            for (column, value) in oldFills[oldName] ?? [:] {
+                if let name = newName(ofProperty: column, in: entity) { entityFills[name] = value }
+            }
+            for name in appended {
+                if let value = entity.attributesByName[name]?.defaultValue { entityFills[name] = value }
+            }
+            if !entityFills.isEmpty { fills[entity.name] = entityFills }
+        }
+        // Rewritten hierarchies (and new entities) take the new model's order, with no fills.
+        for entity in model.entities where columns[entity.name] == nil || rewritten.contains(entity.rootEntity.name) {
+            columns[entity.name] = RowFormat.derivedColumnNames(entity, layout: .records)
+            fills[entity.name] = nil
+        }
+
+        // Trees. Derived trees (index, uniqueness, foreign keys) are kept (or renamed) when the
+        // new model's has the same meaning as an old one; data trees (joins, orders) follow
+        // their relationship; rows trees their root.
+        var renamedTrees: [String: String] = [:]
+        var droppedTrees = Set<String>()
+        var builtTrees = Set<String>()
+        var keptDerived = Set<String>()
+        let translate = { (tree: DerivedTree) -> DerivedTree? in
+            tree.translated(entity: { newEntityName[$0] }, property: { name, entity in
+                model.entity(named: entity).flatMap { newName(ofProperty: name, in: $0) }
+            })
+        }
+        var oldDerived: [DerivedTree] = []
+        for root in old.entities where root.superentity == nil { oldDerived += derivedTrees(of: root) }
+        var newDerived: [DerivedTree] = []
+        for root in model.entities where root.superentity == nil { newDerived += derivedTrees(of: root) }
+        var claimed = Set<String>()
+        for tree in newDerived {
+            if let match = oldDerived.first(where: { !claimed.contains($0.name) && translate($0) == tree }) {
+                claimed.insert(match.name)
+                if match.name != tree.name { renamedTrees[match.name] = tree.name }
+                keptDerived.insert(tree.name)
+            } else {
+                builtTrees.insert(tree.name)
+            }
+        }
+        droppedTrees.formUnion(oldDerived.map(\.name).filter { !claimed.contains($0) })
+        for entity in old.entities {
+            for relationship in entity.ownRelationships where relationship.isToMany {
+                let tree = NativeStore.isJoined(relationship) ? NativeStore.joinTree(relationship)
+                    : relationship.isOrdered ? NativeStore.orderTree(relationship) : nil
+                guard let tree else { continue }
+                guard let newEntity = newEntityName[entity.name].flatMap(model.entity(named:)),
+                      let newRelationship = newName(ofProperty: relationship.name, in: newEntity).flatMap({ newEntity.relationshipsByName[$0] }),
+                      newRelationship.entity === newEntity else {
+                    droppedTrees.insert(tree)
+                    continue
+                }
+                let newTree = NativeStore.isJoined(newRelationship) ? NativeStore.joinTree(newRelationship) : NativeStore.orderTree(newRelationship)
+                if newTree != tree { renamedTrees[tree] = newTree }
+            }
+        }
+        for root in old.entities where root.superentity == nil {
+            if let pair = hierarchies.first(where: { $0.old == root.name }) {
+                if pair.old != pair.new { renamedTrees[NativeStore.rowsTree(root)] = "rows.\(pair.new)" }
+            } else {
+                droppedTrees.insert(NativeStore.rowsTree(root))
+            }
+        }
+        // A changed hierarchy's rows are read again to build its trees: a nil an attribute's
+        // default replaces changes index entries, so its derived trees are rebuilt.
+        for root in model.entities where root.superentity == nil
+            && root.hierarchy.contains(where: { entity in (newlyRequired[entity.name] ?? []).contains { $0.fill != nil } }) {
+            for tree in derivedTrees(of: root) where keptDerived.contains(tree.name) {
+                keptDerived.remove(tree.name)
+                builtTrees.insert(tree.name)
+                if let old = renamedTrees.first(where: { $0.value == tree.name })?.key {
+                    renamedTrees[old] = nil
+                    droppedTrees.insert(old)
+                } else {
+                    droppedTrees.insert(tree.name)
+                }
+            }
+        }
+
+        return StoreMigration(old: old, new: model, difference: difference, oldHashBytes: hashBytes, history: history, oldLayout: layout,
+                              oldEntities: oldEntities, oldFormats: oldFormats, entities: entities, columns: columns, fills: fills,
+                              hierarchies: hierarchies, rewritten: rewritten, newlyRequired: newlyRequired,
+                              newlyRequiredRelationships: newlyRequiredRelationships, mustBeEmpty: mustBeEmpty,
+                              renamedTrees: renamedTrees, droppedTrees: droppedTrees, builtTrees: builtTrees, keptDerivedTrees: keptDerived,
+                              newEntityName: newEntityName, oldPropertyName: oldPropertyName)
+    }
+
+    /// Whether values of `old` read as `new` unchanged (records store integers as wide as they
+    /// need, and every floating-point number as a double).
+    static func widens(_ old: AttributeType.Kind, to new: AttributeType.Kind) -> Bool {
+        switch (old, new) {
+        case (.integer16, .integer32), (.integer16, .integer64), (.integer32, .integer64), (.float, .double): true
+        default: false
+        }
+    }
+
+    // MARK: Derived trees
+
+    /// A tree built from a hierarchy's rows — an index, a uniqueness constraint's or a to-one's
+    /// foreign keys — and what it holds: which entities' rows have entries, and of which keys.
+    struct DerivedTree: Equatable {
+        enum Kind: Equatable { case index, unique, foreignKey }
+        let name: String
+        let kind: Kind
+        /// The hierarchy's root.
+        let root: String
+        /// The indexed properties (for a foreign-key tree, the relationship and its declaring
+        /// entity).
+        let keys: [String]
+        let declaring: String?
+        let folded: Bool
+        /// The entities whose rows have entries, sorted.
+        let entities: [String]
+
+        /// The same tree in another model's names (nil when one of them has none there). The
+        /// name is the one the new model gives such a tree.
+        func translated(entity: (String) -> String?, property: (String, String) -> String?) -> DerivedTree? {
+            guard let newRoot = entity(root) else { return nil }
+            let newEntities = entities.compactMap(entity).sorted()
+            // Keys are properties of the root's hierarchy: translated in the entity that has them.
+            let keyEntity = declaring.flatMap(entity) ?? newEntities.first ?? newRoot
+            let newKeys = keys.compactMap { property($0, keyEntity) }
+            guard newKeys.count == keys.count else { return nil }
+            let newDeclaring = declaring.flatMap(entity)
+            if declaring != nil && newDeclaring == nil { return nil }
+            let name: String = switch kind {
+            case .index: "index.\(newRoot).\(newKeys.joined(separator: "+"))\(folded ? ".cd" : "")"
+            case .unique: "unique.\(newRoot).\(newKeys.joined(separator: "+"))"
+            case .foreignKey: "fk.\(newDeclaring ?? "?").\(newKeys.first ?? "?")"
+            }
+            return DerivedTree(name: name, kind: kind, root: newRoot, keys: newKeys, declaring: newDeclaring, folded: folded, entities: newEntities)
+        }
+    }
+
+    /// The derived trees of the hierarchy of `root`, each once.
+    static func derivedTrees(of root: EntityDescription) -> [DerivedTree] {
+        var byName: [String: DerivedTree] = [:]
+        var order: [String] = []
+        func add(_ name: String, _ kind: DerivedTree.Kind, keys: [String], declaring: String?, folded: Bool, entity: String) {
+            if let existing = byName[name] {
+                byName[name] = DerivedTree(name: name, kind: kind, root: root.name, keys: keys, declaring: declaring, folded: folded,
+                                           entities: (existing.entities + [entity]).sorted())
+            } else {
+                order.append(name)
+                byName[name] = DerivedTree(name: name, kind: kind, root: root.name, keys: keys, declaring: declaring, folded: folded, entities: [entity])
+            }
+        }
+        for entity in root.hierarchy {
+            for index in NativeStore.indexes(of: entity) {
+                add(index.tree, .index, keys: index.keys, declaring: nil, folded: index.folded, entity: entity.name)
+            }
+            for constraint in entity.uniquenessConstraints {
+                add(NativeStore.uniqueTree(entity, constraint), .unique, keys: constraint, declaring: nil, folded: false, entity: entity.name)
+            }
+            for relationship in entity.relationships where NativeStore.isIndexedForeignKey(relationship) {
+                add(NativeStore.foreignKeyTree(relationship), .foreignKey, keys: [relationship.name],
+                    declaring: relationship.entity?.name, folded: false, entity: entity.name)
+            }
+        }
+        return order.compactMap { byName[$0] }
+    }
+}
+
+extension EntityDescription {
+    /// The entity and every entity below it.
+    var hierarchy: [EntityDescription] { [self] + subentities.flatMap(\.hierarchy) }
+
+    /// The entity (itself or an ancestor) that declares property `name`.
+    func declaringEntity(of name: String) -> EntityDescription? {
+        var entity: EntityDescription? = self
+        while let current = entity {
+            if current.ownAttributes.contains(where: { $0.name == name }) || current.ownRelationships.contains(where: { $0.name == name }) {
+                return current
+            }
+            entity = current.superentity
+        }
+        return nil
+    }
+}

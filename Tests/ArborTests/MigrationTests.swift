@@ -105,9 +105,18 @@ struct MigrationTests {
 
     /// A store at version 1 (in `rowLayout`), with 3 authors, 30 books and 4 tags; returns its
     /// path and each book's object ID by serial.
-    static func makeStore(rowLayout: RowFormat.Layout = .records, duplicateTitles: Bool = false, authorless: Set<Int> = []) throws -> (String, [Int: ManagedObjectID]) {
-        let path = try temporaryDirectory() + "/library.arbor"
-        let stack = try Stack(model: try library(), path: path, rowLayout: rowLayout)
+    static func makeStore(rowLayout: RowFormat.Layout = .records, duplicateTitles: Bool = false, authorless: Set<Int> = [],
+                          on disk: SimulatedDisk? = nil) throws -> (String, [Int: ManagedObjectID]) {
+        let path = disk == nil ? try temporaryDirectory() + "/library.arbor" : "/library.arbor"
+        let stack: Stack
+        if let disk {
+            let model = try library()
+            let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+            try coordinator.addNativeStore(at: path, options: diskOptions(disk))
+            stack = Stack(model: model, coordinator: coordinator)
+        } else {
+            stack = try Stack(model: try library(), path: path, rowLayout: rowLayout)
+        }
         let context = stack.context()
         let authors = try (0..<3).map { try stack.insert("Author", in: context, ["name": "A\($0)", "born": Int16(1900 + $0)]) }
         let tags = try (0..<4).map { try stack.insert("Tag", in: context, ["label": "t\($0)"]) }
@@ -457,6 +466,52 @@ struct MigrationTests {
         #expect(handler.entries.contains { $0.metadata["arbor.report"].map { "\($0)".contains("from model version 1 to 2") } ?? false })
         #expect(metrics.counterTotal(label: "arbor_migrations") == 1)
         #expect(try metrics.expectTimer("arbor_migration_duration").values.count == 1)
+    }
+
+    static func diskOptions(_ disk: SimulatedDisk) -> DatabaseOptions {
+        var options = DatabaseOptions()
+        options.fileSystem = disk
+        options.lockTable = LockTable()
+        options.pageSize = 512
+        options.cacheSize = 16 << 10
+        // Hundreds of opens: their notices would flood the test log.
+        options.logger.logLevel = .error
+        return options
+    }
+
+    @Test("a power cut at every I/O operation of a migration (rows rewritten, trees dropped, renamed and built) leaves the old store at the old model or the new store at the new model, never a mix; reopening finishes it")
+    func powerCutEverywhere() throws {
+        let disk = SimulatedDisk()
+        let (path, ids) = try Self.makeStore(on: disk)
+        disk.syncAll()
+        let image = disk.snapshot()
+        let old = try Self.library()
+        let new = try Self.library([.renames, .noPrice, .ratingIndexed, .rating(default: 2)])
+        let before = disk.operationCount
+        _ = try Self.open(path, new, options: Self.diskOptions(disk))
+        let operations = disk.operationCount - before
+        #expect(operations > 20)
+        var outcomes = (old: 0, new: 0)
+        for point in 1...operations {
+            for damage: SimulatedDisk.PowerCutDamage in [.applyAll, .dropAll, .random(seed: UInt64(point))] {
+                disk.restore(image)
+                disk.inject(.powerCut(damage), atOperation: point)
+                _ = try? Self.open(path, new, options: Self.diskOptions(disk))
+                disk.clearFaults()
+                // Either the old model still opens the store (nothing of the migration stayed),
+                // or the history says the migration committed; never both, never neither.
+                let oldOpens = (try? Self.open(path, old, migration: .never, options: Self.diskOptions(disk))) != nil
+                let (stack, store) = try Self.open(path, new, options: Self.diskOptions(disk))
+                #expect(oldOpens == (store.migration != nil), "crash at \(point) \(damage)")
+                if oldOpens { outcomes.old += 1 } else { outcomes.new += 1 }
+                try Self.checkData(stack.context(), title: "name", author: "Writer", tags: "labels", ids: ids, price: false)
+                let database = try Database(path: path, options: Self.diskOptions(disk))
+                #expect(try database.checkIntegrity().problems.isEmpty, "crash at \(point) \(damage)")
+                database.close()
+            }
+        }
+        #expect(outcomes.old > 0 && outcomes.new > 0, "\(outcomes)")
+        print("migration crash images checked: \(operations) operations × 3 damages; old store \(outcomes.old), migrated \(outcomes.new)")
     }
 
     // MARK: Fixtures

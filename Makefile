@@ -16,6 +16,7 @@
 #   make bench-undo      100k property changes with and without an undo manager (docs/performance.md);
 #                        UNDO_CHANGES=N changes, UNDO_OBJECTS=N objects, UNDO_ROUNDS=N rounds
 #   make bench-relational  relational steps (key paths, aggregates, SUBQUERY, search, cascade) against GRDB
+#   make bench-migration   schema migration (add a column; rewrite every row) against SQLite, 1M rows
 #                        (docs/performance.md); RELATIONAL_SCALE=0.1 of 100k employees, RELATIONAL_ROUNDS=3,
 #                        RELATIONAL_CACHES=default,128 (see Benchmarks/Sources/RelationalReport/main.swift)
 #   make fuzz-smoke      a short libFuzzer run of every fuzz target (Fuzz/, its own package)
@@ -37,7 +38,7 @@ FUZZ_TARGETS := FuzzPager FuzzPredicate FuzzPlanner
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := cd Fuzz && $(SWIFT) build -c release --sanitize=fuzzer -Xswiftc -sanitize=fuzzer,address
 
-.PHONY: all deps build test docs tsan demo crash-campaign model-campaign bench bench-report bench-engine bench-graph bench-fetch bench-floor bench-contexts bench-undo bench-relational fuzz-build fuzz-replay fuzz-smoke clean
+.PHONY: all deps build test docs tsan demo crash-campaign model-campaign bench bench-report bench-engine bench-graph bench-fetch bench-floor bench-contexts bench-undo bench-relational bench-migration fuzz-build fuzz-replay fuzz-smoke clean
 
 all: build
 
@@ -126,6 +127,9 @@ bench-undo: deps-bench
 
 bench-relational: deps-bench
 	cd Benchmarks && $(SWIFT) run -c release RelationalReport
+
+bench-migration: deps-bench
+	cd Benchmarks && $(SWIFT) run -c release MigrationReport
 
 # Fuzz targets are release builds with libFuzzer and AddressSanitizer (debug builds give the
 # fuzzer no guidance); the backtracer is off because it hangs under ASan. The cached build plan

@@ -8,6 +8,7 @@
 //   swift run -c release ContextSaveReport [saves] [rounds]         # concurrent saves from 1, 2, 4 contexts
 //   swift run -c release UndoReport [changes] [objects] [rounds]    # change tracking with and without undo
 //   swift run -c release RelationalReport                           # relational steps against GRDB (RELATIONAL_* settings)
+//   swift run -c release MigrationReport [rows] [rounds]            # schema migration against SQLite
 //
 // Needs libsqlite3-dev (the Makefile's `bench` and `bench-report` targets install it).
 
@@ -211,6 +212,13 @@ let package = Package(
         .executableTarget(
             name: "UndoReport",
             dependencies: ["CommitWorkloads", "EngineWorkloads", .product(name: "Arbor", package: "Arbor")],
+            swiftSettings: swiftSettings
+        ),
+        // Schema migration against SQLite (issue 27, item 7): adding a column, and a rewrite of
+        // every row (make bench-migration).
+        .executableTarget(
+            name: "MigrationReport",
+            dependencies: ["CommitWorkloads", "EngineWorkloads", "CSQLite", .product(name: "Arbor", package: "Arbor")],
             swiftSettings: swiftSettings
         ),
         // Prints the engine table of docs/performance.md (one process, both engines).

@@ -401,6 +401,94 @@ struct MigrationTests {
         #expect(try context.count(for: FetchRequest<ManagedObject>(entityName: "Genre")) == 1)
     }
 
+    /// A store at the first of `models`, with `fill` run on a context, then opened with each
+    /// later model in turn.
+    static func migrate(_ models: [ManagedObjectModel], fill: (Stack, ManagedObjectContext) throws -> Void) throws -> String {
+        let path = try temporaryDirectory() + "/small.arbor"
+        do {
+            let stack = try Stack(model: models[0], path: path)
+            let context = stack.context()
+            try fill(stack, context)
+            try context.save()
+        }
+        for model in models.dropFirst() { _ = try Self.open(path, model) }
+        return path
+    }
+
+    static func values(_ path: String, _ model: ManagedObjectModel, _ entity: String, _ key: String) throws -> [String] {
+        let (stack, _) = try Self.open(path, model)
+        let context = stack.context()
+        return try context.fetch(FetchRequest<ManagedObject>(entityName: entity)).map { "\(try $0.value(forKey: key) ?? "nil")" }.sorted()
+    }
+
+    @Test("a renaming identifier kept in the next version, while a new entity took the old name, matches by name: neither entity's objects move")
+    func keptRenamingIdentifier() throws {
+        let v1 = try ManagedObjectModel { Entity("Note") { Attribute("text", .string) } }
+        let v2 = try ManagedObjectModel {
+            Entity("Memo") { Attribute("text", .string) }.renamingIdentifier("Note")
+            Entity("Note") { Attribute("title", .string) }
+        }
+        let v3 = try ManagedObjectModel {
+            Entity("Memo") { Attribute("text", .string); Attribute("pinned", .boolean) }.renamingIdentifier("Note")
+            Entity("Note") { Attribute("title", .string) }
+        }
+        let path = try Self.migrate([v1, v2]) { stack, context in
+            for text in ["a", "b"] { _ = try stack.insert("Note", in: context, ["text": text]) }
+        }
+        do {
+            let (stack, _) = try Self.open(path, v2)
+            let context = stack.context()
+            _ = try stack.insert("Note", in: context, ["title": "n"])
+            try context.save()
+        }
+        _ = try Self.open(path, v3)
+        #expect(try Self.values(path, v3, "Memo", "text") == ["a", "b"])
+        #expect(try Self.values(path, v3, "Note", "title") == ["n"])
+    }
+
+    @Test("an attribute of an abstract parent made required checks and fills the rows of its sub-entities")
+    func requiredInherited() throws {
+        func model(required: Bool, fill: String?) throws -> ManagedObjectModel {
+            try ManagedObjectModel {
+                Entity("Party", abstract: true) {
+                    if required, let fill { Attribute("name", .string).required().defaultValue(fill) }
+                    else if required { Attribute("name", .string).required() }
+                    else { Attribute("name", .string) }
+                }
+                Entity("Person", parent: "Party") { Attribute("age", .integer16) }
+            }
+        }
+        let path = try Self.migrate([try model(required: false, fill: nil)]) { stack, context in
+            _ = try stack.insert("Person", in: context, ["age": Int16(3)])
+            _ = try stack.insert("Person", in: context, ["age": Int16(4), "name": "Ada"])
+        }
+        #expect(throws: ArborError.self) { try Self.open(path, try model(required: true, fill: nil)) }
+        #expect(try Self.values(path, try model(required: true, fill: "?"), "Person", "name") == ["?", "Ada"])
+    }
+
+    @Test("a float added with a default (a fill) then widened to a double reads as a double in the session that widened it; a transformable's value type changing is refused")
+    func widenedFill() throws {
+        func model(_ score: AttributeType?, _ blob: AttributeType = .transformable([String].self)) throws -> ManagedObjectModel {
+            try ManagedObjectModel {
+                Entity("Item") {
+                    Attribute("name", .string)
+                    Attribute("tags", blob)
+                    if let score { Attribute("score", score).defaultValue(score == .float ? Float(1.5) as any Sendable : Double(1.5)) }
+                }
+            }
+        }
+        let path = try Self.migrate([try model(nil), try model(.float)]) { stack, context in
+            _ = try stack.insert("Item", in: context, ["name": "x"])
+        }
+        let (stack, store) = try Self.open(path, try model(.double))
+        #expect(try #require(store.migration).entities.allSatisfy { $0.rewrittenRows == 0 })
+        let context = stack.context()
+        let item = try #require(try context.fetch(FetchRequest<ManagedObject>(entityName: "Item")).first)
+        #expect(try item.value(forKey: "score") as? Double == 1.5)
+        let error = try #require(throws: ArborError.self) { try Self.open(path, try model(.double, .transformable([Int].self))) }
+        #expect(error.message.contains("transformable"), "\(error.message)")
+    }
+
     // MARK: Refusals
 
     @Test("a change that cannot be inferred is refused naming it and why; turning migration off refuses any change; a read-only open never migrates; each leaves the file as it was")

@@ -171,14 +171,18 @@ public struct ModelDifference: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Pairs old names with new ones (each new one with its `renamingIdentifier`): a renaming
-    /// identifier that names an old one claims it, then the rest match by name. In name order
+    /// identifier that names an old one claims it — unless the old model also has the new name
+    /// (an identifier kept from an earlier rename) — then the rest match by name. In name order
     /// (a pair's new name, else its old one).
     static func match(_ old: [String], _ new: [(name: String, renaming: String?)]) -> [(old: String?, new: String?)] {
         var unclaimed = Set(old)
+        let oldNames = Set(old)
         var pairs: [(old: String?, new: String?)] = []
         var unmatched: [String] = []
         for (name, renaming) in new {
-            if let renaming, renaming != name, unclaimed.remove(renaming) != nil {
+            // A renaming identifier kept in a later version (the old model already has the new
+            // name) names a rename done before: the name matches.
+            if let renaming, renaming != name, !oldNames.contains(name), unclaimed.remove(renaming) != nil {
                 pairs.append((renaming, name))
             } else {
                 unmatched.append(name)

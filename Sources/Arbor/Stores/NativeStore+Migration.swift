@@ -163,14 +163,31 @@ private struct MigrationRun {
             guard let root = plan.new.entity(named: newRoot), let old = plan.old.entity(named: oldRoot),
                   plan.rewritten.contains(newRoot) || findings.filled.contains(newRoot),
                   let rows = try transaction.tree(named: NativeStore.rowsTree(root)) else { continue }
+            // Records whose columns can be copied are transcoded (no values decoded); the others
+            // are read as the new model has them and encoded.
+            var transcodings: [String: (entity: EntityDescription, sources: [RowFormat.ColumnSource])?] = [:]
+            var located: [(type: UInt64, start: Int, size: Int)] = []
             try NativeStore.forEachChunk(of: rows) { chunk in
                 var written: [(Int64, [UInt8])] = []
                 written.reserveCapacity(chunk.count)
                 for (key, bytes) in chunk {
-                    let migrated = try bytes.withUnsafeBytes { try migratedRow($0, key: key, oldRoot: old) }
-                    guard let row = migrated.row, let entity = migrated.entity else { continue }
-                    written.append((key, try store.encode(row, entity: entity)))
-                    rewritten[entity.name, default: 0] += 1
+                    let encoded = try bytes.withUnsafeBytes { raw -> (String, [UInt8])? in
+                        let oldEntity = try self.oldEntity(of: raw, key: key, oldRoot: old)
+                        if transcodings[oldEntity.name] == nil { transcodings[oldEntity.name] = .some(transcoding(of: oldEntity)) }
+                        if let (entity, sources) = transcodings[oldEntity.name] ?? nil, let format = plan.oldFormats[oldEntity.name] {
+                            do {
+                                return (entity.name, try store.format(of: entity).transcode(raw, from: format, sources, columns: &located))
+                            } catch let error as StoreError {
+                                throw ArborError(.store, "the row \(key) of \(rows.name) is malformed: \(error.message)")
+                            }
+                        }
+                        let migrated = try migratedRow(raw, key: key, oldRoot: old)
+                        guard let row = migrated.row, let entity = migrated.entity else { return nil }
+                        return (entity.name, try store.encode(row, entity: entity))
+                    }
+                    guard let (entity, bytes) = encoded else { continue }
+                    written.append((key, bytes))
+                    rewritten[entity, default: 0] += 1
                 }
                 for (key, bytes) in written { try rows.put(NativeStore.key(key), bytes) }
             }
@@ -305,11 +322,22 @@ private struct MigrationRun {
     /// model's entity: each stored property from the old column it continues (attributes read as
     /// their new type, which widens the old), new ones their default (or nil), to-ones pointing
     /// at the same primary key under the destination's new entity name.
-    func migratedRow(_ bytes: UnsafeRawBufferPointer, key: Int64, oldRoot: EntityDescription) throws -> MigratedRow {
-        func damaged(_ why: String) -> ArborError {
-            ArborError(.store, "the row \(key) of \(NativeStore.rowsTree(oldRoot)) is malformed: \(why)")
-        }
-        // The old entity, as the old layout names it.
+    /// How records of `oldEntity` are rewritten by copying columns (nil: they cannot be, or the
+    /// entity is removed).
+    func transcoding(of oldEntity: EntityDescription) -> (entity: EntityDescription, sources: [RowFormat.ColumnSource])? {
+        guard let entity = plan.newEntityName[oldEntity.name].flatMap(plan.new.entity(named:)),
+              let old = plan.oldFormats[oldEntity.name] else { return nil }
+        let oldNames = plan.oldPropertyName[entity.name] ?? [:]
+        let required = Dictionary((plan.newlyRequired[entity.name] ?? []).map { ($0.name, $0.fill) }, uniquingKeysWith: { first, _ in first })
+        let sources = store.format(of: entity).transcoding(
+            from: old, oldName: { oldNames[$0] }, newValue: { entity.attributesByName[$0]?.defaultValue },
+            ifNil: { required[$0] ?? nil })
+        return sources.map { (entity, $0) }
+    }
+
+    /// The old entity of the row `bytes` (primary key `key`) of the old hierarchy of `oldRoot`,
+    /// as the old layout names it.
+    func oldEntity(of bytes: UnsafeRawBufferPointer, key: Int64, oldRoot: EntityDescription) throws -> EntityDescription {
         let oldName: String?
         if plan.oldLayout != .records {
             oldName = RowFormat.entityName(of: bytes)
@@ -321,10 +349,19 @@ private struct MigrationRun {
                 index < UInt64(plan.oldEntities.count) ? plan.oldEntities[Int(index)] : nil
             }
         }
-        guard let oldName, let oldEntity = plan.old.entity(named: oldName), oldEntity.rootEntity === oldRoot,
-              let format = plan.oldFormats[oldName] else {
-            throw damaged("it names no entity of the store's model")
+        guard let oldName, let oldEntity = plan.old.entity(named: oldName), oldEntity.rootEntity === oldRoot else {
+            throw ArborError(.store, "the row \(key) of \(NativeStore.rowsTree(oldRoot)) is malformed: it names no entity of the store's model")
         }
+        return oldEntity
+    }
+
+    func migratedRow(_ bytes: UnsafeRawBufferPointer, key: Int64, oldRoot: EntityDescription) throws -> MigratedRow {
+        func damaged(_ why: String) -> ArborError {
+            ArborError(.store, "the row \(key) of \(NativeStore.rowsTree(oldRoot)) is malformed: \(why)")
+        }
+        let oldEntity = try self.oldEntity(of: bytes, key: key, oldRoot: oldRoot)
+        let oldName = oldEntity.name
+        guard let format = plan.oldFormats[oldName] else { throw damaged("it names no entity of the store's model") }
         guard let entity = plan.newEntityName[oldName].flatMap(plan.new.entity(named:)) else {
             return MigratedRow(oldEntity: oldEntity, entity: nil, row: nil)
         }

@@ -128,10 +128,16 @@ extension RowFormat {
                 header.append(0)
             }
         }
+        guard row.version > 0 else { throw ArborError(.store, "a row's version \(row.version) is out of range") }
+        return assembleRecord(version: UInt64(row.version), header: header, payload: payload)
+    }
+
+    /// A record of this entity: its prefix, `version`, the header size, `header` (the serial
+    /// types) and `payload`.
+    func assembleRecord(version: UInt64, header: [UInt8], payload: [UInt8]) -> [UInt8] {
         var bytes = entityPrefix
         bytes.reserveCapacity(entityPrefix.count + 12 + header.count + payload.count)
-        guard row.version > 0 else { throw ArborError(.store, "a row's version \(row.version) is out of range") }
-        RecordEncoding.appendVarint(UInt64(row.version), to: &bytes)
+        RecordEncoding.appendVarint(version, to: &bytes)
         // The header size counts its own varint.
         var size = header.count + 1
         while RecordEncoding.varint(UInt64(size)).count != size - header.count { size += 1 }
@@ -139,6 +145,92 @@ extension RowFormat {
         bytes += header
         bytes += payload
         return bytes
+    }
+
+    // MARK: Transcoding (migration)
+
+    /// Where one column of a record in this format comes from, when a record of another format
+    /// is rewritten in this one by copying columns.
+    enum ColumnSource {
+        /// Column `column` of the old record (past its end: the old format's fill, or nil); a nil
+        /// there becomes `ifNil` when given.
+        case column(Int, ifNil: AttributeValue?)
+        /// The same value in every row.
+        case value(AttributeValue?)
+    }
+
+    /// How to rewrite records of `old` (layout 3) in this format by copying their columns: each
+    /// stored property's source, `oldName` giving the old property a new one continues (nil: a
+    /// new property, `newValue` says its value) and `ifNil` the value a nil becomes. Nil when
+    /// copying cannot do it: another layout, another entity prefix, or a to-one whose rows start
+    /// or stop naming their destination's entity.
+    func transcoding(from old: RowFormat, oldName: (String) -> String?, newValue: (String) -> AttributeValue?,
+                     ifNil: (String) -> AttributeValue?) -> [ColumnSource]? {
+        guard layout == .records, old.layout == .records, old.entityPrefix == entityPrefix else { return nil }
+        var sources: [ColumnSource] = []
+        for column in columns {
+            let name = Self.name(of: column, in: entity)
+            let previous = oldName(name).flatMap { old.places[$0] }
+            switch (column, previous) {
+            case (.attribute, .attribute(let component, _)?):
+                sources.append(.column(component - Self.firstColumnComponent, ifNil: ifNil(name)))
+            case (.attribute, nil):
+                sources.append(.value(newValue(name)))
+            case (.toOne(_, _, let named), .toOne(let component, _, let nameComponent)?):
+                guard named == (nameComponent != nil) else { return nil }
+                if let nameComponent { sources.append(.column(nameComponent - Self.firstColumnComponent, ifNil: nil)) }
+                sources.append(.column(component - Self.firstColumnComponent, ifNil: nil))
+            case (.toOne(_, _, let named), nil):
+                if named { sources.append(.value(nil)) }
+                sources.append(.value(nil))
+            default:
+                return nil
+            }
+        }
+        return sources
+    }
+
+    /// `row`, a record of `old`, rewritten in this format following `sources`
+    /// (``transcoding(from:oldName:newValue:ifNil:)``): its version and copied columns.
+    ///
+    /// - Throws: `StoreError` for a malformed record.
+    func transcode(_ row: UnsafeRawBufferPointer, from old: RowFormat, _ sources: [ColumnSource],
+                   columns located: inout [(type: UInt64, start: Int, size: Int)]) throws -> [UInt8] {
+        guard let record = RecordEncoding.head(of: row, from: old.entityPrefix.count), record.leading > 0 else {
+            throw StoreError(.corrupt, "a malformed record header")
+        }
+        located.removeAll(keepingCapacity: true)
+        var typePosition = record.typesStart
+        var payloadStart = record.headerEnd
+        while typePosition < record.headerEnd {
+            guard let type = RecordEncoding.readVarint(row, &typePosition), let size = RecordEncoding.payloadSize(type),
+                  typePosition <= record.headerEnd, size <= row.count - payloadStart else {
+                throw StoreError(.corrupt, "a malformed record column")
+            }
+            located.append((type, payloadStart, size))
+            payloadStart += size
+        }
+        var header: [UInt8] = [], payload: [UInt8] = []
+        header.reserveCapacity(sources.count + 2)
+        payload.reserveCapacity(row.count)
+        for source in sources {
+            switch source {
+            case .column(let index, let ifNil):
+                if index < located.count, located[index].type != 0 {
+                    let column = located[index]
+                    RecordEncoding.appendVarint(column.type, to: &header)
+                    payload.append(contentsOf: UnsafeRawBufferPointer(rebasing: row[column.start..<(column.start + column.size)]))
+                } else if index >= located.count, let fill = old.fills[index] {
+                    RecordEncoding.appendVarint(fill.type, to: &header)
+                    payload.append(contentsOf: fill.payload)
+                } else {
+                    Self.appendColumn(ifNil, header: &header, payload: &payload)
+                }
+            case .value(let value):
+                Self.appendColumn(value, header: &header, payload: &payload)
+            }
+        }
+        return assembleRecord(version: record.leading, header: header, payload: payload)
     }
 
     /// Decodes a record of this entity (see ``decode(_:objectID:store:reading:)``).

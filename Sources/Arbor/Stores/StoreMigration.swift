@@ -159,10 +159,15 @@ struct StoreMigration {
             guard let oldEntity = difference.entityMatches[entity.name].flatMap(old.entity(named:)) else { continue }
             var names: [String: String] = [:]
             for property in entity.attributes.map(\.name) + entity.relationships.map(\.name) {
-                // A property is matched where it is declared (inherited ones in their ancestor).
-                guard let declaring = entity.declaringEntity(of: property),
-                      let oldName = difference.propertyMatches[declaring.name]?[property] else { continue }
-                if oldEntity.attributesByName[oldName] != nil || oldEntity.relationshipsByName[oldName] != nil { names[property] = oldName }
+                // A property is matched where it is declared (inherited ones in their ancestor);
+                // an attribute moved up or down the hierarchy keeps its values under its name.
+                if let declaring = entity.declaringEntity(of: property), let oldName = difference.propertyMatches[declaring.name]?[property],
+                   oldEntity.attributesByName[oldName] != nil || oldEntity.relationshipsByName[oldName] != nil {
+                    names[property] = oldName
+                } else if let attribute = entity.attributesByName[property], let was = oldEntity.attributesByName[property],
+                          was.type.kind == attribute.type.kind || Self.widens(was.type.kind, to: attribute.type.kind) {
+                    names[property] = property
+                }
             }
             oldPropertyName[entity.name] = names
         }
@@ -203,24 +208,30 @@ struct StoreMigration {
                 }
                 if oldAttribute.type.kind != attribute.type.kind && !Self.widens(oldAttribute.type.kind, to: attribute.type.kind) {
                     refused.append((change, "\(oldAttribute.type.kind) → \(attribute.type.kind) is not a widening (only integer16 → integer32 → integer64 and float → double are inferred)"))
+                } else if attribute.type.kind == .transformable && oldAttribute.type.valueTypeName != attribute.type.valueTypeName {
+                    refused.append((change, "a transformable's values are encoded \(oldAttribute.type.valueTypeName) values; decoding them as \(attribute.type.valueTypeName) needs a custom migration stage"))
                 }
                 if (oldAttribute.isOptional || oldAttribute.isTransient) && !attribute.isOptional && !attribute.isTransient {
-                    newlyRequired[entity.name, default: []].append((name, attribute.defaultValue))
+                    // Sub-entities inherit it: their rows are checked too.
+                    for inheriting in entity.hierarchy { newlyRequired[inheriting.name, default: []].append((name, attribute.defaultValue)) }
                 }
             case .attributeAdded:
                 guard let entity, let name = change.name, let attribute = entity.attributesByName[name] else { continue }
                 if !attribute.isOptional && !attribute.isTransient {
-                    newlyRequired[entity.name, default: []].append((name, attribute.defaultValue))
+                    for inheriting in entity.hierarchy { newlyRequired[inheriting.name, default: []].append((name, attribute.defaultValue)) }
                 }
             case .relationshipAdded:
                 guard let entity, let name = change.name, let relationship = entity.relationshipsByName[name] else { continue }
                 if relationship.isToMany {
-                    // Existing objects have none: only an entity without objects can gain it.
-                    if (!relationship.isOptional || relationship.minimumCount > 0), let oldName = difference.entityMatches[entity.name] {
-                        mustBeEmpty[oldName] = "\(entity.name) gains the required to-many relationship \(name), which its existing objects cannot have"
+                    // Existing objects have none: only entities without objects can gain it.
+                    if !relationship.isOptional || relationship.minimumCount > 0 {
+                        for inheriting in entity.hierarchy {
+                            guard let oldName = difference.entityMatches[inheriting.name] else { continue }
+                            mustBeEmpty[oldName] = "\(inheriting.name) gains the required to-many relationship \(name), which its existing objects cannot have"
+                        }
                     }
                 } else if !relationship.isOptional {
-                    newlyRequiredRelationships[entity.name, default: []].append(name)
+                    for inheriting in entity.hierarchy { newlyRequiredRelationships[inheriting.name, default: []].append(name) }
                 }
             case .relationshipChanged:
                 guard let entity, let name = change.name, let relationship = entity.relationshipsByName[name],
@@ -237,7 +248,7 @@ struct StoreMigration {
                                                     || relationship.minimumCount > oldRelationship.minimumCount) {
                     refused.append((change, "a to-many relationship's existing objects are not yet counted against a higher minimum (docs/migration.md, plan step 4)"))
                 } else if !relationship.isToMany && oldRelationship.isOptional && !relationship.isOptional {
-                    newlyRequiredRelationships[entity.name, default: []].append(name)
+                    for inheriting in entity.hierarchy { newlyRequiredRelationships[inheriting.name, default: []].append(name) }
                 }
             case .entityAdded, .entityRenamed, .attributeRemoved, .attributeRenamed, .relationshipRemoved, .relationshipRenamed,
                  .uniquenessAdded, .uniquenessRemoved, .indexAdded, .indexRemoved:
@@ -317,7 +328,10 @@ struct StoreMigration {
             columns[entity.name] = kept + appended
             var entityFills: [String: AttributeValue] = [:]
             for (column, value) in oldFills[oldName] ?? [:] {
-                if let name = newName(ofProperty: column, in: entity) { entityFills[name] = value }
+                // Read as the new kind (a float's fill, widened to a double, is a double).
+                if let name = newName(ofProperty: column, in: entity), let kind = entity.attributesByName[name]?.type.kind {
+                    entityFills[name] = Self.value(value, as: kind)
+                }
             }
             for name in appended {
                 if let value = entity.attributesByName[name]?.defaultValue { entityFills[name] = value }
@@ -401,6 +415,15 @@ struct StoreMigration {
                               newlyRequiredRelationships: newlyRequiredRelationships, mustBeEmpty: mustBeEmpty,
                               renamedTrees: renamedTrees, droppedTrees: droppedTrees, builtTrees: builtTrees, keptDerivedTrees: keptDerived,
                               newEntityName: newEntityName, oldPropertyName: oldPropertyName)
+    }
+
+    /// `value` as an attribute of `kind` reads it from a record (a widened kind's value).
+    static func value(_ value: AttributeValue, as kind: AttributeType.Kind) -> AttributeValue {
+        var header: [UInt8] = [], payload: [UInt8] = []
+        RowFormat.appendColumn(value, header: &header, payload: &payload)
+        var position = 0
+        guard let type = header.withUnsafeBytes({ RecordEncoding.readVarint($0, &position) }) else { return value }
+        return payload.withUnsafeBytes { RowFormat.attributeValue(type, $0, kind: kind) } ?? value
     }
 
     /// Whether values of `old` read as `new` unchanged (records store integers as wide as they

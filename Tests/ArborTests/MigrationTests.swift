@@ -489,6 +489,18 @@ struct MigrationTests {
         #expect(error.message.contains("transformable"), "\(error.message)")
     }
 
+    @Test("damaged fills or a damaged entity list are storeOpen errors naming them, not misread rows", arguments: ["fills.Book", "entities"])
+    func damagedMetadata(key: String) throws {
+        let (path, _) = try Self.makeStore()
+        let model = try Self.library([.rating(default: 3)])
+        _ = try Self.open(path, model)
+        for damage in [Array("{\"rating\": \"zz\"}".utf8), Array("{\"rating\": \"0d\"}".utf8), [0xFF, 0x00]] {
+            try ModelHistoryTests.setMetadata(path, key, damage)
+            let error = try #require(throws: ArborError.self) { try Self.open(path, model) }
+            #expect(error.code == .storeOpen && error.message.contains("damaged"), "\(error.message)")
+        }
+    }
+
     // MARK: Refusals
 
     @Test("a change that cannot be inferred is refused naming it and why; turning migration off refuses any change; a read-only open never migrates; each leaves the file as it was")

@@ -24,7 +24,7 @@ extension NativeStore {
     func migrate(_ plan: StoreMigration, started: ContinuousClock.Instant) throws -> MigrationReport {
         let logger = database.options.logger
         let factory = database.options.metricsFactory ?? MetricsSystem.factory
-        let fromVersion = plan.history.last?.version ?? 1
+        let fromVersion = plan.fromVersion
         logger.notice("migrating the store to a new model", metadata: [
             "arbor.path": "\(path ?? "memory")", "arbor.from": "\(fromVersion)", "arbor.to": "\(fromVersion + 1)",
             "arbor.changes": "\(plan.difference.changes.count)", "arbor.rewrites": "\(plan.rewritten.sorted().joined(separator: ","))",
@@ -57,21 +57,28 @@ extension NativeStore {
         for root in model.entities where root.superentity == nil {
             let wanted = StoreMigration.derivedTrees(of: root).filter { names.contains($0.name) }
             guard !wanted.isEmpty, let rows = try transaction.tree(named: Self.rowsTree(root)) else { continue }
+            // Each entity's trees among them (an index tree with its index), found once.
+            var byEntity: [String: [(tree: StoreMigration.DerivedTree, index: StoreIndex?)]] = [:]
+            for entity in root.hierarchy {
+                let indexes = Self.indexes(of: entity)
+                byEntity[entity.name] = wanted.filter { $0.entities.contains(entity.name) }.map { tree in
+                    (tree, indexes.first { $0.tree == tree.name })
+                }
+            }
             try Self.forEachChunk(of: rows) { chunk in
                 var entries: [(tree: String, key: [UInt8], value: [UInt8])] = []
                 for (primaryKey, bytes) in chunk {
                     let row = try bytes.withUnsafeBytes { try decode($0, objectID: objectID(root.name, primaryKey)) }
-                    guard let entity = model.entity(named: row.entityName) else { continue }
-                    for tree in wanted where tree.entities.contains(entity.name) {
+                    for (tree, index) in byEntity[row.entityName] ?? [] {
                         switch tree.kind {
                         case .index:
-                            guard let index = Self.indexes(of: entity).first(where: { $0.tree == tree.name }) else { continue }
+                            guard let index else { continue }
                             entries.append((tree.name, try indexEntry(row, index, key: primaryKey), []))
                         case .unique:
                             guard let value = try uniqueKey(row, tree.keys) else { continue }
                             entries.append((tree.name, value, Self.key(primaryKey)))
                         case .foreignKey:
-                            guard let destination = row.destination(tree.keys[0]) else { continue }
+                            guard let key = tree.keys.first, let destination = row.destination(key) else { continue }
                             entries.append((tree.name, Self.pair(try self.primaryKey(of: destination), primaryKey), []))
                         }
                     }
@@ -220,7 +227,7 @@ private struct MigrationRun {
         try metadata.put(Array("hashes".utf8), Array(try encoder.encode(hashes)))
         try metadata.put(Array("model".utf8), Array(plan.new.description.utf8))
         try metadata.put(Array("schema".utf8), try NativeStore.schemaBytes(plan.new))
-        let fromVersion = plan.history.last?.version ?? 1
+        let fromVersion = plan.fromVersion
         let version = StoreModelVersion(version: fromVersion + 1, recorded: Date(), synthesized: false, migration: "lightweight",
                                         versionHash: plan.new.versionHashString, entityHashes: StoreModelVersion.entityHashes(of: plan.new),
                                         schema: ModelSchema(plan.new))
@@ -247,7 +254,7 @@ private struct MigrationRun {
         var nils: [String: [ManagedObjectID]] = [:]
         var nilCounts: [String: Int] = [:]
         var holders: [String: [[UInt8]: Int64]] = [:]
-        var duplicates: [String: [(Int64, Int64)]] = [:]
+        var duplicates: [String: (tree: StoreMigration.DerivedTree, pairs: [(Int64, Int64)])] = [:]
         var forbidden: [String: [ManagedObjectID]] = [:]
         let newRoot = plan.newEntityName[oldRoot.name].flatMap(plan.new.entity(named:))
         let uniqueTrees = newRoot.map { StoreMigration.derivedTrees(of: $0).filter { $0.kind == .unique && plan.builtTrees.contains($0.name) } } ?? []
@@ -272,7 +279,7 @@ private struct MigrationRun {
             for tree in uniqueTrees where tree.entities.contains(entity.name) {
                 guard let value = try store.uniqueKey(row, tree.keys) else { continue }
                 if let holder = holders[tree.name]?[value] {
-                    duplicates[tree.name, default: []].append((holder, primaryKey))
+                    duplicates[tree.name, default: (tree, [])].pairs.append((holder, primaryKey))
                 } else {
                     holders[tree.name, default: [:]][value] = primaryKey
                 }
@@ -291,13 +298,12 @@ private struct MigrationRun {
                                        entity: String(name.prefix { $0 != "." }), key: String(name.drop { $0 != "." }.dropFirst()), objectID: ids.first))
         }
         let rootName = newRoot?.name ?? oldRoot.name
-        for (tree, pairs) in duplicates.sorted(by: { $0.key < $1.key }) {
-            let keys = tree.split(separator: ".").dropFirst(2).joined(separator: ".")
+        for (_, (tree, pairs)) in duplicates.sorted(by: { $0.key < $1.key }) {
             let named = pairs.prefix(10).map { "\(store.objectID(rootName, $0.0)) and \(store.objectID(rootName, $0.1))" }
             problems.append(ArborError(.incompatibleModel,
-                                       "the new uniqueness constraint \(rootName)(\(keys.replacingOccurrences(of: "+", with: ", "))) is broken by \(pairs.count) pair\(pairs.count == 1 ? "" : "s") of objects holding the same values (\(named.joined(separator: "; "))\(pairs.count > 10 ? "; …" : ""))",
-                                       entity: rootName, key: keys.replacingOccurrences(of: "+", with: ","),
-                                       objectID: store.objectID(rootName, pairs[0].1)))
+                                       "the new uniqueness constraint \(rootName)(\(tree.keys.joined(separator: ", "))) is broken by \(pairs.count) pair\(pairs.count == 1 ? "" : "s") of objects holding the same values (\(named.joined(separator: "; "))\(pairs.count > 10 ? "; …" : ""))",
+                                       entity: rootName, key: tree.keys.joined(separator: ","),
+                                       objectID: pairs.first.map { store.objectID(rootName, $0.1) }))
         }
         findings.problems = problems
         findings.rows = counts
@@ -311,7 +317,7 @@ private struct MigrationRun {
         let oldEntity: EntityDescription
         /// Nil for a row of a removed entity.
         let entity: EntityDescription?
-        let row: StoreRow?
+        var row: StoreRow?
         /// `Entity.property` of each value that becomes required and has none.
         var nils: [String] = []
         /// Whether a nil got its attribute's default.
@@ -415,8 +421,7 @@ private struct MigrationRun {
                 migrated.nils.append("\(entity.name).\(relationship.name)")
             }
         }
-        migrated = MigratedRow(oldEntity: oldEntity, entity: entity, row: StoreRow(entityName: entity.name, version: version, values: values),
-                               nils: migrated.nils, filled: migrated.filled)
+        migrated.row = StoreRow(entityName: entity.name, version: version, values: values)
         return migrated
     }
 }

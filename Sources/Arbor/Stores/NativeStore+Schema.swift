@@ -5,15 +5,23 @@ import Foundation
 /// the row writer all read it. The one place that knows a tree's name or an index entry's bytes
 /// (docs/object-graph.md lists the trees).
 extension NativeStore {
-    static func rowsTree(_ entity: EntityDescription) -> String { "rows.\(entity.rootEntity.name)" }
+    static func rowsTree(_ entity: EntityDescription) -> String { rowsTree(root: entity.rootEntity.name) }
     static func foreignKeyTree(_ relationship: RelationshipDescription) -> String {
-        "fk.\(relationship.entity?.name ?? "?").\(relationship.name)"
+        foreignKeyTree(entity: relationship.entity?.name ?? "?", relationship: relationship.name)
+    }
+
+    // The names by the names of their parts (a migration names the trees of another model).
+    static func rowsTree(root: String) -> String { "rows.\(root)" }
+    static func foreignKeyTree(entity: String, relationship: String) -> String { "fk.\(entity).\(relationship)" }
+    static func uniqueTree(root: String, keys: [String]) -> String { "unique.\(root).\(keys.joined(separator: "+"))" }
+    static func indexTree(root: String, keys: [String], folded: Bool) -> String {
+        "index.\(root).\(keys.joined(separator: "+"))\(folded ? ".cd" : "")"
     }
     static func joinTree(_ relationship: RelationshipDescription) -> String {
         "join.\(relationship.entity?.name ?? "?").\(relationship.name)"
     }
     static func uniqueTree(_ entity: EntityDescription, _ keys: [String]) -> String {
-        "unique.\(entity.rootEntity.name).\(keys.joined(separator: "+"))"
+        uniqueTree(root: entity.rootEntity.name, keys: keys)
     }
 
     static func key(_ primaryKey: Int64) -> [UInt8] { KeyEncoding.withEncodedInteger(primaryKey) { Array($0) } }
@@ -57,7 +65,7 @@ struct StoreIndex {
 
 extension NativeStore {
     static func indexTree(_ entity: EntityDescription, _ index: IndexDescription) -> String {
-        "index.\(entity.rootEntity.name).\(index.keys.joined(separator: "+"))\(index.caseAndDiacriticInsensitive ? ".cd" : "")"
+        indexTree(root: entity.rootEntity.name, keys: index.keys, folded: index.caseAndDiacriticInsensitive)
     }
 
     /// The indexes kept for rows of `entity` (its own and inherited ones, each tree once).

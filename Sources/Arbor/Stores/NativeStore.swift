@@ -295,7 +295,8 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         let storeHashes = entityHashes.compactMapValues { bytes(fromHex: $0) }
         if storeHashes != model.entityVersionHashes {
             // A model the store was at before a migration: refused as older, the file untouched.
-            let history = try recordedHistory(metadata, path: path) ?? []
+            let recordedHistory = try recordedHistory(metadata, path: path)
+            let history = recordedHistory ?? []
             if let earlier = history.dropLast().last(where: { $0.isVersion(of: model) }), let newest = history.last {
                 let when = { (version: StoreModelVersion) in version.recorded.map { ", recorded \(ISO8601DateFormatter().string(from: $0))" } ?? "" }
                 throw ArborError(.incompatibleModel,
@@ -312,7 +313,8 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                 return nil
             }
             let layout = try recordedLayout(metadata, path: path)
-            let plan = try StoreMigration.plan(metadata: metadata, path: path, layout: layout, schema: schema, hashBytes: hashBytes, to: model)
+            let plan = try StoreMigration.plan(metadata: metadata, path: path, layout: layout, schema: schema, hashBytes: hashBytes,
+                                               history: recordedHistory, to: model)
             return Recorded(identifier: UUID(uuid: stored.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }), layout: .records,
                             columns: plan.columns, schema: try schemaBytes(model), entities: plan.entities, hasHistory: true,
                             fills: plan.fills, migration: plan)
@@ -375,15 +377,8 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         guard let encoded = try? JSONDecoder().decode([String: String].self, from: Data(stored)) else { throw damaged }
         var fills: [String: AttributeValue] = [:]
         for (name, hex) in encoded {
-            guard let attribute = entity.attributesByName[name], let column = bytes(fromHex: hex).map(Array.init) else { throw damaged }
-            let value = try column.withUnsafeBytes { raw -> AttributeValue in
-                var position = 0
-                guard let type = RecordEncoding.readVarint(raw, &position), RecordEncoding.payloadSize(type) == raw.count - position,
-                      let value = RowFormat.attributeValue(type, UnsafeRawBufferPointer(rebasing: raw[position...]), kind: attribute.type.kind) else {
-                    throw damaged
-                }
-                return value
-            }
+            guard let attribute = entity.attributesByName[name], let column = bytes(fromHex: hex).map(Array.init),
+                  let value = RowFormat.attributeValue(ofColumn: column, kind: attribute.type.kind) else { throw damaged }
             fills[name] = value
         }
         return fills
@@ -393,9 +388,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     static func fillsBytes(_ fills: [String: AttributeValue]) throws -> [UInt8] {
         var encoded: [String: String] = [:]
         for (name, value) in fills {
-            var header: [UInt8] = [], payload: [UInt8] = []
-            RowFormat.appendColumn(value, header: &header, payload: &payload)
-            encoded[name] = (header + payload).map { String(format: "%02x", $0) }.joined()
+            encoded[name] = RowFormat.column(of: value).map { String(format: "%02x", $0) }.joined()
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]

@@ -80,6 +80,24 @@ extension RowFormat {
         }
     }
 
+    /// One value as a column of its own: its serial type's varint, then its payload (how a
+    /// store records a fill).
+    static func column(of value: AttributeValue) -> [UInt8] {
+        var header: [UInt8] = [], payload: [UInt8] = []
+        appendColumn(value, header: &header, payload: &payload)
+        return header + payload
+    }
+
+    /// The value of a column of its own (``column(of:)``) read as `kind`; nil when the bytes are
+    /// not one column, or it holds nil or no `kind`.
+    static func attributeValue(ofColumn column: [UInt8], kind: AttributeType.Kind) -> AttributeValue? {
+        column.withUnsafeBytes { raw in
+            var position = 0
+            guard let type = RecordEncoding.readVarint(raw, &position), RecordEncoding.payloadSize(type) == raw.count - position else { return nil }
+            return attributeValue(type, UnsafeRawBufferPointer(rebasing: raw[position...]), kind: kind)
+        }
+    }
+
     // MARK: Reading a record
 
     /// Column `column`'s serial type and payload in a record (past the record's last column: the

@@ -132,18 +132,17 @@ final class RowFormat: @unchecked Sendable {
             let name = Self.name(of: column, in: entity)
             switch column {
             case .attribute(let slot, let type):
-                if layout == .records, let value = fillValues[name] {
-                    var header: [UInt8] = [], payload: [UInt8] = []
-                    Self.appendColumn(value, header: &header, payload: &payload)
+                let fill = layout == .records ? fillValues[name] : nil
+                if let fill {
+                    let column = Self.column(of: fill)
                     var position = 0
-                    let stored = UnsafeMutableRawBufferPointer.allocate(byteCount: payload.count, alignment: 8)
-                    stored.copyMemory(from: UnsafeRawBufferPointer(start: payload, count: payload.count))
-                    if let serialType = header.withUnsafeBytes({ RecordEncoding.readVarint($0, &position) }) {
-                        fills[component - Self.firstColumnComponent] = Fill(value: value, type: serialType, payload: UnsafeRawBufferPointer(stored),
-                                                                            component: KeyEncoding.encode([NativeStore.component(value)]))
-                    }
-                    stepFills += Array(repeating: nil, count: steps.count - stepFills.count) + [.attribute(value)]
+                    let serialType = column.withUnsafeBytes { RecordEncoding.readVarint($0, &position) } ?? 0
+                    let payload = UnsafeMutableRawBufferPointer.allocate(byteCount: column.count - position, alignment: 8)
+                    column.withUnsafeBytes { payload.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[position...])) }
+                    fills[component - Self.firstColumnComponent] = Fill(value: fill, type: serialType, payload: UnsafeRawBufferPointer(payload),
+                                                                        component: KeyEncoding.encode([NativeStore.component(fill)]))
                 }
+                stepFills.append(fill.map(PropertyValue.attribute))
                 places[name] = .attribute(component: component, type: type)
                 component += 1
                 columnKinds.append(type.kind)
@@ -154,6 +153,7 @@ final class RowFormat: @unchecked Sendable {
                 places[name] = .toOne(component: component, destination: destination, nameComponent: nameComponent)
                 component += 1
                 columnKinds += named ? [nil, nil] : [nil]
+                stepFills.append(nil)
                 steps.append(DecodeStep(slot: slot, kind: nil, destination: destinations.count, named: named))
                 destinations.append(destination)
             }
@@ -162,7 +162,8 @@ final class RowFormat: @unchecked Sendable {
         _ = stepBuffer.initialize(from: steps)
         self.destinations = destinations
         self.fills = fills
-        self.stepFills = stepFills.isEmpty ? [] : stepFills + Array(repeating: nil, count: steps.count - stepFills.count)
+        // Empty when there is no fill: the decoder then never looks.
+        self.stepFills = fills.isEmpty ? [] : stepFills
         columns = ordered
         self.columnKinds = columnKinds
         self.places = places

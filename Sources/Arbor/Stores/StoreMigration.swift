@@ -82,6 +82,8 @@ struct StoreMigration {
     let oldHashBytes: [UInt8]
     /// The store's history (the new version is appended).
     let history: [StoreModelVersion]
+    /// The store's model version before the migration (the history's newest).
+    var fromVersion: Int { history.last?.version ?? 1 }
     let oldLayout: RowFormat.Layout
     /// A layout-3 store's entity list before (empty for layouts 1 and 2).
     let oldEntities: [String]
@@ -141,7 +143,7 @@ struct StoreMigration {
     /// - Throws: ``ArborError/Code/incompatibleModel`` naming every change that cannot be
     ///   inferred; ``ArborError/Code/storeOpen`` for damaged metadata.
     static func plan(metadata: Tree, path: String, layout: RowFormat.Layout, schema: ModelSchema, hashBytes: [UInt8],
-                     to model: ManagedObjectModel) throws -> StoreMigration {
+                     history recorded: [StoreModelVersion]?, to model: ManagedObjectModel) throws -> StoreMigration {
         let old: ManagedObjectModel
         do {
             old = try schema.model()
@@ -149,7 +151,7 @@ struct StoreMigration {
             throw ArborError(.storeOpen, "the model recorded in \(path) is unreadable, so the store cannot be migrated: \(error)")
         }
         let difference = ModelDifference(from: schema, to: ModelSchema(model))
-        let history = try NativeStore.recordedHistory(metadata, path: path) ?? [StoreModelVersion(first: old, recorded: nil, synthesized: true)]
+        let history = recorded ?? [StoreModelVersion(first: old, recorded: nil, synthesized: true)]
 
         // Names, both ways.
         var newEntityName: [String: String] = [:]
@@ -388,7 +390,7 @@ struct StoreMigration {
         }
         for root in old.entities where root.superentity == nil {
             if let pair = hierarchies.first(where: { $0.old == root.name }) {
-                if pair.old != pair.new { renamedTrees[NativeStore.rowsTree(root)] = "rows.\(pair.new)" }
+                if pair.old != pair.new { renamedTrees[NativeStore.rowsTree(root)] = NativeStore.rowsTree(root: pair.new) }
             } else {
                 droppedTrees.insert(NativeStore.rowsTree(root))
             }
@@ -419,11 +421,7 @@ struct StoreMigration {
 
     /// `value` as an attribute of `kind` reads it from a record (a widened kind's value).
     static func value(_ value: AttributeValue, as kind: AttributeType.Kind) -> AttributeValue {
-        var header: [UInt8] = [], payload: [UInt8] = []
-        RowFormat.appendColumn(value, header: &header, payload: &payload)
-        var position = 0
-        guard let type = header.withUnsafeBytes({ RecordEncoding.readVarint($0, &position) }) else { return value }
-        return payload.withUnsafeBytes { RowFormat.attributeValue(type, $0, kind: kind) } ?? value
+        RowFormat.attributeValue(ofColumn: RowFormat.column(of: value), kind: kind) ?? value
     }
 
     /// Whether values of `old` read as `new` unchanged (records store integers as wide as they
@@ -440,9 +438,8 @@ struct StoreMigration {
     /// A tree built from a hierarchy's rows — an index, a uniqueness constraint's or a to-one's
     /// foreign keys — and what it holds: which entities' rows have entries, and of which keys.
     struct DerivedTree: Equatable {
-        enum Kind: Equatable { case index, unique, foreignKey }
         let name: String
-        let kind: Kind
+        let kind: StoreIndex.Kind
         /// The hierarchy's root.
         let root: String
         /// The indexed properties (for a foreign-key tree, the relationship and its declaring
@@ -465,9 +462,9 @@ struct StoreMigration {
             let newDeclaring = declaring.flatMap(entity)
             if declaring != nil && newDeclaring == nil { return nil }
             let name: String = switch kind {
-            case .index: "index.\(newRoot).\(newKeys.joined(separator: "+"))\(folded ? ".cd" : "")"
-            case .unique: "unique.\(newRoot).\(newKeys.joined(separator: "+"))"
-            case .foreignKey: "fk.\(newDeclaring ?? "?").\(newKeys.first ?? "?")"
+            case .index: NativeStore.indexTree(root: newRoot, keys: newKeys, folded: folded)
+            case .unique: NativeStore.uniqueTree(root: newRoot, keys: newKeys)
+            case .foreignKey: NativeStore.foreignKeyTree(entity: newDeclaring ?? "?", relationship: newKeys.first ?? "?")
             }
             return DerivedTree(name: name, kind: kind, root: newRoot, keys: newKeys, declaring: newDeclaring, folded: folded, entities: newEntities)
         }
@@ -477,7 +474,7 @@ struct StoreMigration {
     static func derivedTrees(of root: EntityDescription) -> [DerivedTree] {
         var byName: [String: DerivedTree] = [:]
         var order: [String] = []
-        func add(_ name: String, _ kind: DerivedTree.Kind, keys: [String], declaring: String?, folded: Bool, entity: String) {
+        func add(_ name: String, _ kind: StoreIndex.Kind, keys: [String], declaring: String?, folded: Bool, entity: String) {
             if let existing = byName[name] {
                 byName[name] = DerivedTree(name: name, kind: kind, root: root.name, keys: keys, declaring: declaring, folded: folded,
                                            entities: (existing.entities + [entity]).sorted())

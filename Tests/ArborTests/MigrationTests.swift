@@ -232,6 +232,9 @@ struct MigrationTests {
             _ = try stack.insert("Publisher", in: context, ["name": "P"])
             try context.save()
         }
+        // Builds that do not read fills refuse the store: its hashes name them.
+        let hashes = try #require(try ModelHistoryTests.metadata(path, "hashes"))
+        #expect(String(decoding: hashes, as: UTF8.self).contains("\"(column fills)\":\"01\""))
         // Untouched rows are the bytes they were.
         let after = try Self.rowsTree(path, "rows.Book")
         #expect(after.count == before.count)

@@ -137,6 +137,7 @@ extension NativeStore {
                 throw ArborError(.storeOpen, "the Arbor metadata of \(path) is damaged: its model hashes are missing or unreadable")
             }
             hashes[rowLayoutHashKey] = nil
+            hashes[fillsHashKey] = nil
             let schema = try metadata.get(Array("schema".utf8)).flatMap { try? JSONDecoder().decode(ModelSchema.self, from: Data($0)) }
             if let model = try? schema?.model() {
                 return [StoreModelVersion(first: model, recorded: nil, synthesized: true)]

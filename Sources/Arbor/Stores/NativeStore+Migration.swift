@@ -224,6 +224,7 @@ private struct MigrationRun {
         }
         var hashes = StoreModelVersion.entityHashes(of: plan.new)
         hashes[NativeStore.rowLayoutHashKey] = String(format: "%02x", RowFormat.Layout.records.rawValue)
+        if plan.fills.values.contains(where: { !$0.isEmpty }) { hashes[NativeStore.fillsHashKey] = "01" }
         try metadata.put(Array("hashes".utf8), Array(try encoder.encode(hashes)))
         try metadata.put(Array("model".utf8), Array(plan.new.description.utf8))
         try metadata.put(Array("schema".utf8), try NativeStore.schemaBytes(plan.new))

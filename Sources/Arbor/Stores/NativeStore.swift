@@ -292,6 +292,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         }
         var entityHashes = recorded
         entityHashes[rowLayoutHashKey] = nil
+        entityHashes[fillsHashKey] = nil
         let storeHashes = entityHashes.compactMapValues { bytes(fromHex: $0) }
         if storeHashes != model.entityVersionHashes {
             // A model the store was at before a migration: refused as older, the file untouched.
@@ -398,6 +399,11 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     /// The entry of a layout-2 store's recorded hashes that names its row layout (a name no
     /// model's entity is expected to have: one named so could not be stored).
     static let rowLayoutHashKey = "(row layout)"
+
+    /// The entry of the recorded hashes of a store that records fills (columns a migration
+    /// appended without rewriting rows): builds that do not read fills refuse such a store (an
+    /// entity only in the store) instead of reading those columns as nil.
+    static let fillsHashKey = "(column fills)"
 
     static func bytes(fromHex hex: String) -> Data? {
         var data = Data()

@@ -102,6 +102,43 @@ struct DatabaseTests {
         #expect(try reopened.checkIntegrity().isSound)
     }
 
+    @Test("a tree copied from another database keeps its entries (large values included), sequence and kind; a taken name is refused")
+    func copyTree() throws {
+        let disk = SimulatedDisk()
+        let source = try Database(path: "/source", options: simulatedOptions(disk))
+        try source.write { (tx) throws in
+            let rows = try tx.createTree(named: "rows.Author")
+            // Random order, so the source's pages are half full; one large value overflows.
+            for i in (0..<3000).shuffled() { try rows.put(KeyEncoding.encode([.int(Int64(i))]), sampleValue(i)) }
+            try rows.put(KeyEncoding.encode([.int(5000)]), Array(repeating: 7, count: 20_000))
+            _ = try rows.nextSequence(reserving: 3001)
+            try tx.createTree(named: "index.Author.name", kind: .index)
+        }
+        let target = try Database(path: "/target", options: simulatedOptions(disk))
+        try target.write { (tx) throws in try tx.createTree(named: "rows.Author").put([1], [1]) }
+        try source.read { (from) throws in
+            try target.write { (tx) throws in
+                #expect(throws: StoreError.self) { try tx.copyTree(try #require(try from.tree(named: "rows.Author"))) }
+                _ = try tx.dropTree(named: "rows.Author")
+                for descriptor in try from.trees() { try tx.copyTree(try #require(try from.tree(named: descriptor.name))) }
+            }
+        }
+        try target.read { (tx) throws in
+            #expect(try tx.trees().map(\.name) == ["index.Author.name", "rows.Author"])
+            let rows = try #require(try tx.tree(named: "rows.Author"))
+            #expect(rows.descriptor.sequence == 3001)
+            #expect(try #require(try tx.tree(named: "index.Author.name")).descriptor.kind == .index)
+            #expect(try rows.get([1]) == nil)
+            for i in [0, 1, 1234, 2999] { #expect(try rows.get(KeyEncoding.encode([.int(Int64(i))])) == sampleValue(i)) }
+            #expect(try rows.get(KeyEncoding.encode([.int(5000)])) == Array(repeating: 7, count: 20_000))
+            let copied = try rows.statistics()
+            #expect(copied.entries == 3001)
+            let original = try source.read { try #require(try $0.tree(named: "rows.Author")).statistics() }
+            #expect(copied.leafPages < original.leafPages)
+        }
+        #expect(try target.checkIntegrity().isSound)
+    }
+
     @Test("a throwing write closure keeps nothing")
     func throwingWriteRollsBack() throws {
         struct Oops: Error {}

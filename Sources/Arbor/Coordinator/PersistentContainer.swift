@@ -26,11 +26,17 @@ public struct PersistentStoreDescription: Sendable, CustomStringConvertible {
     /// Whether that migration may be inferred from the two models (true, as in Core Data).
     public var shouldInferMappingModelAutomatically = true
 
-    /// The two migration flags together.
+    /// The versions of the model and the stages between them, for a store made by an earlier
+    /// version (nil: inferred from the store's model alone; docs/migration.md, "Staged and custom
+    /// migration"). Its last version must be the container's model.
+    public var migrationPlan: MigrationPlan?
+
+    /// The two migration flags and the plan together.
     public var migrationOptions: MigrationOptions {
         var migration = MigrationOptions()
         migration.shouldMigrateStoreAutomatically = shouldMigrateStoreAutomatically
         migration.shouldInferMappingModelAutomatically = shouldInferMappingModelAutomatically
+        migration.plan = migrationPlan
         return migration
     }
 

@@ -102,6 +102,10 @@ public struct ArborError: Error, Sendable, CustomStringConvertible, LocalizedErr
         /// The store was made with a model whose version hashes differ
         /// (`NSPersistentStoreIncompatibleVersionHashError`).
         public static let incompatibleModel = Code("incompatibleModel", 134100)
+        /// A migration stage failed (a custom stage threw, or its result did not validate;
+        /// `NSMigrationError`): the store is as it was; ``ArborError/detailedErrors`` holds the
+        /// stage's error when it was an ``ArborError``.
+        public static let migrationFailed = Code("migrationFailed", 134110)
         /// An object ID or URI does not belong to any store of the coordinator.
         public static let invalidObjectID = Code("invalidObjectID", 134060)
         /// The store failed to open (`NSPersistentStoreOpenError`); ``ArborError/storeError`` says why.

@@ -77,6 +77,17 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     init(path: String, type: String, model: ManagedObjectModel, configuration: String?, options: DatabaseOptions,
          newRowLayout requestedLayout: RowFormat.Layout? = nil, migration migrationOptions: MigrationOptions = MigrationOptions()) throws {
         let opened = ContinuousClock.now
+        // A plan's stages run first (on a working copy, replacing the store's contents in one
+        // transaction), except a single lightweight one, which the ordinary open below runs.
+        var migrationOptions = migrationOptions
+        var staged: MigrationReport?
+        if let plan = migrationOptions.plan, migrationOptions.shouldMigrateStoreAutomatically, !options.readOnly, type != "memory" {
+            switch try Self.runStaged(plan, path: path, model: model, configuration: configuration, options: options) {
+            case .notNeeded: break
+            case .inPlace: migrationOptions.shouldInferMappingModelAutomatically = true
+            case .migrated(let report): staged = report
+            }
+        }
         let newRowLayout = requestedLayout ?? ProcessInfo.processInfo.environment["ARBOR_NEW_ROW_LAYOUT"]
             .flatMap { UInt8($0) }.flatMap(RowFormat.Layout.init(rawValue:)) ?? .records
         self.type = type
@@ -172,7 +183,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         if let plan = recorded.migration {
             migration = try migrate(plan, started: opened)
         } else {
-            migration = nil
+            migration = staged
         }
         if !options.readOnly {
             try buildMissingIndexes()

@@ -12,9 +12,21 @@ public struct MigrationOptions: Sendable, Equatable {
     /// as in Core Data). When false, a store needing a migration is refused: no migration plan
     /// names one yet.
     public var shouldInferMappingModelAutomatically = true
+    /// The versions of the model and the stages between them (nil: none). A store at one of its
+    /// versions runs every stage from there to the last, which must be the model the store is
+    /// opened with; lightweight stages run even when ``shouldInferMappingModelAutomatically`` is
+    /// false (the plan names them). A store at no version of the plan migrates as without one.
+    public var plan: MigrationPlan?
 
     /// The defaults: migrate automatically, inferring the migration.
     public init() {}
+
+    /// Equal flags, and plans with the same versions and kinds of stages.
+    public static func == (lhs: MigrationOptions, rhs: MigrationOptions) -> Bool {
+        lhs.shouldMigrateStoreAutomatically == rhs.shouldMigrateStoreAutomatically
+            && lhs.shouldInferMappingModelAutomatically == rhs.shouldInferMappingModelAutomatically
+            && (lhs.plan == nil) == (rhs.plan == nil) && (lhs.plan.map { rhs.plan?.isAlike($0) ?? false } ?? true)
+    }
 
     /// Migration turned off: a store opens only with its own model.
     public static var never: MigrationOptions {
@@ -43,7 +55,8 @@ public struct MigrationReport: Sendable, CustomStringConvertible {
     /// The store's model version before and after (in its history).
     public let fromVersion: Int
     public let toVersion: Int
-    /// `lightweight`.
+    /// `lightweight`, `custom` (a custom stage of a plan) or `staged` (a plan's stages, in
+    /// ``stages``).
     public let kind: String
     /// What changed.
     public let difference: ModelDifference
@@ -57,6 +70,8 @@ public struct MigrationReport: Sendable, CustomStringConvertible {
     public let treesRenamed: [String: String]
     /// How long the migration took, planning included.
     public let duration: Duration
+    /// A migration through a plan (`staged`): each stage's report, in order (empty otherwise).
+    public internal(set) var stages: [MigrationReport] = []
 
     /// One line.
     public var description: String {

@@ -152,6 +152,38 @@ public final class WriteTransaction: ReadTransaction {
         generation &+= 1
     }
 
+    /// Makes a tree named `name` (default: `source`'s name) holding a copy of `source` — a tree of
+    /// this or another database, in any transaction — with its kind and sequence: the entries are
+    /// inserted in key order, so the copy's pages are filled densely whatever the source's fill.
+    /// What a whole-store replacement is built from (a staged migration copies its result into
+    /// the original file this way, in one transaction).
+    ///
+    /// - Throws: `invalidArgument` when the name is taken or invalid; the source's read errors.
+    @discardableResult
+    public func copyTree(_ source: Tree, named name: String? = nil) throws -> Tree {
+        let name = name ?? source.name
+        guard try catalog.lookup(name) == nil else {
+            throw StoreError(.invalidArgument, "a tree named \"\(name)\" already exists")
+        }
+        let copy = try createTree(named: name, kind: source.descriptor.kind)
+        let sequence = try source.transaction.catalog.lookup(source.name)?.sequence ?? source.descriptor.sequence
+        if sequence > 0 { _ = try copy.nextSequence(reserving: Int(clamping: sequence)) }
+        // The source is read a batch at a time (when both are one transaction's trees, it cannot
+        // be written while it is scanned).
+        var start: [UInt8]? = nil
+        while true {
+            var batch: [([UInt8], [UInt8])] = []
+            try source.forEach(from: start) { key, value in
+                batch.append((Array(key), Array(value)))
+                return batch.count < 1024
+            }
+            for (key, value) in batch { try copy.put(key, value) }
+            guard batch.count == 1024, var next = batch.last?.0 else { return copy }
+            next.append(0)
+            start = next
+        }
+    }
+
     /// Sets the application's version number in the header.
     public func setUserVersion(_ version: UInt32) throws {
         try checkOpen()

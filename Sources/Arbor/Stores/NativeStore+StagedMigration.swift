@@ -1,0 +1,338 @@
+import ArborStore
+import CoreMetrics
+import Foundation
+import Logging
+
+/// Running a ``MigrationPlan`` (docs/migration.md, "Staged and custom migration").
+///
+/// A store one lightweight stage behind migrates in place, as an automatic migration does.
+/// Otherwise the stages run on a *working copy* (`<store>.migration-a` / `-b`, next to the store):
+/// the store's trees are copied into it, each lightweight stage migrates it in place, each custom
+/// stage copies it into the other working file through two contexts; then, in **one write
+/// transaction of the store**, its trees are replaced by the working copy's (the rollback journal
+/// makes that atomic, as any save). The store is not written before that transaction, so a failing
+/// stage, an error or a power cut anywhere leaves it at its old version; a store that another
+/// connection changed meanwhile is not replaced (the change counter is compared under the write
+/// lock) and the migration fails, to be run again.
+extension NativeStore {
+    /// What opening a store with a plan needs before the ordinary open.
+    enum StagedOutcome {
+        /// Nothing: the store is new, at the plan's last version, or at no version of it (the
+        /// ordinary open then infers or refuses).
+        case notNeeded
+        /// One lightweight stage: the ordinary open migrates in place, inferring.
+        case inPlace
+        /// The stages ran; the store is at the last version.
+        case migrated(MigrationReport)
+    }
+
+    /// Runs the stages of `plan` that the store at `path` needs to reach `model` (the plan's last
+    /// version), except a single lightweight one (``StagedOutcome/inPlace``).
+    ///
+    /// - Throws: ``ArborError/Code/misuse`` when `model` is not the plan's last version;
+    ///   ``ArborError/Code/migrationFailed`` when a custom stage fails; the errors of a
+    ///   lightweight migration; ``ArborError/Code/storeOpen`` when the engine fails or the store
+    ///   changed meanwhile. The store is as it was whenever this throws.
+    static func runStaged(_ plan: MigrationPlan, path: String, model: ManagedObjectModel, configuration: String?,
+                          options: DatabaseOptions) throws -> StagedOutcome {
+        guard let last = plan.versions.last, last.versionHash == model.versionHash else {
+            throw ArborError(.misuse, "the store at \(path) is opened with a model that is not the last version of its migration plan")
+        }
+        guard try options.fileSystem.exists(path) else { return .notNeeded }
+        // The version the store is at (its recorded entity hashes), read without writing.
+        let recorded: [String: String]?
+        do {
+            recorded = try readingMetadata(at: path, options: options, "read the model of \(path)") { metadata -> [String: String]? in
+                guard let bytes = try metadata.get(Array("hashes".utf8)),
+                      var hashes = try? JSONDecoder().decode([String: String].self, from: Data(bytes)) else { return nil }
+                hashes[rowLayoutHashKey] = nil
+                hashes[fillsHashKey] = nil
+                return hashes
+            }
+        } catch let error as ArborError where error.code == .storeOpen {
+            return .notNeeded    // not an Arbor store (yet): the ordinary open says why, or makes it
+        }
+        guard let recorded, let start = plan.version(withEntityHashes: recorded), start < plan.versions.count - 1 else { return .notNeeded }
+        if start == plan.versions.count - 2, case .lightweight = plan.stages[start] { return .inPlace }
+        return .migrated(try StagedMigration(plan: plan, start: start, path: path, configuration: configuration, options: options).run())
+    }
+
+    /// Closes the store's database (the object must not be used afterwards): what a migration
+    /// does with the working stores it opens.
+    func close() { database.close() }
+}
+
+/// One run of the stages of a plan from `start` on, over a working copy.
+private struct StagedMigration {
+    let plan: MigrationPlan
+    let start: Int
+    let path: String
+    let configuration: String?
+    let options: DatabaseOptions
+    var stageCount: Int { plan.versions.count - 1 - start }
+
+    var logger: Logger { options.logger }
+    var factory: any MetricsFactory { options.metricsFactory ?? MetricsSystem.factory }
+
+    func report(_ stage: Int, _ phase: String, _ completed: Int, _ total: Int) {
+        plan.progress?(MigrationProgress(stage: stage, stages: stageCount, phase: phase, completed: completed, total: total))
+    }
+
+    /// The options of the working files: the store's file system and locks, writable.
+    func workingOptions(pageSize: Int) -> DatabaseOptions {
+        var working = options
+        working.readOnly = false
+        working.create = true
+        working.pageSize = pageSize
+        return working
+    }
+
+    /// Deletes a working file and its journal, when there.
+    func remove(_ file: String) throws {
+        for name in [file, file + "-journal"] where try options.fileSystem.exists(name) { try options.fileSystem.delete(name) }
+    }
+
+    func run() throws -> MigrationReport {
+        let started = ContinuousClock.now
+        let workFiles = [path + ".migration-a", path + ".migration-b"]
+        logger.notice("migrating the store through a plan", metadata: [
+            "arbor.path": "\(path)", "arbor.from": "\(start + 1)", "arbor.to": "\(plan.versions.count)",
+            "arbor.stages": "\(plan.stages[start...].map(\.kind).joined(separator: ","))",
+        ])
+        defer { for file in workFiles { try? remove(file) } }
+        do {
+            let report = try NativeStore.storeError("migrate \(path) through its plan", code: .storeOpen) { try migrate(workFiles, started: started) }
+            Counter(label: "arbor_migrations", factory: factory).increment()
+            CoreMetrics.Timer(label: "arbor_migration_duration", factory: factory).recordNanoseconds(report.duration.wholeNanoseconds)
+            logger.notice("migrated the store", metadata: ["arbor.path": "\(path)", "arbor.report": "\(report)"])
+            return report
+        } catch {
+            Counter(label: "arbor_migration_failures", factory: factory).increment()
+            logger.error("the store could not be migrated; it is as it was", metadata: ["arbor.path": "\(path)", "arbor.error": "\(error)"])
+            throw error
+        }
+    }
+
+    private func migrate(_ workFiles: [String], started: ContinuousClock.Instant) throws -> MigrationReport {
+        for file in workFiles { try remove(file) }
+        let original = try Database(path: path, options: options)
+        defer { original.close() }
+        // 1. The store's trees, copied into the first working file (one read transaction: the
+        //    change counter it saw is compared when the result is copied back).
+        report(1, "copying the store", 0, 1)
+        var working = workFiles[0]
+        let (changeCounter, pageSize, oldHistory) = try original.read { from -> (UInt64, Int, [StoreModelVersion]) in
+            let copy = try Database(path: working, options: workingOptions(pageSize: from.header.pageSize))
+            defer { copy.close() }
+            try copy.write { to in
+                for tree in try from.trees() { try to.copyTree(try from.tree(named: tree.name)!) }
+            }
+            let history = try from.tree(named: "arbor.metadata").flatMap { try NativeStore.recordedHistory($0, path: path) } ?? []
+            return (from.header.changeCounter, from.header.pageSize, history)
+        }
+        report(1, "copying the store", 1, 1)
+        // 2. Each stage, on the working copy.
+        var stageReports: [MigrationReport] = []
+        for index in start..<(plan.versions.count - 1) {
+            let stage = index - start + 1
+            let (old, new) = (plan.versions[index], plan.versions[index + 1])
+            switch plan.stages[index] {
+            case .lightweight:
+                report(stage, "lightweight", 0, 1)
+                let store = try NativeStore(path: working, type: "native", model: new, configuration: configuration,
+                                            options: workingOptions(pageSize: pageSize), migration: MigrationOptions())
+                store.close()
+                if let done = store.migration { stageReports.append(done) }
+                report(stage, "lightweight", 1, 1)
+            case .custom(let migrate):
+                let target = workFiles.first { $0 != working }!
+                stageReports.append(try CustomStage(stage: stage, migrate: migrate, old: old, new: new, source: working, destination: target,
+                                                    options: workingOptions(pageSize: pageSize), configuration: configuration,
+                                                    report: { report(stage, $0, $1, $2) }).run())
+                try remove(working)
+                working = target
+            }
+        }
+        // 3. The result replaces the store's trees, in one transaction of the store.
+        report(stageCount, "replacing the store", 0, 1)
+        let result = try Database(path: working, options: workingOptions(pageSize: pageSize))
+        defer { result.close() }
+        try original.write { to in
+            guard to.header.changeCounter == changeCounter else {
+                throw ArborError(.storeOpen, "\(path) changed while it was being migrated (another connection wrote to it); the migration was not applied — open it again")
+            }
+            for tree in try to.trees() { try to.dropTree(named: tree.name) }
+            try result.read { from in
+                for tree in try from.trees() { try to.copyTree(try from.tree(named: tree.name)!) }
+            }
+        }
+        report(stageCount, "replacing the store", 1, 1)
+        let first = stageReports.first
+        let fromVersion = first?.fromVersion ?? (oldHistory.last?.version ?? 1)
+        let difference = ModelDifference(from: ModelSchema(plan.versions[start]), to: ModelSchema(plan.versions.last!))
+        var staged = MigrationReport(fromVersion: fromVersion, toVersion: stageReports.last?.toVersion ?? fromVersion, kind: "staged",
+                                     difference: difference, entities: stageReports.last?.entities ?? [],
+                                     treesBuilt: stageReports.flatMap(\.treesBuilt), treesDropped: stageReports.flatMap(\.treesDropped),
+                                     treesRenamed: stageReports.reduce(into: [:]) { $0.merge($1.treesRenamed) { $1 } },
+                                     duration: ContinuousClock.now - started)
+        staged.stages = stageReports
+        return staged
+    }
+}
+
+/// A custom stage: the source working file (old model) is read through one context, the
+/// destination (new model, made empty) written through another; what can be inferred is copied
+/// first, then the plan's code runs, then the destination is saved once and given the source's
+/// identifier and history (plus the new version).
+private struct CustomStage {
+    let stage: Int
+    let migrate: @Sendable (MigrationContext) throws -> Void
+    let old: ManagedObjectModel
+    let new: ManagedObjectModel
+    let source: String
+    let destination: String
+    let options: DatabaseOptions
+    let configuration: String?
+    let report: (String, Int, Int) -> Void
+
+    func run() throws -> MigrationReport {
+        let started = ContinuousClock.now
+        var readOnly = options
+        readOnly.readOnly = true
+        let sourceStore = try NativeStore(path: source, type: "native", model: old, configuration: configuration, options: readOnly,
+                                          migration: .never)
+        defer { sourceStore.close() }
+        let (identifier, history) = try sourceStore.database.read { transaction -> ([UInt8], [StoreModelVersion]) in
+            let metadata = try transaction.tree(named: "arbor.metadata")!
+            return (try metadata.get(Array("uuid".utf8)) ?? [], try NativeStore.recordedHistory(metadata, path: source) ?? [])
+        }
+        let destinationStore = try NativeStore(path: destination, type: "native", model: new, configuration: configuration, options: options,
+                                               migration: .never)
+        var closed = false
+        defer { if !closed { destinationStore.close() } }
+        let oldCoordinator = PersistentStoreCoordinator(managedObjectModel: old)
+        oldCoordinator.addPersistentStore(sourceStore)
+        let newCoordinator = PersistentStoreCoordinator(managedObjectModel: new)
+        newCoordinator.addPersistentStore(destinationStore)
+        let context = MigrationContext(source: ManagedObjectContext(persistentStoreCoordinator: oldCoordinator),
+                                       destination: ManagedObjectContext(persistentStoreCoordinator: newCoordinator), report: report)
+        let difference = ModelDifference(from: ModelSchema(old), to: ModelSchema(new))
+        let fromVersion = history.last?.version ?? 1
+        do {
+            try copyInferred(context, difference)
+            report("custom", 0, 1)
+            try migrate(context)
+            report("custom", 1, 1)
+            report("saving", 0, 1)
+            try context.destination.save()
+            report("saving", 1, 1)
+        } catch {
+            let arborError = error as? ArborError
+            throw ArborError(.migrationFailed, "the custom stage from version \(fromVersion) to \(fromVersion + 1) of the store's model failed: "
+                                + "\(arborError?.message ?? "\(error)")", detailedErrors: arborError.map { [$0] } ?? [])
+        }
+        // Counts for the report, then the source's identity and history, written last.
+        var counts: [String: Int] = [:]
+        for entity in new.entities where !entity.isAbstract {
+            var request = FetchRequest<Int>(entityName: entity.name)
+            request.includesSubentities = false
+            counts[entity.name] = try context.destination.count(for: request)
+        }
+        context.destination.reset()
+        context.source.reset()
+        try destinationStore.database.write { transaction in
+            let metadata = try transaction.tree(named: "arbor.metadata")!
+            if identifier.count == 16 { try metadata.put(Array("uuid".utf8), identifier) }
+            let version = StoreModelVersion(version: fromVersion + 1, recorded: Date(), synthesized: false, migration: "custom",
+                                            versionHash: new.versionHashString, entityHashes: StoreModelVersion.entityHashes(of: new),
+                                            schema: ModelSchema(new))
+            try metadata.put(NativeStore.historyKey, try NativeStore.historyBytes(history + [version]))
+        }
+        destinationStore.close()
+        closed = true
+        let entities = new.entities.map { entity in
+            let oldName = difference.entityMatches[entity.name]
+            return MigrationReport.EntityReport(entity: entity.name, renamedFrom: oldName == entity.name ? nil : oldName,
+                                                rows: counts[entity.name] ?? 0, rewrittenRows: counts[entity.name] ?? 0)
+        }
+        return MigrationReport(fromVersion: fromVersion, toVersion: fromVersion + 1, kind: "custom", difference: difference, entities: entities,
+                               treesBuilt: [], treesDropped: [], treesRenamed: [:], duration: ContinuousClock.now - started)
+    }
+
+    /// Copies every object whose entity the new model keeps, with the attributes whose type is
+    /// the same or wider, then the relationships between copies.
+    private func copyInferred(_ context: MigrationContext, _ difference: ModelDifference) throws {
+        let (source, destination) = (context.source, context.destination)
+        // Each new concrete entity continuing an old one, with the attributes copied (new name,
+        // old name, widened to) and the relationships (new name, old name).
+        var plans: [(entity: EntityDescription, oldName: String, attributes: [(String, String, AttributeType.Kind?)],
+                     relationships: [(String, String)])] = []
+        for entity in new.entities where !entity.isAbstract {
+            guard let oldName = difference.entityMatches[entity.name], let oldEntity = old.entity(named: oldName), !oldEntity.isAbstract else { continue }
+            let matches = difference.propertyMatches[entity.name] ?? [:]
+            var attributes: [(String, String, AttributeType.Kind?)] = []
+            for attribute in entity.attributes where !attribute.isTransient {
+                guard let previous = oldEntity.attributesByName[matches[attribute.name] ?? attribute.name], !previous.isTransient else { continue }
+                if previous.type.kind == attribute.type.kind, previous.type == attribute.type {
+                    attributes.append((attribute.name, previous.name, nil))
+                } else if StoreMigration.widens(previous.type.kind, to: attribute.type.kind) {
+                    attributes.append((attribute.name, previous.name, attribute.type.kind))
+                }
+            }
+            var relationships: [(String, String)] = []
+            for relationship in entity.relationships {
+                guard let previous = oldEntity.relationshipsByName[matches[relationship.name] ?? relationship.name],
+                      previous.isToMany == relationship.isToMany else { continue }
+                relationships.append((relationship.name, previous.name))
+            }
+            plans.append((entity, oldName, attributes, relationships))
+        }
+        for plan in plans {
+            var request = FetchRequest<ManagedObjectID>(entityName: plan.oldName)
+            request.includesSubentities = false
+            let ids = try source.fetch(request)
+            for (done, id) in ids.enumerated() {
+                if done % 1024 == 0 {
+                    report("copying \(plan.entity.name)", done, ids.count)
+                    if done > 0 { source.refreshAllObjects() }
+                }
+                let object = source.object(with: id)
+                let copy = plan.entity.managedObjectClass.init(entity: plan.entity, insertInto: destination)
+                for (name, oldName, widened) in plan.attributes {
+                    guard var value = try object.value(forKey: oldName) else { continue }
+                    if widened == .double, let float = value as? Float { value = Double(float) }
+                    if widened != nil, let integer = value as? any BinaryInteger { value = Int64(integer) }
+                    try copy.setValue(value, forKey: name)
+                }
+                context.copies[id] = copy
+            }
+            report("copying \(plan.entity.name)", ids.count, ids.count)
+        }
+        source.refreshAllObjects()
+        for plan in plans where !plan.relationships.isEmpty {
+            var request = FetchRequest<ManagedObjectID>(entityName: plan.oldName)
+            request.includesSubentities = false
+            let ids = try source.fetch(request)
+            for (done, id) in ids.enumerated() {
+                if done % 1024 == 0 {
+                    report("relating \(plan.entity.name)", done, ids.count)
+                    if done > 0 { source.refreshAllObjects() }
+                }
+                guard let copy = context.copies[id] else { continue }
+                let object = source.object(with: id)
+                for (name, oldName) in plan.relationships {
+                    let value = try object.value(forKey: oldName)
+                    if let related = value as? ManagedObject {
+                        try copy.setValue(context.copies[related.objectID], forKey: name)
+                    } else if let related = value as? [ManagedObject] {
+                        try copy.setValue(related.compactMap { context.copies[$0.objectID] }, forKey: name)
+                    } else if let related = value as? Set<ManagedObject> {
+                        try copy.setValue(Set(related.compactMap { context.copies[$0.objectID] }), forKey: name)
+                    }
+                }
+            }
+            report("relating \(plan.entity.name)", ids.count, ids.count)
+        }
+        source.refreshAllObjects()
+    }
+}

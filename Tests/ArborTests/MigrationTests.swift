@@ -16,7 +16,7 @@ struct MigrationTests {
     /// What a version of the library model changes from the first.
     enum Change: Hashable {
         case subtitle, rating(default: Int16), ratingIndexed, publisher, renames, noPrice, wideTypes
-        case pagesRequired(default: Bool), uniqueTitle, pagesText, noTags, genre, authorRequired
+        case pagesRequired(default: Bool), uniqueTitle, pagesText, noTags, genre, authorRequired, rules
     }
 
     static func library(_ changes: Set<Change> = []) throws -> ManagedObjectModel {
@@ -34,7 +34,11 @@ struct MigrationTests {
                 if renames {
                     Attribute("name", .string).required().renamingIdentifier("title")
                 } else {
-                    Attribute("title", .string).required()
+                    if changes.contains(.rules) {
+                        Attribute("title", .string).required().length(1...6)
+                    } else {
+                        Attribute("title", .string).required()
+                    }
                 }
                 if changes.contains(.pagesText) {
                     Attribute("pages", .string)
@@ -45,7 +49,9 @@ struct MigrationTests {
                 } else {
                     Attribute("pages", .integer32)
                 }
-                if !changes.contains(.noPrice) {
+                if changes.contains(.rules) {
+                    Attribute("price", .float).maximum(Float(20))
+                } else if !changes.contains(.noPrice) {
                     Attribute("price", changes.contains(.wideTypes) ? .double : .float)
                 }
                 if changes.contains(.subtitle) {
@@ -502,6 +508,36 @@ struct MigrationTests {
             let error = try #require(throws: ArborError.self) { try Self.open(path, model) }
             #expect(error.code == .storeOpen && error.message.contains("damaged"), "\(error.message)")
         }
+    }
+
+    @Test("values breaking validation rules that changed (a length, a maximum) are reported and kept, or fail the migration naming them with the file untouched; rules that did not change are not checked again")
+    func validationRules() throws {
+        let (path, ids) = try Self.makeStore()
+        let before = try Self.fileBytes(path)
+        var failing = MigrationOptions()
+        failing.invalidObjects = .fail
+        let error = try #require(throws: ArborError.self) { try Self.open(path, try Self.library([.rules]), migration: failing) }
+        // Titles "Book 10" … "Book 29" are longer than 6; prices 20.5 … 29.5 above 20.
+        #expect(error.code == .migrationFailed)
+        #expect(error.message.contains("30 values"), "\(error.message)")
+        #expect(error.detailedErrors.count == 20)
+        #expect(Set(error.detailedErrors.map(\.code)) == [.validationStringTooLong, .validationNumberTooLarge])
+        #expect(error.detailedErrors.allSatisfy { $0.objectID != nil })
+        #expect(try Self.fileBytes(path) == before)
+
+        let (stack, store) = try Self.open(path, try Self.library([.rules]))
+        let report = try #require(store.migration)
+        // Rules are not in the version hashes (as in Core Data): checked, but no new version.
+        #expect(report.kind == "rules")
+        #expect(try NativeStore.modelHistory(at: path).count == 1)
+        #expect(report.invalidObjectCount == 30)
+        #expect(report.invalidObjects.filter { $0.key == "title" }.count == 10)
+        #expect(report.invalidObjects.filter { $0.key == "price" }.count == 10)
+        try Self.checkData(stack.context(), ids: ids)
+        // The store records the rules it now has: the next version does not check them again.
+        let (_, next) = try Self.open(path, try Self.library([.rules, .subtitle]))
+        #expect(next.migration?.invalidObjectCount == 0)
+        #expect(next.migration?.entities.first { $0.entity == "Book" }?.rows == nil, "no row read")
     }
 
     // MARK: Refusals

@@ -27,8 +27,8 @@ public struct ModelDifference: Sendable, Equatable, CustomStringConvertible {
             case attributeRemoved
             /// An attribute the new model renamed.
             case attributeRenamed
-            /// An attribute's type, optionality or transience (or a property that changed from
-            /// attribute to relationship, or back).
+            /// An attribute's type, optionality, transience or value rules (or a property that
+            /// changed from attribute to relationship, or back).
             case attributeChanged
             /// A relationship only in the new model.
             case relationshipAdded
@@ -243,6 +243,7 @@ public struct ModelDifference: Sendable, Equatable, CustomStringConvertible {
                 if oldType != newType { aspects.append("type \(oldType) → \(newType)") }
                 if before.optional != after.optional { aspects.append(after.optional ? "required → optional" : "optional → required") }
                 if before.transient != after.transient { aspects.append(after.transient ? "stored → transient" : "transient → stored") }
+                if before.rules != after.rules { aspects.append("rules \(before.rules ?? "none") → \(after.rules ?? "none")") }
                 if !aspects.isEmpty {
                     attributeChanges.append(Change(entity: entity, name: name, kind: .attributeChanged, detail: aspects.joined(separator: ", ")))
                 }

@@ -15,6 +15,10 @@ struct ModelSchema: Codable, Equatable {
         var transient: Bool
         /// The name in the previous model version (`renamingIdentifier`), when renamed.
         var renaming: String?
+        /// The value rules (minimum, maximum, length, pattern) in words, when there are any
+        /// (schemas recorded before they were kept have none): a migration checks existing
+        /// values against rules that changed.
+        var rules: String?
     }
 
     struct RelationshipSchema: Codable, Equatable {
@@ -58,7 +62,8 @@ struct ModelSchema: Codable, Equatable {
                 attributes: entity.ownAttributes.map {
                     AttributeSchema(name: $0.name, type: $0.type.kind.rawValue,
                                     valueType: $0.type.kind == .transformable ? $0.type.valueTypeName : nil,
-                                    optional: $0.isOptional, transient: $0.isTransient, renaming: $0.renamingIdentifier)
+                                    optional: $0.isOptional, transient: $0.isTransient, renaming: $0.renamingIdentifier,
+                                    rules: Validation.rulesDescription($0))
                 },
                 relationships: entity.ownRelationships.map {
                     RelationshipSchema(name: $0.name, destination: $0.destinationEntityName, inverse: $0.inverseName,

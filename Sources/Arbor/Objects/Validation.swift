@@ -5,10 +5,16 @@ import Foundation
 enum Validation {
     /// Checks an attribute value (nil: none) against its attribute's rules.
     static func check(_ value: AttributeValue?, attribute: AttributeDescription, object: ManagedObject) throws {
+        try check(value, attribute: attribute, entity: object.entity.name, objectID: object.objectID)
+    }
+
+    /// Checks an attribute value of the object `objectID` of `entity` (a stored row's, which
+    /// a migration checks without making the object).
+    static func check(_ value: AttributeValue?, attribute: AttributeDescription, entity: String, objectID: ManagedObjectID?) throws {
         // The message is made only on failure (checks run for every attribute of every saved object).
         func failure(_ code: ArborError.Code, _ rule: String) -> ArborError {
-            ArborError(code, "\(object.entity.name).\(attribute.name) \(rule)", entity: object.entity.name, key: attribute.name,
-                       value: value.map(\.description), objectID: object.objectID)
+            ArborError(code, "\(entity).\(attribute.name) \(rule)", entity: entity, key: attribute.name,
+                       value: value.map(\.description), objectID: objectID)
         }
         guard let value else {
             if !attribute.isOptional { throw failure(.validationMissingMandatoryProperty, "is required but has no value") }
@@ -33,6 +39,19 @@ enum Validation {
         if let regex = attribute.regex, case .string(let string) = value, (try? regex.wholeMatch(in: string)) == nil {
             throw failure(.validationStringPatternMatching, "is \(value), which does not match the pattern \(attribute.pattern ?? "")")
         }
+    }
+
+    /// The value rules of `attribute` (minimum, maximum, length, pattern) in words, nil when it
+    /// has none: what a store records of them (``ModelSchema``), so that a migration checks
+    /// existing values against rules that changed.
+    static func rulesDescription(_ attribute: AttributeDescription) -> String? {
+        var rules: [String] = []
+        if let minimum = attribute.minimum { rules.append("minimum \(minimum)") }
+        if let maximum = attribute.maximum { rules.append("maximum \(maximum)") }
+        if let minimum = attribute.minimumLength { rules.append("length ≥ \(minimum)") }
+        if let maximum = attribute.maximumLength { rules.append("length ≤ \(maximum)") }
+        if let pattern = attribute.pattern { rules.append("pattern \(pattern)") }
+        return rules.isEmpty ? nil : rules.joined(separator: ", ")
     }
 
     /// Whether `attribute` has a rule ``check(_:attribute:object:)`` applies (a save checks only

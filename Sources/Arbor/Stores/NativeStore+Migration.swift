@@ -36,6 +36,12 @@ extension NativeStore {
             Counter(label: "arbor_migrations", factory: factory).increment()
             CoreMetrics.Timer(label: "arbor_migration_duration", factory: factory).recordNanoseconds(report.duration.wholeNanoseconds)
             logger.notice("migrated the store", metadata: ["arbor.path": "\(path ?? "memory")", "arbor.report": "\(report)"])
+            if report.invalidObjectCount > 0 {
+                logger.warning("objects kept by the migration break the new model's validation rules", metadata: [
+                    "arbor.path": "\(path ?? "memory")", "arbor.count": "\(report.invalidObjectCount)",
+                    "arbor.objects": "\(report.invalidObjects.map(\.message).joined(separator: "; "))",
+                ])
+            }
             return report
         } catch {
             Counter(label: "arbor_migration_failures", factory: factory).increment()
@@ -125,6 +131,9 @@ private struct MigrationRun {
     /// filled (their rows are rewritten).
     struct Findings {
         var problems: [ArborError] = []
+        /// Values that break a rule that changed: up to ten per attribute, and how many in all.
+        var invalid: [ArborError] = []
+        var invalidCount = 0
         var rows: [String: Int] = [:]
         var filled = Set<String>()
     }
@@ -139,6 +148,13 @@ private struct MigrationRun {
             guard let root = plan.new.entity(named: newRoot), let old = plan.old.entity(named: oldRoot), plan.reads(root),
                   let rows = try transaction.tree(named: NativeStore.rowsTree(old)) else { continue }
             try check(rows, oldRoot: old, into: &findings)
+        }
+        if plan.invalidObjects == .fail && findings.invalidCount > 0 {
+            let count = findings.invalidCount
+            throw ArborError(.migrationFailed,
+                             "\(store.path ?? "memory") cannot be migrated to this model: \(count) value\(count == 1 ? "" : "s") of its objects break\(count == 1 ? "s" : "") its validation rules "
+                                + "(\(findings.invalid.map(\.message).joined(separator: "; "))\(count > findings.invalid.count ? "; …" : "")); the store is as it was",
+                             detailedErrors: findings.invalid)
         }
         guard findings.problems.isEmpty else {
             let count = findings.problems.count
@@ -232,7 +248,9 @@ private struct MigrationRun {
         let version = StoreModelVersion(version: fromVersion + 1, recorded: Date(), synthesized: false, migration: "lightweight",
                                         versionHash: plan.new.versionHashString, entityHashes: StoreModelVersion.entityHashes(of: plan.new),
                                         schema: ModelSchema(plan.new))
-        try metadata.put(NativeStore.historyKey, try NativeStore.historyBytes(plan.history + [version]))
+        if !plan.rulesOnly { try metadata.put(NativeStore.historyKey, try NativeStore.historyBytes(plan.history + [version])) }
+        let rules = NativeStore.rulesFingerprint(plan.new)
+        if rules.isEmpty { _ = try metadata.delete(NativeStore.rulesKey) } else { try metadata.put(NativeStore.rulesKey, rules) }
 
         let entities = plan.new.entities.map { entity -> MigrationReport.EntityReport in
             let oldName = plan.difference.entityMatches[entity.name]
@@ -241,9 +259,13 @@ private struct MigrationRun {
                                                 rows: read ? (oldName.flatMap { findings.rows[$0] } ?? rewritten[entity.name] ?? 0) : (oldName == nil ? 0 : nil),
                                                 rewrittenRows: rewritten[entity.name] ?? 0)
         }
-        return MigrationReport(fromVersion: fromVersion, toVersion: fromVersion + 1, kind: "lightweight", difference: plan.difference,
-                               entities: entities, treesBuilt: built.sorted(), treesDropped: dropped, treesRenamed: renamed,
-                               duration: ContinuousClock.now - started)
+        var report = MigrationReport(fromVersion: fromVersion, toVersion: plan.rulesOnly ? fromVersion : fromVersion + 1,
+                                     kind: plan.rulesOnly ? "rules" : "lightweight", difference: plan.difference,
+                                     entities: entities, treesBuilt: built.sorted(), treesDropped: dropped, treesRenamed: renamed,
+                                     duration: ContinuousClock.now - started)
+        report.invalidObjects = findings.invalid
+        report.invalidObjectCount = findings.invalidCount
+        return report
     }
 
     // MARK: Checking
@@ -260,6 +282,9 @@ private struct MigrationRun {
         let newRoot = plan.newEntityName[oldRoot.name].flatMap(plan.new.entity(named:))
         let uniqueTrees = newRoot.map { StoreMigration.derivedTrees(of: $0).filter { $0.kind == .unique && plan.builtTrees.contains($0.name) } } ?? []
         var problems = findings.problems
+        var invalid = findings.invalid
+        var invalidCount = findings.invalidCount
+        var invalidByKey: [String: Int] = [:]
         var counts = findings.rows
         var filled = findings.filled
         try rows.forEach { key, value in
@@ -277,6 +302,16 @@ private struct MigrationRun {
             }
             if migrated.filled, let root = newRoot { filled.insert(root.name) }
             guard let row = migrated.row, let entity = migrated.entity else { return true }
+            for name in plan.ruleChecks[entity.name] ?? [] {
+                guard case .attribute(let value)? = row.values[name], let attribute = entity.attributesByName[name] else { continue }
+                do {
+                    try Validation.check(value, attribute: attribute, entity: entity.name, objectID: store.objectID(entity.name, primaryKey))
+                } catch let error as ArborError {
+                    invalidCount += 1
+                    invalidByKey["\(entity.name).\(name)", default: 0] += 1
+                    if invalidByKey["\(entity.name).\(name)"]! <= 10 { invalid.append(error) }
+                }
+            }
             for tree in uniqueTrees where tree.entities.contains(entity.name) {
                 guard let value = try store.uniqueKey(row, tree.keys) else { continue }
                 if let holder = holders[tree.name]?[value] {
@@ -307,6 +342,8 @@ private struct MigrationRun {
                                        objectID: pairs.first.map { store.objectID(rootName, $0.1) }))
         }
         findings.problems = problems
+        findings.invalid = invalid
+        findings.invalidCount = invalidCount
         findings.rows = counts
         findings.filled = filled
     }

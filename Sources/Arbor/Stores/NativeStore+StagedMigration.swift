@@ -34,7 +34,7 @@ extension NativeStore {
     ///   lightweight migration; ``ArborError/Code/storeOpen`` when the engine fails or the store
     ///   changed meanwhile. The store is as it was whenever this throws.
     static func runStaged(_ plan: MigrationPlan, path: String, model: ManagedObjectModel, configuration: String?,
-                          options: DatabaseOptions) throws -> StagedOutcome {
+                          options: DatabaseOptions, invalidObjects: MigrationOptions.InvalidObjects) throws -> StagedOutcome {
         guard let last = plan.versions.last, last.versionHash == model.versionHash else {
             throw ArborError(.misuse, "the store at \(path) is opened with a model that is not the last version of its migration plan")
         }
@@ -54,7 +54,8 @@ extension NativeStore {
         }
         guard let recorded, let start = plan.version(withEntityHashes: recorded), start < plan.versions.count - 1 else { return .notNeeded }
         if start == plan.versions.count - 2, case .lightweight = plan.stages[start] { return .inPlace }
-        return .migrated(try StagedMigration(plan: plan, start: start, path: path, configuration: configuration, options: options).run())
+        return .migrated(try StagedMigration(plan: plan, start: start, path: path, configuration: configuration, options: options,
+                                                   invalidObjects: invalidObjects).run())
     }
 
     /// Closes the store's database (the object must not be used afterwards): what a migration
@@ -69,6 +70,7 @@ private struct StagedMigration {
     let path: String
     let configuration: String?
     let options: DatabaseOptions
+    let invalidObjects: MigrationOptions.InvalidObjects
     var stageCount: Int { plan.versions.count - 1 - start }
 
     var logger: Logger { options.logger }
@@ -139,8 +141,10 @@ private struct StagedMigration {
             switch plan.stages[index] {
             case .lightweight:
                 report(stage, "lightweight", 0, 1)
+                var inferring = MigrationOptions()
+                inferring.invalidObjects = invalidObjects
                 let store = try NativeStore(path: working, type: "native", model: new, configuration: configuration,
-                                            options: workingOptions(pageSize: pageSize), migration: MigrationOptions())
+                                            options: workingOptions(pageSize: pageSize), migration: inferring)
                 store.close()
                 if let done = store.migration { stageReports.append(done) }
                 report(stage, "lightweight", 1, 1)
@@ -176,6 +180,8 @@ private struct StagedMigration {
                                      treesRenamed: stageReports.reduce(into: [:]) { $0.merge($1.treesRenamed) { $1 } },
                                      duration: ContinuousClock.now - started)
         staged.stages = stageReports
+        staged.invalidObjects = stageReports.flatMap(\.invalidObjects)
+        staged.invalidObjectCount = stageReports.reduce(0) { $0 + $1.invalidObjectCount }
         return staged
     }
 }

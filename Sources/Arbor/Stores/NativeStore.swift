@@ -82,7 +82,8 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         var migrationOptions = migrationOptions
         var staged: MigrationReport?
         if let plan = migrationOptions.plan, migrationOptions.shouldMigrateStoreAutomatically, !options.readOnly, type != "memory" {
-            switch try Self.runStaged(plan, path: path, model: model, configuration: configuration, options: options) {
+            switch try Self.runStaged(plan, path: path, model: model, configuration: configuration, options: options,
+                                      invalidObjects: migrationOptions.invalidObjects) {
             case .notNeeded: break
             case .inPlace: migrationOptions.shouldInferMappingModelAutomatically = true
             case .migrated(let report): staged = report
@@ -125,6 +126,8 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                 let schema = try Self.schemaBytes(model)
                 try metadata.put(Array("schema".utf8), schema)
                 try metadata.put(Self.historyKey, try Self.historyBytes([StoreModelVersion(first: model, recorded: Date(), synthesized: false)]))
+                let rules = Self.rulesFingerprint(model)
+                if !rules.isEmpty { try metadata.put(Self.rulesKey, rules) }
                 var columns: [String: [String]] = [:]
                 // Stores of layout 1 are made only by tests, as builds before layout 2 made
                 // them: with no column order recorded.
@@ -248,6 +251,21 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         }
     }
 
+    /// The metadata key of the fingerprint of the value rules the store's objects were checked
+    /// against (``rulesFingerprint(_:)``).
+    static let rulesKey = Array("rules".utf8)
+
+    /// A fingerprint of `model`'s value rules (minimum, maximum, length, pattern of every
+    /// attribute), which entity version hashes leave out as Core Data's do: a store records the
+    /// fingerprint of the rules its values were checked against, and one opened with other rules
+    /// checks its values again (docs/migration.md). Empty when the model has no such rules.
+    static func rulesFingerprint(_ model: ManagedObjectModel) -> [UInt8] {
+        let lines = model.entities.flatMap { entity in
+            entity.ownAttributes.compactMap { attribute in Validation.rulesDescription(attribute).map { "\(entity.name).\(attribute.name) \($0)" } }
+        }
+        return lines.isEmpty ? [] : Array(VersionHash.of(lines.sorted().joined(separator: "\n")))
+    }
+
     /// The model's schema as stored (``ModelSchema``): sorted-key JSON.
     static func schemaBytes(_ model: ManagedObjectModel) throws -> [UInt8] {
         let encoder = JSONEncoder()
@@ -325,13 +343,26 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                 return nil
             }
             let layout = try recordedLayout(metadata, path: path)
-            let plan = try StoreMigration.plan(metadata: metadata, path: path, layout: layout, schema: schema, hashBytes: hashBytes,
+            var plan = try StoreMigration.plan(metadata: metadata, path: path, layout: layout, schema: schema, hashBytes: hashBytes,
                                                history: recordedHistory, to: model)
+            plan.invalidObjects = options.invalidObjects
             return Recorded(identifier: UUID(uuid: stored.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }), layout: .records,
                             columns: plan.columns, schema: try schemaBytes(model), entities: plan.entities, hasHistory: true,
                             fills: plan.fills, migration: plan)
         }
         let layout = try recordedLayout(metadata, path: path)
+        // The same model with other value rules: a check of the values that meet changed rules,
+        // recorded as no new version (the hashes are the same).
+        if options.shouldMigrateStoreAutomatically, layout == .records, (try metadata.get(rulesKey) ?? []) != rulesFingerprint(model),
+           let schema = try metadata.get(Array("schema".utf8)).flatMap({ try? JSONDecoder().decode(ModelSchema.self, from: Data($0)) }) {
+            var plan = try StoreMigration.plan(metadata: metadata, path: path, layout: layout, schema: schema, hashBytes: hashBytes,
+                                               history: try recordedHistory(metadata, path: path), to: model)
+            plan.invalidObjects = options.invalidObjects
+            plan.rulesOnly = true
+            return Recorded(identifier: UUID(uuid: stored.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }), layout: .records,
+                            columns: plan.columns, schema: try schemaBytes(model), entities: plan.entities, hasHistory: true,
+                            fills: plan.fills, migration: plan)
+        }
         var columns: [String: [String]] = [:]
         var fills: [String: [String: AttributeValue]] = [:]
         for entity in model.entities {

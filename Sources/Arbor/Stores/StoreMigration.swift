@@ -17,6 +17,20 @@ public struct MigrationOptions: Sendable, Equatable {
     /// opened with; lightweight stages run even when ``shouldInferMappingModelAutomatically`` is
     /// false (the plan names them). A store at no version of the plan migrates as without one.
     public var plan: MigrationPlan?
+    /// What becomes of existing objects whose values break a validation rule that changed
+    /// (minimum, maximum, length, pattern): kept and reported (``MigrationReport/invalidObjects``,
+    /// and a warning in the log), or the migration fails naming them. Either way they are never
+    /// silently kept or dropped.
+    public var invalidObjects = InvalidObjects.keep
+
+    /// What a migration does with objects that break the new model's validation rules.
+    public enum InvalidObjects: Sendable, Equatable {
+        /// Keep them, and report them (they fail validation when next saved changed).
+        case keep
+        /// Fail the migration (``ArborError/Code/migrationFailed``), naming them; the store is left
+        /// as it was.
+        case fail
+    }
 
     /// The defaults: migrate automatically, inferring the migration.
     public init() {}
@@ -24,7 +38,7 @@ public struct MigrationOptions: Sendable, Equatable {
     /// Equal flags, and plans with the same versions and kinds of stages.
     public static func == (lhs: MigrationOptions, rhs: MigrationOptions) -> Bool {
         lhs.shouldMigrateStoreAutomatically == rhs.shouldMigrateStoreAutomatically
-            && lhs.shouldInferMappingModelAutomatically == rhs.shouldInferMappingModelAutomatically
+            && lhs.shouldInferMappingModelAutomatically == rhs.shouldInferMappingModelAutomatically && lhs.invalidObjects == rhs.invalidObjects
             && (lhs.plan == nil) == (rhs.plan == nil) && (lhs.plan.map { rhs.plan?.isAlike($0) ?? false } ?? true)
     }
 
@@ -70,6 +84,12 @@ public struct MigrationReport: Sendable, CustomStringConvertible {
     public let treesRenamed: [String: String]
     /// How long the migration took, planning included.
     public let duration: Duration
+    /// Objects whose values break a validation rule that changed, kept
+    /// (``MigrationOptions/InvalidObjects/keep``): up to ten per attribute, each error naming
+    /// the object, the attribute, the value and the rule.
+    public internal(set) var invalidObjects: [ArborError] = []
+    /// How many values break such a rule, in all (an object breaking two rules counts twice).
+    public internal(set) var invalidObjectCount = 0
     /// A migration through a plan (`staged`): each stage's report, in order (empty otherwise).
     public internal(set) var stages: [MigrationReport] = []
 
@@ -121,6 +141,14 @@ struct StoreMigration {
     let newlyRequired: [String: [(name: String, fill: AttributeValue?)]]
     /// Relationships that become required (added, or optional → required), by new entity.
     let newlyRequiredRelationships: [String: [String]]
+    /// Attributes whose existing values are checked against value rules that changed (or a
+    /// new attribute's default), by new entity.
+    let ruleChecks: [String: [String]]
+    /// What becomes of objects whose values break those rules.
+    var invalidObjects = MigrationOptions.InvalidObjects.keep
+    /// Whether only value rules changed (the model's hashes are the store's): the values are
+    /// checked and the rules recorded, with no new version in the history.
+    var rulesOnly = false
     /// Old entities whose rows fail the migration (removed sub-entities, entities made abstract,
     /// entities gaining a required relationship): the reason, by old entity name.
     let mustBeEmpty: [String: String]
@@ -140,7 +168,7 @@ struct StoreMigration {
     /// Whether the hierarchy of new root `root` must be read (rewritten or checked).
     func reads(_ root: EntityDescription) -> Bool {
         rewritten.contains(root.name) || !builtTrees.isDisjoint(with: Self.derivedTrees(of: root).map(\.name))
-            || root.hierarchy.contains { newlyRequired[$0.name] != nil || newlyRequiredRelationships[$0.name] != nil }
+            || root.hierarchy.contains { newlyRequired[$0.name] != nil || newlyRequiredRelationships[$0.name] != nil || ruleChecks[$0.name] != nil }
             || oldHierarchy(of: root).contains { mustBeEmpty[$0.name] != nil }
     }
 
@@ -197,6 +225,7 @@ struct StoreMigration {
         var mustBeEmpty: [String: String] = [:]
         var newlyRequired: [String: [(name: String, fill: AttributeValue?)]] = [:]
         var newlyRequiredRelationships: [String: [String]] = [:]
+        var ruleChecks: [String: [String]] = [:]
         for change in difference.changes {
             let entity = model.entity(named: change.entity)
             switch change.kind {
@@ -232,10 +261,22 @@ struct StoreMigration {
                     // Sub-entities inherit it: their rows are checked too.
                     for inheriting in entity.hierarchy { newlyRequired[inheriting.name, default: []].append((name, attribute.defaultValue)) }
                 }
+                // Value rules that changed (the store's schema records the rules it was made
+                // with): existing values are checked against the new ones.
+                let oldEntity = difference.entityMatches[entity.name].flatMap(old.entity(named:))
+                let oldDeclaring = oldEntity.flatMap { $0.declaringEntity(of: oldName) }?.name ?? oldEntity?.name
+                let oldRules = schema.entities.first { $0.name == oldDeclaring }?.attributes.first { $0.name == oldName }?.rules
+                if !attribute.isTransient, let rules = Validation.rulesDescription(attribute), rules != oldRules {
+                    for inheriting in entity.hierarchy { ruleChecks[inheriting.name, default: []].append(name) }
+                }
             case .attributeAdded:
                 guard let entity, let name = change.name, let attribute = entity.attributesByName[name] else { continue }
                 if !attribute.isOptional && !attribute.isTransient {
                     for inheriting in entity.hierarchy { newlyRequired[inheriting.name, default: []].append((name, attribute.defaultValue)) }
+                }
+                // Existing objects read the default: it is checked against the rules too.
+                if !attribute.isTransient, attribute.defaultValue != nil, Validation.rulesDescription(attribute) != nil {
+                    for inheriting in entity.hierarchy { ruleChecks[inheriting.name, default: []].append(name) }
                 }
             case .relationshipAdded:
                 guard let entity, let name = change.name, let relationship = entity.relationshipsByName[name] else { continue }
@@ -262,8 +303,10 @@ struct StoreMigration {
                     || oldRelationship.isOrdered != relationship.isOrdered {
                     refused.append((change, "a relationship's destination, inverse, cardinality or ordering is not changed by inference (a custom migration stage can)"))
                 } else if relationship.isToMany && ((oldRelationship.isOptional && !relationship.isOptional)
-                                                    || relationship.minimumCount > oldRelationship.minimumCount) {
-                    refused.append((change, "a to-many relationship's existing objects are not yet counted against a higher minimum (docs/migration.md, plan step 4)"))
+                                                    || relationship.minimumCount > oldRelationship.minimumCount
+                                                    || (relationship.maximumCount > 0
+                                                        && (oldRelationship.maximumCount == 0 || relationship.maximumCount < oldRelationship.maximumCount))) {
+                    refused.append((change, "a to-many relationship's existing objects are not counted against a higher minimum or a lower maximum by inference (a custom migration stage can check and fix them)"))
                 } else if !relationship.isToMany && oldRelationship.isOptional && !relationship.isOptional {
                     for inheriting in entity.hierarchy { newlyRequiredRelationships[inheriting.name, default: []].append(name) }
                 }
@@ -429,7 +472,7 @@ struct StoreMigration {
         return StoreMigration(old: old, new: model, difference: difference, oldHashBytes: hashBytes, history: history, oldLayout: layout,
                               oldEntities: oldEntities, oldFormats: oldFormats, entities: entities, columns: columns, fills: fills,
                               hierarchies: hierarchies, rewritten: rewritten, newlyRequired: newlyRequired,
-                              newlyRequiredRelationships: newlyRequiredRelationships, mustBeEmpty: mustBeEmpty,
+                              newlyRequiredRelationships: newlyRequiredRelationships, ruleChecks: ruleChecks, mustBeEmpty: mustBeEmpty,
                               renamedTrees: renamedTrees, droppedTrees: droppedTrees, builtTrees: builtTrees, keptDerivedTrees: keptDerived,
                               newEntityName: newEntityName, oldPropertyName: oldPropertyName)
     }

@@ -15,8 +15,9 @@ struct ModelCommand: ParsableCommand {
             inverse, to-one or to-many, ordered, optional, counts, delete rule); the indexes and \
             uniqueness constraints it adds; its version hash. Then the model's version hash. The \
             hashes are the ones the store recorded: opening the store with this model checks \
-            they match. A store keeps no default values, bounds, lengths or patterns (validation \
-            is the application's), so those print only for a model that has them.
+            they match. A store keeps no default values, and its bounds, lengths and patterns only \
+            in words, to check existing values when they change (validation is the \
+            application's), so those print only for a model that has them.
             """
     )
 

@@ -6,8 +6,9 @@ import Testing
 /// `arbor model`: the model a store keeps, printed without the application.
 @Suite("arbor model")
 struct ModelCommandTests {
-    /// The library model (`year`: with Book.year, as every test but `history` has it).
-    static func libraryModel(year: Bool = true) throws -> ManagedObjectModel {
+    /// The library model (`year`: with Book.year, as every test but `history` has it; required
+    /// with `yearRequired`).
+    static func libraryModel(year: Bool = true, yearRequired: Bool = false) throws -> ManagedObjectModel {
         try ManagedObjectModel(configurations: ["Library": ["Person", "Author", "Book"]]) {
             Entity("Person", abstract: true) {
                 Attribute("name", .string).required()
@@ -20,7 +21,7 @@ struct ModelCommandTests {
             }
             Entity("Book") {
                 Attribute("title", .string).required()
-                if year { Attribute("year", .integer16) }
+                if year { Attribute("year", .integer16).optional(!yearRequired) }
                 Attribute("isbn", .uuid)
                 Relationship("author", to: "Author", inverse: "books").required().deleteRule(.deny)
                 Indexed("title", caseInsensitive: true)

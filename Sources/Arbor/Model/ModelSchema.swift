@@ -119,7 +119,8 @@ struct ModelSchema: Codable, Equatable {
 
 extension ManagedObjectModel {
     /// The model a store was made with, read from its metadata: its entities, attributes,
-    /// relationships, constraints and indexes (not validation rules, defaults or classes: every
+    /// relationships, constraints and indexes (not defaults or classes, nor validation rules,
+    /// which the schema keeps only in words, for migrations to compare: every
     /// object is a plain ``ManagedObject``, and transformable values read as their encoded
     /// `Data`). What `arbor query` uses to read a store without the application.
     ///

@@ -155,7 +155,7 @@ public final class MigrationContext {
     }
 
     /// Records `object` (inserted in ``destination``) as the copy of `sourceObject`: what
-    /// ``destinationObject(for:)`` then returns (the object of a new entity made from an old one,
+    /// ``destinationObject(for:)-(ManagedObject)`` then returns (the object of a new entity made from an old one,
     /// for the relationships your code sets later).
     public func setDestinationObject(_ object: ManagedObject, for sourceObject: ManagedObject) {
         copies[sourceObject.objectID] = object

@@ -25,7 +25,7 @@ public struct StoreModelVersion: Sendable, Equatable {
     let schema: ModelSchema?
 
     /// The model of this version, as the store keeps it (its entities, attributes,
-    /// relationships, constraints and indexes; not validation rules, defaults or classes).
+    /// relationships, constraints and indexes; not validation rules — kept in words only —, defaults or classes).
     ///
     /// - Throws: ``ArborError/Code/storeOpen`` when the store did not keep the version's schema
     ///   (made before stores kept one), ``ArborError/Code/invalidModel`` when it is inconsistent.

@@ -1,0 +1,119 @@
+import ArborStore
+import Foundation
+
+/// What migrating a copy of a store showed (``NativeStore/verifyMigration(at:to:migration:options:copyAt:)``).
+public struct MigrationVerification: Sendable, CustomStringConvertible {
+    /// The objects of each entity (its own, not its sub-entities') before, by the store's model's
+    /// names (empty when the store's model could not be read: made before stores kept it).
+    public let objectsBefore: [String: Int]
+    /// The same after the migration, by the new model's names (empty when it failed).
+    public let objectsAfter: [String: Int]
+    /// What the migration did (nil when it failed, or there was nothing to do).
+    public let migration: MigrationReport?
+    /// Why the migration would fail (nil: it succeeded) — rows that do not allow the new model,
+    /// a change that cannot be inferred, a failing custom stage — each naming what is wrong.
+    public let failure: ArborError?
+    /// How long the migration of the copy took.
+    public let duration: Duration
+
+    /// Whether the store would migrate.
+    public var succeeded: Bool { failure == nil }
+
+    /// Values of kept objects that break the new model's validation rules
+    /// (``MigrationReport/invalidObjects``).
+    public var invalidObjects: [ArborError] { migration?.invalidObjects ?? [] }
+
+    /// Several lines: the outcome, then each entity's objects before → after.
+    public var description: String {
+        var lines = [failure.map { "the migration fails: \($0.message)" } ?? migration.map { "the migration succeeds: \($0)" } ?? "nothing to migrate"]
+        let renamed = Dictionary((migration?.entities ?? []).compactMap { entity in entity.renamedFrom.map { ($0, entity.entity) } },
+                                 uniquingKeysWith: { first, _ in first })
+        for name in Set(objectsBefore.keys.map { renamed[$0] ?? $0 }).union(objectsAfter.keys).sorted() {
+            let was = renamed.first { $0.value == name }?.key ?? name
+            lines.append("  \(name): \(objectsBefore[was].map(String.init) ?? "–") → \(objectsAfter[name].map(String.init) ?? "–")")
+        }
+        if let count = migration?.invalidObjectCount, count > 0 {
+            lines.append("  \(count) value\(count == 1 ? "" : "s") break the new validation rules: "
+                         + invalidObjects.map(\.message).joined(separator: "; "))
+        }
+        lines.append("  in \(duration)")
+        return lines.joined(separator: "\n")
+    }
+}
+
+extension NativeStore {
+    /// Migrates a copy of the store at `path` to `model` (with `migration`'s flags and plan) and
+    /// reports what happened — each entity's objects before and after, the values breaking the
+    /// new validation rules, the failure if any, the time — without writing to the store: it is
+    /// opened read-only, its trees copied into `copyAt` (a new file in the temporary directory
+    /// when nil), and the copy deleted afterwards.
+    ///
+    /// Run it before shipping a new model version, on stores made by the earlier ones.
+    ///
+    /// - Throws: ``ArborError/Code/storeOpen`` when the store cannot be read or copied; a failing
+    ///   migration is not thrown but reported (``MigrationVerification/failure``).
+    public static func verifyMigration(at path: String, to model: ManagedObjectModel, migration: MigrationOptions = MigrationOptions(),
+                                       options: DatabaseOptions = DatabaseOptions(), copyAt: String? = nil) throws -> MigrationVerification {
+        let copy = copyAt ?? (NSTemporaryDirectory() as NSString).appendingPathComponent("arbor-verify-\(UUID().uuidString).arbor")
+        var writable = options
+        writable.readOnly = false
+        writable.create = true
+        func remove() {
+            for file in [copy, copy + "-journal", copy + ".migration-a", copy + ".migration-b", copy + ".migration-a-journal",
+                         copy + ".migration-b-journal"] where (try? options.fileSystem.exists(file)) == true {
+                try? options.fileSystem.delete(file)
+            }
+        }
+        remove()
+        defer { remove() }
+        // The copy: every tree, read in one transaction of the store opened read-only.
+        var readOnly = options
+        readOnly.readOnly = true
+        readOnly.create = false
+        try storeError("copy \(path) to verify its migration", code: .storeOpen) {
+            let original = try Database(path: path, options: readOnly)
+            defer { original.close() }
+            try original.read { from in
+                writable.pageSize = from.header.pageSize
+                let target = try Database(path: copy, options: writable)
+                defer { target.close() }
+                try target.write { to in
+                    for tree in try from.trees() { try to.copyTree(try from.tree(named: tree.name)!) }
+                }
+            }
+        }
+        // Before: the store's own model, from its history.
+        var before: [String: Int] = [:]
+        if let old = try? modelHistory(at: copy, options: readOnly).last?.model(),
+           let store = try? NativeStore(path: copy, model: old, options: readOnly, migration: .never) {
+            before = try objectCounts(store, model: old)
+            store.close()
+        }
+        let started = ContinuousClock.now
+        let migrated: NativeStore
+        do {
+            migrated = try NativeStore(path: copy, model: model, options: writable, migration: migration)
+        } catch let error as ArborError {
+            return MigrationVerification(objectsBefore: before, objectsAfter: [:], migration: nil, failure: error,
+                                         duration: ContinuousClock.now - started)
+        }
+        let duration = ContinuousClock.now - started
+        defer { migrated.close() }
+        return MigrationVerification(objectsBefore: before, objectsAfter: try objectCounts(migrated, model: model), migration: migrated.migration,
+                                     failure: nil, duration: duration)
+    }
+
+    /// The objects of each concrete entity of `model` in `store` (sub-entities counted apart).
+    private static func objectCounts(_ store: NativeStore, model: ManagedObjectModel) throws -> [String: Int] {
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        coordinator.addPersistentStore(store)
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        var counts: [String: Int] = [:]
+        for entity in model.entities where !entity.isAbstract {
+            var request = FetchRequest<Int>(entityName: entity.name)
+            request.includesSubentities = false
+            counts[entity.name] = try context.count(for: request)
+        }
+        return counts
+    }
+}

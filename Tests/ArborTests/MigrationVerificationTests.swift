@@ -55,11 +55,17 @@ struct MigrationVerificationTests {
         #expect(try Library.fileBytes(path) == before)
     }
 
-    @Test("a store that cannot be read is a storeOpen error")
+    @Test("a store that cannot be read is a storeOpen error; a copy path that exists is refused")
     func unreadable() throws {
         let path = try temporaryDirectory() + "/missing.arbor"
         let error = try #require(throws: ArborError.self) { try NativeStore.verifyMigration(at: path, to: try Library.library()) }
         #expect(error.code == .storeOpen)
         #expect(!FileManager.default.fileExists(atPath: path))
+        // The copy is deleted afterwards, so it may not be an existing file: never the store.
+        let (store, _) = try Library.makeStore()
+        let before = try Library.fileBytes(store)
+        let refused = try #require(throws: ArborError.self) { try NativeStore.verifyMigration(at: store, to: try Library.library(), copyAt: store) }
+        #expect(refused.code == .misuse)
+        #expect(try Library.fileBytes(store) == before)
     }
 }

@@ -10,10 +10,10 @@ import Logging
 /// the store's trees are copied into it, each lightweight stage migrates it in place, each custom
 /// stage copies it into the other working file through two contexts; then, in **one write
 /// transaction of the store**, its trees are replaced by the working copy's (the rollback journal
-/// makes that atomic, as any save). The store is not written before that transaction, so a failing
-/// stage, an error or a power cut anywhere leaves it at its old version; a store that another
-/// connection changed meanwhile is not replaced (the change counter is compared under the write
-/// lock) and the migration fails, to be run again.
+/// makes that atomic, as any save). The write lock is taken first and held for the whole run, so
+/// no other connection writes meanwhile and a second run waits; nothing is written to the store
+/// before that last step, so a failing stage, an error or a power cut anywhere leaves it at its
+/// old version.
 extension NativeStore {
     /// What opening a store with a plan needs before the ordinary open.
     enum StagedOutcome {
@@ -39,18 +39,29 @@ extension NativeStore {
             throw ArborError(.misuse, "the store at \(path) is opened with a model that is not the last version of its migration plan")
         }
         guard try options.fileSystem.exists(path) else { return .notNeeded }
-        // The version the store is at (its recorded entity hashes), read without writing.
-        let recorded: [String: String]?
+        // Adjacent versions with the same entity hashes could not be told apart in a store.
+        for index in plan.versions.indices.dropLast() where plan.versions[index].entityVersionHashes == plan.versions[index + 1].entityVersionHashes {
+            throw ArborError(.misuse, "versions \(index + 1) and \(index + 2) of the migration plan have the same entities (the same version hashes): a store cannot record which of them it is at; merge them into one version")
+        }
+        // The version the store is at (its recorded entity hashes), read through a writable
+        // connection, which first rolls back a journal left by an interrupted write (a read-only
+        // one would refuse the file, and the plan would be skipped).
+        let database: Database
         do {
-            recorded = try readingMetadata(at: path, options: options, "read the model of \(path)") { metadata -> [String: String]? in
-                guard let bytes = try metadata.get(Array("hashes".utf8)),
+            database = try Database(path: path, options: options)
+        } catch let error as StoreError {
+            throw ArborError(.storeOpen, "the store at \(path) could not be opened: \(error.message)", storeError: error)
+        }
+        defer { database.close() }
+        let recorded = try storeError("read the model of \(path)", code: .storeOpen) {
+            try database.read { transaction -> [String: String]? in
+                // Not an Arbor store (yet): the ordinary open makes it, or says why it cannot.
+                guard let metadata = try transaction.tree(named: "arbor.metadata"), let bytes = try metadata.get(Array("hashes".utf8)),
                       var hashes = try? JSONDecoder().decode([String: String].self, from: Data(bytes)) else { return nil }
                 hashes[rowLayoutHashKey] = nil
                 hashes[fillsHashKey] = nil
                 return hashes
             }
-        } catch let error as ArborError where error.code == .storeOpen {
-            return .notNeeded    // not an Arbor store (yet): the ordinary open says why, or makes it
         }
         guard let recorded, let start = plan.version(withEntityHashes: recorded), start < plan.versions.count - 1 else { return .notNeeded }
         if start == plan.versions.count - 2, case .lightweight = plan.stages[start] { return .inPlace }
@@ -116,21 +127,37 @@ private struct StagedMigration {
     }
 
     private func migrate(_ workFiles: [String], started: ContinuousClock.Instant) throws -> MigrationReport {
-        for file in workFiles { try remove(file) }
         let original = try Database(path: path, options: options)
         defer { original.close() }
-        // 1. The store's trees, copied into the first working file (one read transaction: the
-        //    change counter it saw is compared when the result is copied back).
+        // The whole run holds the store's write lock: no other connection writes meanwhile (they
+        // wait, then get `busy`), and a second run waits for this one before it touches the
+        // working files. Nothing is written to the store before step 3.
+        return try original.write { store in try migrate(store, workFiles, started: started) }
+    }
+
+    private func migrate(_ store: WriteTransaction, _ workFiles: [String], started: ContinuousClock.Instant) throws -> MigrationReport {
+        for file in workFiles { try remove(file) }
+        // The store was read at a version of the plan before the lock was taken: checked again.
+        guard let metadata = try store.tree(named: "arbor.metadata"), let bytes = try metadata.get(Array("hashes".utf8)),
+              var hashes = try? JSONDecoder().decode([String: String].self, from: Data(bytes)) else {
+            throw ArborError(.storeOpen, "the Arbor metadata of \(path) is missing or damaged")
+        }
+        hashes[NativeStore.rowLayoutHashKey] = nil
+        hashes[NativeStore.fillsHashKey] = nil
+        guard plan.version(withEntityHashes: hashes) == start else {
+            throw ArborError(.storeOpen, "\(path) changed while it was being opened (another connection migrated it); open it again")
+        }
+        let oldHistory = try NativeStore.recordedHistory(metadata, path: path) ?? []
+        let pageSize = store.header.pageSize
+        // 1. The store's trees, copied into the first working file.
         report(1, "copying the store", 0, 1)
         var working = workFiles[0]
-        let (changeCounter, pageSize, oldHistory) = try original.read { from -> (UInt64, Int, [StoreModelVersion]) in
-            let copy = try Database(path: working, options: workingOptions(pageSize: from.header.pageSize))
+        do {
+            let copy = try Database(path: working, options: workingOptions(pageSize: pageSize))
             defer { copy.close() }
             try copy.write { to in
-                for tree in try from.trees() { try to.copyTree(try from.tree(named: tree.name)!) }
+                for tree in try store.trees() { try to.copyTree(try store.tree(named: tree.name)!) }
             }
-            let history = try from.tree(named: "arbor.metadata").flatMap { try NativeStore.recordedHistory($0, path: path) } ?? []
-            return (from.header.changeCounter, from.header.pageSize, history)
         }
         report(1, "copying the store", 1, 1)
         // 2. Each stage, on the working copy.
@@ -143,10 +170,10 @@ private struct StagedMigration {
                 report(stage, "lightweight", 0, 1)
                 var inferring = MigrationOptions()
                 inferring.invalidObjects = invalidObjects
-                let store = try NativeStore(path: working, type: "native", model: new, configuration: configuration,
-                                            options: workingOptions(pageSize: pageSize), migration: inferring)
-                store.close()
-                if let done = store.migration { stageReports.append(done) }
+                let migrated = try NativeStore(path: working, type: "native", model: new, configuration: configuration,
+                                               options: workingOptions(pageSize: pageSize), migration: inferring)
+                migrated.close()
+                if let done = migrated.migration { stageReports.append(done) }
                 report(stage, "lightweight", 1, 1)
             case .custom(let migrate):
                 let target = workFiles.first { $0 != working }!
@@ -157,18 +184,21 @@ private struct StagedMigration {
                 working = target
             }
         }
-        // 3. The result replaces the store's trees, in one transaction of the store.
+        // 3. The result replaces the store's trees, in this one transaction of the store, after
+        //    checking it is at the plan's last version.
         report(stageCount, "replacing the store", 0, 1)
         let result = try Database(path: working, options: workingOptions(pageSize: pageSize))
         defer { result.close() }
-        try original.write { to in
-            guard to.header.changeCounter == changeCounter else {
-                throw ArborError(.storeOpen, "\(path) changed while it was being migrated (another connection wrote to it); the migration was not applied — open it again")
+        try result.read { from in
+            let hashes = try from.tree(named: "arbor.metadata")?.get(Array("hashes".utf8)).flatMap { try? JSONDecoder().decode([String: String].self, from: Data($0)) }
+            guard var hashes else { throw ArborError(.storeOpen, "the migrated copy of \(path) has no Arbor metadata; the store is as it was") }
+            hashes[NativeStore.rowLayoutHashKey] = nil
+            hashes[NativeStore.fillsHashKey] = nil
+            guard hashes == StoreModelVersion.entityHashes(of: plan.versions.last!) else {
+                throw ArborError(.storeOpen, "the migrated copy of \(path) is not at the plan's last version; the store is as it was")
             }
-            for tree in try to.trees() { try to.dropTree(named: tree.name) }
-            try result.read { from in
-                for tree in try from.trees() { try to.copyTree(try from.tree(named: tree.name)!) }
-            }
+            for tree in try store.trees() { try store.dropTree(named: tree.name) }
+            for tree in try from.trees() { try store.copyTree(try from.tree(named: tree.name)!) }
         }
         report(stageCount, "replacing the store", 1, 1)
         let first = stageReports.first
@@ -285,10 +315,16 @@ private struct CustomStage {
                     attributes.append((attribute.name, previous.name, attribute.type.kind))
                 }
             }
+            // A relationship is copied when a lightweight migration would keep it: the same
+            // destination and inverse (through renames), cardinality and ordering, both ways.
             var relationships: [(String, String)] = []
             for relationship in entity.relationships {
                 guard let previous = oldEntity.relationshipsByName[matches[relationship.name] ?? relationship.name],
-                      previous.isToMany == relationship.isToMany else { continue }
+                      previous.isToMany == relationship.isToMany, previous.isOrdered == relationship.isOrdered,
+                      difference.entityMatches[relationship.destinationEntityName] == previous.destinationEntityName,
+                      let inverse = relationship.inverseRelationship, let oldInverse = previous.inverseRelationship,
+                      (difference.propertyMatches[inverse.entity?.name ?? ""]?[inverse.name] ?? inverse.name) == oldInverse.name,
+                      inverse.isToMany == oldInverse.isToMany, inverse.isOrdered == oldInverse.isOrdered else { continue }
                 relationships.append((relationship.name, previous.name))
             }
             plans.append((entity, oldName, attributes, relationships))
@@ -305,7 +341,11 @@ private struct CustomStage {
                 let object = source.object(with: id)
                 let copy = plan.entity.managedObjectClass.init(entity: plan.entity, insertInto: destination)
                 for (name, oldName, widened) in plan.attributes {
-                    guard var value = try object.value(forKey: oldName) else { continue }
+                    guard var value = try object.value(forKey: oldName) else {
+                        // Nil stays nil (not the new object's default), unless now required.
+                        if plan.entity.attributesByName[name]?.isOptional == true { try copy.setValue(nil, forKey: name) }
+                        continue
+                    }
                     if widened == .double, let float = value as? Float { value = Double(float) }
                     if widened != nil, let integer = value as? any BinaryInteger { value = Int64(integer) }
                     try copy.setValue(value, forKey: name)

@@ -45,16 +45,21 @@ extension NativeStore {
     /// Migrates a copy of the store at `path` to `model` (with `migration`'s flags and plan) and
     /// reports what happened — each entity's objects before and after, the values breaking the
     /// new validation rules, the failure if any, the time — without writing to the store: it is
-    /// opened read-only, its trees copied into `copyAt` (a new file in the temporary directory
-    /// when nil), and the copy deleted afterwards.
+    /// opened read-only, its trees copied into `copyAt` (a file that must not exist yet; a new
+    /// file in the temporary directory when nil), and the copy deleted afterwards.
     ///
     /// Run it before shipping a new model version, on stores made by the earlier ones.
     ///
-    /// - Throws: ``ArborError/Code/storeOpen`` when the store cannot be read or copied; a failing
+    /// - Throws: ``ArborError/Code/misuse`` when `copyAt` exists; ``ArborError/Code/storeOpen``
+    ///   when the store cannot be read or copied; a failing
     ///   migration is not thrown but reported (``MigrationVerification/failure``).
     public static func verifyMigration(at path: String, to model: ManagedObjectModel, migration: MigrationOptions = MigrationOptions(),
                                        options: DatabaseOptions = DatabaseOptions(), copyAt: String? = nil) throws -> MigrationVerification {
         let copy = copyAt ?? (NSTemporaryDirectory() as NSString).appendingPathComponent("arbor-verify-\(UUID().uuidString).arbor")
+        // The copy is deleted afterwards: never an existing file (the store itself least of all).
+        guard copy != path, (try? options.fileSystem.exists(copy)) != true else {
+            throw ArborError(.misuse, "the copy to verify \(path)'s migration on must be a new file; \(copy) exists")
+        }
         var writable = options
         writable.readOnly = false
         writable.create = true

@@ -356,7 +356,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         if options.shouldMigrateStoreAutomatically, layout == .records, (try metadata.get(rulesKey) ?? []) != rulesFingerprint(model),
            let schema = try metadata.get(Array("schema".utf8)).flatMap({ try? JSONDecoder().decode(ModelSchema.self, from: Data($0)) }) {
             var plan = try StoreMigration.plan(metadata: metadata, path: path, layout: layout, schema: schema, hashBytes: hashBytes,
-                                               history: try recordedHistory(metadata, path: path), to: model)
+                                               history: try recordedHistory(metadata, path: path), to: model, rulesOnly: true)
             plan.invalidObjects = options.invalidObjects
             plan.rulesOnly = true
             return Recorded(identifier: UUID(uuid: stored.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }), layout: .records,

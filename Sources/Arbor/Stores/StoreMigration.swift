@@ -186,7 +186,7 @@ struct StoreMigration {
     /// - Throws: ``ArborError/Code/incompatibleModel`` naming every change that cannot be
     ///   inferred; ``ArborError/Code/storeOpen`` for damaged metadata.
     static func plan(metadata: Tree, path: String, layout: RowFormat.Layout, schema: ModelSchema, hashBytes: [UInt8],
-                     history recorded: [StoreModelVersion]?, to model: ManagedObjectModel) throws -> StoreMigration {
+                     history recorded: [StoreModelVersion]?, to model: ManagedObjectModel, rulesOnly: Bool = false) throws -> StoreMigration {
         let old: ManagedObjectModel
         do {
             old = try schema.model()
@@ -302,7 +302,7 @@ struct StoreMigration {
                 if !sameDestination || !sameInverse || oldRelationship.isToMany != relationship.isToMany
                     || oldRelationship.isOrdered != relationship.isOrdered {
                     refused.append((change, "a relationship's destination, inverse, cardinality or ordering is not changed by inference (a custom migration stage can)"))
-                } else if relationship.isToMany && ((oldRelationship.isOptional && !relationship.isOptional)
+                } else if relationship.isToMany && !rulesOnly && ((oldRelationship.isOptional && !relationship.isOptional)
                                                     || relationship.minimumCount > oldRelationship.minimumCount
                                                     || (relationship.maximumCount > 0
                                                         && (oldRelationship.maximumCount == 0 || relationship.maximumCount < oldRelationship.maximumCount))) {

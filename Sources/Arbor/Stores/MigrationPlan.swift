@@ -23,8 +23,10 @@ import Foundation
 /// Consecutive lightweight stages run one after the other (each inferred between its two
 /// versions, so a chain of renames keeps its objects where one inference from the first version to
 /// the last could not). A store one lightweight stage behind migrates in place; otherwise the
-/// stages run on a working copy next to the store and the result replaces the store's contents in
-/// one engine transaction: a failing stage, an error or a power cut leaves the store as it was.
+/// stages run on a working copy next to the store, under the store's write lock, and the result
+/// replaces the store's contents in one engine transaction: a failing stage, an error or a power
+/// cut leaves the store as it was. Adjacent versions must differ in their entities' version hashes
+/// (a store records which version it is at by them).
 public struct MigrationPlan: Sendable {
     /// How a store moves from one version to the next.
     public enum Stage: Sendable {
@@ -114,13 +116,15 @@ public struct MigrationProgress: Sendable, CustomStringConvertible {
 ///
 /// Before the code runs, every object whose entity the new model keeps (by name or
 /// `renamingIdentifier`) has been copied into ``destination``: each attribute whose type is the
-/// same or wider, each relationship between copied objects. What cannot be inferred is the
+/// same or wider (a nil stays nil), each relationship a lightweight migration would keep (same
+/// destination, inverse, cardinality and ordering, through renames) between copied objects. What cannot be inferred is the
 /// code's job — values of changed types, new required properties, objects of entities split,
 /// merged or removed. The destination is saved once, after the code returns: an invalid object
 /// fails the stage (``ArborError/Code/migrationFailed``) and the store is left as it was. Objects
 /// copied by a custom stage get new object IDs (a lightweight stage keeps them).
 ///
-/// Not `Sendable`: use it, and its contexts (confinement contexts), only inside the stage's code.
+/// Not `Sendable`: use it, and its contexts (confinement contexts), only inside the stage's code,
+/// which must not open the store being migrated itself (the migration holds its write lock).
 public final class MigrationContext {
     /// The store as it is before the stage, in the stage's old model (fetch from it; saving it
     /// is refused).

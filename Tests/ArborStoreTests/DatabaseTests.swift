@@ -120,7 +120,7 @@ struct DatabaseTests {
             try target.write { (tx) throws in
                 #expect(throws: StoreError.self) { try tx.copyTree(try #require(try from.tree(named: "rows.Author"))) }
                 _ = try tx.dropTree(named: "rows.Author")
-                for descriptor in try from.trees() { try tx.copyTree(try #require(try from.tree(named: descriptor.name))) }
+                try tx.copyTrees(of: from)
             }
         }
         try target.read { (tx) throws in
@@ -572,9 +572,11 @@ struct ForEachTests {
         let relations: [ValuePrefilter.Relation] = [.equal, .notEqual, .less, .lessOrEqual, .greater, .greaterOrEqual]
         var skippedInAll = 0
         for _ in 0..<16 {
-            let comparisons = (0..<(1 + Int(random.next() % 3))).map { _ in
-                ValuePrefilter.RecordComparison(column: Int(random.next() % 4), relation: relations[Int(random.next() % 6)], constant: Int64(random.next() % 7) - 3)
+            let comparisons = try (0..<(1 + Int(random.next() % 3))).map { _ in
+                try #require(ValuePrefilter.RecordComparison(column: Int(random.next() % 4), relation: relations[Int(random.next() % 6)],
+                                                             constant: Int64(random.next() % 7) - 3))
             }
+            #expect(ValuePrefilter.RecordComparison(column: -1, relation: .equal, constant: 0) == nil)
             let prefilter = ValuePrefilter(prefix: [0x07], recordComparisons: comparisons)
             /// The reference: in column order, a comparison whose column is not an integer stops
             /// the test (nothing skipped); the first that fails skips.

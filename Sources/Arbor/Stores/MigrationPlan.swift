@@ -172,15 +172,31 @@ public final class MigrationContext {
     /// - Throws: ``ArborError/Code/invalidFetchRequest`` for an entity the old model lacks; what
     ///   `body` throws.
     public func forEachObject(ofEntity entityName: String, _ body: (_ source: ManagedObject, _ destination: ManagedObject?) throws -> Void) throws {
-        let ids = try source.fetch(FetchRequest<ManagedObjectID>(entityName: entityName))
+        try walk(try sourceIDs(of: entityName, includingSubentities: true), phase: "custom \(entityName)") { object in
+            try body(object, destinationObject(for: object.objectID))
+        }
+    }
+
+    /// The IDs of the source objects of `entityName`.
+    func sourceIDs(of entityName: String, includingSubentities: Bool) throws -> [ManagedObjectID] {
+        var request = FetchRequest<ManagedObjectID>(entityName: entityName)
+        request.includesSubentities = includingSubentities
+        return try source.fetch(request)
+    }
+
+    /// Calls `body` with the source object of each of `ids`, reporting progress in `phase` and
+    /// turning the source's objects back into faults every 1,024, so that walking a large store
+    /// does not hold every old row.
+    func walk(_ ids: [ManagedObjectID], phase: String, _ body: (ManagedObject) throws -> Void) throws {
         for (done, id) in ids.enumerated() {
             if done % 1024 == 0 {
-                report("custom \(entityName)", done, ids.count)
+                report(phase, done, ids.count)
                 if done > 0 { source.refreshAllObjects() }
             }
-            try body(source.object(with: id), destinationObject(for: id))
+            try body(source.object(with: id))
         }
-        report("custom \(entityName)", ids.count, ids.count)
+        report(phase, ids.count, ids.count)
+        source.refreshAllObjects()
     }
 
     /// Reports progress of your own steps (``MigrationPlan/progress``).

@@ -132,12 +132,9 @@ extension NativeStore {
     public static func modelHistory(at path: String, options: DatabaseOptions = DatabaseOptions()) throws -> [StoreModelVersion] {
         try readingMetadata(at: path, options: options, "read the model history of \(path)") { metadata in
             if let history = try recordedHistory(metadata, path: path) { return history }
-            guard let hashBytes = try metadata.get(Array("hashes".utf8)),
-                  var hashes = try? JSONDecoder().decode([String: String].self, from: Data(hashBytes)) else {
+            guard let hashes = try recordedEntityHashes(metadata) else {
                 throw ArborError(.storeOpen, "the Arbor metadata of \(path) is damaged: its model hashes are missing or unreadable")
             }
-            hashes[rowLayoutHashKey] = nil
-            hashes[fillsHashKey] = nil
             let schema = try metadata.get(Array("schema".utf8)).flatMap { try? JSONDecoder().decode(ModelSchema.self, from: Data($0)) }
             if let model = try? schema?.model() {
                 return [StoreModelVersion(first: model, recorded: nil, synthesized: true)]

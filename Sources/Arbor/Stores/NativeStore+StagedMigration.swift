@@ -56,11 +56,7 @@ extension NativeStore {
         let recorded = try storeError("read the model of \(path)", code: .storeOpen) {
             try database.read { transaction -> [String: String]? in
                 // Not an Arbor store (yet): the ordinary open makes it, or says why it cannot.
-                guard let metadata = try transaction.tree(named: "arbor.metadata"), let bytes = try metadata.get(Array("hashes".utf8)),
-                      var hashes = try? JSONDecoder().decode([String: String].self, from: Data(bytes)) else { return nil }
-                hashes[rowLayoutHashKey] = nil
-                hashes[fillsHashKey] = nil
-                return hashes
+                try transaction.tree(named: "arbor.metadata").flatMap(recordedEntityHashes)
             }
         }
         guard let recorded, let start = plan.version(withEntityHashes: recorded), start < plan.versions.count - 1 else { return .notNeeded }
@@ -138,12 +134,9 @@ private struct StagedMigration {
     private func migrate(_ store: WriteTransaction, _ workFiles: [String], started: ContinuousClock.Instant) throws -> MigrationReport {
         for file in workFiles { try remove(file) }
         // The store was read at a version of the plan before the lock was taken: checked again.
-        guard let metadata = try store.tree(named: "arbor.metadata"), let bytes = try metadata.get(Array("hashes".utf8)),
-              var hashes = try? JSONDecoder().decode([String: String].self, from: Data(bytes)) else {
+        guard let metadata = try store.tree(named: "arbor.metadata"), let hashes = try NativeStore.recordedEntityHashes(metadata) else {
             throw ArborError(.storeOpen, "the Arbor metadata of \(path) is missing or damaged")
         }
-        hashes[NativeStore.rowLayoutHashKey] = nil
-        hashes[NativeStore.fillsHashKey] = nil
         guard plan.version(withEntityHashes: hashes) == start else {
             throw ArborError(.storeOpen, "\(path) changed while it was being opened (another connection migrated it); open it again")
         }
@@ -156,7 +149,7 @@ private struct StagedMigration {
             let copy = try Database(path: working, options: workingOptions(pageSize: pageSize))
             defer { copy.close() }
             try copy.write { to in
-                for tree in try store.trees() { try to.copyTree(try store.tree(named: tree.name)!) }
+                try to.copyTrees(of: store)
             }
         }
         report(1, "copying the store", 1, 1)
@@ -190,15 +183,14 @@ private struct StagedMigration {
         let result = try Database(path: working, options: workingOptions(pageSize: pageSize))
         defer { result.close() }
         try result.read { from in
-            let hashes = try from.tree(named: "arbor.metadata")?.get(Array("hashes".utf8)).flatMap { try? JSONDecoder().decode([String: String].self, from: Data($0)) }
-            guard var hashes else { throw ArborError(.storeOpen, "the migrated copy of \(path) has no Arbor metadata; the store is as it was") }
-            hashes[NativeStore.rowLayoutHashKey] = nil
-            hashes[NativeStore.fillsHashKey] = nil
+            guard let hashes = try from.tree(named: "arbor.metadata").flatMap(NativeStore.recordedEntityHashes) else {
+                throw ArborError(.storeOpen, "the migrated copy of \(path) has no Arbor metadata; the store is as it was")
+            }
             guard hashes == StoreModelVersion.entityHashes(of: plan.versions.last!) else {
                 throw ArborError(.storeOpen, "the migrated copy of \(path) is not at the plan's last version; the store is as it was")
             }
             for tree in try store.trees() { try store.dropTree(named: tree.name) }
-            for tree in try from.trees() { try store.copyTree(try from.tree(named: tree.name)!) }
+            try store.copyTrees(of: from)
         }
         report(stageCount, "replacing the store", 1, 1)
         let first = stageReports.first
@@ -298,7 +290,7 @@ private struct CustomStage {
     /// Copies every object whose entity the new model keeps, with the attributes whose type is
     /// the same or wider, then the relationships between copies.
     private func copyInferred(_ context: MigrationContext, _ difference: ModelDifference) throws {
-        let (source, destination) = (context.source, context.destination)
+        let destination = context.destination
         // Each new concrete entity continuing an old one, with the attributes copied (new name,
         // old name, widened to) and the relationships (new name, old name).
         var plans: [(entity: EntityDescription, oldName: String, attributes: [(String, String, AttributeType.Kind?)],
@@ -329,16 +321,12 @@ private struct CustomStage {
             }
             plans.append((entity, oldName, attributes, relationships))
         }
+        // Each entity's old objects, read once: copied, then related.
+        var sourceIDs: [String: [ManagedObjectID]] = [:]
         for plan in plans {
-            var request = FetchRequest<ManagedObjectID>(entityName: plan.oldName)
-            request.includesSubentities = false
-            let ids = try source.fetch(request)
-            for (done, id) in ids.enumerated() {
-                if done % 1024 == 0 {
-                    report("copying \(plan.entity.name)", done, ids.count)
-                    if done > 0 { source.refreshAllObjects() }
-                }
-                let object = source.object(with: id)
+            let ids = try context.sourceIDs(of: plan.oldName, includingSubentities: false)
+            sourceIDs[plan.entity.name] = ids
+            try context.walk(ids, phase: "copying \(plan.entity.name)") { object in
                 let copy = plan.entity.managedObjectClass.init(entity: plan.entity, insertInto: destination)
                 for (name, oldName, widened) in plan.attributes {
                     guard var value = try object.value(forKey: oldName) else {
@@ -350,22 +338,12 @@ private struct CustomStage {
                     if widened != nil, let integer = value as? any BinaryInteger { value = Int64(integer) }
                     try copy.setValue(value, forKey: name)
                 }
-                context.copies[id] = copy
+                context.copies[object.objectID] = copy
             }
-            report("copying \(plan.entity.name)", ids.count, ids.count)
         }
-        source.refreshAllObjects()
         for plan in plans where !plan.relationships.isEmpty {
-            var request = FetchRequest<ManagedObjectID>(entityName: plan.oldName)
-            request.includesSubentities = false
-            let ids = try source.fetch(request)
-            for (done, id) in ids.enumerated() {
-                if done % 1024 == 0 {
-                    report("relating \(plan.entity.name)", done, ids.count)
-                    if done > 0 { source.refreshAllObjects() }
-                }
-                guard let copy = context.copies[id] else { continue }
-                let object = source.object(with: id)
+            try context.walk(sourceIDs[plan.entity.name] ?? [], phase: "relating \(plan.entity.name)") { object in
+                guard let copy = context.copies[object.objectID] else { return }
                 for (name, oldName) in plan.relationships {
                     let value = try object.value(forKey: oldName)
                     if let related = value as? ManagedObject {
@@ -377,8 +355,6 @@ private struct CustomStage {
                     }
                 }
             }
-            report("relating \(plan.entity.name)", ids.count, ids.count)
         }
-        source.refreshAllObjects()
     }
 }

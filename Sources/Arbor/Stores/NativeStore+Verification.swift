@@ -83,7 +83,7 @@ extension NativeStore {
                 let target = try Database(path: copy, options: writable)
                 defer { target.close() }
                 try target.write { to in
-                    for tree in try from.trees() { try to.copyTree(try from.tree(named: tree.name)!) }
+                    try to.copyTrees(of: from)
                 }
             }
         }

@@ -16,9 +16,10 @@ extension ScanFilter {
                   node.component >= RowFormat.firstColumnComponent, spans[node.first].count == 9 else { break }
             let span = spans[node.first]
             let bits = pool[(span.start + 1)..<(span.start + 9)].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-            guard let relation = relation(of: node.op) else { break }
-            comparisons.append(ValuePrefilter.RecordComparison(column: node.component - RowFormat.firstColumnComponent, relation: relation,
-                                                               constant: Int64(bitPattern: bits ^ (1 << 63))))
+            guard let relation = relation(of: node.op),
+                  let comparison = ValuePrefilter.RecordComparison(column: node.component - RowFormat.firstColumnComponent, relation: relation,
+                                                                   constant: Int64(bitPattern: bits ^ (1 << 63))) else { break }
+            comparisons.append(comparison)
         }
         return comparisons.isEmpty ? nil : ValuePrefilter(prefix: prefix, recordComparisons: comparisons)
     }

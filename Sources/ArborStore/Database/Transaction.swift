@@ -184,6 +184,17 @@ public final class WriteTransaction: ReadTransaction {
         }
     }
 
+    /// Copies every tree of `source` (a transaction of another database) into this one, as
+    /// ``copyTree(_:named:)`` does each: a database's whole contents, densely packed.
+    ///
+    /// - Throws: `invalidArgument` when this database has a tree of the same name.
+    public func copyTrees(of source: ReadTransaction) throws {
+        for descriptor in try source.trees() {
+            guard let tree = try source.tree(named: descriptor.name) else { continue }
+            try copyTree(tree)
+        }
+    }
+
     /// Sets the application's version number in the header.
     public func setUserVersion(_ version: UInt32) throws {
         try checkOpen()

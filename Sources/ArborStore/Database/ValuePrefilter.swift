@@ -113,9 +113,10 @@ public struct ValuePrefilter: Sendable, Equatable {
         /// The constant the column's integer is compared with.
         public let constant: Int64
 
-        /// A comparison of record column `column`'s integer with `constant`.
-        public init(column: Int, relation: Relation, constant: Int64) {
-            precondition(column >= 0, "a record comparison reads a column at a non-negative place")
+        /// A comparison of record column `column`'s integer with `constant`; nil for a negative
+        /// column (no record has one).
+        public init?(column: Int, relation: Relation, constant: Int64) {
+            guard column >= 0 else { return nil }
             self.column = column
             self.relation = relation
             self.constant = constant

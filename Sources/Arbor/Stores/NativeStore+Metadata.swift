@@ -1,0 +1,268 @@
+import ArborStore
+import Foundation
+
+/// What a native store records about itself in `arbor.metadata` (docs/object-graph.md, "The
+/// native store"; docs/migration.md): reading and checking it when the store opens — identifier,
+/// model hashes, row layout, column orders, fills, the entity list, the rules' fingerprint — and
+/// recording what an older store lacks.
+extension NativeStore {
+    /// The entity version hashes (hexadecimal, by entity name) in a store's recorded `hashes`:
+    /// the row-layout and fills markers left out.
+    static func entityHashes(_ recorded: [String: String]) -> [String: String] {
+        var hashes = recorded
+        hashes[rowLayoutHashKey] = nil
+        hashes[fillsHashKey] = nil
+        return hashes
+    }
+
+    /// The entity version hashes a store's metadata records (``entityHashes(_:)``); nil when
+    /// it records none or they are unreadable.
+    static func recordedEntityHashes(_ metadata: Tree) throws -> [String: String]? {
+        guard let bytes = try metadata.get(Array("hashes".utf8)),
+              let recorded = try? JSONDecoder().decode([String: String].self, from: Data(bytes)) else { return nil }
+        return entityHashes(recorded)
+    }
+
+    /// What an Arbor store records about itself (`arbor.metadata`).
+    struct Recorded {
+        var identifier: UUID
+        var layout: RowFormat.Layout
+        /// The column order of each entity's rows, by entity name (stores made before it was
+        /// recorded have none).
+        var columns: [String: [String]]
+        /// The schema of the model that made the store (``ModelSchema`` as JSON), when recorded.
+        var schema: [UInt8]?
+        /// A layout-3 store's entity list (empty for the others).
+        var entities: [String]
+        /// Whether the store records its model history (stores made before it do not).
+        var hasHistory: Bool
+        /// Layout 3: the fills of columns migrations appended, by entity and property.
+        var fills: [String: [String: AttributeValue]]
+        /// The migration to run before the store is used (its recorded state is then the one
+        /// the migration leaves).
+        var migration: StoreMigration?
+    }
+
+    /// The metadata key of an entity's recorded column order.
+    static func columnsKey(_ entity: String) -> [UInt8] { Array("columns.\(entity)".utf8) }
+
+    /// Records the column order of entities whose store did not record it (stores made before
+    /// it was recorded), in one transaction: the order this store reads them in.
+    func recordColumns(_ orders: [String: [String]]) throws {
+        guard !orders.isEmpty else { return }
+        try Self.storeError("record the column order of \(path ?? "memory")", code: .storeOpen) {
+            try database.write { transaction in
+                let metadata = try transaction.tree(named: "arbor.metadata", create: true)!
+                for (entity, order) in orders where try metadata.get(Self.columnsKey(entity)) == nil {
+                    try metadata.put(Self.columnsKey(entity), Array(try JSONEncoder().encode(order)))
+                }
+            }
+        }
+    }
+
+    /// The metadata key of the fingerprint of the value rules the store's objects were checked
+    /// against (``rulesFingerprint(_:)``).
+    static let rulesKey = Array("rules".utf8)
+
+    /// A fingerprint of `model`'s value rules (minimum, maximum, length, pattern of every
+    /// attribute), which entity version hashes leave out as Core Data's do: a store records the
+    /// fingerprint of the rules its values were checked against, and one opened with other rules
+    /// checks its values again (docs/migration.md). Empty when the model has no such rules.
+    static func rulesFingerprint(_ model: ManagedObjectModel) -> [UInt8] {
+        let lines = model.entities.flatMap { entity in
+            entity.ownAttributes.compactMap { attribute in Validation.rulesDescription(attribute).map { "\(entity.name).\(attribute.name) \($0)" } }
+        }
+        return lines.isEmpty ? [] : Array(VersionHash.of(lines.sorted().joined(separator: "\n")))
+    }
+
+    /// The model's schema as stored (``ModelSchema``): sorted-key JSON.
+    static func schemaBytes(_ model: ManagedObjectModel) throws -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return Array(try encoder.encode(ModelSchema(model)))
+    }
+
+    /// Records the model's schema in a store made before stores kept it (its recorded metadata
+    /// showed none; this model is the store's: its hashes were checked).
+    func recordMissingSchema() throws {
+        try Self.storeError("record the schema of \(path ?? "memory")", code: .storeOpen) {
+            try database.write { transaction in
+                try transaction.tree(named: "arbor.metadata", create: true)!.put(Array("schema".utf8), try Self.schemaBytes(model))
+            }
+        }
+    }
+
+    /// Builds the index trees the model declares and the file lacks (a store written before
+    /// Arbor kept indexes); a read-only store is planned without them instead.
+    func buildMissingIndexes() throws {
+        let wanted = model.entities.flatMap { entity in Self.indexes(of: entity).map { (entity, $0) } }
+        guard !wanted.isEmpty else { return }
+        let existing = try Self.storeError("open the store at \(path ?? "memory")", code: .storeOpen) {
+            try database.read { transaction in Set(try transaction.trees().map(\.name)) }
+        }
+        let missing = Set(wanted.map(\.1.tree)).subtracting(existing)
+        guard !missing.isEmpty else { return }
+        try Self.storeError("build the indexes \(missing.sorted().joined(separator: ", "))", code: .storeOpen) {
+            try database.write { transaction in try buildDerivedTrees(missing, in: transaction) }
+        }
+    }
+
+    /// The identifier and row layout recorded in an Arbor store, after checking its model is
+    /// `model`'s; nil for a new (empty) database. A store without a recorded layout was made
+    /// before layout 2, in the model's order.
+    ///
+    /// - Throws: ``ArborError/Code/incompatibleModel``; ``ArborError/Code/storeOpen`` for a
+    ///   database of something else (trees but no Arbor metadata), damaged metadata, or a row
+    ///   layout this build does not know.
+    static func recordedIdentifier(_ transaction: ReadTransaction, model: ManagedObjectModel, path: String,
+                                   migration options: MigrationOptions = .never) throws -> Recorded? {
+        guard let metadata = try transaction.tree(named: "arbor.metadata") else {
+            let trees = try transaction.trees()
+            guard trees.isEmpty else {
+                throw ArborError(.storeOpen, "\(path) is a database but not an Arbor store: it has \(trees.count) trees and no arbor.metadata")
+            }
+            return nil
+        }
+        guard let stored = try metadata.get(Array("uuid".utf8)), stored.count == 16,
+              let hashBytes = try metadata.get(Array("hashes".utf8)),
+              let recorded = try? JSONDecoder().decode([String: String].self, from: Data(hashBytes)) else {
+            throw ArborError(.storeOpen, "the Arbor metadata of \(path) is damaged: its identifier or model hashes are missing or unreadable")
+        }
+        let entityHashes = entityHashes(recorded)
+        let storeHashes = entityHashes.compactMapValues { bytes(fromHex: $0) }
+        if storeHashes != model.entityVersionHashes {
+            // A model the store was at before a migration: refused as older, the file untouched.
+            let recordedHistory = try recordedHistory(metadata, path: path)
+            let history = recordedHistory ?? []
+            if let earlier = history.dropLast().last(where: { $0.isVersion(of: model) }), let newest = history.last {
+                let when = { (version: StoreModelVersion) in version.recorded.map { ", recorded \(ISO8601DateFormatter().string(from: $0))" } ?? "" }
+                throw ArborError(.incompatibleModel,
+                                 "\(path) was migrated to a newer model (version \(newest.version) of its history\(when(newest))); "
+                                    + "this model is its version \(earlier.version)\(when(earlier)). An older model never opens a newer store")
+            }
+            // The store's model, to name each difference (an unreadable schema names entities only).
+            let schema = try metadata.get(Array("schema".utf8)).flatMap { try? JSONDecoder().decode(ModelSchema.self, from: Data($0)) }
+            guard options.shouldMigrateStoreAutomatically, options.shouldInferMappingModelAutomatically, let schema else {
+                let why = !options.shouldMigrateStoreAutomatically ? "automatic migration is off (MigrationOptions; a read-only store never migrates)"
+                    : !options.shouldInferMappingModelAutomatically ? "inferring the migration is off and no migration plan is given"
+                    : "it was made before stores kept their model, so it cannot be migrated: open it once with the model that made it"
+                try model.checkCompatible(withStoreHashes: storeHashes, storeSchema: schema, storeName: path, unless: why)
+                return nil
+            }
+            let layout = try recordedLayout(metadata, path: path)
+            var plan = try StoreMigration.plan(metadata: metadata, path: path, layout: layout, schema: schema, hashBytes: hashBytes,
+                                               history: recordedHistory, to: model)
+            plan.invalidObjects = options.invalidObjects
+            return Recorded(identifier: UUID(uuid: stored.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }), layout: .records,
+                            columns: plan.columns, schema: try schemaBytes(model), entities: plan.entities, hasHistory: true,
+                            fills: plan.fills, migration: plan)
+        }
+        let layout = try recordedLayout(metadata, path: path)
+        // The same model with other value rules: a check of the values that meet changed rules,
+        // recorded as no new version (the hashes are the same).
+        if options.shouldMigrateStoreAutomatically, layout == .records, (try metadata.get(rulesKey) ?? []) != rulesFingerprint(model),
+           let schema = try metadata.get(Array("schema".utf8)).flatMap({ try? JSONDecoder().decode(ModelSchema.self, from: Data($0)) }) {
+            var plan = try StoreMigration.plan(metadata: metadata, path: path, layout: layout, schema: schema, hashBytes: hashBytes,
+                                               history: try recordedHistory(metadata, path: path), to: model, rulesOnly: true)
+            plan.invalidObjects = options.invalidObjects
+            plan.rulesOnly = true
+            return Recorded(identifier: UUID(uuid: stored.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }), layout: .records,
+                            columns: plan.columns, schema: try schemaBytes(model), entities: plan.entities, hasHistory: true,
+                            fills: plan.fills, migration: plan)
+        }
+        var columns: [String: [String]] = [:]
+        var fills: [String: [String: AttributeValue]] = [:]
+        for entity in model.entities {
+            if let order = try recordedColumns(metadata, entity: entity.name, path: path) { columns[entity.name] = order }
+            if layout == .records {
+                let entityFills = try recordedFills(metadata, entity: entity, path: path)
+                if !entityFills.isEmpty { fills[entity.name] = entityFills }
+            }
+        }
+        var entities: [String] = []
+        if layout == .records {
+            guard let bytes = try metadata.get(Array("entities".utf8)), let list = try? JSONDecoder().decode([String].self, from: Data(bytes)) else {
+                throw ArborError(.storeOpen, "the Arbor metadata of \(path) is damaged: its entity list is missing or unreadable")
+            }
+            entities = list
+        }
+        return Recorded(identifier: UUID(uuid: stored.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }), layout: layout,
+                        columns: columns, schema: try metadata.get(Array("schema".utf8)), entities: entities,
+                        hasHistory: try metadata.get(historyKey) != nil, fills: fills, migration: nil)
+    }
+
+    /// A store's recorded row layout (layout 1 when it records none).
+    ///
+    /// - Throws: ``ArborError/Code/storeOpen`` for a layout this build does not know.
+    static func recordedLayout(_ metadata: Tree, path: String) throws -> RowFormat.Layout {
+        guard let recordedLayout = try metadata.get(Array("rows".utf8)) else { return .declared }
+        guard recordedLayout.count == 1, let known = RowFormat.Layout(rawValue: recordedLayout[0]) else {
+            throw ArborError(.storeOpen, "\(path) stores its rows in layout \(recordedLayout.map(String.init).joined(separator: " ")), which this build of Arbor does not know (it reads layouts 1, 2 and 3)")
+        }
+        return known
+    }
+
+    /// The column order a store records for `entity` (nil: none recorded).
+    ///
+    /// - Throws: ``ArborError/Code/storeOpen`` when it is unreadable.
+    static func recordedColumns(_ metadata: Tree, entity: String, path: String) throws -> [String]? {
+        guard let bytes = try metadata.get(columnsKey(entity)) else { return nil }
+        guard let order = try? JSONDecoder().decode([String].self, from: Data(bytes)) else {
+            throw ArborError(.storeOpen, "the Arbor metadata of \(path) is damaged: the column order of \(entity) is unreadable")
+        }
+        return order
+    }
+
+    /// The metadata key of an entity's fills (layout 3: the values of columns a migration
+    /// appended, for rows written before).
+    static func fillsKey(_ entity: String) -> [UInt8] { Array("fills.\(entity)".utf8) }
+
+    /// An entity's recorded fills: JSON, property name → the column as a record stores it (its
+    /// serial type's varint, then its payload), in hexadecimal.
+    ///
+    /// - Throws: ``ArborError/Code/storeOpen`` when they are unreadable or do not fit the entity.
+    static func recordedFills(_ metadata: Tree, entity: EntityDescription, path: String) throws -> [String: AttributeValue] {
+        guard let stored = try metadata.get(fillsKey(entity.name)) else { return [:] }
+        let damaged = ArborError(.storeOpen, "the Arbor metadata of \(path) is damaged: the fills of \(entity.name) are unreadable")
+        guard let encoded = try? JSONDecoder().decode([String: String].self, from: Data(stored)) else { throw damaged }
+        var fills: [String: AttributeValue] = [:]
+        for (name, hex) in encoded {
+            guard let attribute = entity.attributesByName[name], let column = bytes(fromHex: hex).map(Array.init),
+                  let value = RowFormat.attributeValue(ofColumn: column, kind: attribute.type.kind) else { throw damaged }
+            fills[name] = value
+        }
+        return fills
+    }
+
+    /// `fills` as a store records them (see ``recordedFills(_:entity:path:)``).
+    static func fillsBytes(_ fills: [String: AttributeValue]) throws -> [UInt8] {
+        var encoded: [String: String] = [:]
+        for (name, value) in fills {
+            encoded[name] = RowFormat.column(of: value).map { String(format: "%02x", $0) }.joined()
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return Array(try encoder.encode(encoded))
+    }
+
+    /// The entry of a layout-2 store's recorded hashes that names its row layout (a name no
+    /// model's entity is expected to have: one named so could not be stored).
+    static let rowLayoutHashKey = "(row layout)"
+
+    /// The entry of the recorded hashes of a store that records fills (columns a migration
+    /// appended without rewriting rows): builds that do not read fills refuse such a store (an
+    /// entity only in the store) instead of reading those columns as nil.
+    static let fillsHashKey = "(column fills)"
+
+    static func bytes(fromHex hex: String) -> Data? {
+        var data = Data()
+        var index = hex.startIndex
+        while index < hex.endIndex {
+            let next = hex.index(index, offsetBy: 2, limitedBy: hex.endIndex) ?? hex.endIndex
+            guard let byte = UInt8(hex[index..<next], radix: 16) else { return nil }
+            data.append(byte)
+            index = next
+        }
+        return data
+    }
+}

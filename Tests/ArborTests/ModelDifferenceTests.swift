@@ -241,4 +241,19 @@ struct ModelHistoryTests {
         let recorded = try NativeStore.modelHistory(at: path)
         #expect(recorded.count == 1 && recorded[0].recorded != nil && recorded[0].synthesized && recorded[0].versionHash == model.versionHashString)
     }
+
+    @Test("the history's dates are written as ISO8601DateFormatter writes them and read back to the second, across centuries (from 1600: before the Gregorian calendar, Foundation's formatter counts Julian days), leap days and before 1970")
+    func historyDates() throws {
+        let formatter = ISO8601DateFormatter()
+        var random = SplitMix64(seed: 27)
+        var seconds: [Double] = [0, -1, 86_399, 86_400, 951_782_400 /* 2000-02-29 */, -2_208_988_800 /* 1900-01-01 */,
+                                 4_107_542_399 /* 2100-02-28T23:59:59 */, 1_795_833_258.75, -0.5]
+        for _ in 0..<2000 { seconds.append(Double(Int64.random(in: -11_676_096_000...253_402_300_799, using: &random)) + 0.25) }
+        for value in seconds {
+            let date = Date(timeIntervalSince1970: value)
+            let written = ISO8601Date.string(from: date)
+            #expect(written == formatter.string(from: date), "\(value)")
+            #expect(try ISO8601Date.date(from: written).timeIntervalSince1970 == value.rounded(.down), "\(value)")
+        }
+    }
 }

@@ -85,6 +85,35 @@ package enum ISO8601Date {
         return Date(timeIntervalSince1970: Double(seconds) + fraction)
     }
 
+    /// `date` as `ISO8601DateFormatter` writes it by default, in UTC to the second
+    /// (`2026-11-28T04:07:38Z`; a fraction of a second is dropped): what a store's model history
+    /// records. Years outside 0000…9999 are clamped to them.
+    package static func string(from date: Date) -> String {
+        let interval = date.timeIntervalSince1970
+        let limit = 253_402_300_799.0 // 9999-12-31T23:59:59Z
+        let seconds = Int64(interval.isNaN ? 0 : min(max(interval, -62_167_219_200), limit).rounded(.down))
+        let days = Int(seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400)
+        let time = Int(seconds - Int64(days) * 86_400)
+        let (year, month, day) = civil(daysSince1970: days)
+        func two(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        let paddedYear = String(repeating: "0", count: max(0, 4 - String(year).count)) + String(year)
+        return "\(paddedYear)-\(two(month))-\(two(day))T\(two(time / 3600)):\(two(time / 60 % 60)):\(two(time % 60))Z"
+    }
+
+    /// The date `days` from 1970-01-01 (Howard Hinnant's `civil_from_days`), the inverse of
+    /// ``daysSince1970(year:month:day:)``.
+    static func civil(daysSince1970 days: Int) -> (year: Int, month: Int, day: Int) {
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let shiftedMonth = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
+        let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+
     /// Days from 1970-01-01 to the date (negative before), in the proleptic Gregorian calendar
     /// (Howard Hinnant's `days_from_civil`).
     static func daysSince1970(year: Int, month: Int, day: Int) -> Int {

@@ -52,7 +52,8 @@ extension StoreModelVersion: Codable {
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         version = try container.decode(Int.self, forKey: .version)
-        recorded = try container.decodeIfPresent(String.self, forKey: .recorded).flatMap(ISO8601DateFormatter().date(from:))
+        // Read and written by hand: a Foundation formatter costs more to make than the rest of an open.
+        recorded = try container.decodeIfPresent(String.self, forKey: .recorded).flatMap { try? ISO8601Date.date(from: $0) }
         synthesized = try container.decodeIfPresent(Bool.self, forKey: .synthesized) ?? false
         migration = try container.decodeIfPresent(String.self, forKey: .migration)
         versionHash = try container.decode(String.self, forKey: .versionHash)
@@ -63,7 +64,7 @@ extension StoreModelVersion: Codable {
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(version, forKey: .version)
-        try container.encodeIfPresent(recorded.map { ISO8601DateFormatter().string(from: $0) }, forKey: .recorded)
+        try container.encodeIfPresent(recorded.map(ISO8601Date.string(from:)), forKey: .recorded)
         if synthesized { try container.encode(true, forKey: .synthesized) }
         try container.encodeIfPresent(migration, forKey: .migration)
         try container.encode(versionHash, forKey: .versionHash)

@@ -135,7 +135,7 @@ extension NativeStore {
             let recordedHistory = try recordedHistory(metadata, path: path)
             let history = recordedHistory ?? []
             if let earlier = history.dropLast().last(where: { $0.isVersion(of: model) }), let newest = history.last {
-                let when = { (version: StoreModelVersion) in version.recorded.map { ", recorded \(ISO8601DateFormatter().string(from: $0))" } ?? "" }
+                let when = { (version: StoreModelVersion) in version.recorded.map { ", recorded \(ISO8601Date.string(from: $0))" } ?? "" }
                 throw ArborError(.incompatibleModel,
                                  "\(path) was migrated to a newer model (version \(newest.version) of its history\(when(newest))); "
                                     + "this model is its version \(earlier.version)\(when(earlier)). An older model never opens a newer store")

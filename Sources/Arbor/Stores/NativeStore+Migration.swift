@@ -145,7 +145,7 @@ private struct MigrationRun {
         // 1. The rows allow the new model? Nothing is written before this is known.
         var findings = Findings()
         for (oldRoot, newRoot) in plan.hierarchies {
-            guard let root = plan.new.entity(named: newRoot), let old = plan.old.entity(named: oldRoot), plan.reads(root),
+            guard let root = plan.new.entity(named: newRoot), let old = plan.old.entity(named: oldRoot), plan.checks(root),
                   let rows = try transaction.tree(named: NativeStore.rowsTree(old)) else { continue }
             try check(rows, oldRoot: old, into: &findings)
         }
@@ -180,40 +180,18 @@ private struct MigrationRun {
             _ = try transaction.tree(named: NativeStore.rowsTree(root), create: true)
         }
 
-        // 3. Rows rewritten in the new formats.
+        // 3. Rows rewritten in the new formats, into fresh pages (an old page is journaled only
+        // when the new tree reuses it from the freelist).
         var rewritten: [String: Int] = [:]
         for (oldRoot, newRoot) in plan.hierarchies {
             guard let root = plan.new.entity(named: newRoot), let old = plan.old.entity(named: oldRoot),
                   plan.rewritten.contains(newRoot) || findings.filled.contains(newRoot),
                   let rows = try transaction.tree(named: NativeStore.rowsTree(root)) else { continue }
-            // Records whose columns can be copied are transcoded (no values decoded); the others
-            // are read as the new model has them and encoded.
-            var transcodings: [String: (entity: EntityDescription, sources: [RowFormat.ColumnSource])?] = [:]
-            var located: [(type: UInt64, start: Int, size: Int)] = []
-            try NativeStore.forEachChunk(of: rows) { chunk in
-                var written: [(Int64, [UInt8])] = []
-                written.reserveCapacity(chunk.count)
-                for (key, bytes) in chunk {
-                    let encoded = try bytes.withUnsafeBytes { raw -> (String, [UInt8])? in
-                        let oldEntity = try self.oldEntity(of: raw, key: key, oldRoot: old)
-                        if transcodings[oldEntity.name] == nil { transcodings[oldEntity.name] = .some(transcoding(of: oldEntity)) }
-                        if let (entity, sources) = transcodings[oldEntity.name] ?? nil, let format = plan.oldFormats[oldEntity.name] {
-                            do {
-                                return (entity.name, try store.format(of: entity).transcode(raw, from: format, sources, columns: &located))
-                            } catch let error as StoreError {
-                                throw ArborError(.store, "the row \(key) of \(rows.name) is malformed: \(error.message)")
-                            }
-                        }
-                        let migrated = try migratedRow(raw, key: key, oldRoot: old)
-                        guard let row = migrated.row, let entity = migrated.entity else { return nil }
-                        return (entity.name, try store.encode(row, entity: entity))
-                    }
-                    guard let (entity, bytes) = encoded else { continue }
-                    written.append((key, bytes))
-                    rewritten[entity, default: 0] += 1
-                }
-                for (key, bytes) in written { try rows.put(NativeStore.key(key), bytes) }
+            var rewriter = RowRewriter(run: self, oldRoot: old, tree: rows.name)
+            try transaction.rewriteValues(of: rows) { key, value, output in
+                try rewriter.rewrite(try NativeStore.lastKey(of: key, in: rows.name), value, into: &output)
             }
+            for (entity, count) in rewriter.rewrittenCounts { rewritten[entity, default: 0] += count }
         }
 
         // 4. Derived trees built from the rows (kept ones the file lacks included).
@@ -348,6 +326,75 @@ private struct MigrationRun {
         findings.filled = filled
     }
 
+    // MARK: Rewriting
+
+    /// Rewrites the rows of one old hierarchy in the new formats, one row at a time: records
+    /// whose columns can be copied are transcoded (no values decoded, no allocation per row);
+    /// the others are read as the new model has them and encoded. What to do with each old
+    /// entity is worked out at its first row.
+    struct RowRewriter {
+        let run: MigrationRun
+        let oldRoot: EntityDescription
+        let tree: String
+        /// Per old entity met: the new entity's name, and its format and columns' sources when
+        /// its records are transcoded.
+        private var entities: [(old: EntityDescription, new: String?, transcoding: (format: RowFormat, old: RowFormat, plan: RowFormat.Transcoding)?)] = []
+        private var buffers = RowFormat.TranscodeBuffers()
+        /// Rows met, by place in `entities`.
+        private var counted: [Int] = []
+
+        init(run: MigrationRun, oldRoot: EntityDescription, tree: String) {
+            self.run = run
+            self.oldRoot = oldRoot
+            self.tree = tree
+        }
+
+        /// Appends the row `bytes` (primary key `key`) in its new format to `output`.
+        mutating func rewrite(_ key: Int64, _ bytes: UnsafeRawBufferPointer, into output: inout [UInt8]) throws {
+            let oldEntity = try run.oldEntity(of: bytes, key: key, oldRoot: oldRoot)
+            let index = try place(of: oldEntity)
+            defer { counted[index] += 1 }
+            if let transcoding = entities[index].transcoding {
+                do {
+                    try transcoding.format.transcode(bytes, from: transcoding.old, transcoding.plan, buffers: &buffers, into: &output)
+                } catch let error as StoreError {
+                    throw ArborError(.store, "the row \(key) of \(tree) is malformed: \(error.message)")
+                }
+                return
+            }
+            let migrated = try run.migratedRow(bytes, key: key, oldRoot: oldRoot)
+            guard let row = migrated.row, let entity = migrated.entity else {
+                // A row of a removed entity fails the check pass; were it here, it stays as it was.
+                output.append(contentsOf: bytes)
+                return
+            }
+            output += try run.store.encode(row, entity: entity)
+        }
+
+        /// Where `oldEntity`'s way of rewriting is kept (a hierarchy has few entities: a linear
+        /// search by identity beats hashing a name per row).
+        private mutating func place(of oldEntity: EntityDescription) throws -> Int {
+            if let index = entities.firstIndex(where: { $0.old === oldEntity }) { return index }
+            let newName = run.plan.newEntityName[oldEntity.name]
+            var transcoding: (RowFormat, RowFormat, RowFormat.Transcoding)?
+            if let (entity, plan) = run.transcoding(of: oldEntity), let old = run.plan.oldFormats[oldEntity.name] {
+                transcoding = (run.store.format(of: entity), old, plan)
+            }
+            entities.append((oldEntity, newName, transcoding))
+            counted.append(0)
+            return entities.count - 1
+        }
+
+        /// Rows rewritten, by new entity (rows of removed entities, kept as they were, are not).
+        var rewrittenCounts: [String: Int] {
+            var result: [String: Int] = [:]
+            for (index, entity) in entities.enumerated() {
+                if let name = entity.new, counted[index] > 0 { result[name, default: 0] += counted[index] }
+            }
+            return result
+        }
+    }
+
     // MARK: One row
 
     /// A row of the old model as the new one has it.
@@ -368,25 +415,24 @@ private struct MigrationRun {
     /// at the same primary key under the destination's new entity name.
     /// How records of `oldEntity` are rewritten by copying columns (nil: they cannot be, or the
     /// entity is removed).
-    func transcoding(of oldEntity: EntityDescription) -> (entity: EntityDescription, sources: [RowFormat.ColumnSource])? {
+    func transcoding(of oldEntity: EntityDescription) -> (entity: EntityDescription, transcoding: RowFormat.Transcoding)? {
         guard let entity = plan.newEntityName[oldEntity.name].flatMap(plan.new.entity(named:)),
               let old = plan.oldFormats[oldEntity.name] else { return nil }
         let oldNames = plan.oldPropertyName[entity.name] ?? [:]
         let required = Dictionary((plan.newlyRequired[entity.name] ?? []).map { ($0.name, $0.fill) }, uniquingKeysWith: { first, _ in first })
-        let sources = store.format(of: entity).transcoding(
+        let transcoding = store.format(of: entity).transcoding(
             from: old, oldName: { oldNames[$0] }, newValue: { entity.attributesByName[$0]?.defaultValue },
             ifNil: { required[$0] ?? nil })
-        return sources.map { (entity, $0) }
+        return transcoding.map { (entity, $0) }
     }
 
     /// The old entity of the row `bytes` (primary key `key`) of the old hierarchy of `oldRoot`,
     /// as the old layout names it.
     func oldEntity(of bytes: UnsafeRawBufferPointer, key: Int64, oldRoot: EntityDescription) throws -> EntityDescription {
+        if plan.oldLayout == .records && oldRoot.subentities.isEmpty { return oldRoot }
         let oldName: String?
         if plan.oldLayout != .records {
             oldName = RowFormat.entityName(of: bytes)
-        } else if oldRoot.subentities.isEmpty {
-            oldName = oldRoot.name
         } else {
             var position = 0
             oldName = RecordEncoding.readVarint(bytes, &position).flatMap { index in

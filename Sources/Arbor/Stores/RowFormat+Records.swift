@@ -153,28 +153,64 @@ extension RowFormat {
     /// A record of this entity: its prefix, `version`, the header size, `header` (the serial
     /// types) and `payload`.
     func assembleRecord(version: UInt64, header: [UInt8], payload: [UInt8]) -> [UInt8] {
-        var bytes = entityPrefix
+        var bytes: [UInt8] = []
         bytes.reserveCapacity(entityPrefix.count + 12 + header.count + payload.count)
+        appendRecord(version: version, header: header, payload: payload, to: &bytes)
+        return bytes
+    }
+
+    /// The bytes of `value` as a varint (7 bits a byte).
+    static func varintLength(_ value: UInt64) -> Int {
+        var length = 1
+        var rest = value >> 7
+        while rest != 0 {
+            length += 1
+            rest >>= 7
+        }
+        return length
+    }
+
+    /// Appends the record ``assembleRecord(version:header:payload:)`` makes to `bytes`.
+    func appendRecord(version: UInt64, header: [UInt8], payload: [UInt8], to bytes: inout [UInt8]) {
+        bytes += entityPrefix
         RecordEncoding.appendVarint(version, to: &bytes)
-        // The header size counts its own varint.
+        // The header size counts its own varint (one byte up to 127, two up to 16,383, …).
         var size = header.count + 1
-        while RecordEncoding.varint(UInt64(size)).count != size - header.count { size += 1 }
+        while Self.varintLength(UInt64(size)) != size - header.count { size += 1 }
         RecordEncoding.appendVarint(UInt64(size), to: &bytes)
         bytes += header
         bytes += payload
-        return bytes
     }
 
     // MARK: Transcoding (migration)
 
-    /// Where one column of a record in this format comes from, when a record of another format
-    /// is rewritten in this one by copying columns.
-    enum ColumnSource {
-        /// Column `column` of the old record (past its end: the old format's fill, or nil); a nil
-        /// there becomes `ifNil` when given.
-        case column(Int, ifNil: AttributeValue?)
-        /// The same value in every row.
-        case value(AttributeValue?)
+    /// How records of one format are rewritten in another by copying their columns: for each
+    /// new column, the old column copied and the column written instead when that one is nil
+    /// (or past the record's end with no fill), compiled once per entity so that a row is
+    /// rewritten with no value decoded, no dictionary looked up and no reference counted.
+    struct Transcoding {
+        /// A column written as it is: a serial type and its payload (`count` bytes of
+        /// `constants` from `start`).
+        struct Constant {
+            var type: UInt64
+            var start: Int
+            var count: Int
+        }
+
+        /// One new column.
+        struct Step {
+            /// The old record's column copied (-1: none, the column is always `fallback`).
+            var column: Int
+            /// Written when the copied column is nil, or past the old record's end with no fill.
+            var fallback: Constant
+            /// The old format's fill for `column` (a column a migration appended to the old
+            /// records without rewriting them), used past the old record's end.
+            var fill: Constant?
+        }
+
+        let steps: [Step]
+        /// The constants' payloads, one after the other.
+        let constants: [UInt8]
     }
 
     /// How to rewrite records of `old` (layout 3) in this format by copying their columns: each
@@ -183,41 +219,69 @@ extension RowFormat {
     /// copying cannot do it: another layout, another entity prefix, or a to-one whose rows start
     /// or stop naming their destination's entity.
     func transcoding(from old: RowFormat, oldName: (String) -> String?, newValue: (String) -> AttributeValue?,
-                     ifNil: (String) -> AttributeValue?) -> [ColumnSource]? {
+                     ifNil: (String) -> AttributeValue?) -> Transcoding? {
         guard layout == .records, old.layout == .records, old.entityPrefix == entityPrefix else { return nil }
-        var sources: [ColumnSource] = []
+        var steps: [Transcoding.Step] = []
+        var constants: [UInt8] = []
+        func constant(_ value: AttributeValue?) -> Transcoding.Constant {
+            var header: [UInt8] = []
+            let start = constants.count
+            Self.appendColumn(value, header: &header, payload: &constants)
+            var position = 0
+            let type = header.withUnsafeBytes { RecordEncoding.readVarint($0, &position) } ?? 0
+            return Transcoding.Constant(type: type, start: start, count: constants.count - start)
+        }
+        func copy(_ component: Int, ifNil: AttributeValue?) {
+            let column = component - Self.firstColumnComponent
+            let fill = old.fills[column].map { fill -> Transcoding.Constant in
+                let start = constants.count
+                constants.append(contentsOf: fill.payload)
+                return Transcoding.Constant(type: fill.type, start: start, count: fill.payload.count)
+            }
+            steps.append(Transcoding.Step(column: column, fallback: constant(ifNil), fill: fill))
+        }
         for column in columns {
             let name = Self.name(of: column, in: entity)
             let previous = oldName(name).flatMap { old.places[$0] }
             switch (column, previous) {
             case (.attribute, .attribute(let component, _)?):
-                sources.append(.column(component - Self.firstColumnComponent, ifNil: ifNil(name)))
+                copy(component, ifNil: ifNil(name))
             case (.attribute, nil):
-                sources.append(.value(newValue(name)))
+                steps.append(Transcoding.Step(column: -1, fallback: constant(newValue(name)), fill: nil))
             case (.toOne(_, _, let named), .toOne(let component, _, let nameComponent)?):
                 guard named == (nameComponent != nil) else { return nil }
-                if let nameComponent { sources.append(.column(nameComponent - Self.firstColumnComponent, ifNil: nil)) }
-                sources.append(.column(component - Self.firstColumnComponent, ifNil: nil))
+                if let nameComponent { copy(nameComponent, ifNil: nil) }
+                copy(component, ifNil: nil)
             case (.toOne(_, _, let named), nil):
-                if named { sources.append(.value(nil)) }
-                sources.append(.value(nil))
+                if named { steps.append(Transcoding.Step(column: -1, fallback: constant(nil), fill: nil)) }
+                steps.append(Transcoding.Step(column: -1, fallback: constant(nil), fill: nil))
             default:
                 return nil
             }
         }
-        return sources
+        return Transcoding(steps: steps, constants: constants)
     }
 
-    /// `row`, a record of `old`, rewritten in this format following `sources`
-    /// (``transcoding(from:oldName:newValue:ifNil:)``): its version and copied columns.
+    /// The buffers ``transcode(_:from:_:buffers:into:)`` reuses from one row to the next.
+    struct TranscodeBuffers {
+        var located: [(type: UInt64, start: Int, size: Int)] = []
+        var header: [UInt8] = []
+        var payload: [UInt8] = []
+    }
+
+    /// Appends `row`, a record of `old`, rewritten in this format as `transcoding` says
+    /// (``transcoding(from:oldName:newValue:ifNil:)``), to `output`: its version and copied
+    /// columns.
     ///
     /// - Throws: `StoreError` for a malformed record.
-    func transcode(_ row: UnsafeRawBufferPointer, from old: RowFormat, _ sources: [ColumnSource],
-                   columns located: inout [(type: UInt64, start: Int, size: Int)]) throws -> [UInt8] {
+    func transcode(_ row: UnsafeRawBufferPointer, from old: RowFormat, _ transcoding: Transcoding,
+                   buffers: inout TranscodeBuffers, into output: inout [UInt8]) throws {
         guard let record = RecordEncoding.head(of: row, from: old.entityPrefix.count), record.leading > 0 else {
             throw StoreError(.corrupt, "a malformed record header")
         }
-        located.removeAll(keepingCapacity: true)
+        buffers.located.removeAll(keepingCapacity: true)
+        buffers.header.removeAll(keepingCapacity: true)
+        buffers.payload.removeAll(keepingCapacity: true)
         var typePosition = record.typesStart
         var payloadStart = record.headerEnd
         while typePosition < record.headerEnd {
@@ -225,30 +289,32 @@ extension RowFormat {
                   typePosition <= record.headerEnd, size <= row.count - payloadStart else {
                 throw StoreError(.corrupt, "a malformed record column")
             }
-            located.append((type, payloadStart, size))
+            buffers.located.append((type, payloadStart, size))
             payloadStart += size
         }
-        var header: [UInt8] = [], payload: [UInt8] = []
-        header.reserveCapacity(sources.count + 2)
-        payload.reserveCapacity(row.count)
-        for source in sources {
-            switch source {
-            case .column(let index, let ifNil):
-                if index < located.count, located[index].type != 0 {
-                    let column = located[index]
-                    RecordEncoding.appendVarint(column.type, to: &header)
-                    payload.append(contentsOf: UnsafeRawBufferPointer(rebasing: row[column.start..<(column.start + column.size)]))
-                } else if index >= located.count, let fill = old.fills[index] {
-                    RecordEncoding.appendVarint(fill.type, to: &header)
-                    payload.append(contentsOf: fill.payload)
-                } else {
-                    Self.appendColumn(ifNil, header: &header, payload: &payload)
+        transcoding.constants.withUnsafeBytes { constants in
+            func append(_ constant: Transcoding.Constant) {
+                RecordEncoding.appendVarint(constant.type, to: &buffers.header)
+                if constant.count > 0 {
+                    buffers.payload.append(contentsOf: UnsafeRawBufferPointer(rebasing: constants[constant.start..<(constant.start + constant.count)]))
                 }
-            case .value(let value):
-                Self.appendColumn(value, header: &header, payload: &payload)
+            }
+            for step in transcoding.steps {
+                if step.column >= 0, step.column < buffers.located.count {
+                    let column = buffers.located[step.column]
+                    if column.type != 0 {
+                        RecordEncoding.appendVarint(column.type, to: &buffers.header)
+                        buffers.payload.append(contentsOf: UnsafeRawBufferPointer(rebasing: row[column.start..<(column.start + column.size)]))
+                        continue
+                    }
+                } else if let fill = step.fill {
+                    append(fill)
+                    continue
+                }
+                append(step.fallback)
             }
         }
-        return assembleRecord(version: record.leading, header: header, payload: payload)
+        appendRecord(version: record.leading, header: buffers.header, payload: buffers.payload, to: &output)
     }
 
     /// Decodes a record of this entity (see ``decode(_:objectID:store:reading:)``).

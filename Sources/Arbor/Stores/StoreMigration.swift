@@ -167,7 +167,15 @@ struct StoreMigration {
 
     /// Whether the hierarchy of new root `root` must be read (rewritten or checked).
     func reads(_ root: EntityDescription) -> Bool {
-        rewritten.contains(root.name) || !builtTrees.isDisjoint(with: Self.derivedTrees(of: root).map(\.name))
+        rewritten.contains(root.name) || checks(root)
+    }
+
+    /// Whether the rows of the hierarchy of new root `root` are checked before anything is
+    /// written: something in the new model may refuse them (a value made required, a rule, a
+    /// derived tree built from them, an entity that can have no rows). A hierarchy that is only
+    /// rewritten is not: copying its columns cannot fail on a sound row.
+    func checks(_ root: EntityDescription) -> Bool {
+        !builtTrees.isDisjoint(with: Self.derivedTrees(of: root).map(\.name))
             || root.hierarchy.contains { newlyRequired[$0.name] != nil || newlyRequiredRelationships[$0.name] != nil || ruleChecks[$0.name] != nil }
             || oldHierarchy(of: root).contains { mustBeEmpty[$0.name] != nil }
     }

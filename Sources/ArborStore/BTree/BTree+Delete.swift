@@ -91,13 +91,23 @@ extension BTree {
             guard depth < Self.maximumDepth else {
                 throw StoreError.corrupt(page: page, "the tree is deeper than \(Self.maximumDepth) levels (a cycle?)", path: pager.path)
             }
-            let node = try image(of: page)
-            let (leaf, count) = (node.leaf, node.count)
-            if leaf {
-                for index in 0..<count {
-                    let cell = try pager.withPage(page) { LeafCell(NodeView(body: $0), index) }
-                    try cell.freeOverflow(tree: self)
+            // The node read in place: only a leaf's overflow chains (first page, stored length)
+            // are collected, not its values.
+            let (leaf, count, chains) = try pager.withPage(page) { body -> (Bool, Int, [(PageNumber, Int)]) in
+                let node = NodeView(body: body)
+                guard node.type == NodeLayout.leafType || node.type == NodeLayout.interiorType else {
+                    throw StoreError.corrupt(page: page, "expected a tree node, found page type \(node.type)", path: pager.path)
                 }
+                guard node.isLeaf else { return (false, node.count, []) }
+                var chains: [(PageNumber, Int)] = []
+                for index in 0..<node.count {
+                    let (flags, stored, _, start) = node.value(index)
+                    if flags & NodeLayout.flagOverflow != 0 { chains.append((node.body.loadLE(UInt32.self, at: start), stored)) }
+                }
+                return (true, node.count, chains)
+            }
+            if leaf {
+                for (first, length) in chains { try freeOverflow(first: first, length: length) }
             } else {
                 for index in 0...count {
                     let child = try pager.withPage(page) { NodeView(body: $0).child(index) }

@@ -14,7 +14,23 @@ extension BTree {
         guard key.count <= limit else {
             throw StoreError(.invalidArgument, "a key of \(key.count) bytes is longer than the \(limit) bytes allowed at page size \(pager.pageSize)", path: pager.path)
         }
+        if try key.withUnsafeBytes({ key in try value.withUnsafeBytes { try appendUsingHint(key, $0) } }) { return }
+        try descendAndPut(key, value)
+    }
+
+    /// Stores `value` under `key` as the put of arrays does, from bytes in place:
+    /// a key past the last of the tree (``appendUsingHint(_:_:)``) is stored with no copy.
+    func put(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws {
+        let limit = NodeLayout.maxKeySize(usable: usable)
+        guard key.count <= limit else {
+            throw StoreError(.invalidArgument, "a key of \(key.count) bytes is longer than the \(limit) bytes allowed at page size \(pager.pageSize)", path: pager.path)
+        }
         if try appendUsingHint(key, value) { return }
+        try descendAndPut(Array(key), Array(value))
+    }
+
+    /// The put that descends from the root.
+    private func descendAndPut(_ key: [UInt8], _ value: [UInt8]) throws {
         var path: [PathEntry] = []
         let (leaf, index, found) = try key.withUnsafeBytes { try descend($0, path: &path) }
         var append = false
@@ -49,7 +65,7 @@ extension BTree {
     /// The common case — a small value that stays inline and uncompressed, a key that starts
     /// with the leaf's prefix, room in the leaf — writes the cell straight from `key` and `value`
     /// without allocating anything.
-    private func appendUsingHint(_ key: [UInt8], _ value: [UInt8]) throws -> Bool {
+    private func appendUsingHint(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool {
         guard pager.appendHintRoot == root, pager.appendHintRoot != 0 else { return false }
         let leaf = pager.appendHintLeaf
         let inline = value.count < compressionThreshold
@@ -60,12 +76,10 @@ extension BTree {
             let node = writer.view
             guard node.isLeaf, node.count > 0 else { return .notAfterLast }
             let count = node.count
-            return key.withUnsafeBytes { key in
-                guard node.compare(count - 1, key) < 0 else { return .notAfterLast }
-                guard inline, node.relation(of: key) == .shares else { return .slow(count: count) }
-                let fitted = value.withUnsafeBytes { writer.insertLeaf(key: key, flags: 0, storedLength: value.count, originalLength: nil, stored: $0, at: count) }
-                return fitted ? .inserted : .slow(count: count)
-            }
+            guard node.compare(count - 1, key) < 0 else { return .notAfterLast }
+            guard inline, node.relation(of: key) == .shares else { return .slow(count: count) }
+            let fitted = writer.insertLeaf(key: key, flags: 0, storedLength: value.count, originalLength: nil, stored: value, at: count)
+            return fitted ? .inserted : .slow(count: count)
         }
         switch outcome {
         case .inserted:
@@ -75,7 +89,8 @@ extension BTree {
         case .slow(let count):
             guard var path = pager.appendHint?.path else { return false }
             path[path.count - 1].index = count
-            let payload = try makeLeafPayload(key: key, value: value)
+            let key = Array(key)
+            let payload = try makeLeafPayload(key: key, value: Array(value))
             try insert(key: key, payload: payload, path: path, at: count, append: true)
             return true
         }

@@ -176,6 +176,51 @@ struct KeyEncodingTests {
         }
     }
 
+    @Test("compact integers: as few bytes as the value needs, the same order as the standard form, read by every reader")
+    func compactIntegers() async throws {
+        // Lengths at the boundaries: 0 has no payload, 2^24 - 1 three bytes, Int64.max eight.
+        for (value, length) in [(Int64(0), 1), (1, 2), (255, 2), (256, 3), (65_535, 3), (1 << 24 - 1, 4), (1 << 24, 5), (.max, 9)] {
+            #expect(KeyEncoding.encode([.int(value)], compactIntegers: true).count == length, "\(value)")
+        }
+        // Negatives keep the standard form.
+        #expect(KeyEncoding.encode([.int(-1)], compactIntegers: true) == KeyEncoding.encode([.int(-1)]))
+        let interesting: [Int64] = [.min, -65_536, -1, 0, 1, 255, 256, 65_535, 65_536, 1 << 24, 1 << 32 - 1, 1 << 56, .max]
+        await propertyCheck(count: 1500, input: componentGenerator.array(of: 0...3), componentGenerator.array(of: 0...3),
+                            Gen.int(in: 0...12), Gen.int64()) { a, b, pick, random in
+            let x = a + [.int(interesting[pick])], y = b + [.int(random)]
+            let ex = KeyEncoding.encode(x, compactIntegers: true), ey = KeyEncoding.encode(y, compactIntegers: true)
+            // Byte order is still the natural order (within the compact form).
+            #expect(compareBytes(ex, ey).signum() == naturalOrder(x, y).signum(), "\(x) vs \(y)")
+            // Decoding, the in-place readers and the component walk agree with the tuple.
+            #expect((try? KeyEncoding.decode(ex)) == x)
+            ex.withUnsafeBytes { raw in
+                #expect(KeyEncoding.lastInteger(raw) == interesting[pick])
+                var start = 0, count = 0
+                while let end = KeyEncoding.componentEnd(raw, from: start) { start = end; count += 1 }
+                #expect(start == ex.count && count == x.count)
+                let last = KeyEncoding.lastComponentStart(raw)
+                #expect(Array(ex[last...]) == KeyEncoding.encode([.int(interesting[pick])], compactIntegers: true))
+                #expect(KeyEncoding.componentEnd(ex, from: 0) == KeyEncoding.componentEnd(raw, from: 0))
+            }
+            KeyEncoding.withEncodedInteger(random, compact: true) {
+                #expect(Array($0) == KeyEncoding.encode([.int(random)], compactIntegers: true))
+                #expect(KeyEncoding.integer(exactly: $0) == random)
+            }
+            KeyEncoding.encode([.int(random), .string("x")], compactIntegers: true).withUnsafeBytes {
+                #expect(KeyEncoding.firstInteger($0) == random)
+            }
+        }
+        // A compact payload past Int64.max (eight bytes, top bit set) is damage: refused, never
+        // wrapped to a negative key.
+        let damaged: [UInt8] = [KeyEncoding.Tag.lastCompactInteger, 0x80, 0, 0, 0, 0, 0, 0, 0]
+        #expect(throws: StoreError.self) { try KeyEncoding.decode(damaged) }
+        damaged.withUnsafeBytes { #expect(KeyEncoding.integer(exactly: $0) == nil) }
+        // A truncated payload is refused by the walk and the decoder alike.
+        let truncated: [UInt8] = [KeyEncoding.Tag.compactInteger + 3, 1, 2]
+        #expect(throws: StoreError.self) { try KeyEncoding.decode(truncated) }
+        truncated.withUnsafeBytes { #expect(KeyEncoding.componentEnd($0, from: 0) == nil) }
+    }
+
     @Test("strings are read only when they are valid UTF-8 — including ill-formed bytes whose repair is as long")
     func stringValidation() throws {
         func read(_ body: [UInt8]) throws -> KeyComponent? {

@@ -96,7 +96,7 @@ struct FetchTests {
         let ageIndex = try #require(NativeStore.indexes(of: entity).first { $0.keys == ["age"] })
         // A second entry for Ann's row, under an age she does not have.
         try store.database.write { transaction in
-            try #require(try transaction.tree(named: ageIndex.tree)).put(KeyEncoding.encode([.int(32), .int(key)]), [])
+            try #require(try transaction.tree(named: ageIndex.tree)).put(KeyEncoding.encode([.int(32)]) + store.key(key), [])
         }
         #expect(people.stack.coordinator.rowCacheStatistics.snapshots == 0, "nothing holds a row")
         do {

@@ -13,7 +13,9 @@ import Testing
 /// - `release-0.1.0.arbor`: written by release 0.1.0 (commit 2ade8ec; row layout 2);
 /// - `rows-2.arbor` and `rows-3.arbor`: row layouts 2 (fixed-size attributes first) and 3
 ///   (records), written by ``writeFixtures()`` (run it with `ARBOR_WRITE_FIXTURES=<dir>` to
-///   write the fixtures this build makes) on 2026-11-26.
+///   write the fixtures this build makes) on 2026-11-26, with keys in the standard form;
+/// - `keys-2.arbor`: row layout 3 with compact keys (key form 2), written by ``writeFixtures()``
+///   on 2026-11-28.
 ///
 /// The first two were written from `FixtureStore`'s model and data by a small program built
 /// against those commits (`FixtureStore`'s source only uses API they already had).
@@ -28,20 +30,23 @@ struct FixtureStoreTests {
         return path
     }
 
-    static let cases: [(file: String, layout: RowFormat.Layout)] = [
-        ("rows-1.arbor", .declared), ("release-0.1.0.arbor", .fixedFirst), ("rows-2.arbor", .fixedFirst), ("rows-3.arbor", .records),
+    static let cases: [(file: String, layout: RowFormat.Layout, keys: NativeStore.KeyForm)] = [
+        ("rows-1.arbor", .declared, .standard), ("release-0.1.0.arbor", .fixedFirst, .standard), ("rows-2.arbor", .fixedFirst, .standard),
+        ("rows-3.arbor", .records, .standard), ("keys-2.arbor", .records, .compact),
     ]
 
     @Test("a fixture store opens in its layout, reads every value and relationship as written, answers searches like memory, takes a save and checks clean",
           arguments: cases.map(\.file))
     func readsAndWrites(file: String) throws {
-        let layout = try #require(Self.cases.first { $0.file == file }?.layout)
+        let fixture = try #require(Self.cases.first { $0.file == file })
         let path = try Self.copy(file)
         let model = try FixtureStore.model()
         do {
             let stack = try Stack(model: model, path: path)
             let store = try #require(stack.coordinator.persistentStores.first as? NativeStore)
-            #expect(store.rowLayout == layout)
+            #expect(store.rowLayout == fixture.layout)
+            // A store keeps the key form it was made with: its trees are never half one form.
+            #expect(store.keyForm == fixture.keys)
             let context = stack.context()
             try Self.checkContents(context, removed: [], changed: [:])
             try Self.checkSearches(context)
@@ -145,8 +150,9 @@ struct FixtureStoreTests {
     @Test("writes this build's fixture stores", .enabled(if: ProcessInfo.processInfo.environment["ARBOR_WRITE_FIXTURES"] != nil))
     func writeFixtures() throws {
         let directory = try #require(ProcessInfo.processInfo.environment["ARBOR_WRITE_FIXTURES"])
-        for layout in [RowFormat.Layout.fixedFirst, .records] {
-            let stack = try Stack(model: try FixtureStore.model(), path: directory + "/rows-\(layout.rawValue).arbor", rowLayout: layout)
+        // Layout 2 keeps the standard key form; records are written with compact keys.
+        for (layout, name) in [(RowFormat.Layout.fixedFirst, "rows-2.arbor"), (.records, "keys-2.arbor")] {
+            let stack = try Stack(model: try FixtureStore.model(), path: directory + "/" + name, rowLayout: layout)
             try FixtureStore.populate(stack.context())
         }
     }

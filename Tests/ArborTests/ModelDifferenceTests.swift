@@ -228,7 +228,11 @@ struct ModelHistoryTests {
         #expect(other.code == .incompatibleModel && other.message.contains("another model ("), "\(other.message)")
     }
 
-    @Test("the fixture stores of earlier builds give their model history without being written to, and record it on their first writable open", arguments: FixtureStoreTests.cases.map(\.file))
+    /// The fixtures made before stores recorded their model history (2026-11-26): `keys-2.arbor`
+    /// was made with it.
+    static let fixturesWithoutHistory = FixtureStoreTests.cases.map(\.file).filter { $0 != "keys-2.arbor" }
+
+    @Test("the fixture stores of earlier builds give their model history without being written to, and record it on their first writable open", arguments: fixturesWithoutHistory)
     func fixtures(file: String) throws {
         let path = try FixtureStoreTests.copy(file)
         let model = try FixtureStore.model()

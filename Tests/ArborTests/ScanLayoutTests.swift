@@ -218,3 +218,94 @@ struct ScanLayoutTests {
         #expect((memory.coordinator.persistentStores.first as? NativeStore)?.rowLayout == expected)
     }
 }
+
+/// Key form 2 (docs/file-format.md, "Key encoding"): a new store writes every primary key in its
+/// trees' keys compactly; an older store keeps the form it was made with.
+@Suite("Compact keys")
+struct CompactKeyTests {
+    @Test("a new store of records writes compact primary keys in every tree, records key form 2 where older builds refuse it, and refuses a form it does not know")
+    func newStoresAreCompact() throws {
+        let model = try FixtureStore.model()
+        let path = try temporaryDirectory() + "/compact.arbor"
+        do {
+            let stack = try Stack(model: model, path: path, rowLayout: .records)
+            #expect((stack.coordinator.persistentStores.first as? NativeStore)?.keyForm == .compact)
+            try FixtureStore.populate(stack.context())
+        }
+        let database = try Database(path: path)
+        try database.read { transaction in
+            let metadata = try #require(try transaction.tree(named: "arbor.metadata"))
+            #expect(try metadata.get(Array("keys".utf8)) == [2])
+            // A build that reads only the standard form checks the recorded hashes: the key
+            // form's entry makes it refuse the store instead of misreading its trees.
+            let hashes = try JSONDecoder().decode([String: String].self, from: Data(try #require(try metadata.get(Array("hashes".utf8)))))
+            #expect(hashes[NativeStore.keyFormHashKey] == "02")
+            let olderCheck = try #require(throws: ArborError.self) {
+                try model.checkCompatible(withStoreHashes: hashes.compactMapValues { NativeStore.bytes(fromHex: $0) }, storeName: path)
+            }
+            #expect(olderCheck.code == .incompatibleModel)
+            // Every primary key in a key is compact: rows, foreign keys, joins and orders are
+            // keys only; an index entry ends with one; a uniqueness tree's value is one.
+            var checked: [String: Int] = [:]
+            for descriptor in try transaction.trees() {
+                let name = descriptor.name
+                let tree = try #require(try transaction.tree(named: name))
+                try tree.forEach { key, value in
+                    if ["rows.", "fk.", "join.", "order."].contains(where: name.hasPrefix) {
+                        let components = try KeyEncoding.decode(Array(key))
+                        #expect(Array(key) == KeyEncoding.encode(components, compactIntegers: true), "\(name): \(components)")
+                        #expect(components.allSatisfy { if case .int = $0 { true } else { false } }, "\(name): \(components)")
+                    } else if name.hasPrefix("index.") {
+                        let start = key.withUnsafeBytes(KeyEncoding.lastComponentStart)
+                        #expect(key.count - start < 9, "\(name): a primary key of \(key.count - start) bytes")
+                    } else if name.hasPrefix("unique.") {
+                        #expect(value.count < 9 && value.withUnsafeBytes { KeyEncoding.integer(exactly: $0) } != nil, "\(name)")
+                    } else {
+                        return true
+                    }
+                    checked[String(name.prefix { $0 != "." }), default: 0] += 1
+                    return true
+                }
+            }
+            #expect(Set(checked.keys) == ["rows", "fk", "join", "index", "unique"], "\(checked)")
+        }
+        #expect(try database.checkIntegrity().problems.isEmpty)
+        // Reopened, it is read and searched like the fixture stores (through its foreign keys,
+        // joins and indexes).
+        database.close()
+        do {
+            let context = try Stack(model: model, path: path).context()
+            try FixtureStoreTests.checkContents(context, removed: [], changed: [:])
+            try FixtureStoreTests.checkSearches(context)
+        }
+        // A key form this build does not know is refused with a typed error, nothing written.
+        let damaged = try Database(path: path)
+        try damaged.write { try $0.tree(named: "arbor.metadata", create: false)!.put(Array("keys".utf8), [7]) }
+        damaged.close()
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+        let error = try #require(throws: ArborError.self) { try Stack(model: model, path: path) }
+        #expect(error.code == .storeOpen)
+        #expect(error.message.contains("form 7"), "\(error.message)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
+    }
+
+    @Test("stores of row layouts 1 and 2 keep the standard key form and record none")
+    func olderLayoutsAreStandard() throws {
+        let path = try temporaryDirectory() + "/standard.arbor"
+        do {
+            let stack = try Stack(model: try FixtureStore.model(), path: path, rowLayout: .fixedFirst)
+            #expect((stack.coordinator.persistentStores.first as? NativeStore)?.keyForm == .standard)
+            try FixtureStore.populate(stack.context())
+        }
+        let database = try Database(path: path)
+        defer { database.close() }
+        try database.read { transaction in
+            #expect(try transaction.tree(named: "arbor.metadata")?.get(Array("keys".utf8)) == nil)
+            let rows = try #require(try transaction.tree(named: "rows.Book"))
+            try rows.forEach { key, _ in
+                #expect(key.count == 9 && key.first == KeyEncoding.Tag.int)
+                return true
+            }
+        }
+    }
+}

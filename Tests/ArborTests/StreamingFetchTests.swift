@@ -139,9 +139,9 @@ struct StreamingFetchTests {
     static func damageTheEnds(of store: NativeStore) throws {
         try store.database.write { transaction in
             let rows = try #require(try transaction.tree(named: "rows.Person"))
-            try rows.put(KeyEncoding.encode([.int(1_000_000)]), [0xFF, 0x00, 0x13])
+            try rows.put(store.key(1_000_000), [0xFF, 0x00, 0x13])
             let ages = try #require(try transaction.tree(named: "index.Person.age"))
-            try ages.put(KeyEncoding.encode([.int(99), .int(999_999)]), [])
+            try ages.put(KeyEncoding.encode([.int(99)]) + store.key(999_999), [])
         }
     }
 

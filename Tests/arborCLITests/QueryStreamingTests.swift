@@ -28,7 +28,7 @@ struct QueryStreamingTests {
         let database = try Database(path: path)
         defer { database.close() }
         try database.write { transaction in
-            try #require(try transaction.tree(named: "rows.Row")).put(KeyEncoding.encode([.int(1_000_000)]), [0xFF, 0x00])
+            try #require(try transaction.tree(named: "rows.Row")).put(KeyEncoding.encode([.int(1_000_000)], compactIntegers: true), [0xFF, 0x00])
         }
         return path
     }

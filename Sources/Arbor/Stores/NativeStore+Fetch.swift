@@ -112,7 +112,7 @@ extension NativeStore {
                         result.append(nil)
                         continue
                     }
-                    let value = try KeyEncoding.withEncodedInteger(try primaryKey(of: id)) { key in
+                    let value = try withKey(try primaryKey(of: id)) { key in
                         try tree.withValue(forKey: key) { bytes -> AttributeValue? in
                             let known = hierarchies[index].hierarchy.entities.first { $0.format.owns(bytes) }
                             guard let (format, place) = try known ?? {
@@ -392,7 +392,7 @@ extension NativeStore {
 
         /// Takes the row `key` names (as an entry of the tree `source` names), read in place.
         func takeRow(_ key: Int64, from source: String) throws -> Bool {
-            let taken = try KeyEncoding.withEncodedInteger(key) { try rows.withValue(forKey: $0) { try take(key, $0) } }
+            let taken = try withKey(key) { try rows.withValue(forKey: $0) { try take(key, $0) } }
             guard let taken else {
                 throw ArborError(.store, "the index \(source) names row \(key), which \(rows.name) does not have")
             }
@@ -405,7 +405,7 @@ extension NativeStore {
             case .keys(let keys):
                 for key in keys.sorted() {
                     // A key the join found names a row that was there when it looked.
-                    guard try KeyEncoding.withEncodedInteger(key, { try rows.withValue(forKey: $0) { try take(key, $0) } }) ?? true else { break }
+                    guard try withKey(key, { try rows.withValue(forKey: $0) { try take(key, $0) } }) ?? true else { break }
                 }
             }
         } else if let index = plan.index, let tree = access.index {
@@ -537,7 +537,7 @@ extension NativeStore {
         var groups: [[Int64]] = []
         var lastValue: ArraySlice<UInt8>?
         for (entry, key) in entries {
-            let valuePart = index.kind == .unique ? entry[...] : entry.dropLast(9)
+            let valuePart = index.kind == .unique ? entry[...] : entry[..<entry.withUnsafeBytes(KeyEncoding.lastComponentStart)]
             if valuePart == lastValue { groups[groups.count - 1].append(key) } else { groups.append([key]) }
             lastValue = valuePart
         }

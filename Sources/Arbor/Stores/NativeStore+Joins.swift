@@ -135,7 +135,7 @@ extension NativeStore {
         // One-to-many: each destination row names its owner in the inverse's foreign key.
         guard let rows = try transaction.tree(named: Self.rowsTree(destination)) else { return owners }
         for key in keys.sorted() {
-            let row = try KeyEncoding.withEncodedInteger(key) { try rows.withValue(forKey: $0) { try decode($0, objectID: objectID(destination, key)) } }
+            let row = try withKey(key) { try rows.withValue(forKey: $0) { try decode($0, objectID: objectID(destination, key)) } }
             if case .object(let owner)? = row?.values[inverse.name] { owners.insert(owner.key) }
         }
         return owners
@@ -158,7 +158,7 @@ extension NativeStore {
             // with an owner, which is the entry's first component — counted from the keys
             // alone, no row read.
             try tree.forEach { entry, _ in
-                guard entry.count >= 9, let owner = KeyEncoding.integer(exactly: UnsafeRawBufferPointer(rebasing: entry[0..<9])) else {
+                guard let owner = KeyEncoding.firstInteger(entry) else {
                     throw ArborError(.store, "an entry of \(tree.name) does not begin with an owner's key")
                 }
                 counts[owner, default: 0] += 1
@@ -256,7 +256,7 @@ extension NativeStore {
     /// key is one of `keys`, key by key in ascending order; `body` returns false to stop.
     func forEachSource(in tree: Tree, of keys: Set<Int64>, _ body: (Int64) throws -> Bool) throws {
         for key in keys.sorted() {
-            let prefix = KeyEncoding.encode([.int(key)])
+            let prefix = self.key(key)
             var more = true
             try tree.forEach(from: prefix) { entry, _ in
                 guard entry.starts(with: prefix) else { return false }

@@ -12,6 +12,7 @@ extension NativeStore {
         var hashes = recorded
         hashes[rowLayoutHashKey] = nil
         hashes[fillsHashKey] = nil
+        hashes[keyFormHashKey] = nil
         return hashes
     }
 
@@ -41,6 +42,26 @@ extension NativeStore {
         /// The migration to run before the store is used (its recorded state is then the one
         /// the migration leaves).
         var migration: StoreMigration?
+        /// How the store writes primary keys in its trees' keys (`keys`; standard when absent).
+        var keyForm: KeyForm = .standard
+    }
+
+    /// The metadata key of the store's key form (``KeyForm``; absent: standard).
+    static let keyFormKey = Array("keys".utf8)
+
+    /// The entry of the recorded hashes of a store whose keys are compact: builds that read only
+    /// standard keys refuse it (an entity only in the store) instead of misreading its trees.
+    static let keyFormHashKey = "(key form)"
+
+    /// A store's recorded key form.
+    ///
+    /// - Throws: ``ArborError/Code/storeOpen`` for a form this build does not know.
+    static func recordedKeyForm(_ metadata: Tree, path: String) throws -> KeyForm {
+        guard let recorded = try metadata.get(keyFormKey) else { return .standard }
+        guard recorded.count == 1, let form = KeyForm(rawValue: recorded[0]) else {
+            throw ArborError(.storeOpen, "\(path) writes its keys in form \(recorded.map(String.init).joined(separator: " ")), which this build of Arbor does not know (it reads forms 1 and 2)")
+        }
+        return form
     }
 
     /// The metadata key of an entity's recorded column order.
@@ -155,7 +176,7 @@ extension NativeStore {
             plan.invalidObjects = options.invalidObjects
             return Recorded(identifier: UUID(uuid: stored.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }), layout: .records,
                             columns: plan.columns, schema: try schemaBytes(model), entities: plan.entities, hasHistory: true,
-                            fills: plan.fills, migration: plan)
+                            fills: plan.fills, migration: plan, keyForm: try recordedKeyForm(metadata, path: path))
         }
         let layout = try recordedLayout(metadata, path: path)
         // The same model with other value rules: a check of the values that meet changed rules,
@@ -168,7 +189,7 @@ extension NativeStore {
             plan.rulesOnly = true
             return Recorded(identifier: UUID(uuid: stored.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }), layout: .records,
                             columns: plan.columns, schema: try schemaBytes(model), entities: plan.entities, hasHistory: true,
-                            fills: plan.fills, migration: plan)
+                            fills: plan.fills, migration: plan, keyForm: try recordedKeyForm(metadata, path: path))
         }
         var columns: [String: [String]] = [:]
         var fills: [String: [String: AttributeValue]] = [:]
@@ -188,7 +209,8 @@ extension NativeStore {
         }
         return Recorded(identifier: UUID(uuid: stored.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }), layout: layout,
                         columns: columns, schema: try metadata.get(Array("schema".utf8)), entities: entities,
-                        hasHistory: try metadata.get(historyKey) != nil, fills: fills, migration: nil)
+                        hasHistory: try metadata.get(historyKey) != nil, fills: fills, migration: nil,
+                        keyForm: try recordedKeyForm(metadata, path: path))
     }
 
     /// A store's recorded row layout (layout 1 when it records none).

@@ -82,10 +82,10 @@ extension NativeStore {
                             entries.append((tree.name, try indexEntry(row, index, key: primaryKey), []))
                         case .unique:
                             guard let value = try uniqueKey(row, tree.keys) else { continue }
-                            entries.append((tree.name, value, Self.key(primaryKey)))
+                            entries.append((tree.name, value, key(primaryKey)))
                         case .foreignKey:
                             guard let key = tree.keys.first, let destination = row.destination(key) else { continue }
-                            entries.append((tree.name, Self.pair(try self.primaryKey(of: destination), primaryKey), []))
+                            entries.append((tree.name, pair(try self.primaryKey(of: destination), primaryKey), []))
                         }
                     }
                 }
@@ -109,14 +109,20 @@ extension NativeStore {
         while true {
             var chunk: [(Int64, [UInt8])] = []
             chunk.reserveCapacity(migrationChunk)
+            var lastKey: [UInt8] = []
             try tree.forEach(from: start) { key, value in
-                chunk.append((try lastKey(of: key, in: tree.name), Array(value)))
-                return chunk.count < migrationChunk
+                chunk.append((try Self.lastKey(of: key, in: tree.name), Array(value)))
+                guard chunk.count < migrationChunk else {
+                    lastKey = Array(key)
+                    return false
+                }
+                return true
             }
-            guard let last = chunk.last?.0 else { return }
+            guard !chunk.isEmpty else { return }
             try body(chunk)
-            guard chunk.count == migrationChunk, last < Int64.max else { return }
-            start = key(last + 1)
+            guard chunk.count == migrationChunk else { return }
+            // The next key after the last one, whichever form the tree's keys are in.
+            start = lastKey + [0]
         }
     }
 }
@@ -219,6 +225,7 @@ private struct MigrationRun {
         var hashes = StoreModelVersion.entityHashes(of: plan.new)
         hashes[NativeStore.rowLayoutHashKey] = String(format: "%02x", RowFormat.Layout.records.rawValue)
         if plan.fills.values.contains(where: { !$0.isEmpty }) { hashes[NativeStore.fillsHashKey] = "01" }
+        if store.compactKeys { hashes[NativeStore.keyFormHashKey] = String(format: "%02x", store.keyForm.rawValue) }
         try metadata.put(Array("hashes".utf8), Array(try encoder.encode(hashes)))
         try metadata.put(Array("model".utf8), Array(plan.new.description.utf8))
         try metadata.put(Array("schema".utf8), try NativeStore.schemaBytes(plan.new))

@@ -205,6 +205,9 @@ extension NativeStore {
         // The component each constant is stored as, for the key's kind.
         let component: (PredicateValue) -> KeyComponent?
         var exact = true
+        // A relationship's component is a primary key, written in the store's key form; an
+        // attribute's value is always in the standard form.
+        var primaryKeys = false
         if let attribute = entity.attributesByName[key], !attribute.isTransient {
             let kind = attribute.type.kind
             // Floating point and dates (a Double inside) can hold NaN, which sorts inside ranges
@@ -230,7 +233,9 @@ extension NativeStore {
                 }
             }
         } else if let relationship = entity.relationshipsByName[key], !relationship.isToMany {
-            guard !folded else { return nil }
+            // Objects are equal or not; they have no order.
+            guard !folded, op == .equalTo || op == .in else { return nil }
+            primaryKeys = true
             component = { [identifier] value in
                 guard case .objectID(let id) = value, let key = id.primaryKey, id.storeIdentifier == identifier else { return nil }
                 return .int(key)
@@ -239,8 +244,9 @@ extension NativeStore {
             return nil
         }
 
+        let compact = primaryKeys && compactKeys
         func point(_ value: KeyComponent) -> FetchPlan.KeyRange {
-            let bytes = KeyEncoding.encode([value])
+            let bytes = KeyEncoding.encode([value], compactIntegers: compact)
             return FetchPlan.KeyRange(start: bytes, end: bytes + [0xFF], label: .relation("=", value))
         }
         switch op {
@@ -261,7 +267,7 @@ extension NativeStore {
                 guard let component = component(value) else { return nil }
                 components.append(component)
             }
-            let sorted = Set(components.map { KeyEncoding.encode([$0]) }).sorted { $0.lexicographicallyPrecedes($1) }
+            let sorted = Set(components.map { KeyEncoding.encode([$0], compactIntegers: compact) }).sorted { $0.lexicographicallyPrecedes($1) }
             let ranges = sorted.map { bytes in
                 FetchPlan.KeyRange(start: bytes, end: bytes + [0xFF], label: .encoded(bytes))
             }

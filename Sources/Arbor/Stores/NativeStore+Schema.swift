@@ -24,8 +24,38 @@ extension NativeStore {
         uniqueTree(root: entity.rootEntity.name, keys: keys)
     }
 
-    static func key(_ primaryKey: Int64) -> [UInt8] { KeyEncoding.withEncodedInteger(primaryKey) { Array($0) } }
-    static func pair(_ a: Int64, _ b: Int64) -> [UInt8] { KeyEncoding.encode([.int(a), .int(b)]) }
+    /// How a store writes the primary keys in its trees' keys (docs/file-format.md, "Key
+    /// encoding"; docs/row-format.md, "Keys"): recorded as `keys` in `arbor.metadata`.
+    enum KeyForm: UInt8, Sendable {
+        /// Nine bytes each (``KeyEncoding/Tag/int``): stores made before compact keys, and
+        /// stores of row layouts 1 and 2.
+        case standard = 1
+        /// As many bytes as the key needs, after a tag saying how many
+        /// (``KeyEncoding/Tag/compactInteger``): a key below 2^24 takes four bytes. New stores.
+        case compact = 2
+    }
+
+    /// Whether this store's keys write primary keys compactly.
+    var compactKeys: Bool { keyForm == .compact }
+
+    // The primary keys in a tree's key, in the store's key form: the only writers of them.
+    // (Readers — `lastKey(of:in:)`, `KeyEncoding.integer(exactly:)`, `KeyReader` — read both
+    // forms.) A destination in an index entry is a primary key too (``indexEntry(_:_:key:permanent:)``);
+    // attribute values in index entries, the values of uniqueness keys and the values in rows
+    // stay in the standard form.
+
+    /// A rows tree's key, or a uniqueness tree's value: `primaryKey` alone.
+    func key(_ primaryKey: Int64) -> [UInt8] { KeyEncoding.withEncodedInteger(primaryKey, compact: compactKeys) { Array($0) } }
+    /// ``key(_:)`` in a buffer on the stack, valid during `body`.
+    func withKey<R>(_ primaryKey: Int64, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try KeyEncoding.withEncodedInteger(primaryKey, compact: compactKeys, body)
+    }
+    /// A foreign-key or join tree's key: two primary keys.
+    func pair(_ a: Int64, _ b: Int64) -> [UInt8] { KeyEncoding.encode([.int(a), .int(b)], compactIntegers: compactKeys) }
+    /// An ordered to-many's order-tree key: the owner, the position, the member.
+    func orderKey(owner: Int64, position: Int64, member: Int64) -> [UInt8] {
+        KeyEncoding.encode([.int(owner), .int(position), .int(member)], compactIntegers: compactKeys)
+    }
 
     /// Whether a to-one relationship keeps a foreign-key index (its inverse is an unordered
     /// to-many).
@@ -111,9 +141,14 @@ extension NativeStore {
                     permanent: (ManagedObjectID) -> ManagedObjectID = { $0 }) throws -> [UInt8] {
         var bytes: [UInt8] = []
         for name in index.keys {
-            KeyEncoding.append(try indexComponent(row.values[name], folded: index.folded, permanent: permanent), to: &bytes)
+            let value = row.values[name]
+            // A destination is a primary key: in the store's key form, as in a foreign-key tree.
+            var isObject = false
+            if case .object? = value { isObject = true }
+            KeyEncoding.append(try indexComponent(value, folded: index.folded, permanent: permanent), to: &bytes,
+                               compactIntegers: isObject && compactKeys)
         }
-        KeyEncoding.append(.int(key), to: &bytes)
+        KeyEncoding.append(.int(key), to: &bytes, compactIntegers: compactKeys)
         return bytes
     }
 }

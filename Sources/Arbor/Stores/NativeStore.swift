@@ -29,6 +29,8 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     let model: ManagedObjectModel
     /// The order of the columns in this store's rows (recorded in its metadata).
     let rowLayout: RowFormat.Layout
+    /// How the store writes primary keys in its trees' keys.
+    let keyForm: KeyForm
     /// Each entity's row format in this store (``RowFormat``), made once.
     let rowFormats: [ObjectIdentifier: RowFormat]
     /// A layout-3 store's recorded entity list (`entities`): a row of a hierarchy with
@@ -121,6 +123,13 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                 // makes them refuse the store (an entity only in the store) instead of reading
                 // its rows in the wrong order.
                 if newRowLayout != .declared { hashes[Self.rowLayoutHashKey] = String(format: "%02x", newRowLayout.rawValue) }
+                // Stores of records write their keys compactly (stores of layouts 1 and 2, made
+                // only by tests now, keep the standard form older builds wrote with them).
+                let keyForm: KeyForm = newRowLayout == .records ? .compact : .standard
+                if keyForm == .compact {
+                    try metadata.put(Self.keyFormKey, [keyForm.rawValue])
+                    hashes[Self.keyFormHashKey] = String(format: "%02x", keyForm.rawValue)
+                }
                 try metadata.put(Array("hashes".utf8), Array(try encoder.encode(hashes)))
                 try metadata.put(Array("model".utf8), Array(model.description.utf8))
                 let schema = try Self.schemaBytes(model)
@@ -146,11 +155,12 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                     _ = try transaction.tree(named: Self.rowsTree(root), create: true)
                 }
                 return Recorded(identifier: uuid, layout: newRowLayout, columns: columns, schema: schema, entities: entities, hasHistory: true,
-                                fills: [:], migration: nil)
+                                fills: [:], migration: nil, keyForm: keyForm)
             }
         }
         identifier = recorded.identifier
         rowLayout = recorded.layout
+        keyForm = recorded.keyForm
         // Each entity's column order: as recorded; else as the layout derives it from the model
         // that made the store (its recorded schema: the application's model may list the
         // properties in another order); else from this model.
@@ -279,7 +289,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     /// in place and decoded; nil when there is none. The row may be of another entity of the
     /// hierarchy: callers that need the ID's own entity check it.
     func readRow(_ objectID: ManagedObjectID, in tree: Tree) throws -> StoreRow? {
-        try KeyEncoding.withEncodedInteger(try primaryKey(of: objectID)) { key in
+        try withKey(try primaryKey(of: objectID)) { key in
             try tree.withValue(forKey: key) { try decode($0, objectID: objectID) }
         }
     }
@@ -396,7 +406,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                     treeName = Self.orderTree(relationship)
                 }
                 guard let tree = try transaction.tree(named: treeName) else { return [] }
-                let prefix = Self.key(key)
+                let prefix = self.key(key)
                 let rows = try transaction.tree(named: Self.rowsTree(destination))
                 var keys: [Int64] = []
                 try tree.forEach(from: prefix) { entryKey, _ in
@@ -408,7 +418,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                 guard !destination.subentities.isEmpty, let rows else { return keys.map { self.objectID(destination.name, $0) } }
                 return try keys.map { other in
                     let id = self.objectID(destination.name, other)
-                    guard let bytes = try rows.get(Self.key(other)) else { return id }
+                    guard let bytes = try rows.get(self.key(other)) else { return id }
                     return self.objectID(try decode(bytes, objectID: id).entityName, other)
                 }
             }
@@ -465,7 +475,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                 guard let holder = try transaction.tree(named: Self.uniqueTree(entity, constraint))?.get(value),
                       let key = holder.withUnsafeBytes({ KeyEncoding.integer(exactly: $0) }), Self.isPrimaryKey(key) else { return nil }
                 // The holder's own entity (a sub-entity's row names it first).
-                let name = try transaction.tree(named: Self.rowsTree(entity))?.get(Self.key(key))
+                let name = try transaction.tree(named: Self.rowsTree(entity))?.get(self.key(key))
                     .flatMap { bytes in bytes.withUnsafeBytes { entityName(ofRow: $0, hierarchy: entity) } }
                 return objectID(name ?? entity.rootEntity.name, key)
             }

@@ -149,7 +149,7 @@ final class RowWriter {
             guard let old = try readRow(id) else { continue }
             try check(old, of: id, expected: expected)
             try removeIndexes(of: id, row: old)
-            try rowsTree(try entity(of: id)).delete(NativeStore.key(try store.primaryKey(of: id)))
+            try rowsTree(try entity(of: id)).delete(store.key(try store.primaryKey(of: id)))
             try removeLinks(of: id)
         }
         // Every changed row leaves its index and uniqueness entries before any is written back,
@@ -197,22 +197,22 @@ final class RowWriter {
         let entity = try entity(row.entityName)
         let writes = try writes(entity)
         let key = try self.key(id)
-        try writes.rows.put(NativeStore.key(key), try store.encode(row, entity: entity, permanent: permanent))
+        try writes.rows.put(store.key(key), try store.encode(row, entity: entity, permanent: permanent))
         for constraint in entity.uniquenessConstraints {
             guard let value = try store.uniqueKey(row, constraint, permanent: permanent) else { continue }
             let unique = try tree(NativeStore.uniqueTree(entity, constraint))
-            if let holder = try unique.get(value), holder != NativeStore.key(key) {
+            if let holder = try unique.get(value), holder != store.key(key) {
                 let other = holder.withUnsafeBytes { KeyEncoding.integer(exactly: $0) }
                 let values = constraint.map { "\($0) = \(row.attribute($0)?.description ?? row.destination($0)?.description ?? "nil")" }
                 throw ArborError(.constraintConflict,
                                  "\(id) would break the uniqueness of \(entity.rootEntity.name)(\(constraint.joined(separator: ", "))): \(values.joined(separator: ", ")) is already held by \(other.map { store.objectID(entity.rootEntity.name, $0).description } ?? "another object")",
                                  entity: entity.name, key: constraint.joined(separator: ","), value: values.joined(separator: ", "), objectID: id)
             }
-            try unique.put(value, NativeStore.key(key))
+            try unique.put(value, store.key(key))
         }
         for relationship in writes.indexedForeignKeys {
             guard let destination = row.destination(relationship.name) else { continue }
-            try tree(NativeStore.foreignKeyTree(relationship)).put(NativeStore.pair(try self.key(destination), key), [])
+            try tree(NativeStore.foreignKeyTree(relationship)).put(store.pair(try self.key(destination), key), [])
         }
         for (index, tree) in writes.indexes {
             try tree.put(try store.indexEntry(row, index, key: key, permanent: permanent), [])
@@ -222,9 +222,9 @@ final class RowWriter {
         for relationship in writes.orderedToMany {
             guard let destinations = row.orderedDestinations(relationship.name) else { continue }
             let order = try tree(NativeStore.orderTree(relationship))
-            try clear(order, prefix: NativeStore.key(key))
+            try clear(order, prefix: store.key(key))
             for (position, destination) in destinations.enumerated() {
-                try order.put(KeyEncoding.encode([.int(key), .int(Int64(position)), .int(try self.key(destination))]), [])
+                try order.put(store.orderKey(owner: key, position: Int64(position), member: try self.key(destination)), [])
             }
         }
     }
@@ -237,11 +237,11 @@ final class RowWriter {
         for constraint in entity.uniquenessConstraints {
             guard let value = try store.uniqueKey(row, constraint) else { continue }
             let unique = try tree(NativeStore.uniqueTree(entity, constraint))
-            if try unique.get(value) == NativeStore.key(key) { try unique.delete(value) }
+            if try unique.get(value) == store.key(key) { try unique.delete(value) }
         }
         for relationship in entity.relationships where NativeStore.isIndexedForeignKey(relationship) {
             guard let destination = row.destination(relationship.name) else { continue }
-            try tree(NativeStore.foreignKeyTree(relationship)).delete(NativeStore.pair(try store.primaryKey(of: destination), key))
+            try tree(NativeStore.foreignKeyTree(relationship)).delete(store.pair(try store.primaryKey(of: destination), key))
         }
         for (index, tree) in try writes(entity).indexes {
             try tree.delete(try store.indexEntry(row, index, key: key))
@@ -253,11 +253,11 @@ final class RowWriter {
         let entity = try entity(of: id)
         let key = try store.primaryKey(of: id)
         for relationship in try writes(entity).orderedToMany {
-            try clear(try tree(NativeStore.orderTree(relationship)), prefix: NativeStore.key(key))
+            try clear(try tree(NativeStore.orderTree(relationship)), prefix: store.key(key))
         }
         for relationship in entity.relationships where NativeStore.isJoined(relationship) {
             let forward = try tree(NativeStore.joinTree(relationship))
-            let prefix = NativeStore.key(key)
+            let prefix = store.key(key)
             var others: [Int64] = []
             try forward.forEach(from: prefix) { entryKey, _ in
                 guard entryKey.starts(with: prefix) else { return false }
@@ -266,8 +266,8 @@ final class RowWriter {
             }
             let backward = try backwardTree(relationship)
             for other in others {
-                try forward.delete(NativeStore.pair(key, other))
-                try backward?.delete(NativeStore.pair(other, key))
+                try forward.delete(store.pair(key, other))
+                try backward?.delete(store.pair(other, key))
             }
         }
     }
@@ -287,11 +287,11 @@ final class RowWriter {
         let a = try self.key(id), b = try self.key(other)
         let forward = try tree(NativeStore.joinTree(relationship)), backward = try backwardTree(relationship)
         if add {
-            try forward.put(NativeStore.pair(a, b), [])
-            try backward?.put(NativeStore.pair(b, a), [])
+            try forward.put(store.pair(a, b), [])
+            try backward?.put(store.pair(b, a), [])
         } else {
-            try forward.delete(NativeStore.pair(a, b))
-            try backward?.delete(NativeStore.pair(b, a))
+            try forward.delete(store.pair(a, b))
+            try backward?.delete(store.pair(b, a))
         }
     }
 

@@ -59,6 +59,14 @@ public enum KeyEncoding {
         public static let trueValue: UInt8 = 0x11
         /// An integer: eight big-endian bytes with the sign bit flipped.
         public static let int: UInt8 = 0x20
+        /// The first of the nine tags of a *compact* integer, one that is not negative: tag
+        /// `compactInteger + n` is followed by the value in `n` big-endian bytes, as few as it
+        /// needs (0 has none; n is 0…8). Negative integers keep the form of ``int``, whose tag
+        /// sorts below, so a store that writes its integers this way keeps their order
+        /// (``append(_:to:compactIntegers:)``). Readers read both forms.
+        public static let compactInteger: UInt8 = 0x21
+        /// The last compact-integer tag (eight bytes).
+        public static let lastCompactInteger: UInt8 = 0x29
         /// A double: eight bytes of its ordered bits.
         public static let double: UInt8 = 0x30
         /// A date: a double of seconds since the reference date.
@@ -71,20 +79,26 @@ public enum KeyEncoding {
         public static let uuid: UInt8 = 0x60
     }
 
-    /// Encodes a tuple.
-    public static func encode(_ components: [KeyComponent]) -> [UInt8] {
+    /// Encodes a tuple; with `compactIntegers`, integers that are not negative in their compact
+    /// form (``Tag/compactInteger``).
+    public static func encode(_ components: [KeyComponent], compactIntegers: Bool = false) -> [UInt8] {
         var bytes: [UInt8] = []
-        for component in components { append(component, to: &bytes) }
+        for component in components { append(component, to: &bytes, compactIntegers: compactIntegers) }
         return bytes
     }
 
-    /// Appends one component's encoding.
-    public static func append(_ component: KeyComponent, to bytes: inout [UInt8]) {
+    /// Appends one component's encoding; with `compactIntegers`, an integer that is not
+    /// negative in its compact form (``Tag/compactInteger``): one to nine bytes instead of nine.
+    /// A tree's keys must all be written one way or all the other: the two forms of one value
+    /// differ, and only each form on its own keeps the integers' order.
+    public static func append(_ component: KeyComponent, to bytes: inout [UInt8], compactIntegers: Bool = false) {
         switch component {
         case .null:
             bytes.append(Tag.null)
         case .bool(let value):
             bytes.append(value ? Tag.trueValue : Tag.falseValue)
+        case .int(let value) where compactIntegers && value >= 0:
+            appendCompactInteger(UInt64(value), to: &bytes)
         case .int(let value):
             bytes.append(Tag.int)
             appendBigEndian(UInt64(bitPattern: value) ^ (1 << 63), to: &bytes)
@@ -129,6 +143,7 @@ public enum KeyEncoding {
         }
         switch tag {
         case Tag.null, Tag.falseValue, Tag.trueValue: return position
+        case Tag.compactInteger...Tag.lastCompactInteger: return fixed(Int(tag - Tag.compactInteger))
         case Tag.int, Tag.double, Tag.date: return fixed(8)
         case Tag.uuid: return fixed(16)
         case Tag.string, Tag.data:
@@ -163,8 +178,12 @@ public enum KeyEncoding {
     public static func componentEnd(_ bytes: UnsafeRawBufferPointer, from start: Int) -> Int? {
         guard start < bytes.count, let base = bytes.baseAddress else { return nil }
         let count = bytes.count
-        switch base.load(fromByteOffset: start, as: UInt8.self) {
+        let tag = base.load(fromByteOffset: start, as: UInt8.self)
+        switch tag {
         case Tag.null, Tag.falseValue, Tag.trueValue: return start + 1
+        case Tag.compactInteger...Tag.lastCompactInteger:
+            let end = start + 1 + Int(tag - Tag.compactInteger)
+            return end <= count ? end : nil
         case Tag.int, Tag.double, Tag.date: return start + 9 <= count ? start + 9 : nil
         case Tag.uuid: return start + 17 <= count ? start + 17 : nil
         case Tag.string, Tag.data:
@@ -187,9 +206,34 @@ public enum KeyEncoding {
     /// The integer `bytes` encode when they are exactly one integer component (a table's key),
     /// read in place; nil for anything else.
     public static func integer(exactly bytes: UnsafeRawBufferPointer) -> Int64? {
-        guard bytes.count == 9, bytes[0] == Tag.int else { return nil }
-        let raw = UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: 1, as: UInt64.self))
-        return Int64(bitPattern: raw ^ (1 << 63))
+        guard let tag = bytes.first else { return nil }
+        if tag == Tag.int {
+            guard bytes.count == 9 else { return nil }
+            let raw = UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: 1, as: UInt64.self))
+            return Int64(bitPattern: raw ^ (1 << 63))
+        }
+        guard tag >= Tag.compactInteger, tag <= Tag.lastCompactInteger, bytes.count == 1 + Int(tag - Tag.compactInteger) else { return nil }
+        return compactInteger(UnsafeRawBufferPointer(rebasing: bytes[1...]))
+    }
+
+    /// The value of a compact integer's payload (`bytes`, 0…8 big-endian bytes); nil when it
+    /// does not fit an `Int64` (a damaged key: eight bytes with the top bit set).
+    static func compactInteger(_ bytes: UnsafeRawBufferPointer) -> Int64? {
+        var value: UInt64 = 0
+        for byte in bytes { value = value << 8 | UInt64(byte) }
+        return value <= UInt64(Int64.max) ? Int64(value) : nil
+    }
+
+    /// Appends `value` as a compact integer (``Tag/compactInteger``).
+    @inlinable
+    public static func appendCompactInteger(_ value: UInt64, to bytes: inout [UInt8]) {
+        let length = (64 - value.leadingZeroBitCount + 7) / 8
+        bytes.append(Tag.compactInteger + UInt8(length))
+        var shift = (length - 1) * 8
+        while shift >= 0 {
+            bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift)))
+            shift -= 8
+        }
     }
 
     /// The integer a tuple's last component encodes (an index entry's primary key), read in
@@ -205,14 +249,37 @@ public enum KeyEncoding {
         }
     }
 
+    /// Where the last component of the tuple `bytes` starts (an index entry's primary key): what
+    /// comes before is the entry's value part. For malformed bytes, the start of the last
+    /// well-formed component's successor (or 0).
+    public static func lastComponentStart(_ bytes: UnsafeRawBufferPointer) -> Int {
+        var start = 0
+        while let end = componentEnd(bytes, from: start), end < bytes.count { start = end }
+        return start
+    }
+
+    /// The integer the first component of the tuple `bytes` encodes (a foreign-key or join
+    /// tree's owner), read in place; nil when the tuple does not begin with an integer.
+    public static func firstInteger(_ bytes: UnsafeRawBufferPointer) -> Int64? {
+        guard let end = componentEnd(bytes, from: 0) else { return nil }
+        return integer(exactly: UnsafeRawBufferPointer(rebasing: bytes[0..<end]))
+    }
+
     /// Calls `body` with the one-component tuple of `value` (a table's key) encoded in a buffer
-    /// on the stack: the same bytes as `encode([.int(value)])`, without an array.
+    /// on the stack: the same bytes as `encode([.int(value)], compactIntegers:)`, without an
+    /// array.
     @inlinable
-    public static func withEncodedInteger<R>(_ value: Int64, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    public static func withEncodedInteger<R>(_ value: Int64, compact: Bool = false, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try withUnsafeTemporaryAllocation(byteCount: 9, alignment: 1) { key in
-            key[0] = Tag.int
-            key.storeBytes(of: (UInt64(bitPattern: value) ^ (1 << 63)).bigEndian, toByteOffset: 1, as: UInt64.self)
-            return try body(UnsafeRawBufferPointer(key))
+            guard compact && value >= 0 else {
+                key[0] = Tag.int
+                key.storeBytes(of: (UInt64(bitPattern: value) ^ (1 << 63)).bigEndian, toByteOffset: 1, as: UInt64.self)
+                return try body(UnsafeRawBufferPointer(key))
+            }
+            let length = (64 - UInt64(value).leadingZeroBitCount + 7) / 8
+            key[0] = Tag.compactInteger + UInt8(length)
+            for index in 0..<length { key[1 + index] = UInt8(truncatingIfNeeded: UInt64(value) >> UInt64(8 * (length - 1 - index))) }
+            return try body(UnsafeRawBufferPointer(rebasing: key[0..<(1 + length)]))
         }
     }
 

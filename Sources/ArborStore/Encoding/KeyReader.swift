@@ -36,6 +36,14 @@ public struct KeyReader {
         case KeyEncoding.Tag.falseValue, KeyEncoding.Tag.trueValue:
             position += 1
             return .bool(tag == KeyEncoding.Tag.trueValue)
+        case KeyEncoding.Tag.compactInteger...KeyEncoding.Tag.lastCompactInteger:
+            let end = position + 1 + Int(tag - KeyEncoding.Tag.compactInteger)
+            guard end <= bytes.count else { throw fail("truncated") }
+            guard let value = KeyEncoding.compactInteger(UnsafeRawBufferPointer(rebasing: bytes[(position + 1)..<end])) else {
+                throw fail("a compact integer past the largest 64-bit integer")
+            }
+            position = end
+            return .int(value)
         case KeyEncoding.Tag.int, KeyEncoding.Tag.double, KeyEncoding.Tag.date:
             guard position + 9 <= bytes.count else { throw fail("truncated") }
             let raw = UInt64(bigEndian: base.loadUnaligned(fromByteOffset: position + 1, as: UInt64.self))

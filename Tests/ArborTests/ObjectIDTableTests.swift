@@ -159,4 +159,38 @@ struct ObjectIDTableTests {
         box.table.removeAll()
         #expect(box.table[id("Employee", 9)] != nil && box.table.count == 1)
     }
+
+    @Test("an ID mapping of a run of temporary IDs maps each of the run, and nothing else, without a table; its dictionary lists the run's pairs")
+    func idMappingRun() {
+        let store = UUID()
+        // A run of serial numbers across two entities (each ID's entity is kept in the
+        // dictionary's old IDs).
+        let entities = ["Department", "Employee", "Employee", "Department", "Employee"]
+        // Serial numbers far past any this process hands out, so that tests running alongside
+        // take none of them.
+        func temporary(_ entity: String, serial: Int64) -> ManagedObjectID {
+            ManagedObjectID(space: ObjectIDSpace.interned(entity, ManagedObjectID.temporaryNamespace), key: -serial)
+        }
+        let old = entities.enumerated().map { temporary($1, serial: 1 << 40 + Int64($0)) }
+        let first = old[0]
+        #expect(old.allSatisfy { $0.isTemporaryID })
+        let new = entities.enumerated().map { ManagedObjectID(entityName: $1, store: store, key: Int64(100 + $0)) }
+        let mapping = IDMapping()
+        mapping.addRun(first: first, new: new)
+        let outside = temporary("Employee", serial: 1 << 40 + 10)
+        let added = ManagedObjectID(entityName: "Employee", store: store, key: 7)
+        mapping.add(outside, added)
+        #expect(mapping.count == 6 && !mapping.isEmpty)
+        for (o, n) in zip(old, new) { #expect(mapping[o] == n) }
+        #expect(mapping[outside] == added, "a pair past the run is in the table")
+        // Neither a permanent ID, nor a temporary ID of another namespace with a key in the run.
+        #expect(mapping[new[0]] == nil)
+        let foreign = ManagedObjectID(space: ObjectIDSpace.interned("Employee", UUID()), key: old[1].key)
+        #expect(mapping[foreign] == nil)
+        #expect(mapping[ManagedObjectID(space: ObjectIDSpace.interned("Employee", first.namespace), key: first.key + 1)] == nil,
+                "a serial number before the run")
+        var expected = Dictionary(uniqueKeysWithValues: zip(old, new))
+        expected[outside] = added
+        #expect(mapping.dictionary == expected)
+    }
 }

@@ -16,8 +16,39 @@ final class CountingNote: ManagedObject {
     }
 }
 
+/// A note that counts the times `willSave` was called on it.
+final class AnnouncedNote: ManagedObject {
+    var willSaveCalls = 0
+    override func willSave() {
+        super.willSave()
+        willSaveCalls += 1
+    }
+}
+
 @Suite("Save edge cases")
 struct SaveEdgeCaseTests {
+    @Test("the count of saves wraps without skipping willSave: an object announced in save 1 long ago is announced again in the save numbered 1 after the wrap")
+    func saveCountWraps() throws {
+        let model = try ManagedObjectModel { Entity("Note", class: AnnouncedNote.self) { Attribute("text", .string) } }
+        let stack = try Stack(model: model)
+        let context = stack.context()
+        let old = AnnouncedNote(context: context)
+        try old.setValue("first", forKey: "text")
+        try context.save()
+        #expect(context.saveCount == 1 && old.willSaveCalls == 1)
+        // Far later: the count is about to wrap.
+        context.saveCount = .max - 1
+        let other = AnnouncedNote(context: context)
+        try other.setValue("other", forKey: "text")
+        try context.save()
+        #expect(context.saveCount == .max)
+        try old.setValue("second", forKey: "text")
+        try context.save()
+        #expect(context.saveCount == 1, "the count wrapped")
+        #expect(old.willSaveCalls == 2, "willSave ran in the save after the wrap")
+        #expect(try stack.context().existingObject(with: old.objectID).value(forKey: "text") as? String == "second")
+    }
+
     @Test("saving an object whose ordered relationship was never loaded keeps the stored list")
     func unloadedOrderedRelationship() throws {
         let stack = try Stack()

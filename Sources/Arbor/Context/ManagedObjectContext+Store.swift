@@ -132,6 +132,17 @@ extension ManagedObjectContext {
 
     // MARK: Save
 
+    /// Counts a save begun (``saveCount``). Objects record the count of the last save that
+    /// announced them in 32 bits; when it wraps, every object forgets, so that none seems
+    /// announced in a save that has not asked it.
+    func beginSaveRound() {
+        if saveCount == .max {
+            for object in allRegistered() { object.announcedInSave = 0 }
+            saveCount = 0
+        }
+        saveCount += 1
+    }
+
     /// Commits the unsaved changes to the stores: delete rules are applied, `willSave` runs,
     /// every inserted, updated and deleted object is validated (all failures gathered into one
     /// error), new objects get permanent IDs, and each store writes its part in one transaction.
@@ -170,7 +181,7 @@ extension ManagedObjectContext {
         postWillSave()
         // willSave once per object; what it changes (and the deletions that propagates) is saved
         // too, its objects announced in turn.
-        saveCount += 1
+        beginSaveRound()
         var rounds = 0
         while true {
             // Each round announces the objects not announced yet, walking the lists as they were
@@ -237,7 +248,7 @@ extension ManagedObjectContext {
         // The part of each new object (in `insertedObjects` order: each part's inserted rows
         // are in that order too). Indices, not arrays of objects: holding 100,000 objects in
         // one more array costs a reference count up and down on each.
-        var newParts: [Int] = []
+        var newParts = NewObjectParts()
         var assigned: [[ManagedObjectID]] = []
         // Updated rows the stores wrote at another version than asked (RowExpectation).
         var rebasedVersions: [ManagedObjectID: Int64] = [:]
@@ -255,7 +266,7 @@ extension ManagedObjectContext {
                 readAt = (inserted.generation, updated.generation, deleted.generation)
             }
             parts = []
-            newParts = []
+            newParts = NewObjectParts()
             // New objects go with their temporary IDs: each store allocates their keys inside the
             // save's transaction, and the context takes the permanent IDs once the save succeeded.
             // Each store's changes, with the new objects in the order of its inserted rows.
@@ -277,13 +288,7 @@ extension ManagedObjectContext {
                 defaultStores[ObjectIdentifier(object.entity)] = index
                 return index
             }
-            newParts.reserveCapacity(insertedObjects.count)
-            for object in insertedObjects {
-                let index = try part(ofNew: object)
-                if parts[index].changes.inserted.isEmpty { parts[index].changes.inserted.reserveCapacity(insertedObjects.count) }
-                parts[index].changes.inserted.append((object.objectID, persistentRow(of: object, version: 1)))
-                newParts.append(index)
-            }
+            for object in insertedObjects { newParts.append(try part(ofNew: object)) }
             for object in updatedObjects {
                 let newRow = persistentRow(of: object, version: object.committedVersion + 1)
                 parts[try part(of: object.objectID)].changes.updated.append((object.objectID, newRow, lockExpectation(of: object)))
@@ -307,37 +312,56 @@ extension ManagedObjectContext {
                 let before: Bool = other.committed?[key]?.objectIDs.contains(mine) ?? false
                 return now != before && now == added
             }
-            // A new object's links are all its destinations: counted first (on the sides that
-            // record them), so that the lists are made at their size (growing, they were an
-            // import's largest arrays).
-            var newLinks = 0
-            for object in insertedObjects where object.entity.hasToManyRelationships {
-                for relationship in object.entity.relationships where relationship.isManyToMany {
-                    guard let inverse = relationship.inverseRelationship, !isSecondary(relationship, inverse) else { continue }
-                    newLinks += object.values[relationship.name]?.objectIDs.count ?? 0
-                }
-            }
-            func recordLinks(of object: ManagedObject) throws {
+            /// The links `object` adds and removes (relationship, destination, added), on the
+            /// side that records them.
+            func forEachLink(of object: ManagedObject, _ body: (String, ManagedObjectID, Bool) -> Void) {
+                guard object.entity.hasToManyRelationships else { return }
                 for relationship in object.entity.relationships where relationship.isManyToMany && !object.unloadedRelationships.contains(relationship.name) {
                     let now = object.values[relationship.name]?.objectIDs ?? []
                     let before = object.committed?[relationship.name]?.objectIDs ?? []
-                    let index = try part(ofNew: object)
-                    if parts[index].changes.linked.isEmpty { parts[index].changes.linked.reserveCapacity(newLinks) }
                     let inverse = relationship.inverseRelationship
                     let secondary = inverse.map { isSecondary(relationship, $0) } ?? false
                     let inverseName = inverse?.name ?? ""
                     for other in now where !before.contains(other) {
                         if secondary && recordedByOtherSide(other, inverseName, object.objectID, added: true) { continue }
-                        parts[index].changes.linked.append((object.objectID, relationship.name, other))
+                        body(relationship.name, other, true)
                     }
                     for other in before where !now.contains(other) {
                         if secondary && recordedByOtherSide(other, inverseName, object.objectID, added: false) { continue }
-                        parts[index].changes.unlinked.append((object.objectID, relationship.name, other))
+                        body(relationship.name, other, false)
                     }
                 }
             }
-            for object in insertedObjects where object.entity.hasToManyRelationships { try recordLinks(of: object) }
-            for object in updatedObjects where object.entity.hasToManyRelationships { try recordLinks(of: object) }
+            // Each part's new rows, and their links, are made when its store writes them, one
+            // at a time: a large save never holds them all (nor their copies of the objects'
+            // values: an import's largest arrays).
+            let newObjects = insertedObjects
+            func onDemand(_ count: Int, _ object: @escaping (Int) -> ManagedObject) -> RowsOnDemand {
+                RowsOnDemand(count: count, id: { object($0).objectID }, row: { self.persistentRow(of: object($0), version: 1) },
+                             links: { position, body in
+                                 let new = object(position)
+                                 forEachLink(of: new) { body(new.objectID, $0, $1, $2) }
+                             })
+            }
+            if let only = newParts.only {
+                parts[only].changes.insertedOnDemand = onDemand(newObjects.count) { newObjects[$0] }
+            } else {
+                for index in parts.indices {
+                    let positions = (0..<newParts.count).filter { newParts[$0] == index }
+                    guard !positions.isEmpty else { continue }
+                    parts[index].changes.insertedOnDemand = onDemand(positions.count) { newObjects[positions[$0]] }
+                }
+            }
+            for object in updatedObjects where object.entity.hasToManyRelationships {
+                let index = try part(of: object.objectID)
+                forEachLink(of: object) { name, other, added in
+                    if added {
+                        parts[index].changes.linked.append((object.objectID, name, other))
+                    } else {
+                        parts[index].changes.unlinked.append((object.objectID, name, other))
+                    }
+                }
+            }
             for object in lockChecks() {
                 parts[try part(of: object.objectID)].changes.checked.append((object.objectID, lockExpectation(of: object)))
             }
@@ -361,8 +385,9 @@ extension ManagedObjectContext {
                 let saved = Array(parts.prefix(savedParts))
                 let stores = Set(saved.map(\.store))
                 var savedNew: [ManagedObject] = []
-                var savedNewParts: [Int] = []
-                for (object, index) in zip(insertedObjects, newParts) where index < savedParts {
+                var savedNewParts = NewObjectParts()
+                for (position, object) in insertedObjects.enumerated() where newParts[position] < savedParts {
+                    let index = newParts[position]
                     savedNew.append(object)
                     savedNewParts.append(index)
                 }
@@ -399,15 +424,28 @@ extension ManagedObjectContext {
         let mapsRelationships = descendants || [insertedObjects, updatedObjects, deletedObjects].contains { objects in
             objects.contains { !$0.entity.relationships.isEmpty }
         }
-        var permanent = IDMapping(capacity: mapsRelationships ? insertedObjects.count : 0)
+        // New objects made one after another and saved to one store have temporary IDs in one
+        // run of serial numbers: the mapping is that run, no table.
+        let run: Bool = {
+            guard mapsRelationships, let only = newParts.only, only < assigned.count, assigned[only].count == insertedObjects.count,
+                  let first = insertedObjects.first?.objectID, first.isTemporaryID else { return false }
+            for (position, object) in insertedObjects.enumerated() {
+                let id = object.objectID
+                guard id.isTemporaryID, id.key == first.key - Int64(position), id.namespace == first.namespace else { return false }
+            }
+            return true
+        }()
+        var permanent = IDMapping(capacity: mapsRelationships && !run ? insertedObjects.count : 0)
+        if run, let first = insertedObjects.first, let only = newParts.only { permanent.addRun(first: first.objectID, new: assigned[only]) }
         // Each part's IDs come in the order of its new objects.
         var nextID = [Int](repeating: 0, count: assigned.count)
-        for (object, index) in zip(insertedObjects, newParts) {
+        for (position, object) in insertedObjects.enumerated() {
+            let index = newParts[position]
             guard index < assigned.count, nextID[index] < assigned[index].count else { continue }
             let newID = assigned[index][nextID[index]]
             nextID[index] += 1
             guard newID != object.objectID else { continue }
-            if mapsRelationships { permanent.add(object.objectID, newID) }
+            if mapsRelationships && !run { permanent.add(object.objectID, newID) }
             if !assignments.isEmpty { assignments[object.objectID] = nil }
             reregister(from: object.objectID, to: newID)
             object.objectID = newID
@@ -501,4 +539,33 @@ extension ManagedObjectContext {
         }
         postDidSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects)
     }
+}
+
+/// The part of a save (its store's index among the save's parts) each new object goes to, by
+/// the object's position: one number while they all go to the same part — a save to one store,
+/// the usual case, keeps no number per object.
+struct NewObjectParts {
+    /// The part of every object so far, while there is one.
+    private var uniform: Int?
+    /// Each object's part, once two differ.
+    private var each: [Int32] = []
+    /// The number of objects.
+    private(set) var count = 0
+
+    /// The part every object goes to, when there is one (nil for none, or several).
+    var only: Int? { each.isEmpty ? uniform : nil }
+
+    mutating func append(_ part: Int) {
+        defer { count += 1 }
+        if each.isEmpty {
+            if uniform == nil || uniform == part {
+                uniform = part
+                return
+            }
+            each = [Int32](repeating: Int32(uniform ?? 0), count: count)
+        }
+        each.append(Int32(part))
+    }
+
+    subscript(position: Int) -> Int { each.isEmpty ? uniform ?? 0 : Int(each[position]) }
 }

@@ -28,8 +28,9 @@ public final class ManagedObjectContext: @unchecked Sendable {
     @exclusivity(unchecked) var inserted = ChangeList()
     @exclusivity(unchecked) var updated = ChangeList()
     @exclusivity(unchecked) var deleted = ChangeList()
-    /// The number of saves begun (each save's `willSave` round is told apart by it).
-    var saveCount = 0
+    /// The number of saves begun (each save's `willSave` round is told apart by it), wrapping
+    /// (``beginSaveRound()``).
+    var saveCount: UInt32 = 0
     /// Deleted objects whose delete rules have not been applied yet.
     var pendingDeletes: [ManagedObject] = []
     /// What the current event changed (posted by ``processPendingChanges()``).

@@ -125,14 +125,14 @@ struct ChangeList: Sequence {
     var isEmpty: Bool { count == 0 }
 
     func contains(_ object: ManagedObject) -> Bool {
-        let slot = object.changeSlot
+        let slot = Int(object.changeSlot)
         return slot >= 0 && slot < slots.count && slots[slot] === object
     }
 
     /// Adds `object` at the end (nothing when it is in the set already).
     mutating func append(_ object: ManagedObject) {
         guard !contains(object) else { return }
-        object.changeSlot = slots.count
+        object.changeSlot = Int32(slots.count)
         slots.append(object)
         count += 1
         generation += 1
@@ -140,7 +140,7 @@ struct ChangeList: Sequence {
 
     mutating func remove(_ object: ManagedObject) {
         guard contains(object) else { return }
-        slots[object.changeSlot] = nil
+        slots[Int(object.changeSlot)] = nil
         object.changeSlot = -1
         count -= 1
         generation += 1
@@ -156,7 +156,7 @@ struct ChangeList: Sequence {
 
     private mutating func compact() {
         slots = slots.filter { $0 != nil }
-        for (slot, object) in slots.enumerated() { object!.changeSlot = slot }
+        for (slot, object) in slots.enumerated() { object!.changeSlot = Int32(slot) }
     }
 
     /// The objects, in order.

@@ -396,15 +396,17 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 }
                 let saved: StoreSaveResult
                 do {
-                    saved = try store.save(part)
+                    // A native store makes the new rows as it writes them; another is given
+                    // them all.
+                    saved = try store.save(store is NativeStore ? part : part.materialized())
                 } catch {
                     // The stores before this one saved their parts: the caller must know which.
                     if !result.isEmpty { throw PartialSave(saved: result, failure: error) }
                     throw error
                 }
                 let assigned = saved.insertedIDs
-                guard assigned.count == part.inserted.count else {
-                    throw ArborError(.storeSave, "the store \(identifier) returned \(assigned.count) IDs for \(part.inserted.count) new rows")
+                guard assigned.count == part.insertedCount else {
+                    throw ArborError(.storeSave, "the store \(identifier) returned \(assigned.count) IDs for \(part.insertedCount) new rows")
                 }
                 result.append(saved)
                 // Rows written under IDs the cache may have give those snapshots the new row:
@@ -430,7 +432,10 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                     rebased.version = version
                     refreshCached(id, rebased)
                 }
-                for (id, row) in part.inserted where !id.isTemporaryID { refreshCached(id, row) }
+                for position in 0..<part.insertedCount {
+                    let id = part.insertedID(at: position)
+                    if !id.isTemporaryID && cache[id] != nil { refreshCached(id, part.insertedRow(at: position)) }
+                }
                 for (id, _) in part.deleted {
                     if let snapshot = cache[id] { drop(snapshot) }
                 }

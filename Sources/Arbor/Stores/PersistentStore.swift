@@ -127,21 +127,84 @@ public struct StoreChanges: Sendable {
     public var linked: [(ManagedObjectID, String, ManagedObjectID)] = []
     /// Many-to-many links removed: (object, relationship name, destination).
     public var unlinked: [(ManagedObjectID, String, ManagedObjectID)] = []
+    /// New rows made one at a time when the store writes them, in place of ``inserted`` (a
+    /// context's save: a large save then never holds all its new rows at once). Native stores
+    /// read them here; other stores are given ``materialized()``.
+    var insertedOnDemand: RowsOnDemand?
 
     /// Creates an empty set of changes.
     public init() {}
 
+    /// The number of new rows.
+    var insertedCount: Int { insertedOnDemand?.count ?? inserted.count }
+
+    /// The ID of new row `position`.
+    func insertedID(at position: Int) -> ManagedObjectID {
+        insertedOnDemand.map { $0.id(position) } ?? inserted[position].0
+    }
+
+    /// New row `position`: made now when the rows are made on demand (each call makes it again).
+    func insertedRow(at position: Int) -> StoreRow {
+        insertedOnDemand.map { $0.row(position) } ?? inserted[position].1
+    }
+
+    /// These changes with every new row in ``inserted``, and its links in ``linked`` and
+    /// ``unlinked``.
+    func materialized() -> StoreChanges {
+        guard let rows = insertedOnDemand else { return self }
+        var changes = self
+        changes.insertedOnDemand = nil
+        changes.inserted = (0..<rows.count).map { (rows.id($0), rows.row($0)) }
+        for position in 0..<rows.count {
+            rows.links(position) { id, name, other, added in
+                if added { changes.linked.append((id, name, other)) } else { changes.unlinked.append((id, name, other)) }
+            }
+        }
+        return changes
+    }
+
     /// Temporary → permanent IDs, from `assigned` (what ``PersistentStore/save(_:)`` returned
     /// for these changes).
     func permanentIDs(_ assigned: [ManagedObjectID]) -> IDMapping {
-        let mapping = IDMapping(capacity: inserted.count)
-        for ((old, _), new) in zip(inserted, assigned) where old.isTemporaryID { mapping.add(old, new) }
+        let mapping = IDMapping(capacity: insertedCount)
+        for (position, new) in assigned.prefix(insertedCount).enumerated() {
+            let old = insertedID(at: position)
+            if old.isTemporaryID { mapping.add(old, new) }
+        }
         return mapping
     }
 
     /// Whether there is nothing to write.
     public var isEmpty: Bool {
-        inserted.isEmpty && updated.isEmpty && deleted.isEmpty && linked.isEmpty && unlinked.isEmpty && checked.isEmpty
+        insertedCount == 0 && updated.isEmpty && deleted.isEmpty && linked.isEmpty && unlinked.isEmpty && checked.isEmpty
+    }
+}
+
+/// New rows made when a store asks for them (``StoreChanges/insertedOnDemand``): by a saving
+/// context, from its new objects, inside the save.
+///
+/// Unchecked `Sendable`: the functions read the saving context's objects, and are called only
+/// during the save that made them — by the store, synchronously, on the thread of the context's
+/// queue that is saving — and dropped with the changes when the save returns.
+final class RowsOnDemand: @unchecked Sendable {
+    /// The number of rows.
+    let count: Int
+    /// The ID of a row, by position.
+    let id: (Int) -> ManagedObjectID
+    /// A row, made anew on each call, by position.
+    let row: (Int) -> StoreRow
+    /// The many-to-many links a row's object adds or removes, by position: each given to the
+    /// function as (object, relationship, destination, added). A new object's links are all
+    /// additions; the store writes them after the links of ``StoreChanges/unlinked`` and
+    /// ``StoreChanges/linked``.
+    let links: (Int, (ManagedObjectID, String, ManagedObjectID, Bool) -> Void) -> Void
+
+    init(count: Int, id: @escaping (Int) -> ManagedObjectID, row: @escaping (Int) -> StoreRow,
+         links: @escaping (Int, (ManagedObjectID, String, ManagedObjectID, Bool) -> Void) -> Void = { _, _ in }) {
+        self.count = count
+        self.id = id
+        self.row = row
+        self.links = links
     }
 }
 

@@ -27,6 +27,84 @@ final class AnnouncedNote: ManagedObject {
 
 @Suite("Save edge cases")
 struct SaveEdgeCaseTests {
+    @Test("updates move only the index, uniqueness and foreign-key entries whose values changed, and every tree holds exactly the rows' entries afterwards (a salary changed, a name, a team, emails traded)")
+    func updatesKeepUnchangedEntries() throws {
+        let model = try ManagedObjectModel {
+            Entity("Team") {
+                Attribute("name", .string)
+                Relationship("members", to: "Person", inverse: "team").toMany()
+            }
+            Entity("Person") {
+                Attribute("email", .string)
+                Attribute("name", .string).indexed()
+                Attribute("salary", .integer64)
+                Relationship("team", to: "Team", inverse: "members")
+                Unique("email")
+            }
+        }
+        let path = try temporaryDirectory() + "/people.arbor"
+        var ids: [ManagedObjectID] = []
+        do {
+            let stack = try Stack(model: model, path: path)
+            let context = stack.context()
+            let teams = try (0..<3).map { try stack.insert("Team", in: context, ["name": "T\($0)"]) }
+            let people = try (0..<30).map {
+                try stack.insert("Person", in: context, ["email": "p\($0)@x", "name": "N\($0 % 7)", "salary": Int64($0 * 10), "team": teams[$0 % 3]])
+            }
+            try context.save()
+            ids = people.map(\.objectID)
+            for (i, person) in people.enumerated() {
+                switch i % 5 {
+                case 0: try person.setValue(Int64(i * 11), forKey: "salary")
+                case 1: try person.setValue("Renamed \(i)", forKey: "name")
+                case 2: try person.setValue(teams[(i + 1) % 3], forKey: "team")
+                case 3: try person.setValue(nil, forKey: "team")
+                default: break
+                }
+            }
+            // Two people trade emails in the same save; one more takes a freed one's.
+            try people[4].setValue("p9@x", forKey: "email")
+            try people[9].setValue("p4@x", forKey: "email")
+            try people[14].setValue("new14@x", forKey: "email")
+            try context.save()
+            try people[19].setValue("p14@x", forKey: "email")
+            try context.save()
+            // A held email is still refused.
+            try people[24].setValue("p9@x", forKey: "email")
+            #expect(throws: ArborError.self) { try context.save() }
+        }
+        // Every tree holds exactly one entry per row with a value, made from the row.
+        let context = try Stack(model: model, path: path).context()
+        let people = try ids.map { try context.existingObject(with: $0) }
+        var expectedNames: [String: Set<ManagedObjectID>] = [:]
+        var expectedTeams: [ManagedObjectID: Set<ManagedObjectID>] = [:]
+        for person in people {
+            expectedNames[try #require(person.value(forKey: "name") as? String), default: []].insert(person.objectID)
+            if let team = try person.value(forKey: "team") as? ManagedObject { expectedTeams[team.objectID, default: []].insert(person.objectID) }
+        }
+        for (name, expected) in expectedNames {
+            let found = try context.fetch(try FetchRequest<ManagedObject>(entityName: "Person", format: "name == %@", name))
+            #expect(Set(found.map(\.objectID)) == expected, "\(name)")
+        }
+        for (team, expected) in expectedTeams {
+            let found = try context.fetch(try FetchRequest<ManagedObject>(entityName: "Person", format: "team == %@", context.existingObject(with: team)))
+            #expect(Set(found.map(\.objectID)) == expected)
+        }
+        #expect(try people[4].value(forKey: "email") as? String == "p9@x" && people[9].value(forKey: "email") as? String == "p4@x")
+        #expect(try people[19].value(forKey: "email") as? String == "p14@x")
+        let database = try Database(path: path)
+        defer { database.close() }
+        let counts = try database.read { transaction in
+            try ["index.Person.name", "unique.Person.email", "fk.Person.team"].map { name in
+                var count = 0
+                try transaction.tree(named: name)?.forEach { _, _ in count += 1; return true }
+                return count
+            }
+        }
+        let withTeam = people.count { (try? $0.value(forKey: "team")) as? ManagedObject != nil }
+        #expect(counts == [30, 30, withTeam])
+    }
+
     @Test("the count of saves wraps without skipping willSave: an object announced in save 1 long ago is announced again in the save numbered 1 after the wrap")
     func saveCountWraps() throws {
         let model = try ManagedObjectModel { Entity("Note", class: AnnouncedNote.self) { Attribute("text", .string) } }

@@ -162,20 +162,24 @@ final class RowWriter {
             try removeLinks(of: id)
         }
         // Every changed row leaves its index and uniqueness entries before any is written back,
-        // so that rows may trade unique values within one save.
-        for (id, _, expected) in changes.updated {
+        // so that rows may trade unique values within one save — except the entries its new
+        // values leave as they are (a raise changes a salary, not the row's email, name or
+        // department: those entries are neither deleted nor written again).
+        var kept: [EntrySet] = []
+        kept.reserveCapacity(changes.updated.count)
+        for (id, row, expected) in changes.updated {
             let old = try current(id, expected: expected)
             if old.version != expected.version { rebasedVersions[id] = old.version + 1 }
-            try removeIndexes(of: id, row: old)
+            kept.append(try removeIndexes(of: id, row: old, keeping: row))
         }
-        for (id, row, _) in changes.updated {
+        for ((id, row, _), kept) in zip(changes.updated, kept) {
             guard let version = rebasedVersions.isEmpty ? nil : rebasedVersions[id] else {
-                try write(id, row)
+                try write(id, row, kept: kept)
                 continue
             }
             var rebased = row
             rebased.version = version
-            try write(id, rebased)
+            try write(id, rebased, kept: kept)
         }
         // A new row made on demand lives only while it is written.
         for (position, id) in insertedIDs.enumerated() { try write(id, changes.insertedRow(at: position)) }
@@ -212,30 +216,75 @@ final class RowWriter {
         try store.readRow(id, in: try rowsTree(try entity(of: id)))
     }
 
-    func write(_ id: ManagedObjectID, _ row: StoreRow) throws {
+    /// Which of a row's entries in the uniqueness, foreign-key and index trees are in place
+    /// already: bit `i` for the `i`th of ``forEachEntry(of:key:entity:permanent:_:)``'s entries
+    /// (past 64, none).
+    typealias EntrySet = UInt64
+
+    /// Calls `body` with each entry `row` (primary key `key`) puts in the uniqueness,
+    /// foreign-key and index trees — its place among them, and its bytes (nil: no entry, a nil
+    /// value). The order is the entity's: uniqueness constraints, indexed foreign keys, indexes.
+    private func forEachEntry(of row: StoreRow, key: Int64, entity: EntityDescription,
+                              permanent: (ManagedObjectID) -> ManagedObjectID,
+                              _ body: (Int, EntryKind, [UInt8]?) throws -> Void) throws {
+        var place = 0
+        for constraint in entity.uniquenessConstraints {
+            try body(place, .unique(constraint), try store.uniqueKey(row, constraint, permanent: permanent))
+            place += 1
+        }
+        for relationship in try writes(entity).indexedForeignKeys {
+            let entry = try row.destination(relationship.name).map { store.pair(try store.primaryKey(of: permanent($0)), key) }
+            try body(place, .foreignKey(relationship), entry)
+            place += 1
+        }
+        for (index, tree) in try writes(entity).indexes {
+            try body(place, .index(tree), try store.indexEntry(row, index, key: key, permanent: permanent))
+            place += 1
+        }
+    }
+
+    /// What tree an entry of ``forEachEntry(of:key:entity:permanent:_:)`` belongs to.
+    private enum EntryKind {
+        case unique([String])
+        case foreignKey(RelationshipDescription)
+        case index(Tree)
+    }
+
+    /// Writes `row` as the row of `id`, with its entries in the uniqueness, foreign-key and
+    /// index trees — but those in `kept`, which are in place already — and its orders.
+    func write(_ id: ManagedObjectID, _ row: StoreRow, kept: EntrySet = 0) throws {
         let entity = try entity(row.entityName)
         let writes = try writes(entity)
         let key = try self.key(id)
         try writes.rows.put(store.key(key), try store.encode(row, entity: entity, permanent: permanent))
-        for constraint in entity.uniquenessConstraints {
-            guard let value = try store.uniqueKey(row, constraint, permanent: permanent) else { continue }
-            let unique = try tree(NativeStore.uniqueTree(entity, constraint))
-            if let holder = try unique.get(value), holder != store.key(key) {
-                let other = holder.withUnsafeBytes { KeyEncoding.integer(exactly: $0) }
-                let values = constraint.map { "\($0) = \(row.attribute($0)?.description ?? row.destination($0)?.description ?? "nil")" }
-                throw ArborError(.constraintConflict,
-                                 "\(id) would break the uniqueness of \(entity.rootEntity.name)(\(constraint.joined(separator: ", "))): \(values.joined(separator: ", ")) is already held by \(other.map { store.objectID(entity.rootEntity.name, $0).description } ?? "another object")",
-                                 entity: entity.name, key: constraint.joined(separator: ","), value: values.joined(separator: ", "), objectID: id)
+        try forEachEntry(of: row, key: key, entity: entity, permanent: permanent) { place, kind, entry in
+            guard let entry, place >= 64 || kept & (1 << place) == 0 else { return }
+            switch kind {
+            case .unique(let constraint): try putUnique(entry, constraint, of: id, key: key, row: row, entity: entity)
+            case .foreignKey(let relationship): try tree(NativeStore.foreignKeyTree(relationship)).put(entry, [])
+            case .index(let tree): try tree.put(entry, [])
             }
-            try unique.put(value, store.key(key))
         }
-        for relationship in writes.indexedForeignKeys {
-            guard let destination = row.destination(relationship.name) else { continue }
-            try tree(NativeStore.foreignKeyTree(relationship)).put(store.pair(try self.key(destination), key), [])
+        try writeOrders(row, key: key, writes: writes)
+    }
+
+    /// Puts `value` in the uniqueness tree of `constraint` for row `key` (of `id`): a
+    /// ``ArborError/Code/constraintConflict`` when another row holds it.
+    private func putUnique(_ value: [UInt8], _ constraint: [String], of id: ManagedObjectID, key: Int64, row: StoreRow,
+                           entity: EntityDescription) throws {
+        let unique = try tree(NativeStore.uniqueTree(entity, constraint))
+        if let holder = try unique.get(value), holder != store.key(key) {
+            let other = holder.withUnsafeBytes { KeyEncoding.integer(exactly: $0) }
+            let values = constraint.map { "\($0) = \(row.attribute($0)?.description ?? row.destination($0)?.description ?? "nil")" }
+            throw ArborError(.constraintConflict,
+                             "\(id) would break the uniqueness of \(entity.rootEntity.name)(\(constraint.joined(separator: ", "))): \(values.joined(separator: ", ")) is already held by \(other.map { store.objectID(entity.rootEntity.name, $0).description } ?? "another object")",
+                             entity: entity.name, key: constraint.joined(separator: ","), value: values.joined(separator: ", "), objectID: id)
         }
-        for (index, tree) in writes.indexes {
-            try tree.put(try store.indexEntry(row, index, key: key, permanent: permanent), [])
-        }
+        try unique.put(value, store.key(key))
+    }
+
+    /// Writes the order trees of `row`'s ordered to-many relationships.
+    private func writeOrders(_ row: StoreRow, key: Int64, writes: EntityWrites) throws {
         // An ordered relationship the saving context never loaded is not in the row: its stored
         // list stays as it is.
         for relationship in writes.orderedToMany {
@@ -249,21 +298,47 @@ final class RowWriter {
     }
 
     /// Removes what `row` (the stored row of `id`) put in the uniqueness, foreign-key and index
+    /// trees, except the entries `new` (its next row) puts there the same: returns those.
+    func removeIndexes(of id: ManagedObjectID, row: StoreRow, keeping new: StoreRow) throws -> EntrySet {
+        let entity = try entity(row.entityName)
+        guard new.entityName == row.entityName else {
+            try removeIndexes(of: id, row: row)
+            return 0
+        }
+        let key = try store.primaryKey(of: id)
+        var newEntries: [[UInt8]?] = []
+        try forEachEntry(of: new, key: key, entity: entity, permanent: permanent) { _, _, entry in newEntries.append(entry) }
+        var kept: EntrySet = 0
+        try forEachEntry(of: row, key: key, entity: entity, permanent: { $0 }) { place, kind, entry in
+            guard let entry else { return }
+            if place < 64 && newEntries[place] == entry {
+                kept |= 1 << place
+                return
+            }
+            try removeEntry(entry, kind, key: key, entity: entity)
+        }
+        return kept
+    }
+
+    /// Removes what `row` (the stored row of `id`) put in the uniqueness, foreign-key and index
     /// trees.
     func removeIndexes(of id: ManagedObjectID, row: StoreRow) throws {
         let entity = try entity(row.entityName)
         let key = try store.primaryKey(of: id)
-        for constraint in entity.uniquenessConstraints {
-            guard let value = try store.uniqueKey(row, constraint) else { continue }
+        try forEachEntry(of: row, key: key, entity: entity, permanent: { $0 }) { _, kind, entry in
+            guard let entry else { return }
+            try removeEntry(entry, kind, key: key, entity: entity)
+        }
+    }
+
+    /// Removes one entry of row `key` (a uniqueness entry only while the row holds it).
+    private func removeEntry(_ entry: [UInt8], _ kind: EntryKind, key: Int64, entity: EntityDescription) throws {
+        switch kind {
+        case .unique(let constraint):
             let unique = try tree(NativeStore.uniqueTree(entity, constraint))
-            if try unique.get(value) == store.key(key) { try unique.delete(value) }
-        }
-        for relationship in entity.relationships where NativeStore.isIndexedForeignKey(relationship) {
-            guard let destination = row.destination(relationship.name) else { continue }
-            try tree(NativeStore.foreignKeyTree(relationship)).delete(store.pair(try store.primaryKey(of: destination), key))
-        }
-        for (index, tree) in try writes(entity).indexes {
-            try tree.delete(try store.indexEntry(row, index, key: key))
+            if try unique.get(entry) == store.key(key) { try unique.delete(entry) }
+        case .foreignKey(let relationship): try tree(NativeStore.foreignKeyTree(relationship)).delete(entry)
+        case .index(let tree): try tree.delete(entry)
         }
     }
 

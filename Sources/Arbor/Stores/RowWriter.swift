@@ -223,23 +223,29 @@ final class RowWriter {
 
     /// Calls `body` with each entry `row` (primary key `key`) puts in the uniqueness,
     /// foreign-key and index trees — its place among them, and its bytes (nil: no entry, a nil
-    /// value). The order is the entity's: uniqueness constraints, indexed foreign keys, indexes.
+    /// value) — but those in `skipping`, whose bytes are not even made. The order is the
+    /// entity's: uniqueness constraints, indexed foreign keys, indexes.
     private func forEachEntry(of row: StoreRow, key: Int64, entity: EntityDescription,
-                              permanent: (ManagedObjectID) -> ManagedObjectID,
+                              permanent: (ManagedObjectID) -> ManagedObjectID, skipping: EntrySet = 0,
                               _ body: (Int, EntryKind, [UInt8]?) throws -> Void) throws {
+        let writes = try writes(entity)
         var place = 0
+        func skipped() -> Bool { place < 64 && skipping & (1 << place) != 0 }
         for constraint in entity.uniquenessConstraints {
+            defer { place += 1 }
+            if skipped() { continue }
             try body(place, .unique(constraint), try store.uniqueKey(row, constraint, permanent: permanent))
-            place += 1
         }
-        for relationship in try writes(entity).indexedForeignKeys {
+        for relationship in writes.indexedForeignKeys {
+            defer { place += 1 }
+            if skipped() { continue }
             let entry = try row.destination(relationship.name).map { store.pair(try store.primaryKey(of: permanent($0)), key) }
             try body(place, .foreignKey(relationship), entry)
-            place += 1
         }
-        for (index, tree) in try writes(entity).indexes {
+        for (index, tree) in writes.indexes {
+            defer { place += 1 }
+            if skipped() { continue }
             try body(place, .index(tree), try store.indexEntry(row, index, key: key, permanent: permanent))
-            place += 1
         }
     }
 
@@ -257,8 +263,8 @@ final class RowWriter {
         let writes = try writes(entity)
         let key = try self.key(id)
         try writes.rows.put(store.key(key), try store.encode(row, entity: entity, permanent: permanent))
-        try forEachEntry(of: row, key: key, entity: entity, permanent: permanent) { place, kind, entry in
-            guard let entry, place >= 64 || kept & (1 << place) == 0 else { return }
+        try forEachEntry(of: row, key: key, entity: entity, permanent: permanent, skipping: kept) { _, kind, entry in
+            guard let entry else { return }
             switch kind {
             case .unique(let constraint): try putUnique(entry, constraint, of: id, key: key, row: row, entity: entity)
             case .foreignKey(let relationship): try tree(NativeStore.foreignKeyTree(relationship)).put(entry, [])

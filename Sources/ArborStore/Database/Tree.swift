@@ -151,25 +151,43 @@ public final class Tree {
         try transaction.checkOpen()
         transaction.activeScans += 1
         defer { transaction.activeScans -= 1 }
-        // A tree larger than half the cache is read through the cache's scan ring (its
-        // pages do not evict the cache); a smaller one is cached as any page is, so the next scan
-        // finds it there (docs/architecture.md, "Page cache").
-        let cache = transaction.pager.cache
-        let limit = cache.capacity / 2
-        let large = try cache.scanning || btree.pageCount(limit: limit) > limit
-        try cache.scanning(large) {
-            var cursor = BTreeCursor(tree: btree)
-            var valid = try start.map { try cursor.seek($0) } ?? cursor.first()
-            let keyBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: NodeLayout.maxKeySize(usable: btree.usable), alignment: 1)
-            defer { keyBuffer.deallocate() }
-            let compiled = prefilter.map(CompiledPrefilter.init)
+        var cursor = BTreeCursor(tree: btree)
+        var valid = try start.map { try cursor.seek($0) } ?? cursor.first()
+        let keyBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: NodeLayout.maxKeySize(usable: btree.usable), alignment: 1)
+        defer { keyBuffer.deallocate() }
+        let compiled = prefilter.map(CompiledPrefilter.init)
+        /// Visits up to `leaves` leaves (all: nil); returns whether the scan ended.
+        func visit(_ leaves: Int?) throws -> Bool {
+            var visited = 0
             while valid {
+                if let leaves, visited == leaves { return false }
                 cursor.prefetchNextLeaf()
-                if try cursor.forEachInLeaf(keyBuffer: keyBuffer, prefilter: compiled, select: select, body) { return }
+                if try cursor.forEachInLeaf(keyBuffer: keyBuffer, prefilter: compiled, select: select, body) { return true }
                 valid = try cursor.nextLeaf()
+                visited += 1
             }
+            return true
         }
+        // A scan that goes on through a tree larger than half the cache is read through the
+        // cache's scan ring (its pages do not evict the cache); a smaller tree is cached as any
+        // page is, so the next scan finds it there (docs/architecture.md, "Page cache"). The
+        // first leaves are read as any page is, before the tree's size is asked: most scans
+        // (a prefix, a range of a few entries) end there, and counting a large tree's pages
+        // read its interior nodes each time (a ninth of a cascading delete's time).
+        let cache = transaction.pager.cache
+        if cache.scanning {
+            _ = try visit(nil)
+            return
+        }
+        if try visit(Self.leavesBeforeScanRing) { return }
+        let limit = cache.capacity / 2
+        let large = try btree.pageCount(limit: limit) > limit
+        try cache.scanning(large) { _ = try visit(nil) }
     }
+
+    /// The leaves a scan reads as any page is before it asks whether the tree is large enough
+    /// for the scan ring.
+    static let leavesBeforeScanRing = 8
 
     /// Hands out the tree's next sequence number (1, 2, 3, …), durable with the transaction: the
     /// primary-key allocator of tables.

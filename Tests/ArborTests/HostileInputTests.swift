@@ -8,6 +8,15 @@ import Testing
 /// Int64.min, an out-of-range conversion, or recursion without a bound).
 @Suite("Hostile input")
 struct HostileInputTests {
+    @Test("a key path splits at every dot as String.split does — empty keys, non-ASCII keys, dots alone — and more than 100 keys are refused")
+    func keyPathSplits() throws {
+        for path in ["", ".", "a", "a.b", "a..b", ".a.", "départ.ément", "名前.値", "a.b.c.d.e", "@sum.salary", "\u{301}.x"] {
+            #expect(try KeyPathEvaluator.keys(of: path) == path.split(separator: ".", omittingEmptySubsequences: false).map(String.init), "\(path)")
+        }
+        #expect(try KeyPathEvaluator.keys(of: Array(repeating: "k", count: 100).joined(separator: ".")).count == 100)
+        #expect(throws: ArborError.self) { try KeyPathEvaluator.keys(of: Array(repeating: "k", count: 101).joined(separator: ".")) }
+    }
+
     static func model() throws -> ManagedObjectModel {
         try ManagedObjectModel {
             Entity("Writer") {

@@ -21,7 +21,21 @@ enum KeyPathEvaluator {
     ///
     /// - Throws: ``ArborError/Code/unknownKey`` for a path of more than ``maximumKeys`` keys.
     static func keys(of keyPath: String) throws -> [String] {
-        let keys = keyPath.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        // Split over the UTF-8 bytes (a dot is one byte, never inside another scalar): the
+        // generic `split` and a `String` per `Substring` were an eighth of reading
+        // `department.name` from 30,000 objects.
+        var keys: [String] = []
+        let utf8 = keyPath.utf8
+        var start = utf8.startIndex
+        var index = start
+        while index != utf8.endIndex {
+            if utf8[index] == UInt8(ascii: ".") {
+                keys.append(String(keyPath[start..<index]))
+                start = utf8.index(after: index)
+            }
+            index = utf8.index(after: index)
+        }
+        keys.append(String(keyPath[start..<utf8.endIndex]))
         guard keys.count <= maximumKeys else {
             throw ArborError(.unknownKey, "a key path has \(keys.count) keys, more than the \(maximumKeys) allowed", key: String(keyPath.prefix(80)))
         }

@@ -2,7 +2,7 @@ import Foundation
 
 /// One component of a typed key tuple.
 ///
-/// Tuples of components encode (``KeyEncoding/encode(_:)``) to bytes whose `memcmp` order is the
+/// Tuples of components encode (``KeyEncoding/encode(_:compactIntegers:)``) to bytes whose `memcmp` order is the
 /// natural order of the tuples, so composite index keys compare correctly inside the B+tree:
 /// component by component; within a component, by kind first (null < booleans < integers <
 /// doubles < dates < strings < data < UUIDs), then by value.

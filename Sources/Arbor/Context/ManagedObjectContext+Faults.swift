@@ -99,10 +99,10 @@ extension ManagedObjectContext {
                 committed[slot: slot] = row.toOneValue(relationship.name)
             }
         }
-        object.unloadedRelationships.removeAll()
+        // Every to-many is unloaded: the entity's shared set (copied on the first load).
+        object.unloadedRelationships = entity.toManyRelationshipNames
         if entity.hasToManyRelationships {
             for (relationship, slot) in zip(entity.relationships, entity.relationshipSlots) where relationship.isToMany {
-                object.unloadedRelationships.insert(relationship.name)
                 if committed[slot: slot] != nil { committed[slot: slot] = nil }
             }
         }

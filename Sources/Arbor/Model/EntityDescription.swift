@@ -76,6 +76,10 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     private(set) var attributeInSlot = UnsafeMutableBufferPointer<Unmanaged<AttributeDescription>?>(start: nil, count: 0)
     /// Whether any relationship (inherited ones included) is to-many.
     private(set) var hasToManyRelationships = false
+    /// The names of the to-many relationships (inherited ones included): a filled fault's
+    /// unloaded relationships, shared by every such fault (one set, no allocation or hashing per
+    /// object — building it per object was an eighth of fetching employees).
+    private(set) var toManyRelationshipNames: Set<String> = []
 
     init(_ spec: Entity, problems: inout [String]) {
         name = spec.name
@@ -172,6 +176,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         validatedAttributes = zip(attributes, attributeSlots).filter { Validation.hasRules($0.0) }.map { (attribute: $0.0, slot: $0.1) }
         validatedRelationships = zip(relationships, relationshipSlots).filter { Validation.hasRules($0.0) }.map { (relationship: $0.0, slot: $0.1) }
         hasToManyRelationships = relationships.contains(where: \.isToMany)
+        toManyRelationshipNames = Set(relationships.filter(\.isToMany).map(\.name))
         attributeInSlot.deallocate()
         attributeInSlot = .allocate(capacity: propertyLayout.names.count)
         attributeInSlot.initialize(repeating: nil)

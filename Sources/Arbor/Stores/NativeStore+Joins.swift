@@ -94,24 +94,42 @@ extension NativeStore {
 
     /// Runs a join back to its first relationship's destination: the keys of the rows there for
     /// which the rest of the path holds a matching element (steps 1 and 2 of
-    /// docs/relational-planning.md).
-    func keys(of join: JoinPlan, transaction: ReadTransaction) throws -> Set<Int64> {
+    /// docs/relational-planning.md) — or, when `ownersOfFirstHop` comes back true, already the
+    /// keys of the first relationship's *source* rows that reach one.
+    ///
+    /// When the path's last relationship is a one-to-many, each destination row the scan reads
+    /// names its owner (the inverse's foreign key): the owners are taken from the scan, not by
+    /// reading each matching row again by its key.
+    func keys(of join: JoinPlan, transaction: ReadTransaction) throws -> (keys: Set<Int64>, ownersOfFirstHop: Bool) {
+        let hops = join.join.hops
+        let last = hops.count - 1
+        let ownerKey: RelationshipDescription? = {
+            guard last >= 0, hops[last].isToMany, let inverse = hops[last].inverseRelationship, !inverse.isToMany else { return nil }
+            return inverse
+        }()
         var keys = Set<Int64>()
         if let access = try open(join.destinationPlan, request: join.destinationFetch, entity: join.join.destination, transaction: transaction) {
-            try run(access, request: join.destinationFetch, entity: join.join.destination) { id, _ in
-                keys.insert(id.key)
+            try run(access, request: join.destinationFetch, entity: join.join.destination) { id, row in
+                if let ownerKey {
+                    if case .object(let owner)? = row.values[ownerKey.name] { keys.insert(owner.key) }
+                } else {
+                    keys.insert(id.key)
+                }
                 return true
             }
         }
         // hops[j] leads from the entity hops[j - 1] reaches to the next: the keys of that
         // entity's rows whose hops[j] reaches a row among the keys found so far.
-        for position in stride(from: join.join.hops.count - 1, through: 1, by: -1) {
-            let relationship = join.join.hops[position]
-            guard let rowsEntity = join.join.hops[position - 1].destinationEntity else { return [] }
-            keys = try keysReaching(keys, through: relationship, from: rowsEntity, nilMatches: join.join.matchesNil && join.join.nilIsElement(at: position),
-                                    transaction: transaction)
+        let first = ownerKey == nil ? last : last - 1
+        if first >= 1 {
+            for position in stride(from: first, through: 1, by: -1) {
+                let relationship = hops[position]
+                guard let rowsEntity = hops[position - 1].destinationEntity else { return ([], false) }
+                keys = try keysReaching(keys, through: relationship, from: rowsEntity, nilMatches: join.join.matchesNil && join.join.nilIsElement(at: position),
+                                        transaction: transaction)
+            }
         }
-        return keys
+        return (keys, ownerKey != nil && last == 0)
     }
 
     /// The keys of `entity`'s rows whose `relationship` reaches one of `keys` (for a to-one
@@ -145,7 +163,9 @@ extension NativeStore {
     /// along its path).
     func check(for join: JoinPlan, transaction: ReadTransaction) throws -> JoinCheck {
         guard join.join.quantifier == .count else {
-            return try check(for: join.join, keys: try keys(of: join, transaction: transaction), transaction: transaction)
+            let (keys, ownersOfFirstHop) = try keys(of: join, transaction: transaction)
+            if ownersOfFirstHop { return .ownKey(keys: keys, negated: join.join.quantifier == .none) }
+            return try check(for: join.join, keys: keys, transaction: transaction)
         }
         // A count: the destinations (matching the subquery's predicate) counted per owner; the
         // owners whose count decides the term against the count of an owner with none.

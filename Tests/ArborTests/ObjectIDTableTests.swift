@@ -175,8 +175,7 @@ struct ObjectIDTableTests {
         let first = old[0]
         #expect(old.allSatisfy { $0.isTemporaryID })
         let new = entities.enumerated().map { ManagedObjectID(entityName: $1, store: store, key: Int64(100 + $0)) }
-        let mapping = IDMapping()
-        mapping.addRun(first: first, new: new)
+        let mapping = IDMapping(run: first, new: new)
         let outside = temporary("Employee", serial: 1 << 40 + 10)
         let added = ManagedObjectID(entityName: "Employee", store: store, key: 7)
         mapping.add(outside, added)

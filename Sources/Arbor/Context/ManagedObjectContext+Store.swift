@@ -435,8 +435,11 @@ extension ManagedObjectContext {
             }
             return true
         }()
-        var permanent = IDMapping(capacity: mapsRelationships && !run ? insertedObjects.count : 0)
-        if run, let first = insertedObjects.first, let only = newParts.only { permanent.addRun(first: first.objectID, new: assigned[only]) }
+        var permanent = if run, let first = insertedObjects.first, let only = newParts.only {
+            IDMapping(run: first.objectID, new: assigned[only])
+        } else {
+            IDMapping(capacity: mapsRelationships ? insertedObjects.count : 0)
+        }
         // Each part's IDs come in the order of its new objects.
         var nextID = [Int](repeating: 0, count: assigned.count)
         for (position, object) in insertedObjects.enumerated() {

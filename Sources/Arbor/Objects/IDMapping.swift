@@ -13,7 +13,7 @@ final class IDMapping {
     private var table = ObjectIDTable<ManagedObjectID>()
     /// The old IDs, in the order they were added.
     private(set) var oldIDs: [ManagedObjectID] = []
-    /// A run of old IDs (``addRun(first:new:)``): the first, and the new IDs in order.
+    /// A run of old IDs (``init(run:new:)``): the first, and the new IDs in order.
     private var runFirst: ManagedObjectID?
     private var runNew: [ManagedObjectID] = []
 
@@ -37,14 +37,14 @@ final class IDMapping {
         return table[old]
     }
 
-    /// Records that the temporary IDs of one run of serial numbers, starting at `first` — the
-    /// old ID at position `i` is the temporary ID of `first`'s namespace whose key is
-    /// `first.key - i`, every one of them the caller's (serial numbers are unique in a
-    /// namespace) — become `new`, in order: no table and no list (an import's new objects, made
-    /// one after another and saved to one store, are such a run: a table was 19 MB for 400,000
-    /// objects, at the save's peak). One run per mapping, added before any other pair.
-    func addRun(first: ManagedObjectID, new: [ManagedObjectID]) {
-        precondition(first.isTemporaryID && runFirst == nil && oldIDs.isEmpty, "a run of temporary IDs comes first, once")
+    /// A mapping whose old IDs are the temporary IDs of one run of serial numbers, starting at
+    /// `first` — the old ID at position `i` is the temporary ID of `first`'s namespace whose key
+    /// is `first.key - i`, every one of them the caller's (serial numbers are unique in a
+    /// namespace) — becoming `new`, in order: no table and no list (an import's new objects,
+    /// made one after another and saved to one store, are such a run: a table was 19 MB for
+    /// 400,000 objects, at the save's peak). More pairs may be added to it.
+    convenience init(run first: ManagedObjectID, new: [ManagedObjectID]) {
+        self.init()
         runFirst = first
         runNew = new
     }

@@ -227,13 +227,21 @@ public enum KeyEncoding {
     /// Appends `value` as a compact integer (``Tag/compactInteger``).
     @inlinable
     public static func appendCompactInteger(_ value: UInt64, to bytes: inout [UInt8]) {
-        let length = (64 - value.leadingZeroBitCount + 7) / 8
-        bytes.append(Tag.compactInteger + UInt8(length))
-        var shift = (length - 1) * 8
-        while shift >= 0 {
-            bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift)))
-            shift -= 8
+        withUnsafeTemporaryAllocation(byteCount: 9, alignment: 1) { buffer in
+            let count = storeCompactInteger(value, into: buffer)
+            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
         }
+    }
+
+    /// Writes `value` as a compact integer at the start of `buffer` (at least nine bytes): the
+    /// tag, then as few big-endian bytes as the value needs. Returns the bytes written. The one
+    /// writer of the compact form.
+    @inlinable
+    static func storeCompactInteger(_ value: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Int {
+        let length = (64 - value.leadingZeroBitCount + 7) / 8
+        buffer[0] = Tag.compactInteger + UInt8(length)
+        for index in 0..<length { buffer[1 + index] = UInt8(truncatingIfNeeded: value >> UInt64(8 * (length - 1 - index))) }
+        return 1 + length
     }
 
     /// The integer a tuple's last component encodes (an index entry's primary key), read in
@@ -276,10 +284,8 @@ public enum KeyEncoding {
                 key.storeBytes(of: (UInt64(bitPattern: value) ^ (1 << 63)).bigEndian, toByteOffset: 1, as: UInt64.self)
                 return try body(UnsafeRawBufferPointer(key))
             }
-            let length = (64 - UInt64(value).leadingZeroBitCount + 7) / 8
-            key[0] = Tag.compactInteger + UInt8(length)
-            for index in 0..<length { key[1 + index] = UInt8(truncatingIfNeeded: UInt64(value) >> UInt64(8 * (length - 1 - index))) }
-            return try body(UnsafeRawBufferPointer(rebasing: key[0..<(1 + length)]))
+            let count = storeCompactInteger(UInt64(value), into: key)
+            return try body(UnsafeRawBufferPointer(rebasing: key[0..<count]))
         }
     }
 

@@ -480,33 +480,114 @@ final class FailingStore: PersistentStore, @unchecked Sendable {
 
 @Suite("Saves over several stores")
 struct MultiStoreSaveTests {
-    @Test("a later store failing after an earlier one saved: the earlier objects are saved in the context too, the rest stays pending, and saving again writes nothing twice")
-    func partialSave() throws {
-        let model = try ManagedObjectModel(configurations: ["Catalog": ["Product"], "Logs": ["Entry"]]) {
-            Entity("Product") { Attribute("name", .string) }
-            Entity("Entry") { Attribute("text", .string) }
-        }
-        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
-        try coordinator.addInMemoryStore(configuration: "Catalog")
-        let logs = FailingStore(try NativeStore.inMemory(model: model, configuration: "Logs"))
-        coordinator.addPersistentStore(logs)
-        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
-        let product = ManagedObject(entity: model.entity(named: "Product")!, insertInto: context)
-        try product.setValue("lamp", forKey: "name")
-        let entry = ManagedObject(entity: model.entity(named: "Entry")!, insertInto: context)
-        try entry.setValue("first", forKey: "text")
+    /// A model of two configurations, a coordinator with a store for each (`catalog` for
+    /// products, `logs` for entries: native ones unless wrapped), a new product and a new entry.
+    struct TwoStores {
+        let model: ManagedObjectModel
+        let coordinator: PersistentStoreCoordinator
+        let context: ManagedObjectContext
+        let product: ManagedObject
+        let entry: ManagedObject
 
+        init(catalog wrapCatalog: Bool = false, logs wrapLogs: Bool = false) throws {
+            model = try ManagedObjectModel(configurations: ["Catalog": ["Product"], "Logs": ["Entry"]]) {
+                Entity("Product") {
+                    Attribute("name", .string)
+                    Unique("name")
+                }
+                Entity("Entry") { Attribute("text", .string) }
+            }
+            coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+            let catalog = try NativeStore.inMemory(model: model, configuration: "Catalog")
+            coordinator.addPersistentStore(wrapCatalog ? FailingStore(catalog) : catalog)
+            let logs = try NativeStore.inMemory(model: model, configuration: "Logs")
+            coordinator.addPersistentStore(wrapLogs ? FailingStore(logs) : logs)
+            context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            product = ManagedObject(entity: model.entity(named: "Product")!, insertInto: context)
+            try product.setValue("lamp", forKey: "name")
+            entry = ManagedObject(entity: model.entity(named: "Entry")!, insertInto: context)
+            try entry.setValue("first", forKey: "text")
+        }
+
+        func count(_ entity: String) throws -> Int {
+            try ManagedObjectContext(persistentStoreCoordinator: coordinator).count(for: FetchRequest<ManagedObject>(entityName: entity))
+        }
+    }
+
+    @Test("a later store refusing its part before the commits: the native store written first keeps nothing, every change stays pending, and saving again writes each object once")
+    func laterStoreRefuses() throws {
+        let stores = try TwoStores(logs: true)
+        let logs = try #require(stores.coordinator.persistentStores.compactMap { $0 as? FailingStore }.first)
         logs.failing = true
-        let error = try #require(throws: ArborError.self) { try context.save() }
-        #expect(error.code == .storeSave && error.message.contains("still pending"))
-        #expect(!product.objectID.isTemporaryID && !product.isInserted, "the first store's object is saved")
-        #expect(entry.objectID.isTemporaryID && context.insertedObjects == [entry], "the failed store's object is pending")
+        let error = try #require(throws: ArborError.self) { try stores.context.save() }
+        #expect(error.code == .storeSave && !error.message.contains("still pending"), "\(error)")
+        #expect(try stores.count("Product") == 0, "the catalog's transaction rolled back")
+        #expect(stores.product.objectID.isTemporaryID && stores.entry.objectID.isTemporaryID)
+        #expect(stores.context.insertedObjects == [stores.product, stores.entry])
 
         logs.failing = false
-        try context.save()
-        #expect(!context.hasChanges)
-        let reader = ManagedObjectContext(persistentStoreCoordinator: coordinator)
-        #expect(try reader.count(for: FetchRequest<ManagedObject>(entityName: "Product")) == 1, "nothing written twice")
-        #expect(try reader.count(for: FetchRequest<ManagedObject>(entityName: "Entry")) == 1)
+        try stores.context.save()
+        #expect(!stores.context.hasChanges)
+        #expect(try stores.count("Product") == 1 && stores.count("Entry") == 1)
+    }
+
+    @Test("a store of another kind commits its part on its own: when a later store fails, its objects are saved in the context too, the rest stays pending, and saving again writes nothing twice")
+    func partialSave() throws {
+        let stores = try TwoStores(catalog: true, logs: true)
+        let logs = try #require(stores.coordinator.persistentStores.compactMap { $0 as? FailingStore }.first { $0.configurationName == "Logs" })
+        logs.failing = true
+        let error = try #require(throws: ArborError.self) { try stores.context.save() }
+        #expect(error.code == .storeSave && error.message.contains("still pending"))
+        #expect(!stores.product.objectID.isTemporaryID && !stores.product.isInserted, "the first store's object is saved")
+        #expect(stores.entry.objectID.isTemporaryID && stores.context.insertedObjects == [stores.entry], "the failed store's object is pending")
+
+        logs.failing = false
+        try stores.context.save()
+        #expect(!stores.context.hasChanges)
+        #expect(try stores.count("Product") == 1, "nothing written twice")
+        #expect(try stores.count("Entry") == 1)
+    }
+
+    @Test("issue 28 item 1: the conflicts of every store come back from one write pass, and no store keeps anything until they are settled")
+    func conflictsOfEveryStore() throws {
+        let stores = try TwoStores()
+        try stores.context.save()
+        // Another context changes the product and the entry, and saves.
+        let other = ManagedObjectContext(persistentStoreCoordinator: stores.coordinator)
+        // (Held, so that the coordinator's cache keeps their rows.)
+        let theirs = [try other.existingObject(with: stores.product.objectID), try other.existingObject(with: stores.entry.objectID)]
+        try theirs[0].setValue("desk", forKey: "name")
+        try theirs[1].setValue("theirs", forKey: "text")
+        try other.save()
+        // This context changes both too (a locking conflict in each store), and adds an entry.
+        try stores.product.setValue("chair", forKey: "name")
+        try stores.entry.setValue("mine", forKey: "text")
+        let note = ManagedObject(entity: stores.model.entity(named: "Entry")!, insertInto: stores.context)
+        try note.setValue("note", forKey: "text")
+        let error = try #require(throws: ArborError.self) { try stores.context.save() }
+        #expect(error.code == .mergeConflict)
+        #expect(Set(error.conflicts.map(\.objectID)) == [stores.product.objectID, stores.entry.objectID], "both stores' conflicts")
+        #expect(error.conflicts.allSatisfy { $0.oldVersionNumber == 1 && $0.newVersionNumber == 2 && $0.cachedSnapshot?.version == 2 })
+        #expect(try stores.count("Entry") == 1, "nothing written")
+        withExtendedLifetime(theirs) {}
+
+        stores.context.mergePolicy = MergePolicy(merge: .mergeByPropertyStoreTrump)
+        try stores.context.save()
+        #expect(try stores.count("Entry") == 2)
+        #expect(try stores.entry.value(forKey: "text") as? String == "theirs")
+
+        // A uniqueness conflict in the catalog beside a new entry in the logs: the record
+        // names the stored holder, and the logs keep nothing.
+        stores.context.mergePolicy = .error
+        let lamp = ManagedObject(entity: stores.model.entity(named: "Product")!, insertInto: stores.context)
+        try lamp.setValue("desk", forKey: "name")
+        let extra = ManagedObject(entity: stores.model.entity(named: "Entry")!, insertInto: stores.context)
+        try extra.setValue("extra", forKey: "text")
+        let refused = try #require(throws: ArborError.self) { try stores.context.save() }
+        let record = try #require(refused.constraintConflicts.first)
+        #expect(refused.code == .constraintConflict && refused.constraintConflicts.count == 1)
+        #expect(record.conflictingObjectIDs == [lamp.objectID] && record.databaseObjectID == stores.product.objectID)
+        #expect(record.databaseSnapshot?.attributes["name"] == .string("desk"))
+        #expect(try stores.count("Entry") == 2)
     }
 }

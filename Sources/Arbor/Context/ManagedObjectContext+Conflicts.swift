@@ -33,99 +33,20 @@ extension ManagedObjectContext {
                        snapshot: object.committed.map { StoreRow(entityName: object.entity.name, version: object.committedVersion, values: $0) })
     }
 
-    // MARK: Finding conflicts
+    // MARK: Settling the conflicts a save met
 
-    /// The optimistic-locking conflicts of the pending save: changed, deleted and marked objects
-    /// whose row has moved on (a deleted object whose row is gone is not one: S004-15).
-    func optimisticLockingConflicts(_ coordinator: PersistentStoreCoordinator) throws -> [MergeConflict] {
-        let candidates = (updated.objects + deleted.objects + lockChecks()).filter { !$0.objectID.isTemporaryID && !$0.insertedFlag }
-        guard !candidates.isEmpty else { return [] }
-        let rows = try coordinator.rows(for: candidates.map(\.objectID))
-        var conflicts: [MergeConflict] = []
-        for (object, row) in zip(candidates, rows) {
-            if row == nil && object.deletedFlag { continue }
-            if let row, lockExpectation(of: object).isMet(by: row, entity: object.entity) { continue }
-            let snapshot = object.committed.map { StoreRow(entityName: object.entity.name, version: object.committedVersion, values: $0) }
-            conflicts.append(MergeConflict(objectID: object.objectID, objectSnapshot: snapshot, cachedSnapshot: coordinator.cachedRow(for: object.objectID),
-                                           persistedSnapshot: row, oldVersionNumber: object.committedVersion, newVersionNumber: row?.version ?? 0))
-        }
-        return conflicts
-    }
-
-    /// The uniqueness conflicts of the pending save: groups of new or changed objects sharing the
-    /// values of a constraint, or holding values a saved row (not deleted or changed away by this
-    /// save) holds.
-    func constraintConflicts(_ coordinator: PersistentStoreCoordinator) throws -> [ConstraintConflict] {
-        struct Group {
-            let entity: EntityDescription
-            let constraint: [String]
-            let values: [String: String]
-            let probe: StoreRow
-            var objects: [ManagedObject]
-        }
-        var groups: [String: Group] = [:]
-        var order: [String] = []
-        for object in inserted.objects + updated.objects where !object.deletedFlag {
-            for constraint in object.entity.uniquenessConstraints {
-                var attributes: [String: AttributeValue] = [:]
-                var toOne: [String: ManagedObjectID] = [:]
-                var shown: [String: String] = [:]
-                var complete = true
-                for key in constraint {
-                    switch object.values[key] {
-                    case .attribute(let value)?:
-                        attributes[key] = value
-                        if case .string(let string) = value { shown[key] = string } else { shown[key] = value.description }
-                    case .object(let id)? where !id.isTemporaryID:
-                        toOne[key] = id
-                        shown[key] = id.description
-                    default:
-                        complete = false
-                    }
-                }
-                guard complete else { continue }
-                let root = object.entity.rootEntity.name
-                let name = "\(root)\u{1}\(constraint.joined(separator: "\u{1}"))\u{1}" + constraint.map { shown[$0]! }.joined(separator: "\u{1}")
-                if groups[name] == nil {
-                    order.append(name)
-                    let probe = StoreRow(entityName: object.entity.name, version: 0, attributes: attributes, toOne: toOne)
-                    groups[name] = Group(entity: object.entity, constraint: constraint, values: shown, probe: probe, objects: [])
-                }
-                groups[name]!.objects.append(object)
-            }
-        }
-        var conflicts: [ConstraintConflict] = []
-        for name in order {
-            let group = groups[name]!
-            let store = group.objects.first { !$0.objectID.isTemporaryID }.flatMap { coordinator.persistentStore(for: $0.objectID) }
-                ?? (try? coordinator.store(for: group.entity))
-            var holder = try store.flatMap { try coordinator.objectID(holding: group.constraint, of: group.probe, in: $0) }
-            if let id = holder, let object = registeredObject(for: id) {
-                // A row this save deletes, or changes away from the values, stops holding them.
-                let vacates = object.deletedFlag
-                    || group.constraint.contains { object.values[$0] != object.committed?[$0] } && !group.objects.contains { $0 === object }
-                if vacates { holder = nil }
-            }
-            let others = group.objects.filter { $0.objectID != holder }
-            guard others.count > 1 || (holder != nil && !others.isEmpty) else { continue }
-            let holderRow = try holder.flatMap { try coordinator.rows(for: [$0]).first ?? nil }
-            conflicts.append(ConstraintConflict(entityName: group.entity.name, constraint: group.constraint, constraintValues: group.values,
-                                                conflictingObjectIDs: others.map(\.objectID), databaseObjectID: holder, databaseSnapshot: holderRow))
-        }
-        return conflicts
-    }
-
-    /// After a store refused a save for a conflict: finds every conflict and hands them to the
-    /// merge policy (which throws, or changes objects so that the save can be tried again).
-    func resolveConflicts(after error: ArborError, _ coordinator: PersistentStoreCoordinator) throws {
-        let locking = try optimisticLockingConflicts(coordinator)
-        if !locking.isEmpty { try mergePolicy.resolve(optimisticLockingConflicts: locking, in: self) }
-        if error.code == .constraintConflict {
-            let constraints = try constraintConflicts(coordinator)
-            // A refusal nothing here explains (a constraint on a relationship to a new object):
-            // the store's own error says what it is.
-            guard !constraints.isEmpty || !locking.isEmpty else { throw error }
-            if !constraints.isEmpty { try mergePolicy.resolve(constraintConflicts: constraints, in: self) }
+    /// After the stores refused a save for conflicts: hands the conflicts they listed (every
+    /// one their write pass met, ``PersistentStoreCoordinator/save(_:)``) to the merge policy,
+    /// which throws, or changes objects so that the save can be tried again. Optimistic-locking
+    /// conflicts are settled first; uniqueness conflicts are those of a write that met none.
+    func resolveConflicts(_ error: ArborError) throws {
+        if !error.conflicts.isEmpty {
+            try mergePolicy.resolve(optimisticLockingConflicts: error.conflicts, in: self)
+        } else if !error.constraintConflicts.isEmpty {
+            try mergePolicy.resolve(constraintConflicts: error.constraintConflicts, in: self)
+        } else {
+            // A store that names no conflict: its error says what it is.
+            throw error
         }
         propagateDeletes()
     }

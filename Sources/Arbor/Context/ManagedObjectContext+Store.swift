@@ -146,11 +146,13 @@ extension ManagedObjectContext {
     /// Commits the unsaved changes to the stores: delete rules are applied, `willSave` runs,
     /// every inserted, updated and deleted object is validated (all failures gathered into one
     /// error), new objects get permanent IDs, and each store writes its part in one transaction.
-    /// On failure the context keeps its changes, and nothing is written (S000-66, S002-08) —
-    /// with one store. With several, each store's part is atomic but the parts are not: when a
-    /// later store fails, the earlier ones have saved theirs — their objects are saved in the
-    /// context too, and the rest of the changes stay pending, so saving again after fixing the
-    /// cause completes it. Conflicts of both kinds are settled before a multi-store save writes.
+    /// On failure the context keeps its changes, and nothing is written (S000-66, S002-08). With
+    /// several native stores, each writes its part inside the previous one's transaction, so a
+    /// conflict or a failure before the commits leaves every store as it was; only a commit
+    /// failing after a later store committed (or a store of another kind, which commits on its
+    /// own, followed by a failing one) leaves part of the save written — those objects are saved
+    /// in the context too, and the rest of the changes stay pending, so saving again after
+    /// fixing the cause completes it (docs/object-graph.md, "Several stores").
     ///
     /// - Throws: validation errors (``ArborError/Code/validationMultipleErrors`` for several),
     ///   ``ArborError/Code/mergeConflict`` when another context changed or deleted a row since it
@@ -168,16 +170,50 @@ extension ManagedObjectContext {
         if wrote, let coordinator = persistentStoreCoordinator { coordinator.observer.saved(duration: ContinuousClock.now - start, coordinator) }
     }
 
-    /// The work of ``save()``; returns whether it wrote to the stores (a root context's save of
-    /// changes).
+    /// The work of ``save()``, in its phases (docs/object-graph.md, "A save in phases"):
+    /// prepare (``prepareSave()``), then for a child context the push to the parent, for a root
+    /// context the batch (``buildBatch(_:_:)``), the coordinator's save of it with the merge
+    /// policy settling conflicts (``writeToStores(_:_:)``), and the finish
+    /// (``finishRootSave(_:)``). Returns whether it wrote to the stores.
     private func saveChanges() throws -> Bool {
+        guard let lists = try prepareSave() else { return false }
+        if let parent {
+            try saveToParent(parent, lists.inserted, lists.updated, lists.deleted)
+            return false
+        }
+        let coordinator = try requireCoordinator("save to")
+        guard let written = try writeToStores(lists, coordinator) else { return true }
+        try finishRootSave(written)
+        return true
+    }
+
+    /// The objects a save writes: the change lists as it read them, and the lists' generations
+    /// then (unchanged at the end, the saved objects are all of them).
+    struct SaveLists {
+        var inserted: [ManagedObject]
+        var updated: [ManagedObject]
+        var deleted: [ManagedObject]
+        var readAt: (Int, Int, Int)
+    }
+
+    /// The lists as they are now.
+    func currentSaveLists() -> SaveLists {
+        SaveLists(inserted: inserted.objects, updated: updated.objects, deleted: deleted.objects,
+                  readAt: (inserted.generation, updated.generation, deleted.generation))
+    }
+
+    /// The first phase of a save: the event ends (delete rules apply), will-save is posted,
+    /// `willSave` runs once per object (what it changes is announced in turn), deny rules load
+    /// what they guard, and every object is validated (all failures in one error). Returns the
+    /// objects to save, or nil when there is nothing to save.
+    private func prepareSave() throws -> SaveLists? {
         takePermanentIDs()
         // Only this save's own event may hand its set of new objects to its did-save.
         lastInsertedSet = nil
         // The event ends (delete rules apply now even when they wait for the save).
         endEvent(propagatingDeletes: true)
-        guard hasChanges else { return false }
-        let coordinator = try requireCoordinator("save to")
+        guard hasChanges else { return nil }
+        _ = try requireCoordinator("save to")
         postWillSave()
         // willSave once per object; what it changes (and the deletions that propagates) is saved
         // too, its objects announced in turn.
@@ -210,14 +246,9 @@ extension ManagedObjectContext {
         // Delete rules that could not be applied (a relationship that could not be read) fail the
         // save: a deletion is never saved without its rules.
         if let failure = deletePropagationFailure { throw failure }
-        var insertedObjects = inserted.objects
-        var updatedObjects = updated.objects
-        var deletedObjects = deleted.objects
-        // The lists' generations when they were read: unchanged at the end, the saved objects
-        // are all of them.
-        var readAt = (inserted.generation, updated.generation, deleted.generation)
+        let lists = currentSaveLists()
         // Deny rules need the relationships they guard loaded.
-        for object in deletedObjects {
+        for object in lists.deleted {
             for relationship in object.entity.relationships where relationship.deleteRule == .deny {
                 try object.loadRelationship(relationship.name)
             }
@@ -232,191 +263,201 @@ extension ManagedObjectContext {
                 failures.append(ArborError(.managedObjectValidation, "\(error)"))
             }
         }
-        for object in insertedObjects { collect { try object.validateForInsert() } }
-        for object in updatedObjects { collect { try object.validateForUpdate() } }
-        for object in deletedObjects { collect { try object.validateForDelete() } }
+        for object in lists.inserted { collect { try object.validateForInsert() } }
+        for object in lists.updated { collect { try object.validateForUpdate() } }
+        for object in lists.deleted { collect { try object.validateForDelete() } }
         if let error = ArborError.gathering(failures) { throw error }
-        if let parent {
-            try saveToParent(parent, insertedObjects, updatedObjects, deletedObjects)
-            return false
-        }
+        return lists
+    }
 
-        // The rows to write, store by store: built again after a merge policy settled conflicts
-        // (it changes objects), and written again — a few times at most, since another writer
-        // may slip in between.
+    /// One save's batch: each store's part, and the part of each new object (in the inserted
+    /// objects' order: each part's inserted rows are in that order too). Indices, not arrays of
+    /// objects: holding 100,000 objects in one more array costs a reference count up and down
+    /// on each.
+    struct SaveBatch {
         var parts: [(store: UUID, changes: StoreChanges)] = []
-        // The part of each new object (in `insertedObjects` order: each part's inserted rows
-        // are in that order too). Indices, not arrays of objects: holding 100,000 objects in
-        // one more array costs a reference count up and down on each.
         var newParts = NewObjectParts()
-        var assigned: [[ManagedObjectID]] = []
-        // Updated rows the stores wrote at another version than asked (RowExpectation).
-        var rebasedVersions: [ManagedObjectID: Int64] = [:]
-        var attempts = 0
-        // Set when a later store failed after earlier ones saved: those are brought up to date
-        // below, the rest stays pending, and the failure is thrown at the end.
+    }
+
+    /// The second phase of a root context's save: the rows to write, store by store. New
+    /// objects go with their temporary IDs: each store allocates their keys inside the save's
+    /// transaction, and the context takes the permanent IDs once the save succeeded. A part's new
+    /// rows, and their links, are made when its store writes them, one at a time: a large save
+    /// never holds them all (nor their copies of the objects' values: an import's largest
+    /// arrays).
+    private func buildBatch(_ lists: SaveLists, _ coordinator: PersistentStoreCoordinator) throws -> SaveBatch {
+        var batch = SaveBatch()
+        func part(_ store: UUID) -> Int {
+            if let index = batch.parts.firstIndex(where: { $0.store == store }) { return index }
+            batch.parts.append((store, StoreChanges()))
+            return batch.parts.count - 1
+        }
+        func part(of id: ManagedObjectID) throws -> Int {
+            guard let store = id.storeIdentifier else { throw ArborError(.misuse, "\(id) has no store", objectID: id) }
+            return part(store)
+        }
+        var defaultStores: [ObjectIdentifier: Int] = [:]
+        func part(ofNew object: ManagedObject) throws -> Int {
+            if !object.objectID.isTemporaryID { return try part(of: object.objectID) }
+            if !assignments.isEmpty, let store = assignments[object.objectID] { return part(store.identifier) }
+            if let index = defaultStores[ObjectIdentifier(object.entity)] { return index }
+            let index = part(try coordinator.store(for: object.entity).identifier)
+            defaultStores[ObjectIdentifier(object.entity)] = index
+            return index
+        }
+        for object in lists.inserted { batch.newParts.append(try part(ofNew: object)) }
+        for object in lists.updated {
+            let newRow = persistentRow(of: object, version: object.committedVersion + 1)
+            batch.parts[try part(of: object.objectID)].changes.updated.append((object.objectID, newRow, lockExpectation(of: object)))
+        }
+        for object in lists.deleted where !object.objectID.isTemporaryID {
+            batch.parts[try part(of: object.objectID)].changes.deleted.append((object.objectID, lockExpectation(of: object)))
+        }
+        let newObjects = lists.inserted
+        let saveCount = saveCount
+        func onDemand(_ count: Int, _ object: @escaping (Int) -> ManagedObject) -> RowsOnDemand {
+            RowsOnDemand(count: count, id: { object($0).objectID }, row: { self.persistentRow(of: object($0), version: 1) },
+                         links: { position, body in
+                             let new = object(position)
+                             self.forEachLink(of: new, saveCount: saveCount) { body(new.objectID, $0, $1, $2) }
+                         })
+        }
+        if let only = batch.newParts.only {
+            batch.parts[only].changes.insertedOnDemand = onDemand(newObjects.count) { newObjects[$0] }
+        } else {
+            for index in batch.parts.indices {
+                let positions = (0..<batch.newParts.count).filter { batch.newParts[$0] == index }
+                guard !positions.isEmpty else { continue }
+                batch.parts[index].changes.insertedOnDemand = onDemand(positions.count) { newObjects[positions[$0]] }
+            }
+        }
+        for object in lists.updated where object.entity.hasToManyRelationships {
+            let index = try part(of: object.objectID)
+            forEachLink(of: object, saveCount: saveCount) { name, other, added in
+                if added {
+                    batch.parts[index].changes.linked.append((object.objectID, name, other))
+                } else {
+                    batch.parts[index].changes.unlinked.append((object.objectID, name, other))
+                }
+            }
+        }
+        for object in lockChecks() {
+            batch.parts[try part(of: object.objectID)].changes.checked.append((object.objectID, lockExpectation(of: object)))
+        }
+        return batch
+    }
+
+    /// Calls `body` with each many-to-many link `object` adds and removes (relationship,
+    /// destination, added), on the side that records it: the difference between committed and
+    /// current destinations (only entities with to-many relationships can have any).
+    ///
+    /// A link made between two objects of the save, both sides loaded, is a change of both: it
+    /// is recorded from one side (the relationship whose name, then entity name, sorts first;
+    /// the store writes both directions of it) — unless the other side does not show it (a
+    /// primitive setter changes one side only), or will not be saved now (not announced in the
+    /// save `saveCount`).
+    private func forEachLink(of object: ManagedObject, saveCount: UInt32, _ body: (String, ManagedObjectID, Bool) -> Void) {
+        guard object.entity.hasToManyRelationships else { return }
+        func isSecondary(_ relationship: RelationshipDescription, _ inverse: RelationshipDescription) -> Bool {
+            inverse !== relationship && (inverse.name, inverse.entity?.name ?? "") < (relationship.name, relationship.entity?.name ?? "")
+        }
+        func recordedByOtherSide(_ id: ManagedObjectID, _ key: String, _ mine: ManagedObjectID, added: Bool) -> Bool {
+            guard let other = registeredObject(for: id), !other.deletedFlag, other.announcedInSave == saveCount,
+                  !other.unloadedRelationships.contains(key) else { return false }
+            let now: Bool = other.values[key]?.objectIDs.contains(mine) ?? false
+            let before: Bool = other.committed?[key]?.objectIDs.contains(mine) ?? false
+            return now != before && now == added
+        }
+        for relationship in object.entity.relationships where relationship.isManyToMany && !object.unloadedRelationships.contains(relationship.name) {
+            let now = object.values[relationship.name]?.objectIDs ?? []
+            let before = object.committed?[relationship.name]?.objectIDs ?? []
+            let inverse = relationship.inverseRelationship
+            let secondary = inverse.map { isSecondary(relationship, $0) } ?? false
+            let inverseName = inverse?.name ?? ""
+            for other in now where !before.contains(other) {
+                if secondary && recordedByOtherSide(other, inverseName, object.objectID, added: true) { continue }
+                body(relationship.name, other, true)
+            }
+            for other in before where !now.contains(other) {
+                if secondary && recordedByOtherSide(other, inverseName, object.objectID, added: false) { continue }
+                body(relationship.name, other, false)
+            }
+        }
+    }
+
+    /// What the stores did with a save: the objects saved (fewer than the lists when a later
+    /// store failed after others saved), each part's new IDs, versions written other than asked,
+    /// and the failure of a partial save.
+    struct StoresWritten {
+        var lists: SaveLists
+        var newParts: NewObjectParts
+        var assigned: [[ManagedObjectID]]
+        var rebasedVersions: [ManagedObjectID: Int64]
         var partialFailure: (any Error)?
+    }
+
+    /// The third phase of a root context's save: the batch goes to the coordinator
+    /// (``PersistentStoreCoordinator/save(_:)``), whose stores return every conflict in one
+    /// pass; the merge policy settles them (changing objects) and the batch is built and written
+    /// again — a few times at most, since another writer may slip in between. Returns nil when
+    /// settling the conflicts left nothing to save.
+    private func writeToStores(_ prepared: SaveLists, _ coordinator: PersistentStoreCoordinator) throws -> StoresWritten? {
+        var lists = prepared
+        var attempts = 0
         while true {
             // Read again after a merge policy settled conflicts (it changes the lists); the
-            // first time round they are as validated above.
-            if attempts > 0 {
-                insertedObjects = inserted.objects
-                updatedObjects = updated.objects
-                deletedObjects = deleted.objects
-                readAt = (inserted.generation, updated.generation, deleted.generation)
-            }
-            parts = []
-            newParts = NewObjectParts()
-            // New objects go with their temporary IDs: each store allocates their keys inside the
-            // save's transaction, and the context takes the permanent IDs once the save succeeded.
-            // Each store's changes, with the new objects in the order of its inserted rows.
-            func part(_ store: UUID) -> Int {
-                if let index = parts.firstIndex(where: { $0.store == store }) { return index }
-                parts.append((store, StoreChanges()))
-                return parts.count - 1
-            }
-            func part(of id: ManagedObjectID) throws -> Int {
-                guard let store = id.storeIdentifier else { throw ArborError(.misuse, "\(id) has no store", objectID: id) }
-                return part(store)
-            }
-            var defaultStores: [ObjectIdentifier: Int] = [:]
-            func part(ofNew object: ManagedObject) throws -> Int {
-                if !object.objectID.isTemporaryID { return try part(of: object.objectID) }
-                if !assignments.isEmpty, let store = assignments[object.objectID] { return part(store.identifier) }
-                if let index = defaultStores[ObjectIdentifier(object.entity)] { return index }
-                let index = part(try coordinator.store(for: object.entity).identifier)
-                defaultStores[ObjectIdentifier(object.entity)] = index
-                return index
-            }
-            for object in insertedObjects { newParts.append(try part(ofNew: object)) }
-            for object in updatedObjects {
-                let newRow = persistentRow(of: object, version: object.committedVersion + 1)
-                parts[try part(of: object.objectID)].changes.updated.append((object.objectID, newRow, lockExpectation(of: object)))
-            }
-            for object in deletedObjects where !object.objectID.isTemporaryID {
-                parts[try part(of: object.objectID)].changes.deleted.append((object.objectID, lockExpectation(of: object)))
-            }
-            // Many-to-many links: the difference between committed and current destinations
-            // (only entities with to-many relationships can have any).
-            // A link made between two objects of the save, both sides loaded, is a change of both:
-            // it is recorded from one side (the relationship whose name, then entity name, sorts
-            // first; the store writes both directions of it) — unless the other side does not
-            // show it (a primitive setter changes one side only), or will not be saved now.
-            func isSecondary(_ relationship: RelationshipDescription, _ inverse: RelationshipDescription) -> Bool {
-                inverse !== relationship && (inverse.name, inverse.entity?.name ?? "") < (relationship.name, relationship.entity?.name ?? "")
-            }
-            func recordedByOtherSide(_ id: ManagedObjectID, _ key: String, _ mine: ManagedObjectID, added: Bool) -> Bool {
-                guard let other = registeredObject(for: id), !other.deletedFlag, other.announcedInSave == saveCount,
-                      !other.unloadedRelationships.contains(key) else { return false }
-                let now: Bool = other.values[key]?.objectIDs.contains(mine) ?? false
-                let before: Bool = other.committed?[key]?.objectIDs.contains(mine) ?? false
-                return now != before && now == added
-            }
-            /// The links `object` adds and removes (relationship, destination, added), on the
-            /// side that records them.
-            func forEachLink(of object: ManagedObject, _ body: (String, ManagedObjectID, Bool) -> Void) {
-                guard object.entity.hasToManyRelationships else { return }
-                for relationship in object.entity.relationships where relationship.isManyToMany && !object.unloadedRelationships.contains(relationship.name) {
-                    let now = object.values[relationship.name]?.objectIDs ?? []
-                    let before = object.committed?[relationship.name]?.objectIDs ?? []
-                    let inverse = relationship.inverseRelationship
-                    let secondary = inverse.map { isSecondary(relationship, $0) } ?? false
-                    let inverseName = inverse?.name ?? ""
-                    for other in now where !before.contains(other) {
-                        if secondary && recordedByOtherSide(other, inverseName, object.objectID, added: true) { continue }
-                        body(relationship.name, other, true)
-                    }
-                    for other in before where !now.contains(other) {
-                        if secondary && recordedByOtherSide(other, inverseName, object.objectID, added: false) { continue }
-                        body(relationship.name, other, false)
-                    }
-                }
-            }
-            // Each part's new rows, and their links, are made when its store writes them, one
-            // at a time: a large save never holds them all (nor their copies of the objects'
-            // values: an import's largest arrays).
-            let newObjects = insertedObjects
-            func onDemand(_ count: Int, _ object: @escaping (Int) -> ManagedObject) -> RowsOnDemand {
-                RowsOnDemand(count: count, id: { object($0).objectID }, row: { self.persistentRow(of: object($0), version: 1) },
-                             links: { position, body in
-                                 let new = object(position)
-                                 forEachLink(of: new) { body(new.objectID, $0, $1, $2) }
-                             })
-            }
-            if let only = newParts.only {
-                parts[only].changes.insertedOnDemand = onDemand(newObjects.count) { newObjects[$0] }
-            } else {
-                for index in parts.indices {
-                    let positions = (0..<newParts.count).filter { newParts[$0] == index }
-                    guard !positions.isEmpty else { continue }
-                    parts[index].changes.insertedOnDemand = onDemand(positions.count) { newObjects[positions[$0]] }
-                }
-            }
-            for object in updatedObjects where object.entity.hasToManyRelationships {
-                let index = try part(of: object.objectID)
-                forEachLink(of: object) { name, other, added in
-                    if added {
-                        parts[index].changes.linked.append((object.objectID, name, other))
-                    } else {
-                        parts[index].changes.unlinked.append((object.objectID, name, other))
-                    }
-                }
-            }
-            for object in lockChecks() {
-                parts[try part(of: object.objectID)].changes.checked.append((object.objectID, lockExpectation(of: object)))
-            }
+            // first time round they are as validated.
+            if attempts > 0 { lists = currentSaveLists() }
+            let batch = try buildBatch(lists, coordinator)
             do {
-                // Across several stores a refusal would come after earlier stores saved their
-                // part: conflicts of both kinds are looked for, and settled, before anything is
-                // written.
-                if parts.count > 1 {
-                    let locking = try optimisticLockingConflicts(coordinator)
-                    if !locking.isEmpty { throw ArborError.conflicts(locking) }
-                    let constraints = try constraintConflicts(coordinator)
-                    if !constraints.isEmpty { throw ArborError.constraintConflicts(constraints) }
-                }
-                let results = try coordinator.save(parts.map { ($0.store, $0.changes) })
-                assigned = results.map(\.insertedIDs)
-                for result in results { rebasedVersions.merge(result.rebasedVersions) { $1 } }
-                break
+                let results = try coordinator.save(batch.parts)
+                return StoresWritten(lists: lists, newParts: batch.newParts, assigned: results.map(\.insertedIDs),
+                                     rebasedVersions: results.reduce(into: [:]) { $0.merge($1.rebasedVersions) { $1 } }, partialFailure: nil)
             } catch let partial as PartialSave {
-                // The first stores saved their parts; only their objects are saved now.
-                let savedParts = partial.saved.count
-                let saved = Array(parts.prefix(savedParts))
-                let stores = Set(saved.map(\.store))
-                var savedNew: [ManagedObject] = []
-                var savedNewParts = NewObjectParts()
-                for (position, object) in insertedObjects.enumerated() where newParts[position] < savedParts {
-                    let index = newParts[position]
-                    savedNew.append(object)
-                    savedNewParts.append(index)
-                }
-                let newObjects = Set(savedNew.map(ObjectIdentifier.init))
-                func inSavedPart(_ object: ManagedObject) -> Bool {
-                    newObjects.contains(ObjectIdentifier(object)) || object.objectID.storeIdentifier.map(stores.contains) == true
-                }
-                insertedObjects = savedNew
-                newParts = savedNewParts
-                updatedObjects = updatedObjects.filter(inSavedPart)
-                deletedObjects = deletedObjects.filter(inSavedPart)
-                parts = saved
-                assigned = partial.saved.map(\.insertedIDs)
-                for result in partial.saved { rebasedVersions.merge(result.rebasedVersions) { $1 } }
-                partialFailure = partial.failure
-                break
+                return savedPart(of: lists, batch, partial)
             } catch let error as ArborError where error.code == .mergeConflict || error.code == .constraintConflict {
                 attempts += 1
                 guard attempts <= 5 else { throw error }
-                try resolveConflicts(after: error, coordinator)
-                guard hasChanges else { return true }
+                try resolveConflicts(error)
+                guard hasChanges else { return nil }
             }
         }
+    }
 
-        // The save happened: bring the objects and the context up to date. The batch goes first:
-        // its rows are copies of the objects' values where a row differs from them, and its lists
-        // are the save's largest arrays (a large save's memory peaks in the store's write, and
-        // what is kept past it adds to that peak).
-        parts = []
+    /// What a partial save saved: the objects of the parts its stores committed (their new
+    /// objects with the IDs assigned), the rest staying pending.
+    private func savedPart(of lists: SaveLists, _ batch: SaveBatch, _ partial: PartialSave) -> StoresWritten {
+        // The parts saved, renumbered in order.
+        let savedParts = partial.saved.keys.sorted()
+        var renumbered: [Int: Int] = [:]
+        for (new, old) in savedParts.enumerated() { renumbered[old] = new }
+        let stores = Set(savedParts.map { batch.parts[$0].store })
+        var saved = lists
+        saved.inserted = []
+        var newParts = NewObjectParts()
+        for (position, object) in lists.inserted.enumerated() {
+            guard let index = renumbered[batch.newParts[position]] else { continue }
+            saved.inserted.append(object)
+            newParts.append(index)
+        }
+        let newObjects = Set(saved.inserted.map(ObjectIdentifier.init))
+        func inSavedPart(_ object: ManagedObject) -> Bool {
+            newObjects.contains(ObjectIdentifier(object)) || object.objectID.storeIdentifier.map(stores.contains) == true
+        }
+        saved.updated = lists.updated.filter(inSavedPart)
+        saved.deleted = lists.deleted.filter(inSavedPart)
+        return StoresWritten(lists: saved, newParts: newParts, assigned: savedParts.map { partial.saved[$0]!.insertedIDs },
+                             rebasedVersions: savedParts.reduce(into: [:]) { $0.merge(partial.saved[$1]!.rebasedVersions) { $1 } },
+                             partialFailure: partial.failure)
+    }
+
+    /// The last phase of a root context's save: the objects and the context are brought up to
+    /// date — new objects take their permanent IDs, saved objects their committed values and
+    /// versions, deleted ones leave — and did-save is posted. A partial save's failure is thrown
+    /// at the end.
+    private func finishRootSave(_ written: StoresWritten) throws {
+        let (insertedObjects, updatedObjects, deletedObjects) = (written.lists.inserted, written.lists.updated, written.lists.deleted)
+        let (assigned, newParts, rebasedVersions) = (written.assigned, written.newParts, written.rebasedVersions)
         // New objects take their permanent IDs (in the registry too), also in the changed
         // objects' relationships — the mapping is made only when some changed object has
         // relationships.
@@ -466,8 +507,10 @@ extension ManagedObjectContext {
         for object in updatedObjects { settle(object, version: object.committedVersion + 1) }
         // The rest of the changed objects (deleted ones; and what a validation method or a
         // partial save left in the lists) may point at new objects too.
+        let partial = written.partialFailure != nil
+        let readAt = written.lists.readAt
         if !permanent.isEmpty {
-            if partialFailure == nil && readAt == (inserted.generation, updated.generation, deleted.generation) {
+            if !partial && readAt == (inserted.generation, updated.generation, deleted.generation) {
                 for object in deletedObjects where !object.entity.relationships.isEmpty { object.replaceObjectIDs { permanent[$0] } }
             } else {
                 replaceInChangedObjects { permanent[$0] }
@@ -475,14 +518,12 @@ extension ManagedObjectContext {
         }
         if descendants { sendPermanentIDs(permanent.dictionary) }
         permanent = IDMapping()
-        finishSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects,
-                   partial: partialFailure != nil, listsReadAt: partialFailure == nil ? readAt : nil)
-        if let partialFailure {
+        finishSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects, partial: partial, listsReadAt: partial ? nil : readAt)
+        if let partialFailure = written.partialFailure {
             var error = partialFailure as? ArborError ?? ArborError(.storeSave, "\(partialFailure)")
-            error.message += " (the objects of the stores before it were saved, and are saved in this context too; the rest of the changes are still pending)"
+            error.message += " (the objects of the stores that saved their parts are saved in this context too; the rest of the changes are still pending)"
             throw error
         }
-        return true
     }
 }
 

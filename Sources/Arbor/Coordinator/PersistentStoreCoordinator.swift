@@ -303,11 +303,6 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         locked { cache[objectID]?.row }
     }
 
-    /// The object whose row holds `row`'s values of `constraint` in `store`.
-    func objectID(holding constraint: [String], of row: StoreRow, in store: any PersistentStore) throws -> ManagedObjectID? {
-        try locked { try store.objectID(holding: constraint, of: row) }
-    }
-
     /// A managed object no longer holds data from `snapshot`; the last one drops it from the
     /// cache. Takes the lock only then (a fetch may have taken a new reference meanwhile: the
     /// count is read again under the lock).
@@ -384,63 +379,124 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
     }
 
-    /// Saves `changes` (grouped by store) and brings the row cache up to date. One store at a
-    /// time; each store's part is atomic. Returns, for each part, what its store's save did
-    /// (``PersistentStore/save(_:)``).
-    func save(_ changes: [(store: UUID, changes: StoreChanges)]) throws -> [StoreSaveResult] {
+    /// The coordinator's phase of a save (docs/object-graph.md, "A save in phases"): writes
+    /// `parts`, one per store, and brings the row cache up to date. Returns, for each part, what
+    /// its store's save did (``PersistentStore/save(_:)``).
+    ///
+    /// Native stores write their parts nested, each inside the previous one's transaction, and
+    /// commit from the last back to the first: every store's conflicts are found in the one
+    /// pass, a conflict or a failure before the commits leaves every store as it was, and only
+    /// a commit failing after a later store committed saves part of the save. Another kind of
+    /// store commits its part before the next store writes.
+    ///
+    /// - Throws: the conflicts of every store together (``ArborError/Code/mergeConflict`` when
+    ///   there are optimistic-locking conflicts, else ``ArborError/Code/constraintConflict``),
+    ///   a store's error, or ``PartialSave`` when some parts were saved and another failed.
+    func save(_ parts: [(store: UUID, changes: StoreChanges)]) throws -> [StoreSaveResult] {
         try locked {
-            var result: [StoreSaveResult] = []
-            for (identifier, part) in changes {
-                guard let store = store(identified: identifier) else {
-                    throw ArborError(.misuse, "a save names a store the coordinator does not have")
-                }
-                let saved: StoreSaveResult
-                do {
-                    // A native store makes the new rows as it writes them; another is given
-                    // them all.
-                    saved = try store.save(store is NativeStore ? part : part.materialized())
-                } catch {
-                    // The stores before this one saved their parts: the caller must know which.
-                    if !result.isEmpty { throw PartialSave(saved: result, failure: error) }
-                    throw error
-                }
-                let assigned = saved.insertedIDs
-                guard assigned.count == part.insertedCount else {
-                    throw ArborError(.storeSave, "the store \(identifier) returned \(assigned.count) IDs for \(part.insertedCount) new rows")
-                }
-                result.append(saved)
-                // Rows written under IDs the cache may have give those snapshots the new row:
-                // updated rows, and rows written anew under a permanent ID — an object deleted
-                // elsewhere and written back by the overwrite policy, whose snapshot other
-                // objects still hold. (New objects' IDs were temporary: nothing to look for.)
-                let now = ContinuousClock.now
-                var mapping: IDMapping?
-                func refreshCached(_ id: ManagedObjectID, _ row: StoreRow) {
-                    guard let snapshot = cache[id] else { return }
-                    let permanent = mapping ?? part.permanentIDs(assigned)
-                    mapping = permanent
-                    snapshot.replace(row.translated(permanent), readAt: now)
-                }
-                for (id, row, _) in part.updated {
-                    // A row written at another version than it carried (seed 004's rule let a
-                    // moved row through) is cached at the version written.
-                    guard let version = saved.rebasedVersions.isEmpty ? nil : saved.rebasedVersions[id] else {
-                        refreshCached(id, row)
-                        continue
+            let stores = try parts.map { part in
+                guard let store = store(identified: part.store) else { throw ArborError(.misuse, "a save names a store the coordinator does not have") }
+                return store
+            }
+            var results = [StoreSaveResult?](repeating: nil, count: parts.count)
+            var locking: [MergeConflict] = []
+            var constraints: [ConstraintConflict] = []
+            /// Takes the conflicts a store's own write met (false: `error` is no such error).
+            func gather(_ error: ArborError) -> Bool {
+                switch error.code {
+                case .mergeConflict where !error.conflicts.isEmpty:
+                    // The row cache's row is the coordinator's to add.
+                    locking += error.conflicts.map {
+                        MergeConflict(objectID: $0.objectID, objectSnapshot: $0.objectSnapshot, cachedSnapshot: cache[$0.objectID]?.row,
+                                      persistedSnapshot: $0.persistedSnapshot, oldVersionNumber: $0.oldVersionNumber, newVersionNumber: $0.newVersionNumber)
                     }
-                    var rebased = row
-                    rebased.version = version
-                    refreshCached(id, rebased)
+                case .constraintConflict where !error.constraintConflicts.isEmpty:
+                    constraints += error.constraintConflicts
+                default:
+                    return false
                 }
-                for position in 0..<part.insertedCount {
-                    let id = part.insertedID(at: position)
-                    if !id.isTemporaryID && cache[id] != nil { refreshCached(id, part.insertedRow(at: position)) }
+                return true
+            }
+            func checked(_ result: StoreSaveResult, _ index: Int) throws -> StoreSaveResult {
+                guard result.insertedIDs.count == parts[index].changes.insertedCount else {
+                    throw ArborError(.storeSave, "the store \(parts[index].store) returned \(result.insertedIDs.count) IDs for \(parts[index].changes.insertedCount) new rows")
                 }
-                for (id, _) in part.deleted {
-                    if let snapshot = cache[id] { drop(snapshot) }
+                return result
+            }
+            /// Writes part `index` and, inside its transaction, the parts after it.
+            func write(from index: Int) throws {
+                guard index < parts.count else {
+                    // Every part written: conflicts met anywhere roll them all back. Uniqueness
+                    // conflicts met beside locking ones may be of rows the write skipped; they
+                    // are looked for again once the locking ones are settled.
+                    if !locking.isEmpty { throw ArborError.conflicts(locking) }
+                    if !constraints.isEmpty { throw ArborError.constraintConflicts(constraints) }
+                    return
+                }
+                if let native = stores[index] as? NativeStore {
+                    var wrote = false
+                    do {
+                        // A native store makes the new rows as it writes them.
+                        results[index] = try native.save(parts[index].changes) { result in
+                            wrote = true
+                            _ = try checked(result, index)
+                            try write(from: index + 1)
+                        }
+                    } catch let error as ArborError where !wrote && gather(error) {
+                        try write(from: index + 1)
+                    }
+                } else {
+                    do {
+                        // Another store is given the new rows all at once.
+                        results[index] = try checked(try stores[index].save(parts[index].changes.materialized()), index)
+                    } catch let error as ArborError where gather(error) {}
+                    try write(from: index + 1)
                 }
             }
-            return result
+            do {
+                try write(from: 0)
+            } catch {
+                let saved = results.indices.filter { results[$0] != nil }
+                guard !saved.isEmpty else { throw error }
+                for index in saved { refreshCache(after: parts[index].changes, saved: results[index]!) }
+                throw PartialSave(saved: Dictionary(uniqueKeysWithValues: saved.map { ($0, results[$0]!) }), failure: error)
+            }
+            for index in parts.indices { refreshCache(after: parts[index].changes, saved: results[index]!) }
+            return results.map { $0! }
+        }
+    }
+
+    /// Brings the row cache up to date after a store saved `part`. Rows written under IDs the
+    /// cache may have give those snapshots the new row: updated rows, and rows written anew
+    /// under a permanent ID — an object deleted elsewhere and written back by the overwrite
+    /// policy, whose snapshot other objects still hold. (New objects' IDs were temporary:
+    /// nothing to look for.) Deleted rows' snapshots are dropped. Called under the lock.
+    private func refreshCache(after part: StoreChanges, saved: StoreSaveResult) {
+        let now = ContinuousClock.now
+        var mapping: IDMapping?
+        func refreshCached(_ id: ManagedObjectID, _ row: StoreRow) {
+            guard let snapshot = cache[id] else { return }
+            let permanent = mapping ?? part.permanentIDs(saved.insertedIDs)
+            mapping = permanent
+            snapshot.replace(row.translated(permanent), readAt: now)
+        }
+        for (id, row, _) in part.updated {
+            // A row written at another version than it carried (seed 004's rule let a moved row
+            // through) is cached at the version written.
+            guard let version = saved.rebasedVersions.isEmpty ? nil : saved.rebasedVersions[id] else {
+                refreshCached(id, row)
+                continue
+            }
+            var rebased = row
+            rebased.version = version
+            refreshCached(id, rebased)
+        }
+        for position in 0..<part.insertedCount {
+            let id = part.insertedID(at: position)
+            if !id.isTemporaryID && cache[id] != nil { refreshCached(id, part.insertedRow(at: position)) }
+        }
+        for (id, _) in part.deleted {
+            if let snapshot = cache[id] { drop(snapshot) }
         }
     }
 }
@@ -510,10 +566,10 @@ final class RowSnapshot: @unchecked Sendable {
     }
 }
 
-/// A save over several stores that failed after the first stores had saved their parts:
-/// `assigned` holds the committed parts' new IDs (the first `assigned.count` parts).
+/// A save over several stores that failed after some stores had saved their parts: `saved`
+/// holds what each of those did, by the part's index.
 struct PartialSave: Error {
-    /// What the stores that saved their parts did, in order.
-    let saved: [StoreSaveResult]
+    /// What the stores that saved their parts did, by the part's index.
+    let saved: [Int: StoreSaveResult]
     let failure: any Error
 }

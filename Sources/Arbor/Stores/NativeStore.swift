@@ -465,34 +465,31 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         }
     }
 
-    /// The object whose row holds `row`'s values of the uniqueness constraint `constraint` of
-    /// `row`'s entity (nil: none, or values that cannot be held: a relationship to a new object).
-    public func objectID(holding constraint: [String], of row: StoreRow) throws -> ManagedObjectID? {
-        let entity = try entity(row.entityName)
-        guard let value = try? uniqueKey(row, constraint) else { return nil }
-        return try Self.storeError("look up the holder of \(entity.rootEntity.name)(\(constraint.joined(separator: ", ")))") {
-            try database.read { transaction -> ManagedObjectID? in
-                guard let holder = try transaction.tree(named: Self.uniqueTree(entity, constraint))?.get(value),
-                      let key = holder.withUnsafeBytes({ KeyEncoding.integer(exactly: $0) }), Self.isPrimaryKey(key) else { return nil }
-                // The holder's own entity (a sub-entity's row names it first).
-                let name = try transaction.tree(named: Self.rowsTree(entity))?.get(self.key(key))
-                    .flatMap { bytes in bytes.withUnsafeBytes { entityName(ofRow: $0, hierarchy: entity) } }
-                return objectID(name ?? entity.rootEntity.name, key)
-            }
-        }
-    }
-
     /// Writes one save's changes in one engine write transaction: rows, indexes, links,
     /// constraints; primary keys for rows that come with temporary IDs are allocated in it.
     public func save(_ changes: StoreChanges) throws -> StoreSaveResult {
-        guard !changes.isEmpty else { return StoreSaveResult(insertedIDs: []) }
-        // An ArborError (a conflict, a constraint) thrown inside the transaction rolls it back.
+        try save(changes, beforeCommit: { _ in })
+    }
+
+    /// Writes one save's changes in one engine write transaction, then calls `beforeCommit` in
+    /// it: the transaction commits when `beforeCommit` returns, and rolls back when it throws.
+    /// A conflict of either kind rolls the transaction back before `beforeCommit` is called,
+    /// and the error lists every conflict of its kind the write met (``RowWriter/apply()``).
+    public func save(_ changes: StoreChanges, beforeCommit: (StoreSaveResult) throws -> Void) throws -> StoreSaveResult {
+        guard !changes.isEmpty else {
+            let result = StoreSaveResult(insertedIDs: [])
+            try beforeCommit(result)
+            return result
+        }
+        // An error thrown inside the transaction (a conflict, or the caller's) rolls it back.
         return try Self.storeError("save to \(path ?? "memory")", code: .storeSave) {
             try database.write { transaction in
                 let writer = RowWriter(store: self, transaction: transaction, changes: changes)
                 try writer.allocateKeys()
                 try writer.apply()
-                return StoreSaveResult(insertedIDs: writer.insertedIDs, rebasedVersions: writer.rebasedVersions)
+                let result = StoreSaveResult(insertedIDs: writer.insertedIDs, rebasedVersions: writer.rebasedVersions)
+                try beforeCommit(result)
+                return result
             }
         }
     }

@@ -303,9 +303,12 @@ public protocol PersistentStore: AnyObject, Sendable {
     /// IDs of the inserted rows (and the versions of rows written at another version than
     /// asked: ``StoreSaveResult``).
     ///
-    /// - Throws: ``ArborError/Code/mergeConflict`` when a row is not as expected
-    ///   (``RowExpectation``: moved on and changed, or gone); ``ArborError/Code/constraintConflict``
-    ///   for a uniqueness violation; ``ArborError/Code/storeSave`` for an engine failure.
+    /// - Throws: ``ArborError/Code/mergeConflict`` when rows are not as expected
+    ///   (``RowExpectation``: moved on and changed, or gone), listing each in
+    ///   ``ArborError/conflicts``; ``ArborError/Code/constraintConflict`` for uniqueness
+    ///   violations, listing each in ``ArborError/constraintConflicts``;
+    ///   ``ArborError/Code/storeSave`` for an engine failure. A context settles the conflicts
+    ///   listed with its merge policy; a conflict error that lists none fails the save as it is.
     func save(_ changes: StoreChanges) throws -> StoreSaveResult
     /// The ID of row `primaryKey` of `entityName` in this store.
     func objectID(entityName: String, primaryKey: Int64) -> ManagedObjectID
@@ -329,9 +332,6 @@ public protocol PersistentStore: AnyObject, Sendable {
     /// The value of the attribute `name` in the rows of several objects (nil where the row is
     /// gone or holds nil): what ``rows(for:)`` would give for that attribute, without the rest.
     func attributeValues(_ name: String, of objectIDs: [ManagedObjectID]) throws -> [AttributeValue?]
-    /// The object whose row holds `row`'s values of the uniqueness constraint `constraint` (nil:
-    /// none), for the conflict records of a save the store refused.
-    func objectID(holding constraint: [String], of row: StoreRow) throws -> ManagedObjectID?
 }
 
 extension PersistentStore {
@@ -353,7 +353,4 @@ extension PersistentStore {
     public func rows(for objectIDs: [ManagedObjectID]) throws -> [StoreRow?] {
         try objectIDs.map { try row(for: $0) }
     }
-
-    /// No holder known: a store that does not enforce uniqueness constraints.
-    public func objectID(holding constraint: [String], of row: StoreRow) throws -> ManagedObjectID? { nil }
 }

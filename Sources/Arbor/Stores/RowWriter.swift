@@ -150,13 +150,22 @@ final class RowWriter {
     /// rows that moved on since they were read, with their values unchanged (``RowExpectation``).
     private(set) var rebasedVersions: [ManagedObjectID: Int64] = [:]
 
+    /// Writes the changes. Every conflict the pass meets is gathered, not thrown at the first
+    /// (docs/object-graph.md, "Conflicts in one pass"): the rows that must be as read are all
+    /// read and checked first, and the optimistic-locking conflicts among them thrown together
+    /// (nothing after them is written); then the rows are written, and every uniqueness conflict
+    /// met on the way is thrown together at the end. The caller's transaction rolls back.
+    ///
+    /// - Throws: ``ArborError/Code/mergeConflict`` with ``ArborError/conflicts``, or
+    ///   ``ArborError/Code/constraintConflict`` with ``ArborError/constraintConflicts``.
     func apply() throws {
         // Deletions first (their unique values and links go), then updates, then insertions.
-        for (id, expected) in changes.checked { _ = try current(id, expected: expected) }
+        for (id, expected) in changes.checked { try check(try readRow(id), of: id, expected: expected) }
         for (id, expected) in changes.deleted {
             // Deleting a row another context deleted already is no conflict (S004-15).
             guard let old = try readRow(id) else { continue }
             try check(old, of: id, expected: expected)
+            guard lockingConflicts.isEmpty else { continue }
             try removeIndexes(of: id, row: old)
             try rowsTree(try entity(of: id)).delete(store.key(try store.primaryKey(of: id)))
             try removeLinks(of: id)
@@ -168,10 +177,16 @@ final class RowWriter {
         var kept: [EntrySet] = []
         kept.reserveCapacity(changes.updated.count)
         for (id, row, expected) in changes.updated {
-            let old = try current(id, expected: expected)
+            let old = try readRow(id)
+            try check(old, of: id, expected: expected)
+            guard let old, lockingConflicts.isEmpty else {
+                kept.append(0)
+                continue
+            }
             if old.version != expected.version { rebasedVersions[id] = old.version + 1 }
             kept.append(try removeIndexes(of: id, row: old, keeping: row))
         }
+        if !lockingConflicts.isEmpty { throw ArborError.conflicts(lockingConflicts) }
         for ((id, row, _), kept) in zip(changes.updated, kept) {
             guard let version = rebasedVersions.isEmpty ? nil : rebasedVersions[id] else {
                 try write(id, row, kept: kept)
@@ -182,7 +197,7 @@ final class RowWriter {
             try write(id, rebased, kept: kept)
         }
         // A new row made on demand lives only while it is written.
-        for (position, id) in insertedIDs.enumerated() { try write(id, changes.insertedRow(at: position)) }
+        for (position, id) in insertedIDs.enumerated() { try write(id, changes.insertedRow(at: position), newAs: changes.insertedID(at: position)) }
         for (id, key, other) in changes.unlinked { try link(id, key, other, add: false) }
         for (id, key, other) in changes.linked { try link(id, key, other, add: true) }
         // New objects' links, made with them on demand (a few per object at a time).
@@ -194,22 +209,19 @@ final class RowWriter {
                 for (id, key, other, added) in links { try link(id, key, other, add: added) }
             }
         }
+        if !uniqueness.isEmpty { throw ArborError.constraintConflicts(uniqueness.conflicts) }
     }
 
-    /// The stored row of `id`, which must be as `expected`.
-    func current(_ id: ManagedObjectID, expected: RowExpectation) throws -> StoreRow {
-        guard let row = try readRow(id) else {
-            throw ArborError(.mergeConflict, "\(id) was deleted by another context since it was read", objectID: id)
-        }
-        try check(row, of: id, expected: expected)
-        return row
-    }
+    /// The optimistic-locking conflicts met so far: rows not as their save expected.
+    private(set) var lockingConflicts: [MergeConflict] = []
 
-    /// Checks that `row`, the stored row of `id`, is as `expected` (``RowExpectation``).
-    func check(_ row: StoreRow, of id: ManagedObjectID, expected: RowExpectation) throws {
-        guard !expected.isMet(by: row, entity: try entity(of: id)) else { return }
-        throw ArborError(.mergeConflict, "\(id) changed in the store since it was read (version \(row.version), expected \(expected.version))",
-                         objectID: id)
+    /// Checks that `row`, the stored row of `id` (nil: gone), is as `expected`
+    /// (``RowExpectation``); a conflict is recorded when it is not.
+    func check(_ row: StoreRow?, of id: ManagedObjectID, expected: RowExpectation) throws {
+        if let row, expected.isMet(by: row, entity: try entity(of: id)) { return }
+        // The cached row is the coordinator's to add.
+        lockingConflicts.append(MergeConflict(objectID: id, objectSnapshot: expected.snapshot, cachedSnapshot: nil, persistedSnapshot: row,
+                                              oldVersionNumber: expected.version, newVersionNumber: row?.version ?? 0))
     }
 
     func readRow(_ id: ManagedObjectID) throws -> StoreRow? {
@@ -257,8 +269,9 @@ final class RowWriter {
     }
 
     /// Writes `row` as the row of `id`, with its entries in the uniqueness, foreign-key and
-    /// index trees — but those in `kept`, which are in place already — and its orders.
-    func write(_ id: ManagedObjectID, _ row: StoreRow, kept: EntrySet = 0) throws {
+    /// index trees — but those in `kept`, which are in place already — and its orders. `newID`
+    /// is set for a row the save inserts: the ID its caller knows it by (a temporary one).
+    func write(_ id: ManagedObjectID, _ row: StoreRow, kept: EntrySet = 0, newAs newID: ManagedObjectID? = nil) throws {
         let entity = try entity(row.entityName)
         let writes = try writes(entity)
         let key = try self.key(id)
@@ -266,7 +279,7 @@ final class RowWriter {
         try forEachEntry(of: row, key: key, entity: entity, permanent: permanent, skipping: kept) { _, kind, entry in
             guard let entry else { return }
             switch kind {
-            case .unique(let constraint): try putUnique(entry, constraint, of: id, key: key, row: row, entity: entity)
+            case .unique(let constraint): try putUnique(entry, constraint, of: newID ?? id, key: key, row: row, entity: entity, new: newID != nil)
             case .foreignKey(let relationship): try tree(NativeStore.foreignKeyTree(relationship)).put(entry, [])
             case .index(let tree): try tree.put(entry, [])
             }
@@ -274,19 +287,69 @@ final class RowWriter {
         try writeOrders(row, key: key, writes: writes)
     }
 
-    /// Puts `value` in the uniqueness tree of `constraint` for row `key` (of `id`): a
-    /// ``ArborError/Code/constraintConflict`` when another row holds it.
+    /// The uniqueness conflicts met so far.
+    private var uniqueness = UniquenessConflicts()
+
+    /// Puts `value` in the uniqueness tree of `constraint` for row `key` (of `id` as the save's
+    /// caller knows it; a row the save inserts when `new`), or records a conflict when another
+    /// row holds it.
     private func putUnique(_ value: [UInt8], _ constraint: [String], of id: ManagedObjectID, key: Int64, row: StoreRow,
-                           entity: EntityDescription) throws {
+                           entity: EntityDescription, new: Bool) throws {
         let unique = try tree(NativeStore.uniqueTree(entity, constraint))
-        if let holder = try unique.get(value), holder != store.key(key) {
-            let other = holder.withUnsafeBytes { KeyEncoding.integer(exactly: $0) }
-            let values = constraint.map { "\($0) = \(row.attribute($0)?.description ?? row.destination($0)?.description ?? "nil")" }
-            throw ArborError(.constraintConflict,
-                             "\(id) would break the uniqueness of \(entity.rootEntity.name)(\(constraint.joined(separator: ", "))): \(values.joined(separator: ", ")) is already held by \(other.map { store.objectID(entity.rootEntity.name, $0).description } ?? "another object")",
-                             entity: entity.name, key: constraint.joined(separator: ","), value: values.joined(separator: ", "), objectID: id)
+        guard let holder = try unique.get(value), holder != store.key(key) else {
+            try unique.put(value, store.key(key))
+            // An updated row's new claim: should another row of the save claim the values too,
+            // this one is not the store's holder but one of the save's claimants.
+            if !new { uniqueness.claimedByUpdates.insert(UniquenessConflicts.Place(tree: unique.name, value: value)) }
+            return
         }
-        try unique.put(value, store.key(key))
+        let place = UniquenessConflicts.Place(tree: unique.name, value: value)
+        if uniqueness.add(id, at: place) { return }
+        // The first conflict over these values: who holds them, a row of this save or one the
+        // store held before it.
+        let root = entity.rootEntity
+        guard let holderKey = holder.withUnsafeBytes({ KeyEncoding.integer(exactly: $0) }), NativeStore.isPrimaryKey(holderKey) else {
+            throw ArborError(.store, "the uniqueness tree \(unique.name) holds a damaged key")
+        }
+        let holderEntity = try readRawEntity(holderKey, root: root)
+        let holderID = store.objectID(holderEntity, holderKey)
+        var claimants = [id]
+        var stored: (ManagedObjectID, StoreRow?)?
+        if let claimant = try claimant(holderID), claimant.new || uniqueness.claimedByUpdates.contains(place) {
+            claimants.insert(claimant.id, at: 0)
+        } else {
+            stored = (holderID, try store.readRow(holderID, in: try rowsTree(root)))
+        }
+        var shown: [String: String] = [:]
+        for name in constraint {
+            if let value = row.attribute(name) {
+                if case .string(let string) = value { shown[name] = string } else { shown[name] = value.description }
+            } else {
+                shown[name] = row.destination(name)?.description ?? "nil"
+            }
+        }
+        uniqueness.open(at: place, entityName: entity.name, constraint: constraint, values: shown, claimants: claimants, holder: stored)
+    }
+
+    /// The entity of the row `key` of `root`'s hierarchy (a sub-entity's row names it).
+    private func readRawEntity(_ key: Int64, root: EntityDescription) throws -> EntityDescription {
+        let name = try rowsTree(root).get(store.key(key)).flatMap { bytes in bytes.withUnsafeBytes { store.entityName(ofRow: $0, hierarchy: root) } }
+        return try name.map { try store.entity($0) } ?? root
+    }
+
+    /// Rows of this save by permanent ID: the ID the save's caller knows each by, and whether
+    /// it is a row the save inserts. Made at the first uniqueness conflict.
+    private var saveRows: [ManagedObjectID: (id: ManagedObjectID, new: Bool)]?
+
+    /// The row `permanentID` of this save, if it is one.
+    private func claimant(_ permanentID: ManagedObjectID) throws -> (id: ManagedObjectID, new: Bool)? {
+        if saveRows == nil {
+            var rows: [ManagedObjectID: (id: ManagedObjectID, new: Bool)] = [:]
+            for (id, _, _) in changes.updated { rows[id] = (id, false) }
+            for (position, id) in insertedIDs.enumerated() { rows[id] = (changes.insertedID(at: position), true) }
+            saveRows = rows
+        }
+        return saveRows?[permanentID]
     }
 
     /// Writes the order trees of `row`'s ordered to-many relationships.
@@ -404,5 +467,53 @@ final class RowWriter {
             return true
         }
         for key in keys { try tree.delete(key) }
+    }
+}
+
+/// The uniqueness conflicts one save's write pass meets, gathered by the values in conflict: for
+/// each, the rows of the save that claim them and the row that held them before the save.
+struct UniquenessConflicts {
+    /// Values of one uniqueness tree.
+    struct Place: Hashable {
+        let tree: String
+        let value: [UInt8]
+    }
+
+    private struct Pending {
+        let entityName: String
+        let constraint: [String]
+        let values: [String: String]
+        var claimants: [ManagedObjectID]
+        let holder: (ManagedObjectID, StoreRow?)?
+    }
+
+    private var pending: [Pending] = []
+    private var byPlace: [Place: Int] = [:]
+    /// The values updated rows of the save claimed anew (not those they kept): empty for most
+    /// saves — an update that keeps its unique values puts nothing.
+    var claimedByUpdates: Set<Place> = []
+
+    var isEmpty: Bool { pending.isEmpty }
+
+    /// Adds `id` to the conflict over the values at `place`; false when there is none yet.
+    mutating func add(_ id: ManagedObjectID, at place: Place) -> Bool {
+        guard let index = byPlace[place] else { return false }
+        pending[index].claimants.append(id)
+        return true
+    }
+
+    /// Records the first conflict over the values at `place`.
+    mutating func open(at place: Place, entityName: String, constraint: [String], values: [String: String], claimants: [ManagedObjectID],
+                       holder: (ManagedObjectID, StoreRow?)?) {
+        byPlace[place] = pending.count
+        pending.append(Pending(entityName: entityName, constraint: constraint, values: values, claimants: claimants, holder: holder))
+    }
+
+    /// The conflicts, in the order they were met.
+    var conflicts: [ConstraintConflict] {
+        pending.map {
+            ConstraintConflict(entityName: $0.entityName, constraint: $0.constraint, constraintValues: $0.values, conflictingObjectIDs: $0.claimants,
+                               databaseObjectID: $0.holder?.0, databaseSnapshot: $0.holder?.1)
+        }
     }
 }

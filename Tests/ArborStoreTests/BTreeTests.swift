@@ -56,6 +56,36 @@ struct BTreeTests {
         #expect(index == -1)
     }
 
+    @Test("deleting a batch of keys — ascending, shuffled, with absent keys and keys listed twice, values in overflow chains — leaves what deleting them one at a time leaves", arguments: [(512, UInt64(11)), (1024, 12), (4096, 13)])
+    func batchDelete(pageSize: Int, seed: UInt64) throws {
+        var random = SplitMix64(seed: seed)
+        for round in 0..<6 {
+            let (pager, tree) = try makeTree(pageSize: pageSize)
+            var model: [[UInt8]: [UInt8]] = [:]
+            for _ in 0..<(600 + round * 300) {
+                let key = randomKey(&random, maxLength: 12)
+                let value = randomValue(&random)
+                try tree.put(key, value)
+                model[key] = value
+            }
+            // A share of the keys (a whole range in some rounds: leaves emptied, merged, the root
+            // collapsed), some absent ones, some twice.
+            let present = model.keys.sorted { $0.lexicographicallyPrecedes($1) }
+            var doomed: [[UInt8]] = round % 3 == 2
+                ? Array(present[(present.count / 8)..<(present.count * 7 / 8)])
+                : present.filter { _ in random.next() % 3 == 0 }
+            doomed += (0..<20).map { _ in randomKey(&random, maxLength: 14) }
+            doomed += doomed.prefix(10)
+            if round % 2 == 1 { doomed.shuffle(using: &random) } else { doomed.sort { $0.lexicographicallyPrecedes($1) } }
+            let expected = Set(doomed).filter { model[$0] != nil }.count
+            #expect(try tree.delete(batch: doomed) == expected, "round \(round)")
+            for key in doomed { model[key] = nil }
+            try checkMatches(tree, model)
+            #expect(try tree.delete(batch: doomed) == 0, "nothing left to delete")
+            _ = pager
+        }
+    }
+
     @Test("random puts, updates and deletes match a sorted dictionary", arguments: [(512, UInt64(1)), (512, 2), (1024, 3), (4096, 4)])
     func modelBased(pageSize: Int, seed: UInt64) throws {
         let (pager, tree) = try makeTree(pageSize: pageSize)
@@ -173,5 +203,39 @@ struct BTreeTests {
         try checkMatches(tree, model)
         try pager.commit()
         #expect(try pager.checkPages().isEmpty)
+    }
+
+    @Test("a batch delete in a database frees every page it empties, overflow chains included: the file checks sound (each page used once) and the tree holds the rest")
+    func batchDeleteFreesPages() throws {
+        var options = DatabaseOptions()
+        options.fileSystem = SimulatedDisk()
+        options.lockTable = LockTable()
+        options.pageSize = 512
+        let database = try Database(path: "/batch", options: options)
+        var random = SplitMix64(seed: 0xB47C)
+        var keys: [[UInt8]] = []
+        try database.write { (transaction) throws in
+            let tree = try #require(try transaction.tree(named: "t", create: true))
+            for index in 0..<2_000 {
+                let key = Array("k\(100_000 + index)".utf8)
+                try tree.put(key, index % 7 == 0 ? randomValue(&random) + Array(repeating: 1, count: 900) : randomValue(&random))
+                keys.append(key)
+            }
+        }
+        let doomed = keys.filter { _ in random.next() % 4 != 0 }
+        try database.write { (transaction) throws in
+            #expect(try #require(try transaction.tree(named: "t")).delete(batch: doomed) == doomed.count)
+        }
+        let report = try database.checkIntegrity()
+        #expect(report.problems.isEmpty, "\(report.problems.prefix(3))")
+        let left = try database.read { (transaction) throws -> Int in
+            var count = 0
+            try #require(try transaction.tree(named: "t")).forEach { (_, _) throws -> Bool in
+                count += 1
+                return true
+            }
+            return count
+        }
+        #expect(left == keys.count - doomed.count)
     }
 }

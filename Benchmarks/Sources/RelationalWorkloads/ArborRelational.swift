@@ -316,6 +316,20 @@ public final class ArborRelational: RelationalWorkload {
         return checksum
     }
 
+    /// See ``RelationalWorkload/batchDeleteDepartments(_:)``: the departments' names read (for
+    /// the checksum, as GRDB reads its rows), then one `BatchDeleteRequest` with the same
+    /// predicate.
+    public func batchDeleteDepartments(_ departments: [Int]) throws -> Checksum {
+        let names = departments.map { shape.departmentName($0) }
+        let request = try Arbor.FetchRequest<ManagedObject>(entityName: "Department", format: "name IN %@", names)
+        var checksum = Checksum()
+        for department in try context.fetch(request) {
+            checksum += Checksum(count: 1, sum: RelationalShape.departmentNumber(try department.value(forKey: "name") as? String ?? "") + 1)
+        }
+        _ = try context.execute(BatchDeleteRequest(fetchRequest: request))
+        return checksum
+    }
+
     /// See ``RelationalWorkload/reopen()``: a new coordinator on the same file (the old one,
     /// its contexts and its store are let go first, which closes the file).
     public func reopen() throws {

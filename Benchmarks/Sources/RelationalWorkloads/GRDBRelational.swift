@@ -371,6 +371,11 @@ public final class GRDBRelational: RelationalWorkload {
         }
     }
 
+    /// See ``RelationalWorkload/batchDeleteDepartments(_:)``: the same statement as step 14.
+    public func batchDeleteDepartments(_ departments: [Int]) throws -> Checksum {
+        try deleteDepartments(departments)
+    }
+
     /// See ``RelationalWorkload/reopen()``.
     public func reopen() throws {
         try queue?.close()

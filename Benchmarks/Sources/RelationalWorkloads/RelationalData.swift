@@ -157,6 +157,8 @@ public struct RelationalQueries: Sendable {
     public let savedEmployees: [Int]
     /// Step 14: the departments deleted (every twentieth: 50 of 1,000).
     public let deletedDepartments: [Int]
+    /// Step 14b: the departments deleted by one request (every twentieth of the others: 50).
+    public let batchDeletedDepartments: [Int]
     /// Step 16: lower bounds of salaries for value fetches (a third, a half, all of them).
     public let valueBounds: [Int64] = [90_000, 75_000, 30_000]
     /// Step 15: employees read by key after reopening (survivors of step 14).
@@ -191,7 +193,8 @@ public struct RelationalQueries: Sendable {
         savedEmployees = (0..<saves).map { _ in below(shape.employees) }
         let deleted = Array(stride(from: 7 % shape.departments, to: shape.departments, by: 20))
         deletedDepartments = deleted
-        let gone = Set(deleted)
+        batchDeletedDepartments = shape.departments < 2 ? [] : Array(stride(from: 13 % shape.departments, to: shape.departments, by: 20)).filter { !deleted.contains($0) }
+        let gone = Set(deleted + batchDeletedDepartments)
         let survivors = (0..<shape.employees).filter { !gone.contains(shape.department(ofEmployee: $0)) }
         keyedEmployees = survivors.isEmpty ? [] : (0..<keyed).map { _ in survivors[below(survivors.count)] }
     }

@@ -122,6 +122,8 @@ public func relationalSteps(shape: RelationalShape, queries q: RelationalQueries
         },
         RelationalStep("cascade", "14. delete \(q.deletedDepartments.count) department\(q.deletedDepartments.count == 1 ? "" : "s"), cascading to employees and timesheets, one save",
                        changes: true, count: 1) { engine, _ in try engine.deleteDepartments(q.deletedDepartments) },
+        RelationalStep("batchCascade", "14b. delete \(q.batchDeletedDepartments.count) other department\(q.batchDeletedDepartments.count == 1 ? "" : "s") in one request, cascading (Arbor: `BatchDeleteRequest`; GRDB as in 14)",
+                       changes: true, count: 1) { engine, _ in try engine.batchDeleteDepartments(q.batchDeletedDepartments) },
         RelationalStep("keyed", "15. keyed fetches after reopening, \(grouped(q.keyedEmployees.count)), each in a read of its own",
                        count: q.keyedEmployees.count, prepare: { try $0.reopen() }) { engine, i in try engine.keyedFetch(employee: q.keyedEmployees[i]) },
     ]

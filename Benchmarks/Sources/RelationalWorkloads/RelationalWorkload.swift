@@ -73,6 +73,10 @@ public protocol RelationalWorkload: AnyObject {
     func smallSave(employee i: Int) throws
     /// Step 14: deletes the departments numbered `departments` (cascading), one save.
     func deleteDepartments(_ departments: [Int]) throws -> Checksum
+    /// Step 14b: deletes the departments numbered `departments` (cascading) in one request to
+    /// the store, with no objects: Arbor's `BatchDeleteRequest` (its delete rules applied in the
+    /// store); GRDB's `deleteAll`, as step 14.
+    func batchDeleteDepartments(_ departments: [Int]) throws -> Checksum
     /// Step 16: employees earning at least `bound`, as plain values (last name, email, salary,
     /// `department.name`): Arbor decodes rows into a `Decodable` type, or (`asObjects`) fetches
     /// managed objects and reads the same; GRDB decodes `Decodable` records from a join.

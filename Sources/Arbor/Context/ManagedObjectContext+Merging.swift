@@ -140,9 +140,6 @@ final class ChildContexts: @unchecked Sendable {
     private let lock = NSLock()
     private var contexts: [ObjectIdentifier: WeakContext] = [:]
 
-    private struct WeakContext {
-        weak var context: ManagedObjectContext?
-    }
 
     /// Whether a child was ever added (read without the lock, on every ID a save replaces).
     private let everAdded = Atomic<Bool>(false)
@@ -164,4 +161,9 @@ final class ChildContexts: @unchecked Sendable {
             return contexts.values.compactMap(\.context)
         }
     }
+}
+
+/// A context held weakly.
+struct WeakContext: @unchecked Sendable {
+    weak var context: ManagedObjectContext?
 }

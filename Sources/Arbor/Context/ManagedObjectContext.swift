@@ -79,6 +79,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
     private var _propagatesDeletesAtEndOfEvent = true
     private var _shouldDeleteInaccessibleFaults = true
     private var _stalenessInterval: TimeInterval = -1
+    /// (Every assignment of a coordinator also registers the context among the coordinator's
+    /// live contexts, which batch requests merge into.)
     private var _persistentStoreCoordinator: PersistentStoreCoordinator?
     private var _parent: ManagedObjectContext?
     /// The contexts whose parent this context is (told the permanent IDs of a root save).
@@ -140,6 +142,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
                 detachFromParent()
                 lastModelEntity = nil
                 _persistentStoreCoordinator = newValue
+                newValue?.register(self)
             }
         }
     }
@@ -204,6 +207,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     public convenience init(persistentStoreCoordinator coordinator: PersistentStoreCoordinator? = nil) {
         self.init(concurrencyType: .confinement)
         _persistentStoreCoordinator = coordinator
+        coordinator?.register(self)
     }
 
     /// A context set up before anyone else can see it (no hop to its queue: a main-queue
@@ -211,6 +215,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     convenience init(concurrencyType: ConcurrencyType, coordinator: PersistentStoreCoordinator, name: String, mergesAutomatically: Bool) {
         self.init(concurrencyType: concurrencyType)
         _persistentStoreCoordinator = coordinator
+        coordinator.register(self)
         _name = name
         setMergesAutomatically(mergesAutomatically)
     }

@@ -52,6 +52,33 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// ``ObjectGraphObservability/logger`` said otherwise).
     public var logger: Logger { observer.logger }
 
+    /// The root contexts made on the coordinator, held weakly (a context set to another
+    /// coordinator is skipped when listed).
+    private let contextList = Mutex<[WeakContext]>([])
+
+    /// Adds `context` to the coordinator's live contexts.
+    func register(_ context: ManagedObjectContext) {
+        contextList.withLock { list in
+            list.removeAll { $0.context == nil || $0.context === context }
+            list.append(WeakContext(context: context))
+        }
+    }
+
+    /// The live root contexts of the coordinator and, after each, its descendants.
+    func liveContexts() -> [ManagedObjectContext] {
+        let roots = contextList.withLock { list in
+            list.removeAll { $0.context == nil }
+            return list.compactMap(\.context)
+        }
+        var all: [ManagedObjectContext] = []
+        func add(_ context: ManagedObjectContext) {
+            all.append(context)
+            for child in context.children.all { add(child) }
+        }
+        for root in roots where root.parent == nil && root.persistentStoreCoordinator === self { add(root) }
+        return all
+    }
+
     func locked<R>(_ body: () throws -> R) rethrows -> R {
         lock.lock()
         defer { lock.unlock() }
@@ -463,6 +490,44 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             }
             for index in parts.indices { refreshCache(after: parts[index].changes, saved: results[index]!) }
             return results.map { $0! }
+        }
+    }
+
+    /// Runs a batch delete in every store holding `entity` (or holding the objects of
+    /// `objectIDs`), each in one transaction, and brings the row cache up to date: the deleted
+    /// rows' snapshots are dropped, the nullified rows' replaced (docs/batch-requests.md).
+    func batchDelete(entity: EntityDescription?, fetch: StoreFetch?, objectIDs: [ManagedObjectID]) throws -> BatchDeletion {
+        try locked {
+            var parts: [(NativeStore, StoreFetch?, [ManagedObjectID])] = []
+            func native(_ store: any PersistentStore) throws -> NativeStore {
+                guard let native = store as? NativeStore else {
+                    throw ArborError(.misuse, "a batch delete runs in Arbor's stores; the store \(store.identifier) is a \(store.type) store")
+                }
+                return native
+            }
+            if let entity, let fetch {
+                for store in stores(holding: entity) { parts.append((try native(store), fetch, [])) }
+            } else {
+                var byStore: [UUID: [ManagedObjectID]] = [:]
+                var order: [UUID] = []
+                for id in objectIDs {
+                    guard let identifier = id.storeIdentifier, !id.isTemporaryID, self.store(identified: identifier) != nil else {
+                        throw ArborError(.misuse, "a batch delete names \(id), which is not a saved object of this coordinator's stores", objectID: id)
+                    }
+                    if byStore[identifier] == nil { order.append(identifier) }
+                    byStore[identifier, default: []].append(id)
+                }
+                for identifier in order { parts.append((try native(self.store(identified: identifier)!), nil, byStore[identifier]!)) }
+            }
+            var total = BatchDeletion()
+            for (store, fetch, ids) in parts {
+                let done = try store.batchDelete(matching: fetch, objectIDs: ids)
+                refreshCache(after: done.changes, saved: StoreSaveResult(insertedIDs: []))
+                total.deleted += done.deleted
+                total.changes.deleted += done.changes.deleted
+                total.changes.updated += done.changes.updated
+            }
+            return total
         }
     }
 

@@ -114,11 +114,17 @@ enum Validation {
             let ids = object.values[relationship.name]?.objectIDs ?? []
             let denying = ids.filter { id in object.managedObjectContext?.registeredObject(for: id)?.isDeleted != true }
             guard !denying.isEmpty else { continue }
-            let named = ArborError.listing(denying.map(\.description), of: denying.count, noun: "object")
-            errors.append(ArborError(.validationRelationshipDeniedDelete,
-                                     "\(object.entity.name).\(relationship.name) denies the deletion of \(object.objectID) while it holds \(named)",
-                                     entity: object.entity.name, key: relationship.name, value: named, objectID: object.objectID))
+            errors.append(denial(entity: object.entity, relationship: relationship, of: object.objectID, holding: Array(denying)))
         }
         return errors
+    }
+
+    /// The error of a deny rule: `relationship` of `entity` still holds `denying`, so the object
+    /// `id` cannot be deleted (a context's validation and a batch delete both throw it).
+    static func denial(entity: EntityDescription, relationship: RelationshipDescription, of id: ManagedObjectID,
+                       holding denying: [ManagedObjectID]) -> ArborError {
+        let named = ArborError.listing(denying.map(\.description), of: denying.count, noun: "object")
+        return ArborError(.validationRelationshipDeniedDelete, "\(entity.name).\(relationship.name) denies the deletion of \(id) while it holds \(named)",
+                          entity: entity.name, key: relationship.name, value: named, objectID: id)
     }
 }

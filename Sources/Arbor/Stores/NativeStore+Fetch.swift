@@ -62,25 +62,30 @@ extension NativeStore {
         let entity = try entity(request.entityName)
         let plan = plan(request, entity: entity)
         try Self.storeError("fetch \(request.entityName)") {
-            try database.read { transaction in
-                guard let access = try open(plan, request: request, entity: entity, transaction: transaction) else { return }
-                guard access.plan.sort.isEmpty else {
-                    // The order is made in memory: every match first.
-                    for (id, row) in try collect(access, request: request, entity: entity, transaction: transaction) where try !body(id, row) { break }
-                    return
-                }
-                // Rows arrive in their final order: skip the offset, stop at the limit.
-                var skipped = 0, handed = 0
-                try run(access, request: request, entity: entity) { id, row in
-                    if skipped < request.offset {
-                        skipped += 1
-                        return true
-                    }
-                    guard try body(id, row) else { return false }
-                    handed += 1
-                    return request.limit == 0 || handed < request.limit
-                }
+            try database.read { transaction in try forEachRow(request, entity: entity, plan: plan, in: transaction, body) }
+        }
+    }
+
+    /// ``forEachRow(_:_:)``'s work in a transaction of the caller's (a read, or a write that
+    /// reads what it is about to change).
+    func forEachRow(_ request: StoreFetch, entity: EntityDescription, plan: FetchPlan, in transaction: ReadTransaction,
+                    _ body: (ManagedObjectID, StoreRow) throws -> Bool) throws {
+        guard let access = try open(plan, request: request, entity: entity, transaction: transaction) else { return }
+        guard access.plan.sort.isEmpty else {
+            // The order is made in memory: every match first.
+            for (id, row) in try collect(access, request: request, entity: entity, transaction: transaction) where try !body(id, row) { break }
+            return
+        }
+        // Rows arrive in their final order: skip the offset, stop at the limit.
+        var skipped = 0, handed = 0
+        try run(access, request: request, entity: entity) { id, row in
+            if skipped < request.offset {
+                skipped += 1
+                return true
             }
+            guard try body(id, row) else { return false }
+            handed += 1
+            return request.limit == 0 || handed < request.limit
         }
     }
 

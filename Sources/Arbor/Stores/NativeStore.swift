@@ -392,36 +392,39 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
 
     /// A to-many relationship's destinations, from the inverse's foreign-key, join or order tree.
     public func relatedObjectIDs(of objectID: ManagedObjectID, relationship: RelationshipDescription) throws -> [ManagedObjectID] {
+        try Self.storeError("read \(objectID).\(relationship.name)") {
+            try database.read { transaction in try relatedObjectIDs(of: objectID, relationship: relationship, in: transaction) }
+        }
+    }
+
+    /// ``relatedObjectIDs(of:relationship:)`` in a transaction of the caller's.
+    func relatedObjectIDs(of objectID: ManagedObjectID, relationship: RelationshipDescription, in transaction: ReadTransaction) throws -> [ManagedObjectID] {
         let key = try primaryKey(of: objectID)
         guard let inverse = relationship.inverseRelationship, let destination = relationship.destinationEntity else { return [] }
-        return try Self.storeError("read \(objectID).\(relationship.name)") {
-            try database.read { transaction in
-                let treeName: String
-                if Self.isJoined(relationship) {
-                    treeName = Self.joinTree(relationship)
-                } else if Self.isIndexedForeignKey(inverse) {
-                    treeName = Self.foreignKeyTree(inverse)
-                } else {
-                    // Ordered: the order is kept in the owner's order tree.
-                    treeName = Self.orderTree(relationship)
-                }
-                guard let tree = try transaction.tree(named: treeName) else { return [] }
-                let prefix = self.key(key)
-                let rows = try transaction.tree(named: Self.rowsTree(destination))
-                var keys: [Int64] = []
-                try tree.forEach(from: prefix) { entryKey, _ in
-                    guard entryKey.starts(with: prefix) else { return false }
-                    keys.append(try Self.lastKey(of: entryKey, in: treeName))
-                    return true
-                }
-                // Sub-entity rows: name each destination with its own entity.
-                guard !destination.subentities.isEmpty, let rows else { return keys.map { self.objectID(destination.name, $0) } }
-                return try keys.map { other in
-                    let id = self.objectID(destination.name, other)
-                    guard let bytes = try rows.get(self.key(other)) else { return id }
-                    return self.objectID(try decode(bytes, objectID: id).entityName, other)
-                }
-            }
+        let treeName: String
+        if Self.isJoined(relationship) {
+            treeName = Self.joinTree(relationship)
+        } else if Self.isIndexedForeignKey(inverse) {
+            treeName = Self.foreignKeyTree(inverse)
+        } else {
+            // Ordered: the order is kept in the owner's order tree.
+            treeName = Self.orderTree(relationship)
+        }
+        guard let tree = try transaction.tree(named: treeName) else { return [] }
+        let prefix = self.key(key)
+        let rows = try transaction.tree(named: Self.rowsTree(destination))
+        var keys: [Int64] = []
+        try tree.forEach(from: prefix) { entryKey, _ in
+            guard entryKey.starts(with: prefix) else { return false }
+            keys.append(try Self.lastKey(of: entryKey, in: treeName))
+            return true
+        }
+        // Sub-entity rows: name each destination with its own entity.
+        guard !destination.subentities.isEmpty, let rows else { return keys.map { self.objectID(destination.name, $0) } }
+        return try keys.map { other in
+            let id = self.objectID(destination.name, other)
+            guard let bytes = try rows.get(self.key(other)) else { return id }
+            return self.objectID(try decode(bytes, objectID: id).entityName, other)
         }
     }
 
@@ -474,7 +477,8 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     /// Writes one save's changes in one engine write transaction, then calls `beforeCommit` in
     /// it: the transaction commits when `beforeCommit` returns, and rolls back when it throws.
     /// A conflict of either kind rolls the transaction back before `beforeCommit` is called,
-    /// and the error lists every conflict of its kind the write met (``RowWriter/apply()``).
+    /// and the error lists every conflict of its kind the write met (docs/object-graph.md,
+    /// "Conflicts in one pass").
     public func save(_ changes: StoreChanges, beforeCommit: (StoreSaveResult) throws -> Void) throws -> StoreSaveResult {
         guard !changes.isEmpty else {
             let result = StoreSaveResult(insertedIDs: [])

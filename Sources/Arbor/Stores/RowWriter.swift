@@ -161,15 +161,18 @@ final class RowWriter {
     func apply() throws {
         // Deletions first (their unique values and links go), then updates, then insertions.
         for (id, expected) in changes.checked { try check(try readRow(id), of: id, expected: expected) }
+        // Many deletions are gathered and made tree by tree in key order (``flushDeletions()``).
+        deferredDeletions = changes.deleted.count >= Self.deletionsDeferredFrom ? [:] : nil
         for (id, expected) in changes.deleted {
             // Deleting a row another context deleted already is no conflict (S004-15).
             guard let old = try readRow(id) else { continue }
             try check(old, of: id, expected: expected)
             guard lockingConflicts.isEmpty else { continue }
             try removeIndexes(of: id, row: old)
-            try rowsTree(try entity(of: id)).delete(store.key(try store.primaryKey(of: id)))
+            try delete(store.key(try store.primaryKey(of: id)), from: try rowsTree(try entity(of: id)))
             try removeLinks(of: id)
         }
+        try flushDeletions()
         // Every changed row leaves its index and uniqueness entries before any is written back,
         // so that rows may trade unique values within one save — except the entries its new
         // values leave as they are (a raise changes a salary, not the row's email, name or
@@ -405,9 +408,9 @@ final class RowWriter {
         switch kind {
         case .unique(let constraint):
             let unique = try tree(NativeStore.uniqueTree(entity, constraint))
-            if try unique.get(entry) == store.key(key) { try unique.delete(entry) }
-        case .foreignKey(let relationship): try tree(NativeStore.foreignKeyTree(relationship)).delete(entry)
-        case .index(let tree): try tree.delete(entry)
+            if try unique.get(entry) == store.key(key) { try delete(entry, from: unique) }
+        case .foreignKey(let relationship): try delete(entry, from: try tree(NativeStore.foreignKeyTree(relationship)))
+        case .index(let tree): try delete(entry, from: tree)
         }
     }
 
@@ -429,8 +432,8 @@ final class RowWriter {
             }
             let backward = try backwardTree(relationship)
             for other in others {
-                try forward.delete(store.pair(key, other))
-                try backward?.delete(store.pair(other, key))
+                try delete(store.pair(key, other), from: forward)
+                if let backward { try delete(store.pair(other, key), from: backward) }
             }
         }
     }
@@ -458,6 +461,50 @@ final class RowWriter {
         }
     }
 
+    /// Deletes rows already read in this transaction (a batch delete's, `rows` in key order
+    /// where it can), with their uniqueness, foreign-key, index, join and order entries: no
+    /// expectation is checked, nothing is read again. Many are made tree by tree in key order.
+    func delete(rows: [(id: ManagedObjectID, row: StoreRow)]) throws {
+        deferredDeletions = rows.count >= Self.deletionsDeferredFrom ? [:] : nil
+        for (id, row) in rows {
+            try removeIndexes(of: id, row: row)
+            try delete(store.key(try store.primaryKey(of: id)), from: try rowsTree(try entity(of: id)))
+            try removeLinks(of: id)
+        }
+        try flushDeletions()
+    }
+
+    /// From how many deleted rows a save's deletions are deferred.
+    static let deletionsDeferredFrom = 32
+
+    /// The deletions gathered while deferred (nil: made at once), by tree.
+    private var deferredDeletions: [String: (tree: Tree, keys: [[UInt8]])]?
+
+    /// Deletes `key` from `tree` — or, while deletions are deferred, notes it. A save deleting
+    /// many rows touches their entries in every tree in no order (a cascade's timesheets are
+    /// spread over the whole key space): made one row at a time, each deletion descends to
+    /// another leaf, and past the page cache every one reads and spills a page. Gathered and
+    /// made tree by tree in key order, each leaf is visited once for all its deletions.
+    /// (Deferring is sound because the deletion phase reads nothing it deletes: each entry
+    /// belongs to one deleted row, and a uniqueness entry's holder is checked when noted.)
+    private func delete(_ key: [UInt8], from tree: Tree) throws {
+        guard deferredDeletions != nil else {
+            _ = try tree.delete(key)
+            return
+        }
+        deferredDeletions![tree.name, default: (tree, [])].keys.append(key)
+    }
+
+    /// Makes the deferred deletions, each tree's in key order, and stops deferring.
+    private func flushDeletions() throws {
+        guard let deletions = deferredDeletions else { return }
+        deferredDeletions = nil
+        for name in deletions.keys.sorted() {
+            let (tree, keys) = deletions[name]!
+            try tree.delete(batch: keys.sorted { $0.lexicographicallyPrecedes($1) })
+        }
+    }
+
     /// Deletes every entry of `tree` whose key starts with `prefix`.
     func clear(_ tree: Tree, prefix: [UInt8]) throws {
         var keys: [[UInt8]] = []
@@ -466,7 +513,7 @@ final class RowWriter {
             keys.append(Array(key))
             return true
         }
-        for key in keys { try tree.delete(key) }
+        for key in keys { try delete(key, from: tree) }
     }
 }
 

@@ -19,6 +19,50 @@ extension BTree {
         return true
     }
 
+    /// Removes `keys` (absent ones are skipped, duplicates removed once); returns how many were
+    /// there. The keys that follow one in the leaf its descent reached are looked up in that
+    /// leaf first: those it holds are removed with it, in one write, and the leaf is rebalanced
+    /// once — so keys in ascending order cost a descent per leaf rather than per key. Any order
+    /// is correct (a key the leaf lacks is looked for from the root).
+    func delete(batch keys: [[UInt8]]) throws -> Int {
+        pager.appendHint = nil
+        var path: [PathEntry] = []
+        var indices: [Int] = []
+        var removed = 0
+        var next = 0
+        while next < keys.count {
+            let (leaf, index, found) = try keys[next].withUnsafeBytes { try descend($0, path: &path) }
+            next += 1
+            indices.removeAll(keepingCapacity: true)
+            if found { indices.append(index) }
+            // The following keys this leaf holds.
+            try pager.withPage(leaf) { body in
+                let node = NodeView(body: body)
+                while next < keys.count {
+                    let (index, hit) = keys[next].withUnsafeBytes { node.lowerBound($0) }
+                    guard hit else { return }
+                    indices.append(index)
+                    next += 1
+                }
+            }
+            guard !indices.isEmpty else { continue }
+            // In order, each once (a key listed twice finds the same cell).
+            indices.sort()
+            indices = indices.enumerated().filter { $0.offset == 0 || indices[$0.offset - 1] != $0.element }.map(\.element)
+            for index in indices {
+                let old = try pager.withPage(leaf) { LeafCell(NodeView(body: $0), index) }
+                try old.freeOverflow(tree: self)
+            }
+            try pager.withMutablePage(leaf) { body in
+                let writer = NodeWriter(body: body)
+                for index in indices.reversed() { writer.remove(at: index) }
+            }
+            removed += indices.count
+            try rebalance(path: path)
+        }
+        return removed
+    }
+
     /// After a delete: while the node at the end of `path` is less than a third full, merge it
     /// with a sibling (when both fit in one page) or even the two out; collapse a root left with a
     /// single child.

@@ -116,6 +116,20 @@ public final class Tree {
         return removed
     }
 
+    /// Removes `keys` (those absent are skipped, a key listed twice is removed once); returns how
+    /// many were there. Keys in ascending order cost one descent per leaf they fall in instead of
+    /// one per key, each leaf written and rebalanced once: deleting many keys spread over a large
+    /// tree (a cascade's rows and index entries) reads and spills each leaf once. Any order is
+    /// correct.
+    @discardableResult
+    public func delete(batch keys: [[UInt8]]) throws -> Int {
+        try checkWritable()
+        guard !keys.isEmpty else { return 0 }
+        let removed = try transaction.changing { try btree.delete(batch: keys) }
+        if removed > 0 { transaction.generation &+= 1 }
+        return removed
+    }
+
     /// A cursor over the tree, not yet positioned.
     public func makeCursor() throws -> Cursor {
         try transaction.checkOpen()

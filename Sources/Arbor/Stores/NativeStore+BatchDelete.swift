@@ -1,0 +1,200 @@
+import ArborStore
+import Foundation
+
+/// What a batch delete did in one store: the rows it deleted (those the request matched first,
+/// then those its cascade rules reached) and the changes it wrote — the deletions and the rows
+/// its nullify rules rewrote — for the coordinator's row cache.
+struct BatchDeletion {
+    var deleted: [ManagedObjectID] = []
+    var changes = StoreChanges()
+    /// The rows a nullify rule rewrote.
+    var updated: [ManagedObjectID] { changes.updated.map(\.0) }
+}
+
+extension NativeStore {
+    /// Deletes, in one write transaction, the rows `fetch` matches (or, without one, the rows of
+    /// `objectIDs` that exist) and applies the model's delete rules to every deleted row in the
+    /// store (docs/batch-requests.md): cascade deletes the destinations, nullify rewrites the
+    /// destinations that hold the row in a to-one or an ordered to-many, deny refuses the whole
+    /// request while a destination is not deleted itself.
+    ///
+    /// - Throws: ``ArborError/Code/validationRelationshipDeniedDelete`` (several gathered into
+    ///   ``ArborError/Code/validationMultipleErrors``) for a deny rule, with nothing written;
+    ///   ``ArborError/Code/storeSave`` for an engine failure.
+    func batchDelete(matching fetch: StoreFetch?, objectIDs: [ManagedObjectID]) throws -> BatchDeletion {
+        try Self.storeError("batch delete from \(path ?? "memory")", code: .storeSave) {
+            try database.write { transaction in
+                let deleter = BatchDeleter(store: self, transaction: transaction)
+                if var fetch {
+                    let entity = try entity(fetch.entityName)
+                    // Only the IDs are kept: no value is decoded but what the order needs.
+                    if fetch.sortDescriptors.isEmpty { fetch.decodedProperties = [] }
+                    var matched: [ManagedObjectID] = []
+                    try forEachRow(fetch, entity: entity, plan: plan(fetch, entity: entity), in: transaction) { id, _ in
+                        matched.append(id)
+                        return true
+                    }
+                    try deleter.delete(matched)
+                } else {
+                    try deleter.delete(objectIDs)
+                }
+                return try deleter.finish()
+            }
+        }
+    }
+}
+
+/// The work of one batch delete inside its write transaction: the rows to delete, found by
+/// following the delete rules through the trees the store keeps, then one ``RowWriter`` pass.
+final class BatchDeleter {
+    let store: NativeStore
+    let transaction: WriteTransaction
+
+    /// A row of the store, whatever entity of its hierarchy names it.
+    private struct RowKey: Hashable {
+        let root: ObjectIdentifier
+        let key: Int64
+    }
+
+    /// The rows to delete, in the order met, with their stored rows.
+    private var order: [(id: ManagedObjectID, row: StoreRow)] = []
+    private var deleting: Set<RowKey> = []
+    /// Rows a nullify rule changes: what to take out of which relationship, by row.
+    private var nullified: [RowKey: (id: ManagedObjectID, clears: [(relationship: RelationshipDescription, of: RowKey)])] = [:]
+    private var nullifiedOrder: [RowKey] = []
+    /// Deny rules met: the deleted row, its relationship, the destinations.
+    private var denials: [(id: ManagedObjectID, entity: EntityDescription, relationship: RelationshipDescription, destinations: [(RowKey, ManagedObjectID)])] = []
+    /// Join entries of a destination's unordered many-to-many pointing at a deleted row whose own
+    /// side is not kept in a join tree (an ordered to-many): tree, destination, deleted row.
+    private var joinEntries: [(tree: String, destination: RowKey, deleted: Int64)] = []
+
+    init(store: NativeStore, transaction: WriteTransaction) {
+        self.store = store
+        self.transaction = transaction
+    }
+
+    private func rowKey(_ id: ManagedObjectID) throws -> RowKey {
+        RowKey(root: ObjectIdentifier(try store.entity(id.entityName).rootEntity), key: try store.primaryKey(of: id))
+    }
+
+    /// Adds the rows of `ids` to the deletion, with what their rules reach (rows already gone
+    /// are skipped). The rows are read a wave at a time — those named, then the destinations
+    /// their cascade rules reach, and so on — each wave in key order, tree by tree, so that a
+    /// leaf is read once for all its rows.
+    func delete(_ ids: [ManagedObjectID]) throws {
+        var wave = ids
+        while !wave.isEmpty {
+            var keyed: [(key: RowKey, id: ManagedObjectID)] = []
+            keyed.reserveCapacity(wave.count)
+            for id in wave {
+                guard id.storeIdentifier == store.identifier, !id.isTemporaryID else {
+                    throw ArborError(.misuse, "\(id) is not an object of the store \(store.identifier) that a batch delete can name", objectID: id)
+                }
+                let key = try rowKey(id)
+                if !deleting.contains(key) { keyed.append((key, id)) }
+            }
+            keyed.sort { $0.key.root == $1.key.root ? $0.key.key < $1.key.key : $0.key.root < $1.key.root }
+            let first = order.count
+            for (key, id) in keyed { try add(id, key) }
+            var next: [ManagedObjectID] = []
+            for index in first..<order.count { try applyRules(order[index].id, order[index].row, cascading: &next) }
+            wave = next
+        }
+    }
+
+    private func add(_ id: ManagedObjectID, _ key: RowKey) throws {
+        guard !deleting.contains(key) else { return }
+        let root = try store.entity(id.entityName).rootEntity
+        guard let tree = try transaction.tree(named: NativeStore.rowsTree(root)), let row = try store.readRow(id, in: tree) else { return }
+        deleting.insert(key)
+        // Named by the row's own entity (a sub-entity's row names it).
+        let exact = row.entityName == id.entityName ? id : store.objectID(row.entityName, key.key)
+        order.append((exact, row))
+    }
+
+    /// Applies the delete rules of a deleted row: the destinations a cascade reaches go to
+    /// `cascading` (the next wave); nullified and denying destinations are noted.
+    private func applyRules(_ id: ManagedObjectID, _ row: StoreRow, cascading: inout [ManagedObjectID]) throws {
+        let entity = try store.entity(row.entityName)
+        let key = try rowKey(id)
+        for relationship in entity.relationships {
+            let destinations: [ManagedObjectID]
+            if relationship.isToMany {
+                destinations = try store.relatedObjectIDs(of: id, relationship: relationship, in: transaction)
+            } else {
+                destinations = row.destination(relationship.name).map { [$0] } ?? []
+            }
+            guard !destinations.isEmpty else { continue }
+            let inverse = relationship.inverseRelationship
+            if let inverse, NativeStore.isJoined(inverse) && !NativeStore.isJoined(relationship) {
+                for destination in destinations {
+                    joinEntries.append((NativeStore.joinTree(inverse), try rowKey(destination), key.key))
+                }
+            }
+            switch relationship.deleteRule {
+            case .cascade:
+                cascading += destinations
+            case .nullify:
+                // Only a destination holding the row in its own row, or in its ordered list,
+                // changes; an unordered to-many is the deleted row's foreign key or join entries.
+                guard let inverse, !inverse.isToMany || inverse.isOrdered else { continue }
+                for destination in destinations {
+                    let other = try rowKey(destination)
+                    if nullified[other] == nil {
+                        nullified[other] = (destination, [])
+                        nullifiedOrder.append(other)
+                    }
+                    nullified[other]!.clears.append((inverse, key))
+                }
+            case .deny:
+                denials.append((id, entity, relationship, try destinations.map { (try rowKey($0), $0) }))
+            case .noAction:
+                break
+            }
+        }
+    }
+
+    /// Checks the deny rules, then writes the deletions and the nullified rows in one pass.
+    func finish() throws -> BatchDeletion {
+        var failures: [ArborError] = []
+        for (id, entity, relationship, destinations) in denials {
+            let denying = destinations.filter { !deleting.contains($0.0) }.map(\.1)
+            guard !denying.isEmpty else { continue }
+            failures.append(Validation.denial(entity: entity, relationship: relationship, of: id, holding: denying))
+        }
+        if let error = ArborError.gathering(failures) { throw error }
+
+        var result = BatchDeletion()
+        result.deleted = order.map(\.id)
+        for (id, row) in order { result.changes.deleted.append((id, RowExpectation(version: row.version))) }
+        for key in nullifiedOrder where !deleting.contains(key) {
+            let (id, clears) = nullified[key]!
+            let root = try store.entity(id.entityName).rootEntity
+            guard let tree = try transaction.tree(named: NativeStore.rowsTree(root)), let row = try store.readRow(id, in: tree) else { continue }
+            let exact = row.entityName == id.entityName ? id : store.objectID(row.entityName, key.key)
+            var toOne = row.toOne
+            var ordered = row.ordered
+            for (relationship, deleted) in clears {
+                if !relationship.isToMany {
+                    if let held = toOne[relationship.name], try rowKey(held) == deleted { toOne[relationship.name] = nil }
+                } else {
+                    let list = try ordered[relationship.name] ?? store.relatedObjectIDs(of: exact, relationship: relationship, in: transaction)
+                    ordered[relationship.name] = try list.filter { try rowKey($0) != deleted }
+                }
+            }
+            let changed = StoreRow(entityName: row.entityName, version: row.version + 1, attributes: row.attributes, toOne: toOne, ordered: ordered)
+            result.changes.updated.append((exact, changed, RowExpectation(version: row.version)))
+        }
+        // The rows read once: deleted without a second read; then the nullified rows' writes.
+        var updates = StoreChanges()
+        updates.updated = result.changes.updated
+        let writer = RowWriter(store: store, transaction: transaction, changes: updates)
+        try writer.delete(rows: order.sorted { $0.row.entityName == $1.row.entityName ? (($0.id.primaryKey ?? 0) < ($1.id.primaryKey ?? 0)) : $0.row.entityName < $1.row.entityName })
+        try writer.apply()
+        for (name, destination, deleted) in joinEntries where !deleting.contains(destination) {
+            guard let tree = try transaction.tree(named: name) else { continue }
+            _ = try tree.delete(store.pair(destination.key, deleted))
+        }
+        return result
+    }
+}

@@ -292,6 +292,15 @@ public final class ArborRelational: RelationalWorkload {
         return checksum
     }
 
+    /// See ``RelationalWorkload/batchRaiseSalaries(below:)``.
+    public func batchRaiseSalaries(below bound: Int64) throws -> Checksum {
+        var raise = BatchUpdateRequest(entityName: "Employee")
+        raise.predicate = try ObjectPredicate(format: "salary < %@", bound)
+        raise.propertiesToUpdate = ["salary": try ObjectExpression(format: "salary + salary / 10")]
+        raise.resultType = .count
+        return Checksum(count: Int64(try context.execute(raise).count ?? 0))
+    }
+
     /// See ``RelationalWorkload/smallSave(employee:)``.
     public func smallSave(employee i: Int) throws {
         let employee = try context.existingObject(with: store.objectID(entityName: "Employee", primaryKey: employeeKeys[i]))

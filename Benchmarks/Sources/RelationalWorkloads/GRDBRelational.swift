@@ -349,6 +349,15 @@ public final class GRDBRelational: RelationalWorkload {
         }
     }
 
+    /// See ``RelationalWorkload/batchRaiseSalaries(below:)``: `updateAll` (SQLite's integer
+    /// division, as Arbor's truncation).
+    public func batchRaiseSalaries(below bound: Int64) throws -> Checksum {
+        try database.write { db in
+            let count = try EmployeeRow.filter(Column("salary") < bound).updateAll(db, Column("salary").set(to: Column("salary") + Column("salary") / 10))
+            return Checksum(count: Int64(count))
+        }
+    }
+
     /// See ``RelationalWorkload/smallSave(employee:)``.
     public func smallSave(employee i: Int) throws {
         try database.write { db in

@@ -153,6 +153,8 @@ public struct RelationalQueries: Sendable {
     public let upperCaseEmailNeedles: [String]
     /// Step 12: employees earning less get a 10% raise (about a tenth of them).
     public let raiseBound: Int64 = 39_000
+    /// Step 12b: the same raise by one request, for those earning less than this.
+    public let batchRaiseBound: Int64 = 36_000
     /// Step 13: the employee each small save changes.
     public let savedEmployees: [Int]
     /// Step 14: the departments deleted (every twentieth: 50 of 1,000).

@@ -115,6 +115,8 @@ public func relationalSteps(shape: RelationalShape, queries q: RelationalQueries
                        count: q.valueBounds.count) { engine, i in try engine.employeeValues(earningAtLeast: q.valueBounds[i], asObjects: true) },
         RelationalStep("raise", "12. a 10% raise for `salary < %@` (about a tenth), fetched, changed, one save",
                        changes: true, count: 1) { engine, _ in try engine.raiseSalaries(below: q.raiseBound) },
+        RelationalStep("batchRaise", "12b. a 10% raise for `salary < %@` in one request (Arbor: `BatchUpdateRequest`; GRDB: `updateAll`)",
+                       changes: true, count: 1) { engine, _ in try engine.batchRaiseSalaries(below: q.batchRaiseBound) },
         RelationalStep("smallSaves", "13. \(grouped(q.savedEmployees.count)) small durable saves (a salary and a new timesheet each)",
                        changes: true, count: q.savedEmployees.count) { engine, i in
             try engine.smallSave(employee: q.savedEmployees[i])

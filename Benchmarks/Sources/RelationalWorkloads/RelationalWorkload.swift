@@ -69,6 +69,10 @@ public protocol RelationalWorkload: AnyObject {
     func employees(emailContaining needle: String, caseInsensitive: Bool) throws -> Checksum
     /// Step 12: every employee earning less than `bound` gets 10% more (integer division), one save.
     func raiseSalaries(below bound: Int64) throws -> Checksum
+    /// Step 12b: the same raise in one request to the store, with no objects: Arbor's
+    /// `BatchUpdateRequest` (`salary + salary / 10`), GRDB's `updateAll` (one `UPDATE … WHERE`).
+    /// The checksum counts the employees raised.
+    func batchRaiseSalaries(below bound: Int64) throws -> Checksum
     /// Step 13: one small durable save: employee `i`'s salary + 1 and a new timesheet for them.
     func smallSave(employee i: Int) throws
     /// Step 14: deletes the departments numbered `departments` (cascading), one save.

@@ -12,7 +12,7 @@ public enum BatchDeleteResultType: Sendable, Hashable {
 
 /// Deletes the rows a fetch request matches — or the rows of a list of objects — in the store,
 /// in one transaction, without managed objects (Core Data's `NSBatchDeleteRequest`), run by
-/// ``ManagedObjectContext/execute(_:)``.
+/// ``ManagedObjectContext/execute(_:)-(BatchDeleteRequest)``.
 ///
 /// Unlike Core Data's, it honours the model's delete rules in the store — cascade, nullify,
 /// deny — and merges what it did into every live context of the coordinator by default

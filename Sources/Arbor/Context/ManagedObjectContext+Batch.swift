@@ -47,14 +47,140 @@ extension ManagedObjectContext {
             var change = ContextChange(kind: .didSave)
             change.deletedObjectIDs = Set(deletion.deleted)
             change.updatedObjectIDs = Set(updated)
-            for context in coordinator.liveContexts() {
-                if context === self {
-                    merge(change, fromOwnCoordinator: true)
-                } else {
-                    context.performAndWait { context.merge(change, fromOwnCoordinator: true) }
-                }
-            }
+            mergeIntoLiveContexts(change, coordinator)
         }
         return BatchDeleteResult(resultType: request.resultType, deleted: deletion.deleted, updated: updated)
+    }
+}
+
+extension ManagedObjectContext {
+    /// Runs a batch update in the stores (Core Data's `execute(_:)` with an
+    /// `NSBatchUpdateRequest`): every row the request's predicate matches gets the new values of
+    /// ``BatchUpdateRequest/propertiesToUpdate`` — each an expression evaluated on the row as it
+    /// was — at its next version, in one transaction per store, with its indexes and uniqueness
+    /// entries; no managed object is made. Uniqueness conflicts go to this context's merge
+    /// policy: under ``MergePolicyType/mergeByPropertyStoreTrump`` and
+    /// ``MergePolicyType/rollback`` the rows that would collide keep their stored values and the
+    /// rest is updated; under the other policies the request fails with the conflicts and
+    /// nothing is written (as a changed object colliding with a saved one fails a save). Unless
+    /// the request says otherwise, every live context of the coordinator merges the updated
+    /// objects (they are refreshed, their unsaved changes on top). This context's unsaved
+    /// changes are neither seen nor saved.
+    ///
+    /// - Returns: what the request's ``BatchUpdateRequest/resultType`` asks for.
+    /// - Throws: ``ArborError/Code/invalidFetchRequest`` for an unknown entity, a key that is
+    ///   not a persistent attribute, or a predicate the store cannot answer whole;
+    ///   ``ArborError/Code/wrongValueType`` and the validation codes for a value that does not
+    ///   fit (with nothing written); ``ArborError/Code/constraintConflict`` listing the
+    ///   conflicts; ``ArborError/Code/storeSave`` for an engine failure.
+    public func execute(_ request: BatchUpdateRequest) throws -> BatchUpdateResult {
+        checkQueue()
+        let coordinator = try requireCoordinator("run a batch update in")
+        var fetchRequest = FetchRequest<ManagedObject>(entityName: request.entityName)
+        fetchRequest.predicate = request.predicate
+        fetchRequest.includesSubentities = request.includesSubentities
+        fetchRequest = try resolved(fetchRequest)
+        let analysis = try FetchAnalysis(entityName: fetchRequest.entityName, predicate: fetchRequest.predicate, sortDescriptors: [],
+                                         model: coordinator.managedObjectModel)
+        let entity = analysis.entity
+        guard analysis.rowsAnswerWholeRequest else {
+            throw ArborError(.invalidFetchRequest, "a batch update of \(entity.name) runs in the store, and its predicate needs objects (\(analysis.residual.map(\.description) ?? ""))",
+                             entity: entity.name)
+        }
+        // The attributes and their expressions, checked before anything is read.
+        var updates: [(attribute: AttributeDescription, expression: ObjectExpression)] = []
+        for (key, expression) in request.propertiesToUpdate.sorted(by: { $0.key < $1.key }) {
+            guard let attribute = entity.attributesByName[key], !attribute.isTransient else {
+                throw ArborError(.invalidFetchRequest, "a batch update sets the persistent attributes of \(entity.name); \(key) is not one", entity: entity.name, key: key)
+            }
+            updates.append((attribute, expression))
+        }
+        let evaluator = PredicateEvaluator()
+        let subject = DecodedRow()
+        func change(_ id: ManagedObjectID, _ row: StoreRow) throws -> StoreRow? {
+            guard !updates.isEmpty else { return nil }
+            var new = row
+            let rowEntity = row.entityName == entity.name ? entity : try coordinator.managedObjectModel.entity(named: row.entityName).unwrap(row.entityName)
+            for (attribute, expression) in updates {
+                let value = try evaluator.value(of: expression, on: .row(subject.set(row, id: id)))
+                let stored = try Self.storedValue(value, for: attribute, entity: rowEntity.name)
+                if request.validatesValues {
+                    try Validation.check(stored, attribute: attribute, entity: rowEntity.name, objectID: id)
+                } else if stored == nil && !attribute.isOptional {
+                    throw ArborError(.validationMissingMandatoryProperty, "\(rowEntity.name).\(attribute.name) is required; the batch update would set nil on \(id)",
+                                     entity: rowEntity.name, key: attribute.name, objectID: id)
+                }
+                new.values[attribute.name] = stored.map(PropertyValue.attribute) ?? PropertyValue.none
+            }
+            return new
+        }
+        var excluded: Set<ManagedObjectID> = []
+        var updated: [ManagedObjectID] = []
+        var attempts = 0
+        while true {
+            do {
+                updated = try coordinator.batchUpdate(entity: entity, fetch: StoreFetch(analysis, fetchRequest, window: false), excluding: excluded,
+                                                     changing: Set(updates.map(\.attribute.name)), change)
+                break
+            } catch let error as ArborError where error.code == .constraintConflict && !error.constraintConflicts.isEmpty {
+                // The rows that would collide keep their values, when the policy says the
+                // stored values win; else the request fails as a save would.
+                let type = mergePolicy.mergeType
+                attempts += 1
+                guard type == .mergeByPropertyStoreTrump || type == .rollback, attempts <= 5 else { throw error }
+                for conflict in error.constraintConflicts { excluded.formUnion(conflict.conflictingObjectIDs) }
+            }
+        }
+        coordinator.logger.debug("a batch update updated \(updated.count) objects", metadata: name.map { ["arbor.context": .string($0)] } ?? [:])
+        if request.mergesIntoContexts && !updated.isEmpty {
+            var change = ContextChange(kind: .didSave)
+            change.updatedObjectIDs = Set(updated)
+            mergeIntoLiveContexts(change, coordinator)
+        }
+        return BatchUpdateResult(resultType: request.resultType, updated: updated)
+    }
+
+    /// Merges what a batch request did into every live context of `coordinator`: this one at
+    /// once, the others on their own queues (as another context's save is merged).
+    private func mergeIntoLiveContexts(_ change: ContextChange, _ coordinator: PersistentStoreCoordinator) {
+        for context in coordinator.liveContexts() {
+            if context === self {
+                merge(change, fromOwnCoordinator: true)
+            } else {
+                context.performAndWait { context.merge(change, fromOwnCoordinator: true) }
+            }
+        }
+    }
+
+    /// A batch update's new value for `attribute`: `value` converted to the attribute's type (a
+    /// number into an integer attribute truncated toward zero; nil stays nil).
+    static func storedValue(_ value: Operand, for attribute: AttributeDescription, entity: String) throws -> AttributeValue? {
+        if value.isNull { return nil }
+        switch (attribute.type.kind, value) {
+        case (.integer16, .double(let number)), (.integer32, .double(let number)), (.integer64, .double(let number)):
+            guard number.isFinite, let whole = Int64(exactly: number.rounded(.towardZero)) else {
+                throw ArborError(.wrongValueType, "\(entity).\(attribute.name) holds integers; \(number) does not fit", entity: entity, key: attribute.name, value: "\(number)")
+            }
+            return try attribute.type.storedValue(from: whole, entity: entity, key: attribute.name)
+        case (.integer16, .decimal(let number)), (.integer32, .decimal(let number)), (.integer64, .decimal(let number)):
+            var rounded = Decimal(), source = number
+            NSDecimalRound(&rounded, &source, 0, number < 0 ? .up : .down)
+            guard let whole = Int64(exactly: NSDecimalNumber(decimal: rounded).doubleValue) else {
+                throw ArborError(.wrongValueType, "\(entity).\(attribute.name) holds integers; \(number) does not fit", entity: entity, key: attribute.name, value: "\(number)")
+            }
+            return try attribute.type.storedValue(from: whole, entity: entity, key: attribute.name)
+        case (.decimal, .double(let number)):
+            return .decimal(Decimal(number))
+        default:
+            guard let swift = value.swiftValue else { return nil }
+            return try attribute.type.storedValue(from: swift, entity: entity, key: attribute.name)
+        }
+    }
+}
+
+private extension Optional where Wrapped == EntityDescription {
+    func unwrap(_ name: String) throws -> EntityDescription {
+        guard let self else { throw ArborError(.store, "a row names the entity \(name), which the model lacks") }
+        return self
     }
 }

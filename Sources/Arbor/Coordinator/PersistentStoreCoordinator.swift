@@ -531,6 +531,24 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
     }
 
+    /// Runs a batch update in every store holding `entity` (``NativeStore`` only), each in one
+    /// transaction, and gives the row cache the rows written. Returns the IDs updated.
+    func batchUpdate(entity: EntityDescription, fetch: StoreFetch, excluding excluded: Set<ManagedObjectID>, changing: Set<String>,
+                     _ change: (ManagedObjectID, StoreRow) throws -> StoreRow?) throws -> [ManagedObjectID] {
+        try locked {
+            var updated: [ManagedObjectID] = []
+            for store in stores(holding: entity) {
+                guard let native = store as? NativeStore else {
+                    throw ArborError(.misuse, "a batch update runs in Arbor's stores; the store \(store.identifier) is a \(store.type) store")
+                }
+                let changes = try native.batchUpdate(matching: fetch, excluding: excluded, changing: changing, change)
+                refreshCache(after: changes, saved: StoreSaveResult(insertedIDs: []))
+                updated += changes.updated.map(\.0)
+            }
+            return updated
+        }
+    }
+
     /// Brings the row cache up to date after a store saved `part`. Rows written under IDs the
     /// cache may have give those snapshots the new row: updated rows, and rows written anew
     /// under a permanent ID — an object deleted elsewhere and written back by the overwrite

@@ -198,3 +198,33 @@ final class BatchDeleter {
         return result
     }
 }
+
+extension NativeStore {
+    /// Rewrites, in one write transaction, the rows `fetch` matches (but those in `excluded`)
+    /// with the row `change` makes of each (changing only the attributes `changing` names) (nil: the row stays as it is), at the next version,
+    /// in one ``RowWriter`` pass — indexes, uniqueness and foreign-key entries follow; every
+    /// uniqueness conflict comes back together (docs/batch-requests.md, `BatchUpdateRequest`).
+    ///
+    /// - Throws: ``ArborError/Code/constraintConflict`` listing the conflicts, with nothing
+    ///   written; what `change` throws; ``ArborError/Code/storeSave`` for an engine failure.
+    func batchUpdate(matching fetch: StoreFetch, excluding excluded: Set<ManagedObjectID>, changing: Set<String>,
+                     _ change: (ManagedObjectID, StoreRow) throws -> StoreRow?) throws -> StoreChanges {
+        let entity = try entity(fetch.entityName)
+        return try Self.storeError("batch update in \(path ?? "memory")", code: .storeSave) {
+            try database.write { transaction in
+                var changes = StoreChanges()
+                var stored: [StoreRow] = []
+                try forEachRow(fetch, entity: entity, plan: plan(fetch, entity: entity), in: transaction) { id, row in
+                    guard !excluded.contains(id), var new = try change(id, row) else { return true }
+                    new.version = row.version + 1
+                    changes.updated.append((id, new, RowExpectation(version: row.version)))
+                    stored.append(row)
+                    return true
+                }
+                // The rows were read in this transaction: written without a second read.
+                try RowWriter(store: self, transaction: transaction, changes: changes).update(stored: stored, changing: changing)
+                return changes
+            }
+        }
+    }
+}

@@ -474,6 +474,41 @@ final class RowWriter {
         try flushDeletions()
     }
 
+    /// Writes `changes.updated` over rows read in this transaction (`stored`, in the same order:
+    /// a batch update's), with no expectation checked and nothing read again: each row's
+    /// changed index, uniqueness and foreign-key entries leave first (so rows may trade unique
+    /// values), then the rows are written; every uniqueness conflict is thrown together.
+    ///
+    /// `changing` names the attributes the update may change (nil: any): a row of an entity none
+    /// of whose uniqueness constraints and indexes name one of them keeps every entry, and its
+    /// entries are not even computed (a raise changes salaries, which no index holds).
+    func update(stored: [StoreRow], changing: Set<String>? = nil) throws {
+        guard stored.count == changes.updated.count else {
+            throw ArborError(.misuse, "an update of \(changes.updated.count) rows was given \(stored.count) stored rows")
+        }
+        var untouched: [ObjectIdentifier: Bool] = [:]
+        func keepsEverything(_ entityName: String) throws -> Bool {
+            guard let changing else { return false }
+            let entity = try entity(entityName)
+            if let known = untouched[ObjectIdentifier(entity)] { return known }
+            let named = entity.uniquenessConstraints.flatMap { $0 } + (try NativeStore.indexes(of: entity)).flatMap(\.keys)
+            let keeps = changing.isDisjoint(with: named)
+            untouched[ObjectIdentifier(entity)] = keeps
+            return keeps
+        }
+        var kept: [EntrySet] = []
+        kept.reserveCapacity(stored.count)
+        for ((id, row, _), old) in zip(changes.updated, stored) {
+            if old.entityName == row.entityName, try keepsEverything(row.entityName) {
+                kept.append(~0)
+            } else {
+                kept.append(try removeIndexes(of: id, row: old, keeping: row))
+            }
+        }
+        for ((id, row, _), kept) in zip(changes.updated, kept) { try write(id, row, kept: kept) }
+        if !uniqueness.isEmpty { throw ArborError.constraintConflicts(uniqueness.conflicts) }
+    }
+
     /// From how many deleted rows a save's deletions are deferred.
     static let deletionsDeferredFrom = 32
 

@@ -343,7 +343,10 @@ struct BatchDeleteTests {
                 database.close()
             }
         }
-        #expect(outcomes.before > 0 && outcomes.after > 0, "\(outcomes)")
+        // (Which cuts leave the request done depends on where the commit point falls among the
+        // operations counted — the last few, or none when only the closing follows it; what
+        // matters is that none leaves anything between.)
+        #expect(outcomes.before > 0, "\(outcomes)")
         return (outcomes.before + outcomes.after, operations)
     }
 }

@@ -309,24 +309,36 @@ struct BatchDeleteTests {
     /// its I/O operations (three kinds of damage each): reopened, the store must be exactly as
     /// before the request or exactly as after it, and sound. Returns the images checked and the
     /// request's operations.
-    static func checkPowerCuts(_ request: (ManagedObjectContext) throws -> Void) throws -> (images: Int, operations: Int) {
+    /// With `history`, the store tracks persistent history and what is compared includes it:
+    /// a cut never leaves rows without their history or history without its rows.
+    static func checkPowerCuts(history: Bool = false, _ request: (ManagedObjectContext) throws -> Void) throws -> (images: Int, operations: Int) {
         let disk = SimulatedDisk()
         let options = MigrationTests.diskOptions(disk)
         let path = "/batch.arbor"
         let model = try Self.model()
         func open() throws -> Stack {
             let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
-            try coordinator.addNativeStore(at: path, options: options)
+            try coordinator.addNativeStore(at: path, options: options, history: history ? .on : .off)
             return Stack(model: model, coordinator: coordinator)
+        }
+        func dump(_ stack: Stack) throws -> [String] {
+            guard history else { return try Self.dump(stack) }
+            // Every transaction and change but its timestamp.
+            let transactions = try stack.context().execute(.fetchHistory(after: nil)).transactions ?? []
+            return try Self.dump(stack) + transactions.map { transaction in
+                "history \(transaction.transactionNumber) \(transaction.kind) " + (transaction.changes ?? []).map { change in
+                    "\(change.changeType) \(change.changedObjectID) \(change.oldValues.sorted { $0.key < $1.key }) \(change.newValues.sorted { $0.key < $1.key })"
+                }.joined(separator: "; ")
+            }
         }
         try Self.fill(try open(), seed: 0xBA7C_0003, employees: 40)
         disk.syncAll()
         let image = disk.snapshot()
-        let before = try Self.dump(try open())
+        let before = try dump(try open())
         let start = disk.operationCount
         try request(try open().context())
         let operations = disk.operationCount - start
-        let after = try Self.dump(try open())
+        let after = try dump(try open())
         #expect(after != before)
         var outcomes = (before: 0, after: 0)
         for point in 1...operations {
@@ -335,7 +347,7 @@ struct BatchDeleteTests {
                 disk.inject(.powerCut(damage), atOperation: point)
                 try? request(try open().context())
                 disk.clearFaults()
-                let now = try Self.dump(try open())
+                let now = try dump(try open())
                 #expect(now == before || now == after, "power cut at \(point) of \(operations), \(damage)")
                 if now == before { outcomes.before += 1 } else if now == after { outcomes.after += 1 }
                 let database = try Database(path: path, options: options)

@@ -15,7 +15,9 @@ import Testing
 ///   (records), written by ``writeFixtures()`` (run it with `ARBOR_WRITE_FIXTURES=<dir>` to
 ///   write the fixtures this build makes) on 2026-11-26, with keys in the standard form;
 /// - `keys-2.arbor`: row layout 3 with compact keys (key form 2), written by ``writeFixtures()``
-///   on 2026-11-28.
+///   on 2026-11-28;
+/// - `history-1.arbor`: `keys-2.arbor`'s contents and edits in a store that records persistent
+///   history (history records version 1), written by ``writeFixtures()`` on 2026-11-28.
 ///
 /// The first two were written from `FixtureStore`'s model and data by a small program built
 /// against those commits (`FixtureStore`'s source only uses API they already had).
@@ -145,6 +147,48 @@ struct FixtureStoreTests {
         }
     }
 
+    @Test("a store recording persistent history, written by an earlier build, opens only with tracking on, reads its history as written and goes on recording")
+    func historyFixture() throws {
+        let path = try Self.copy("history-1.arbor")
+        let model = try FixtureStore.model()
+        #expect(throws: ArborError.self) { try NativeStore(path: path, model: model) }
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+        let store = try coordinator.addNativeStore(at: path, history: .on)
+        let stack = Stack(model: model, coordinator: coordinator)
+        let context = stack.context()
+        try Self.checkContents(context, removed: [8], changed: [3: "Retitled"], added: [99])
+        let transactions = try #require(try context.execute(.fetchHistory(after: nil)).transactions)
+        #expect(transactions.map(\.transactionNumber) == [1, 2])
+        #expect(transactions.map(\.author) == ["fixture", "editor"])
+        let books = try Self.books(context)
+        // The first save inserted every row: each untouched book's values are its row's now.
+        let changes = try #require(transactions[0].changes)
+        let inserted = changes.filter { $0.changeType == .insert }
+        #expect(inserted.count == FixtureStore.shelfNames.count + FixtureStore.tagLabels.count + FixtureStore.parties.count + FixtureStore.bookCount)
+        // Books' tags (a many-to-many) are links added, after the inserts.
+        #expect(changes.dropFirst(inserted.count).allSatisfy { change in change.newValues.values.allSatisfy { if case .links = $0 { true } else { false } } })
+        for serial in 1...FixtureStore.bookCount where serial != 3 && serial != 8 {
+            let book = try #require(books[serial])
+            let change = try #require(inserted.first { $0.changedObjectID == book.objectID })
+            let row = try #require(try store.row(for: book.objectID))
+            #expect(change.newValues.compactMapValues(\.attributeValue) == row.attributes, "book \(serial)")
+            #expect(change.newValues["shelf"] == row.toOne["shelf"].map(PersistentHistoryValue.object))
+        }
+        // The edit: book 3 retitled and off its shelf, book 8 deleted, book 99 inserted.
+        let edited = try #require(transactions[1].changes)
+        let retitled = try #require(edited.first { $0.changedObjectID == books[3]?.objectID })
+        #expect(retitled.updatedProperties == ["title", "shelf"])
+        #expect(retitled.newValues["title"] == .attribute(.string("Retitled")) && retitled.newValues["shelf"] == .null)
+        let deleted = try #require(edited.first { $0.changeType == .delete })
+        #expect(deleted.tombstone?["serial"] == .integer(8))
+        #expect(edited.contains { $0.changeType == .insert && $0.changedObjectID == books[99]?.objectID })
+        try books[1]?.setValue("Once more", forKey: "title")
+        try context.save()
+        #expect(try context.execute(.fetchHistory(after: transactions[1])).transactions?.map(\.transactionNumber) == [3])
+        let report = try Database(path: path).checkIntegrity()
+        #expect(report.problems.isEmpty, "\(report.problems)")
+    }
+
     /// Writes this build's fixtures into `ARBOR_WRITE_FIXTURES` (a directory): run when the
     /// format changes, and commit what it writes next to the earlier ones.
     @Test("writes this build's fixture stores", .enabled(if: ProcessInfo.processInfo.environment["ARBOR_WRITE_FIXTURES"] != nil))
@@ -155,5 +199,14 @@ struct FixtureStoreTests {
             let stack = try Stack(model: try FixtureStore.model(), path: directory + "/" + name, rowLayout: layout)
             try FixtureStore.populate(stack.context())
         }
+        // A store recording history: the fixture's rows (author "fixture"), then the edits (author "editor").
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try FixtureStore.model())
+        try coordinator.addNativeStore(at: directory + "/history-1.arbor", history: .on)
+        let stack = Stack(model: coordinator.managedObjectModel, coordinator: coordinator)
+        let context = stack.context()
+        context.transactionAuthor = "fixture"
+        try FixtureStore.populate(context)
+        context.transactionAuthor = "editor"
+        try Self.edit(context, stack)
     }
 }

@@ -36,9 +36,10 @@ extension ManagedObjectContext {
                 throw ArborError(.invalidFetchRequest, "a batch delete of \(fetchRequest.entityName) with a limit or an offset spans several stores",
                                  entity: fetchRequest.entityName)
             }
-            deletion = try coordinator.batchDelete(entity: analysis.entity, fetch: StoreFetch(analysis, fetchRequest, window: true), objectIDs: [])
+            deletion = try coordinator.batchDelete(entity: analysis.entity, fetch: StoreFetch(analysis, fetchRequest, window: true), objectIDs: [],
+                                                   origin: transactionOrigin(.batchDelete))
         case .objectIDs(let ids):
-            deletion = try coordinator.batchDelete(entity: nil, fetch: nil, objectIDs: ids)
+            deletion = try coordinator.batchDelete(entity: nil, fetch: nil, objectIDs: ids, origin: transactionOrigin(.batchDelete))
         }
         let updated = deletion.updated
         coordinator.logger.debug("a batch delete deleted \(deletion.deleted.count) objects and nullified \(updated.count)",
@@ -120,7 +121,7 @@ extension ManagedObjectContext {
         while true {
             do {
                 updated = try coordinator.batchUpdate(entity: entity, fetch: StoreFetch(analysis, fetchRequest, window: false), excluding: excluded,
-                                                     changing: Set(updates.map(\.attribute.name)), change)
+                                                     changing: Set(updates.map(\.attribute.name)), origin: transactionOrigin(.batchUpdate), change)
                 break
             } catch let error as ArborError where error.code == .constraintConflict && !error.constraintConflicts.isEmpty {
                 // The rows that would collide keep their values, when the policy says the

@@ -289,7 +289,9 @@ extension ManagedObjectContext {
         var batch = SaveBatch()
         func part(_ store: UUID) -> Int {
             if let index = batch.parts.firstIndex(where: { $0.store == store }) { return index }
-            batch.parts.append((store, StoreChanges()))
+            var changes = StoreChanges()
+            changes.origin = transactionOrigin(.save)
+            batch.parts.append((store, changes))
             return batch.parts.count - 1
         }
         func part(of id: ManagedObjectID) throws -> Int {

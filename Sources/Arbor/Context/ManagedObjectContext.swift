@@ -88,6 +88,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Permanent IDs sent by the parent, not applied yet.
     let permanentIDMailbox = LockedInbox<[ManagedObjectID: ManagedObjectID]>()
     private var _name: String?
+    private var _transactionAuthor: String?
     private var _userInfo: [String: any Sendable] = [:]
 
     /// Whether the context keeps every registered object alive (false by default: unchanged
@@ -188,6 +189,21 @@ public final class ManagedObjectContext: @unchecked Sendable {
     public var name: String? {
         get { _name }
         set { onQueue { _name = newValue } }
+    }
+
+    /// The author that persistent history records for this context's saves and batch
+    /// requests (Core Data's `transactionAuthor`): "the author for the context that is used as an
+    /// identifier in persistent history transactions" (seed 001). An application names its
+    /// importer, its extension or its sync engine, and skips its own transactions when it reads
+    /// history (docs/history.md).
+    public var transactionAuthor: String? {
+        get { _transactionAuthor }
+        set { onQueue { _transactionAuthor = newValue } }
+    }
+
+    /// Who writes a transaction of this context's, for persistent history.
+    func transactionOrigin(_ kind: PersistentHistoryTransactionKind) -> TransactionOrigin {
+        TransactionOrigin(author: _transactionAuthor, contextName: _name, kind: kind)
     }
 
     /// Values the application keeps with the context.

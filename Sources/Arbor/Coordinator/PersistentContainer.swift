@@ -31,6 +31,22 @@ public struct PersistentStoreDescription: Sendable, CustomStringConvertible {
     /// migration"). Its last version must be the container's model.
     public var migrationPlan: MigrationPlan?
 
+    /// Whether the store records persistent history (false by default; Core Data's
+    /// `NSPersistentHistoryTrackingKey`): every save and batch request then records its
+    /// transaction and its changes, with their old and new values (docs/history.md). A store
+    /// that records history opens for writing only with this set, or with
+    /// ``dropsPersistentHistory``.
+    public var persistentHistoryTracking = false
+
+    /// Whether opening the store deletes the persistent history it records and stops recording
+    /// (false by default; ignored when ``persistentHistoryTracking`` is set).
+    public var dropsPersistentHistory = false
+
+    /// The two history flags together.
+    var historyTracking: PersistentHistoryTracking {
+        persistentHistoryTracking ? .on : dropsPersistentHistory ? .dropRecorded : .off
+    }
+
     /// The two migration flags and the plan together.
     public var migrationOptions: MigrationOptions {
         var migration = MigrationOptions()
@@ -149,7 +165,7 @@ public final class PersistentContainer: @unchecked Sendable {
     private func load(_ description: PersistentStoreDescription) throws {
         switch description.type {
         case .inMemory:
-            try persistentStoreCoordinator.addInMemoryStore(configuration: description.configuration)
+            try persistentStoreCoordinator.addInMemoryStore(configuration: description.configuration, history: description.historyTracking)
         case .native:
             guard let url = description.url else {
                 throw ArborError(.misuse, "the native store description has no URL")
@@ -161,7 +177,7 @@ public final class PersistentContainer: @unchecked Sendable {
                 throw ArborError(.storeOpen, "cannot create the directory \(directory) for \(url.path): \(error)")
             }
             try persistentStoreCoordinator.addNativeStore(at: url.path, configuration: description.configuration, options: description.options,
-                                                          migration: description.migrationOptions)
+                                                          migration: description.migrationOptions, history: description.historyTracking)
         }
     }
 

@@ -99,13 +99,16 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// Opens (creating when missing) a native store at `path` and adds it; a store made with
     /// another model migrates first when `migration` allows it (docs/migration.md).
     ///
+    /// `history` says whether it records persistent history (docs/history.md).
+    ///
     /// - Throws: ``ArborError/Code/incompatibleModel``, ``ArborError/Code/storeOpen``.
     @discardableResult
     public func addNativeStore(at path: String, configuration: String? = nil, options: DatabaseOptions = DatabaseOptions(),
-                               migration: MigrationOptions = MigrationOptions()) throws -> NativeStore {
+                               migration: MigrationOptions = MigrationOptions(), history: PersistentHistoryTracking = .off) throws -> NativeStore {
         let store: NativeStore
         do {
-            store = try NativeStore(path: path, model: managedObjectModel, configuration: configuration, options: options, migration: migration)
+            store = try NativeStore(path: path, model: managedObjectModel, configuration: configuration, options: options, migration: migration,
+                                    history: history)
         } catch {
             observer.storeFailedToOpen(path, error)
             throw error
@@ -114,10 +117,11 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         return store
     }
 
-    /// Adds an in-memory store (the engine over memory).
+    /// Adds an in-memory store (the engine over memory); `history` says whether it records
+    /// persistent history.
     @discardableResult
-    public func addInMemoryStore(configuration: String? = nil) throws -> NativeStore {
-        let store = try NativeStore.inMemory(model: managedObjectModel, configuration: configuration)
+    public func addInMemoryStore(configuration: String? = nil, history: PersistentHistoryTracking = .off) throws -> NativeStore {
+        let store = try NativeStore.inMemory(model: managedObjectModel, configuration: configuration, history: history)
         addPersistentStore(store)
         return store
     }
@@ -496,7 +500,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// Runs a batch delete in every store holding `entity` (or holding the objects of
     /// `objectIDs`), each in one transaction, and brings the row cache up to date: the deleted
     /// rows' snapshots are dropped, the nullified rows' replaced (docs/batch-requests.md).
-    func batchDelete(entity: EntityDescription?, fetch: StoreFetch?, objectIDs: [ManagedObjectID]) throws -> BatchDeletion {
+    func batchDelete(entity: EntityDescription?, fetch: StoreFetch?, objectIDs: [ManagedObjectID], origin: TransactionOrigin) throws -> BatchDeletion {
         try locked {
             var parts: [(NativeStore, StoreFetch?, [ManagedObjectID])] = []
             func native(_ store: any PersistentStore) throws -> NativeStore {
@@ -521,7 +525,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             }
             var total = BatchDeletion()
             for (store, fetch, ids) in parts {
-                let done = try store.batchDelete(matching: fetch, objectIDs: ids)
+                let done = try store.batchDelete(matching: fetch, objectIDs: ids, origin: origin)
                 refreshCache(after: done.changes, saved: StoreSaveResult(insertedIDs: []))
                 total.deleted += done.deleted
                 total.changes.deleted += done.changes.deleted
@@ -534,14 +538,14 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// Runs a batch update in every store holding `entity` (``NativeStore`` only), each in one
     /// transaction, and gives the row cache the rows written. Returns the IDs updated.
     func batchUpdate(entity: EntityDescription, fetch: StoreFetch, excluding excluded: Set<ManagedObjectID>, changing: Set<String>,
-                     _ change: (ManagedObjectID, StoreRow) throws -> StoreRow?) throws -> [ManagedObjectID] {
+                     origin: TransactionOrigin, _ change: (ManagedObjectID, StoreRow) throws -> StoreRow?) throws -> [ManagedObjectID] {
         try locked {
             var updated: [ManagedObjectID] = []
             for store in stores(holding: entity) {
                 guard let native = store as? NativeStore else {
                     throw ArborError(.misuse, "a batch update runs in Arbor's stores; the store \(store.identifier) is a \(store.type) store")
                 }
-                let changes = try native.batchUpdate(matching: fetch, excluding: excluded, changing: changing, change)
+                let changes = try native.batchUpdate(matching: fetch, excluding: excluded, changing: changing, origin: origin, change)
                 refreshCache(after: changes, saved: StoreSaveResult(insertedIDs: []))
                 updated += changes.updated.map(\.0)
             }

@@ -21,10 +21,11 @@ extension NativeStore {
     /// - Throws: ``ArborError/Code/validationRelationshipDeniedDelete`` (several gathered into
     ///   ``ArborError/Code/validationMultipleErrors``) for a deny rule, with nothing written;
     ///   ``ArborError/Code/storeSave`` for an engine failure.
-    func batchDelete(matching fetch: StoreFetch?, objectIDs: [ManagedObjectID]) throws -> BatchDeletion {
+    /// `origin` names who deletes, for persistent history.
+    func batchDelete(matching fetch: StoreFetch?, objectIDs: [ManagedObjectID], origin: TransactionOrigin) throws -> BatchDeletion {
         try Self.storeError("batch delete from \(path ?? "memory")", code: .storeSave) {
             try database.write { transaction in
-                let deleter = BatchDeleter(store: self, transaction: transaction)
+                let deleter = BatchDeleter(store: self, transaction: transaction, origin: origin)
                 if var fetch {
                     let entity = try entity(fetch.entityName)
                     // Only the IDs are kept: no value is decoded but what the order needs.
@@ -68,9 +69,13 @@ final class BatchDeleter {
     /// side is not kept in a join tree (an ordered to-many): tree, destination, deleted row.
     private var joinEntries: [(tree: String, destination: RowKey, deleted: Int64)] = []
 
-    init(store: NativeStore, transaction: WriteTransaction) {
+    /// Who deletes, for persistent history.
+    let origin: TransactionOrigin
+
+    init(store: NativeStore, transaction: WriteTransaction, origin: TransactionOrigin) {
         self.store = store
         self.transaction = transaction
+        self.origin = origin
     }
 
     private func rowKey(_ id: ManagedObjectID) throws -> RowKey {
@@ -188,13 +193,14 @@ final class BatchDeleter {
         // The rows read once: deleted without a second read; then the nullified rows' writes.
         var updates = StoreChanges()
         updates.updated = result.changes.updated
-        let writer = RowWriter(store: store, transaction: transaction, changes: updates)
+        let writer = RowWriter(store: store, transaction: transaction, changes: updates, history: store.historyWriter(transaction, origin))
         try writer.delete(rows: order.sorted { $0.row.entityName == $1.row.entityName ? (($0.id.primaryKey ?? 0) < ($1.id.primaryKey ?? 0)) : $0.row.entityName < $1.row.entityName })
         try writer.apply()
         for (name, destination, deleted) in joinEntries where !deleting.contains(destination) {
             guard let tree = try transaction.tree(named: name) else { continue }
             _ = try tree.delete(store.pair(destination.key, deleted))
         }
+        try writer.finishHistory()
         return result
     }
 }
@@ -207,7 +213,7 @@ extension NativeStore {
     ///
     /// - Throws: ``ArborError/Code/constraintConflict`` listing the conflicts, with nothing
     ///   written; what `change` throws; ``ArborError/Code/storeSave`` for an engine failure.
-    func batchUpdate(matching fetch: StoreFetch, excluding excluded: Set<ManagedObjectID>, changing: Set<String>,
+    func batchUpdate(matching fetch: StoreFetch, excluding excluded: Set<ManagedObjectID>, changing: Set<String>, origin: TransactionOrigin,
                      _ change: (ManagedObjectID, StoreRow) throws -> StoreRow?) throws -> StoreChanges {
         let entity = try entity(fetch.entityName)
         return try Self.storeError("batch update in \(path ?? "memory")", code: .storeSave) {
@@ -222,7 +228,9 @@ extension NativeStore {
                     return true
                 }
                 // The rows were read in this transaction: written without a second read.
-                try RowWriter(store: self, transaction: transaction, changes: changes).update(stored: stored, changing: changing)
+                let writer = RowWriter(store: self, transaction: transaction, changes: changes, history: historyWriter(transaction, origin))
+                try writer.update(stored: stored, changing: changing)
+                try writer.finishHistory()
                 return changes
             }
         }

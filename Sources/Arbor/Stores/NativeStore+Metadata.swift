@@ -13,6 +13,7 @@ extension NativeStore {
         hashes[rowLayoutHashKey] = nil
         hashes[fillsHashKey] = nil
         hashes[keyFormHashKey] = nil
+        hashes[trackingHashKey] = nil
         return hashes
     }
 
@@ -44,6 +45,8 @@ extension NativeStore {
         var migration: StoreMigration?
         /// How the store writes primary keys in its trees' keys (`keys`; standard when absent).
         var keyForm: KeyForm = .standard
+        /// Whether the store records persistent history (`tracking`).
+        var tracksHistory = false
     }
 
     /// The metadata key of the store's key form (``KeyForm``; absent: standard).
@@ -176,7 +179,7 @@ extension NativeStore {
             plan.invalidObjects = options.invalidObjects
             return Recorded(identifier: UUID(uuid: stored.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }), layout: .records,
                             columns: plan.columns, schema: try schemaBytes(model), entities: plan.entities, hasHistory: true,
-                            fills: plan.fills, migration: plan, keyForm: try recordedKeyForm(metadata, path: path))
+                            fills: plan.fills, migration: plan, keyForm: try recordedKeyForm(metadata, path: path), tracksHistory: try metadata.get(trackingKey) != nil)
         }
         let layout = try recordedLayout(metadata, path: path)
         // The same model with other value rules: a check of the values that meet changed rules,
@@ -189,7 +192,7 @@ extension NativeStore {
             plan.rulesOnly = true
             return Recorded(identifier: UUID(uuid: stored.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }), layout: .records,
                             columns: plan.columns, schema: try schemaBytes(model), entities: plan.entities, hasHistory: true,
-                            fills: plan.fills, migration: plan, keyForm: try recordedKeyForm(metadata, path: path))
+                            fills: plan.fills, migration: plan, keyForm: try recordedKeyForm(metadata, path: path), tracksHistory: try metadata.get(trackingKey) != nil)
         }
         var columns: [String: [String]] = [:]
         var fills: [String: [String: AttributeValue]] = [:]
@@ -210,7 +213,7 @@ extension NativeStore {
         return Recorded(identifier: UUID(uuid: stored.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }), layout: layout,
                         columns: columns, schema: try metadata.get(Array("schema".utf8)), entities: entities,
                         hasHistory: try metadata.get(historyKey) != nil, fills: fills, migration: nil,
-                        keyForm: try recordedKeyForm(metadata, path: path))
+                        keyForm: try recordedKeyForm(metadata, path: path), tracksHistory: try metadata.get(trackingKey) != nil)
     }
 
     /// A store's recorded row layout (layout 1 when it records none).

@@ -226,6 +226,7 @@ private struct MigrationRun {
         hashes[NativeStore.rowLayoutHashKey] = String(format: "%02x", RowFormat.Layout.records.rawValue)
         if plan.fills.values.contains(where: { !$0.isEmpty }) { hashes[NativeStore.fillsHashKey] = "01" }
         if store.compactKeys { hashes[NativeStore.keyFormHashKey] = String(format: "%02x", store.keyForm.rawValue) }
+        if try metadata.get(NativeStore.trackingKey) != nil { hashes[NativeStore.trackingHashKey] = "01" }
         try metadata.put(Array("hashes".utf8), Array(try encoder.encode(hashes)))
         try metadata.put(Array("model".utf8), Array(plan.new.description.utf8))
         try metadata.put(Array("schema".utf8), try NativeStore.schemaBytes(plan.new))

@@ -164,7 +164,7 @@ private struct StagedMigration {
                 var inferring = MigrationOptions()
                 inferring.invalidObjects = invalidObjects
                 let migrated = try NativeStore(path: working, type: "native", model: new, configuration: configuration,
-                                               options: workingOptions(pageSize: pageSize), migration: inferring)
+                                               options: workingOptions(pageSize: pageSize), migration: inferring, suspendsHistory: true)
                 migrated.close()
                 if let done = migrated.migration { stageReports.append(done) }
                 report(stage, "lightweight", 1, 1)
@@ -235,7 +235,7 @@ private struct CustomStage {
             return (try metadata.get(Array("uuid".utf8)) ?? [], try NativeStore.recordedHistory(metadata, path: source) ?? [])
         }
         let destinationStore = try NativeStore(path: destination, type: "native", model: new, configuration: configuration, options: options,
-                                               migration: .never)
+                                               migration: .never, suspendsHistory: true)
         var closed = false
         defer { if !closed { destinationStore.close() } }
         let oldCoordinator = PersistentStoreCoordinator(managedObjectModel: old)
@@ -271,6 +271,16 @@ private struct CustomStage {
         try destinationStore.database.write { transaction in
             let metadata = try transaction.tree(named: "arbor.metadata")!
             if identifier.count == 16 { try metadata.put(Array("uuid".utf8), identifier) }
+            // Persistent history goes on where it was (its numbering too: tokens stay valid);
+            // the stage's own writes are not recorded (docs/history.md, "Migrations").
+            try sourceStore.database.read { from in
+                guard try from.tree(named: "arbor.metadata")?.get(NativeStore.trackingKey) != nil else { return }
+                for name in [HistoryRecords.transactionsTree, HistoryRecords.changesTree] {
+                    if let tree = try from.tree(named: name) { _ = try transaction.copyTree(tree) }
+                }
+                try metadata.put(NativeStore.trackingKey, [1])
+                try NativeStore.setTrackingHash(true, metadata: metadata)
+            }
             let version = StoreModelVersion(version: fromVersion + 1, recorded: Date(), synthesized: false, migration: "custom",
                                             versionHash: new.versionHashString, entityHashes: StoreModelVersion.entityHashes(of: new),
                                             schema: ModelSchema(new))

@@ -97,7 +97,8 @@ extension NativeStore {
         let started = ContinuousClock.now
         let migrated: NativeStore
         do {
-            migrated = try NativeStore(path: copy, model: model, options: writable, migration: migration)
+            migrated = try NativeStore(path: copy, type: "native", model: model, configuration: nil, options: writable, migration: migration,
+                                       suspendsHistory: true)
         } catch let error as ArborError {
             return MigrationVerification(objectsBefore: before, objectsAfter: [:], migration: nil, failure: error,
                                          duration: ContinuousClock.now - started)

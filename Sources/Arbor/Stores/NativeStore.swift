@@ -50,6 +50,9 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     /// What the migration that ran when this store opened did (nil: the store was at the
     /// model already, or new).
     public private(set) var migration: MigrationReport?
+    /// Whether the store records persistent history (docs/history.md): every save and batch
+    /// request writes its transaction and changes with it.
+    public let tracksHistory: Bool
 
     /// Opens (creating when missing) the store at `path` for `model`.
     ///
@@ -58,17 +61,20 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     ///   ``ArborError/Code/storeOpen`` when the engine cannot open the file.
     /// A store made with another model migrates to `model` when `migration` allows it and the
     /// changes can be inferred (docs/migration.md); ``migration`` then says what was done.
+    /// `history` says whether the store records persistent history (docs/history.md; off by
+    /// default, as in Core Data).
     public convenience init(path: String, model: ManagedObjectModel, configuration: String? = nil,
-                            options: DatabaseOptions = DatabaseOptions(), migration: MigrationOptions = MigrationOptions()) throws {
-        try self.init(path: path, type: "native", model: model, configuration: configuration, options: options, migration: migration)
+                            options: DatabaseOptions = DatabaseOptions(), migration: MigrationOptions = MigrationOptions(),
+                            history: PersistentHistoryTracking = .off) throws {
+        try self.init(path: path, type: "native", model: model, configuration: configuration, options: options, migration: migration, history: history)
     }
 
     /// An in-memory store: the same engine over memory; nothing survives the process.
-    public static func inMemory(model: ManagedObjectModel, configuration: String? = nil) throws -> NativeStore {
+    public static func inMemory(model: ManagedObjectModel, configuration: String? = nil, history: PersistentHistoryTracking = .off) throws -> NativeStore {
         var options = DatabaseOptions()
         options.fileSystem = MemoryFileSystem()
         options.lockTable = LockTable()
-        return try NativeStore(path: "/memory.arbor", type: "memory", model: model, configuration: configuration, options: options)
+        return try NativeStore(path: "/memory.arbor", type: "memory", model: model, configuration: configuration, options: options, history: history)
     }
 
     /// - Parameter newRowLayout: the row layout of a store this call makes (tests make stores of
@@ -76,8 +82,11 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     ///   (records, docs/row-format.md), or the layout the environment variable
     ///   `ARBOR_NEW_ROW_LAYOUT` names (`2` for fixed-size columns first; `make test` runs the
     ///   object-graph tests a second time over layout-2 stores that way).
+    /// - Parameter suspendsHistory: the store is opened by Arbor itself (a migration's working
+    ///   copy, a verification's copy): a store that records history opens and records nothing.
     init(path: String, type: String, model: ManagedObjectModel, configuration: String?, options: DatabaseOptions,
-         newRowLayout requestedLayout: RowFormat.Layout? = nil, migration migrationOptions: MigrationOptions = MigrationOptions()) throws {
+         newRowLayout requestedLayout: RowFormat.Layout? = nil, migration migrationOptions: MigrationOptions = MigrationOptions(),
+         history: PersistentHistoryTracking = .off, suspendsHistory: Bool = false) throws {
         let opened = ContinuousClock.now
         // A plan's stages run first (on a working copy, replacing the store's contents in one
         // transaction), except a single lightweight one, which the ordinary open below runs.
@@ -130,6 +139,10 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                     try metadata.put(Self.keyFormKey, [keyForm.rawValue])
                     hashes[Self.keyFormHashKey] = String(format: "%02x", keyForm.rawValue)
                 }
+                if history == .on && !suspendsHistory {
+                    try metadata.put(Self.trackingKey, [1])
+                    hashes[Self.trackingHashKey] = "01"
+                }
                 try metadata.put(Array("hashes".utf8), Array(try encoder.encode(hashes)))
                 try metadata.put(Array("model".utf8), Array(model.description.utf8))
                 let schema = try Self.schemaBytes(model)
@@ -155,10 +168,12 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                     _ = try transaction.tree(named: Self.rowsTree(root), create: true)
                 }
                 return Recorded(identifier: uuid, layout: newRowLayout, columns: columns, schema: schema, entities: entities, hasHistory: true,
-                                fills: [:], migration: nil, keyForm: keyForm)
+                                fills: [:], migration: nil, keyForm: keyForm, tracksHistory: history == .on && !suspendsHistory)
             }
         }
         identifier = recorded.identifier
+        tracksHistory = try Self.settleHistoryTracking(history, recorded: recorded.tracksHistory, suspended: suspendsHistory, database: database,
+                                                       path: path, readOnly: options.readOnly)
         rowLayout = recorded.layout
         keyForm = recorded.keyForm
         // Each entity's column order: as recorded; else as the layout derives it from the model
@@ -488,9 +503,10 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         // An error thrown inside the transaction (a conflict, or the caller's) rolls it back.
         return try Self.storeError("save to \(path ?? "memory")", code: .storeSave) {
             try database.write { transaction in
-                let writer = RowWriter(store: self, transaction: transaction, changes: changes)
+                let writer = RowWriter(store: self, transaction: transaction, changes: changes, history: historyWriter(transaction, changes.origin))
                 try writer.allocateKeys()
                 try writer.apply()
+                try writer.finishHistory()
                 let result = StoreSaveResult(insertedIDs: writer.insertedIDs, rebasedVersions: writer.rebasedVersions)
                 try beforeCommit(result)
                 return result

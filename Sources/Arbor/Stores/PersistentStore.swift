@@ -131,6 +131,8 @@ public struct StoreChanges: Sendable {
     /// context's save: a large save then never holds all its new rows at once). Native stores
     /// read them here; other stores are given ``materialized()``.
     var insertedOnDemand: RowsOnDemand?
+    /// Who writes these changes, and with what, for persistent history.
+    var origin = TransactionOrigin()
 
     /// Creates an empty set of changes.
     public init() {}

@@ -47,10 +47,20 @@ final class RowWriter {
         return made
     }
 
-    init(store: NativeStore, transaction: WriteTransaction, changes: StoreChanges) {
+    /// The persistent history the pass records its changes in (nil: the store tracks none).
+    let history: HistoryWriter?
+
+    init(store: NativeStore, transaction: WriteTransaction, changes: StoreChanges, history: HistoryWriter? = nil) {
         self.store = store
         self.transaction = transaction
         self.changes = changes
+        self.history = history
+    }
+
+    /// Finishes the history of the pass (its links and its transaction record): called after
+    /// the pass, before the transaction commits.
+    func finishHistory() throws {
+        try history?.finish()
     }
 
     /// `id`, or the permanent ID this save gives it when it is a temporary one.
@@ -168,6 +178,7 @@ final class RowWriter {
             guard let old = try readRow(id) else { continue }
             try check(old, of: id, expected: expected)
             guard lockingConflicts.isEmpty else { continue }
+            try history?.deleted(id, old: old, entity: try entity(old.entityName))
             try removeIndexes(of: id, row: old)
             try delete(store.key(try store.primaryKey(of: id)), from: try rowsTree(try entity(of: id)))
             try removeLinks(of: id)
@@ -179,6 +190,8 @@ final class RowWriter {
         // department: those entries are neither deleted nor written again).
         var kept: [EntrySet] = []
         kept.reserveCapacity(changes.updated.count)
+        // The stored rows, for history's old values (kept only when it records).
+        var stored: [StoreRow] = []
         for (id, row, expected) in changes.updated {
             let old = try readRow(id)
             try check(old, of: id, expected: expected)
@@ -186,11 +199,13 @@ final class RowWriter {
                 kept.append(0)
                 continue
             }
+            if history != nil { stored.append(old) }
             if old.version != expected.version { rebasedVersions[id] = old.version + 1 }
             kept.append(try removeIndexes(of: id, row: old, keeping: row))
         }
         if !lockingConflicts.isEmpty { throw ArborError.conflicts(lockingConflicts) }
-        for ((id, row, _), kept) in zip(changes.updated, kept) {
+        for (index, ((id, row, _), kept)) in zip(changes.updated, kept).enumerated() {
+            if let history { try history.updated(id, old: stored[index], new: row, entity: try entity(row.entityName), permanent: permanent) }
             guard let version = rebasedVersions.isEmpty ? nil : rebasedVersions[id] else {
                 try write(id, row, kept: kept)
                 continue
@@ -200,7 +215,11 @@ final class RowWriter {
             try write(id, rebased, kept: kept)
         }
         // A new row made on demand lives only while it is written.
-        for (position, id) in insertedIDs.enumerated() { try write(id, changes.insertedRow(at: position), newAs: changes.insertedID(at: position)) }
+        for (position, id) in insertedIDs.enumerated() {
+            let row = changes.insertedRow(at: position)
+            if let history { try history.inserted(id, row, entity: try entity(row.entityName), permanent: permanent) }
+            try write(id, row, newAs: changes.insertedID(at: position))
+        }
         for (id, key, other) in changes.unlinked { try link(id, key, other, add: false) }
         for (id, key, other) in changes.linked { try link(id, key, other, add: true) }
         // New objects' links, made with them on demand (a few per object at a time).
@@ -451,6 +470,7 @@ final class RowWriter {
         let entity = try entity(of: id)
         guard let relationship = entity.relationshipsByName[key], NativeStore.isJoined(relationship) else { return }
         let a = try self.key(id), b = try self.key(other)
+        history?.linked(permanent(id), key, permanent(other), added: add)
         let forward = try tree(NativeStore.joinTree(relationship)), backward = try backwardTree(relationship)
         if add {
             try forward.put(store.pair(a, b), [])
@@ -467,6 +487,7 @@ final class RowWriter {
     func delete(rows: [(id: ManagedObjectID, row: StoreRow)]) throws {
         deferredDeletions = rows.count >= Self.deletionsDeferredFrom ? [:] : nil
         for (id, row) in rows {
+            try history?.deleted(id, old: row, entity: try entity(row.entityName))
             try removeIndexes(of: id, row: row)
             try delete(store.key(try store.primaryKey(of: id)), from: try rowsTree(try entity(of: id)))
             try removeLinks(of: id)
@@ -491,7 +512,7 @@ final class RowWriter {
             guard let changing else { return false }
             let entity = try entity(entityName)
             if let known = untouched[ObjectIdentifier(entity)] { return known }
-            let named = entity.uniquenessConstraints.flatMap { $0 } + (try NativeStore.indexes(of: entity)).flatMap(\.keys)
+            let named = entity.uniquenessConstraints.flatMap { $0 } + NativeStore.indexes(of: entity).flatMap(\.keys)
             let keeps = changing.isDisjoint(with: named)
             untouched[ObjectIdentifier(entity)] = keeps
             return keeps
@@ -505,7 +526,10 @@ final class RowWriter {
                 kept.append(try removeIndexes(of: id, row: old, keeping: row))
             }
         }
-        for ((id, row, _), kept) in zip(changes.updated, kept) { try write(id, row, kept: kept) }
+        for ((id, row, _), (old, kept)) in zip(changes.updated, zip(stored, kept)) {
+            try history?.updated(id, old: old, new: row, entity: try entity(row.entityName), permanent: permanent)
+            try write(id, row, kept: kept)
+        }
         if !uniqueness.isEmpty { throw ArborError.constraintConflicts(uniqueness.conflicts) }
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import Arbor
 import ArborStore
 import CommitWorkloads
@@ -60,13 +61,17 @@ public final class ArborRelational: RelationalWorkload {
         }
     }
 
+    /// Whether the store records persistent history: `RELATIONAL_HISTORY=1` measures what
+    /// recording costs (docs/performance.md, "Persistent history").
+    static let history: PersistentHistoryTracking = ProcessInfo.processInfo.environment["RELATIONAL_HISTORY"] == "1" ? .on : .off
+
     /// A native store in a new scratch directory, with the page cache `CacheBudget` says.
     public init(shape: RelationalShape) throws {
         self.shape = shape
         directory = try ScratchDirectory(prefix: "arbor-relational")
         model = try Self.makeModel()
         coordinator = PersistentStoreCoordinator(managedObjectModel: model)
-        store = try coordinator.addNativeStore(at: directory.path + "/" + databaseFileName, options: CacheBudget.arborOptions)
+        store = try coordinator.addNativeStore(at: directory.path + "/" + databaseFileName, options: CacheBudget.arborOptions, history: Self.history)
         context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
     }
 
@@ -301,6 +306,23 @@ public final class ArborRelational: RelationalWorkload {
         return Checksum(count: Int64(try context.execute(raise).count ?? 0))
     }
 
+    /// See ``RelationalWorkload/batchInsertTimesheets(_:)``.
+    public func batchInsertTimesheets(_ count: Int) throws -> Checksum {
+        let employees = employeeKeys.map { store.objectID(entityName: "Employee", primaryKey: $0) }
+        nonisolated(unsafe) var i = 0
+        var request = BatchInsertRequest(entityName: "Timesheet") { values in
+            guard i < count else { return true }
+            values["week"] = Int16(60)
+            values["hours"] = Int16(i % 8)
+            values["employee"] = employees[i % employees.count]
+            i += 1
+            return false
+        }
+        request.resultType = .count
+        let inserted = try context.execute(request).count ?? 0
+        return Checksum(count: Int64(inserted), sum: (0..<inserted).reduce(Int64(0)) { $0 + Int64($1 % 8) })
+    }
+
     /// See ``RelationalWorkload/smallSave(employee:)``.
     public func smallSave(employee i: Int) throws {
         let employee = try context.existingObject(with: store.objectID(entityName: "Employee", primaryKey: employeeKeys[i]))
@@ -344,7 +366,7 @@ public final class ArborRelational: RelationalWorkload {
     public func reopen() throws {
         close()
         coordinator = PersistentStoreCoordinator(managedObjectModel: model)
-        store = try coordinator.addNativeStore(at: directory.path + "/" + databaseFileName, options: CacheBudget.arborOptions)
+        store = try coordinator.addNativeStore(at: directory.path + "/" + databaseFileName, options: CacheBudget.arborOptions, history: Self.history)
         context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
     }
 

@@ -358,6 +358,18 @@ public final class GRDBRelational: RelationalWorkload {
         }
     }
 
+    /// See ``RelationalWorkload/batchInsertTimesheets(_:)``.
+    public func batchInsertTimesheets(_ count: Int) throws -> Checksum {
+        try database.write { db in
+            var checksum = Checksum()
+            for i in 0..<count {
+                try TimesheetRow(id: nil, employeeId: Int64(i % shape.employees + 1), week: 60, hours: Int16(i % 8)).insert(db)
+                checksum += Checksum(count: 1, sum: Int64(i % 8))
+            }
+            return checksum
+        }
+    }
+
     /// See ``RelationalWorkload/smallSave(employee:)``.
     public func smallSave(employee i: Int) throws {
         try database.write { db in

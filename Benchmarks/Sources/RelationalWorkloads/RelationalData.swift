@@ -157,6 +157,8 @@ public struct RelationalQueries: Sendable {
     public let batchRaiseBound: Int64 = 36_000
     /// Step 13: the employee each small save changes.
     public let savedEmployees: [Int]
+    /// Step 13b: the number of timesheets inserted by one request (half an employee each).
+    public let batchInsertedTimesheets: Int
     /// Step 14: the departments deleted (every twentieth: 50 of 1,000).
     public let deletedDepartments: [Int]
     /// Step 14b: the departments deleted by one request (every twentieth of the others: 50).
@@ -193,6 +195,7 @@ public struct RelationalQueries: Sendable {
         emailNeedles = (0..<20).map { _ in needle() }
         upperCaseEmailNeedles = (0..<20).map { _ in needle().uppercased() }
         savedEmployees = (0..<saves).map { _ in below(shape.employees) }
+        batchInsertedTimesheets = shape.employees / 2
         let deleted = Array(stride(from: 7 % shape.departments, to: shape.departments, by: 20))
         deletedDepartments = deleted
         batchDeletedDepartments = shape.departments < 2 ? [] : Array(stride(from: 13 % shape.departments, to: shape.departments, by: 20)).filter { !deleted.contains($0) }

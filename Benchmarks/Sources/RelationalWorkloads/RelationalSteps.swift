@@ -122,6 +122,8 @@ public func relationalSteps(shape: RelationalShape, queries q: RelationalQueries
             try engine.smallSave(employee: q.savedEmployees[i])
             return Checksum(count: 1)
         },
+        RelationalStep("batchInsert", "13b. \(grouped(q.batchInsertedTimesheets)) timesheets inserted in one request (Arbor: `BatchInsertRequest`; GRDB: the records inserted in one transaction)",
+                       changes: true, count: 1) { engine, _ in try engine.batchInsertTimesheets(q.batchInsertedTimesheets) },
         RelationalStep("cascade", "14. delete \(q.deletedDepartments.count) department\(q.deletedDepartments.count == 1 ? "" : "s"), cascading to employees and timesheets, one save",
                        changes: true, count: 1) { engine, _ in try engine.deleteDepartments(q.deletedDepartments) },
         RelationalStep("batchCascade", "14b. delete \(q.batchDeletedDepartments.count) other department\(q.batchDeletedDepartments.count == 1 ? "" : "s") in one request, cascading (Arbor: `BatchDeleteRequest`; GRDB as in 14)",

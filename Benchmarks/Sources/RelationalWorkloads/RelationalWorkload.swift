@@ -75,6 +75,11 @@ public protocol RelationalWorkload: AnyObject {
     func batchRaiseSalaries(below bound: Int64) throws -> Checksum
     /// Step 13: one small durable save: employee `i`'s salary + 1 and a new timesheet for them.
     func smallSave(employee i: Int) throws
+    /// Step 13b: `count` new timesheets (week 60, hours `i % 8`, of employee `i`) inserted in
+    /// one request with no objects: Arbor's `BatchInsertRequest` (a dictionary handler); GRDB
+    /// inserts the records in one `write` (one prepared `INSERT`, run per row). The checksum
+    /// counts the rows and sums their hours.
+    func batchInsertTimesheets(_ count: Int) throws -> Checksum
     /// Step 14: deletes the departments numbered `departments` (cascading), one save.
     func deleteDepartments(_ departments: [Int]) throws -> Checksum
     /// Step 14b: deletes the departments numbered `departments` (cascading) in one request to

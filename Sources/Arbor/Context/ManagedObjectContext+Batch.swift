@@ -143,7 +143,7 @@ extension ManagedObjectContext {
 
     /// Merges what a batch request did into every live context of `coordinator`: this one at
     /// once, the others on their own queues (as another context's save is merged).
-    private func mergeIntoLiveContexts(_ change: ContextChange, _ coordinator: PersistentStoreCoordinator) {
+    func mergeIntoLiveContexts(_ change: ContextChange, _ coordinator: PersistentStoreCoordinator) {
         for context in coordinator.liveContexts() {
             if context === self {
                 merge(change, fromOwnCoordinator: true)

@@ -129,6 +129,8 @@ public enum PersistentHistoryTransactionKind: String, Sendable, Hashable {
     case batchDelete
     /// A ``BatchUpdateRequest``.
     case batchUpdate
+    /// A ``BatchInsertRequest``.
+    case batchInsert
 }
 
 /// One save or batch request, as persistent history records it (Core Data's

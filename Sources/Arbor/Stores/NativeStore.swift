@@ -405,6 +405,29 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         }
     }
 
+    /// The objects of `ids` that have no row of their own entity in the store, read in one
+    /// transaction in key order (a batch insert's destinations).
+    func missingRows(_ ids: [ManagedObjectID]) throws -> [ManagedObjectID] {
+        try Self.storeError("read the rows of \(ids.count) objects") {
+            try database.read { transaction in
+                var missing: [ManagedObjectID] = []
+                var trees: [ObjectIdentifier: Tree?] = [:]
+                // In key order (a leaf read once for its rows), whatever their entities.
+                for id in ids.sorted(by: { ($0.primaryKey ?? 0) < ($1.primaryKey ?? 0) }) {
+                    let root = try entity(id.entityName).rootEntity
+                    if trees[ObjectIdentifier(root)] == nil { trees[ObjectIdentifier(root)] = try transaction.tree(named: Self.rowsTree(root)) }
+                    guard let tree = trees[ObjectIdentifier(root)] ?? nil,
+                          let name = try withKey(try primaryKey(of: id), { key in try tree.withValue(forKey: key) { entityName(ofRow: $0, hierarchy: root) } }),
+                          name == id.entityName else {
+                        missing.append(id)
+                        continue
+                    }
+                }
+                return missing
+            }
+        }
+    }
+
     /// A to-many relationship's destinations, from the inverse's foreign-key, join or order tree.
     public func relatedObjectIDs(of objectID: ManagedObjectID, relationship: RelationshipDescription) throws -> [ManagedObjectID] {
         try Self.storeError("read \(objectID).\(relationship.name)") {

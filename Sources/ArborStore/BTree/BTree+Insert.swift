@@ -195,8 +195,11 @@ extension BTree {
     }
 
     /// A leaf that cannot take a new entry shares with a sibling (the left one, else the right
-    /// one): when the two leaves' entries fit in two pages they are spread evenly over them;
-    /// otherwise they become three pages, each about two-thirds full. `node` is the leaf's image
+    /// one): when the two leaves' entries fit in two pages with an eighth of each left free
+    /// (``sharingSlack``) they are spread evenly over them; otherwise they become three pages,
+    /// each about two-thirds full. (Shared to the brim, two full leaves share again at the next
+    /// entry: a run of entries inserted here and there in a packed tree — a batch insert's
+    /// foreign keys — then rebuilt two pages per entry.) `node` is the leaf's image
     /// with the new entry. Returns false when it could not (the caller splits the leaf alone).
     private func shareWithSibling(path: [PathEntry], node: NodeImage) throws -> Bool {
         let leaf = path[path.count - 1].page
@@ -226,14 +229,14 @@ extension BTree {
             combined.append(node)
         }
         func separator(_ cut: Int) -> [UInt8] { Self.separator(combined, at: cut) }
-        if let cuts = sharingCuts(combined, parts: 2) {
+        if let cuts = sharingCuts(combined, parts: 2, usable: usable - usable / Self.sharingSlack) {
             let cut = cuts[0]
             guard try replaceSeparator(in: parentEntry.page, at: leftIndex, with: separator(cut), child: leftPage) else { return false }
             try write(combined, 0..<cut, to: leftPage)
             try write(combined, cut..<combined.count, to: rightPage)
             return true
         }
-        guard let cuts = sharingCuts(combined, parts: 3) else { return false }
+        guard let cuts = sharingCuts(combined, parts: 3, usable: usable) else { return false }
         let (first, second) = (cuts[0], cuts[1])
         let middlePage = try pager.allocatePage()
         try write(combined, 0..<first, to: leftPage)
@@ -253,8 +256,8 @@ extension BTree {
     /// Cuts of the entries of two leaves (one with a new entry) into `parts` evenly filled
     /// leaves: by bytes measured at the entries' common prefix, when every part then fits at its
     /// own prefix; otherwise (keys sharing long prefixes) as evenly as the parts' own sizes let
-    /// them. Nil when `parts` leaves cannot hold them.
-    private func sharingCuts(_ combined: NodeImage, parts: Int) -> [Int]? {
+    /// them. Nil when `parts` leaves of `usable` bytes cannot hold them.
+    private func sharingCuts(_ combined: NodeImage, parts: Int, usable: Int) -> [Int]? {
         let prefix = combined.chosenPrefix(0..<combined.count)
         let sizes = (0..<combined.count).map { combined.size($0, prefix: prefix) }
         if let cuts = Self.cuts(sizes, parts: parts, base: 0, usable: .max), combined.partsFit(cuts, usable: usable) {
@@ -263,6 +266,10 @@ extension BTree {
         guard let cuts = combined.balancedCuts(maximumParts: parts, usable: usable), cuts.count == parts - 1 else { return nil }
         return cuts
     }
+
+    /// Two leaves share into two only when each is then at most this fraction short of full
+    /// (1/8: ``shareWithSibling(path:node:)``).
+    static let sharingSlack = 8
 
     /// Replaces the key of interior entry `index` of `page` (keeping its child), in place when
     /// it can, else by rewriting the node. Returns false, changing nothing, when it does not fit.

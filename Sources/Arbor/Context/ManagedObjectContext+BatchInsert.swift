@@ -1,0 +1,254 @@
+import Foundation
+import Logging
+
+extension ManagedObjectContext {
+    /// Runs a batch insert in the store (Core Data's `execute(_:)` with an
+    /// `NSBatchInsertRequest`): one row per dictionary (or per call of the request's handler),
+    /// written through the save's write pass in one transaction of the entity's store — keys,
+    /// indexes, uniqueness entries, foreign keys and history follow — with no managed object in
+    /// this context. Rows whose unique values another row holds are settled by this context's
+    /// merge policy (``BatchInsertRequest``: an upsert, skipped, or an error). Unless the request
+    /// says otherwise, every live context of the coordinator merges what it did. This context's
+    /// unsaved changes are neither seen nor saved.
+    ///
+    /// - Returns: what the request's ``BatchInsertRequest/resultType`` asks for.
+    /// - Throws: ``ArborError/Code/invalidFetchRequest`` for an unknown or abstract entity;
+    ///   ``ArborError/Code/unknownKey`` for a key the entity does not have;
+    ///   ``ArborError/Code/wrongValueType`` for a value of the wrong type, or a relationship that
+    ///   cannot be set this way; ``ArborError/Code/misuse`` for a destination that is not a saved
+    ///   object of the store; the validation codes for values the model refuses (with nothing
+    ///   written); ``ArborError/Code/constraintConflict`` under the error merge policy;
+    ///   ``ArborError/Code/storeSave`` for an engine failure.
+    public func execute(_ request: BatchInsertRequest) throws -> BatchInsertResult {
+        checkQueue()
+        let coordinator = try requireCoordinator("run a batch insert in")
+        guard let entity = coordinator.managedObjectModel.entity(named: request.entityName), !entity.isAbstract else {
+            throw ArborError(.invalidFetchRequest, "a batch insert needs a concrete entity of the model; \(request.entityName) is not one", entity: request.entityName)
+        }
+        guard let store = coordinator.stores(holding: entity).first else {
+            throw ArborError(.misuse, "no store of the coordinator holds \(entity.name)", entity: entity.name)
+        }
+        var builder = BatchInsertRows(entity: entity, model: coordinator.managedObjectModel, store: store, validates: request.validatesValues)
+        switch request.source {
+        case .objects(let objects):
+            for values in objects { try builder.add(values) }
+        case .dictionaryHandler(let handler):
+            while true {
+                var values: [String: Any] = [:]
+                if try handler(&values) { break }
+                try builder.add(values)
+            }
+        case .managedObjectHandler(let handler):
+            while true {
+                let object = entity.managedObjectClass.init(entity: entity, insertInto: nil)
+                if try handler(object) { break }
+                try builder.add(object)
+            }
+        }
+        let (inserted, updated) = try builder.write(coordinator, policy: mergePolicy.mergeType, origin: transactionOrigin(.batchInsert))
+        coordinator.logger.debug("a batch insert inserted \(inserted.count) objects and updated \(updated.count)",
+                                 metadata: name.map { ["arbor.context": .string($0)] } ?? [:])
+        if request.mergesIntoContexts && !(inserted.isEmpty && updated.isEmpty) {
+            var change = ContextChange(kind: .didSave)
+            change.insertedObjectIDs = Set(inserted)
+            change.updatedObjectIDs = Set(updated)
+            mergeIntoLiveContexts(change, coordinator)
+        }
+        return BatchInsertResult(resultType: request.resultType, inserted: inserted, updated: updated)
+    }
+}
+
+/// The rows of one batch insert: each dictionary made into a row of the entity (defaults, type
+/// conversion, validation), then written through the coordinator's save, conflicts over unique
+/// values settled by the merge policy.
+struct BatchInsertRows {
+    let entity: EntityDescription
+    let model: ManagedObjectModel
+    let store: any PersistentStore
+    let validates: Bool
+    /// The new rows, by temporary ID, and the values each dictionary gave (an upsert writes
+    /// those over the stored row).
+    private(set) var rows: [(id: ManagedObjectID, row: StoreRow, given: [String: PropertyValue])] = []
+    /// The destinations the rows name, with a key naming each: checked in the store all at
+    /// once before anything is written (``checkDestinations()``).
+    private var destinations: [ManagedObjectID: String] = [:]
+
+    init(entity: EntityDescription, model: ManagedObjectModel, store: any PersistentStore, validates: Bool) {
+        self.entity = entity
+        self.model = model
+        self.store = store
+        self.validates = validates
+    }
+
+    /// Adds the row of `values` (an attribute's value by its name, a to-one's destination ID).
+    mutating func add(_ values: [String: Any]) throws {
+        let id = ManagedObjectID(temporaryFor: entity.name)
+        var row = StoreRow(entityName: entity.name, version: 1, values: entity.initialValues)
+        // The values given are kept only where an upsert may need them.
+        var given: [String: PropertyValue] = [:]
+        let upserts = !entity.uniquenessConstraints.isEmpty
+        for (key, value) in values {
+            let stored = try storedValue(value, forKey: key)
+            row.values[key] = stored
+            if upserts { given[key] = stored }
+        }
+        try check(row, id: id)
+        rows.append((id, row, given))
+    }
+
+    /// Adds the row of the attributes and to-one relationships `object` holds (what its
+    /// handler set: an object in no context holds nothing else).
+    mutating func add(_ object: ManagedObject) throws {
+        var values: [String: Any] = [:]
+        for attribute in entity.attributes where !attribute.isTransient {
+            values[attribute.name] = try object.value(forKey: attribute.name) ?? NSNull()
+        }
+        for relationship in entity.relationships where !relationship.isToMany {
+            if let destination = try object.value(forKey: relationship.name) as? ManagedObject { values[relationship.name] = destination }
+        }
+        try add(values)
+    }
+
+    /// `value` without the optional it may be wrapped in (nil for nil, NSNull or an empty
+    /// optional): dictionaries of `Any` hold nil that way.
+    private static func unwrapped(_ value: Any) -> Any? {
+        if value is NSNull { return nil }
+        let mirror = Mirror(reflecting: value)
+        guard mirror.displayStyle == .optional else { return value }
+        return mirror.children.first.flatMap { unwrapped($0.value) }
+    }
+
+    /// `value` as the row's value of `key`.
+    private mutating func storedValue(_ value: Any, forKey key: String) throws -> PropertyValue {
+        if let attribute = entity.attributesByName[key], !attribute.isTransient {
+            // The value as given first; an optional or NSNull only when that fails (no
+            // reflection for the common case).
+            do {
+                return .attribute(try attribute.type.storedValue(from: value, entity: entity.name, key: key))
+            } catch let error as ArborError where error.code == .wrongValueType {
+                guard let inner = Self.unwrapped(value) else { return .none }
+                return .attribute(try attribute.type.storedValue(from: inner, entity: entity.name, key: key))
+            }
+        }
+        let absent = !(value is ManagedObjectID) && Self.unwrapped(value) == nil
+        guard let relationship = entity.relationshipsByName[key] else {
+            throw ArborError(.unknownKey, "\(entity.name) has no stored attribute or relationship \(key) for a batch insert to set", entity: entity.name, key: key)
+        }
+        // A to-one whose other side lives in no other row: the row's foreign key says it all.
+        guard !relationship.isToMany, relationship.inverseRelationship.map({ $0.isToMany && !$0.isOrdered }) ?? true else {
+            throw ArborError(.wrongValueType, "a batch insert sets to-one relationships whose inverse is an unordered to-many; \(entity.name).\(key) is not one",
+                             entity: entity.name, key: key)
+        }
+        if absent { return .none }
+        let id: ManagedObjectID
+        if let given = value as? ManagedObjectID {
+            id = given
+        } else if let given = Self.unwrapped(value) as? ManagedObjectID {
+            id = given
+        } else if let object = Self.unwrapped(value) as? ManagedObject {
+            id = object.objectID
+        } else {
+            throw ArborError(.wrongValueType, "\(entity.name).\(key) takes a ManagedObjectID of a saved object; \(type(of: value)) is not one",
+                             entity: entity.name, key: key, value: "\(value)")
+        }
+        guard let destination = relationship.destinationEntity, id.storeIdentifier == store.identifier, !id.isTemporaryID,
+              let named = model.entity(named: id.entityName), named.isKind(of: destination) else {
+            throw ArborError(.misuse, "\(entity.name).\(key) of a batch insert must name a saved \(relationship.destinationEntity?.name ?? "object") of the store \(store.identifier); \(id) is not one",
+                             entity: entity.name, key: key, objectID: id)
+        }
+        if destinations[id] == nil { destinations[id] = key }
+        return .object(id)
+    }
+
+    /// Checks a new row as a save checks a new object's attributes: required ones set, and,
+    /// when the request validates, every rule.
+    private func check(_ row: StoreRow, id: ManagedObjectID) throws {
+        for attribute in entity.attributes where !attribute.isTransient {
+            let value = row.attribute(attribute.name)
+            if validates {
+                try Validation.check(value, attribute: attribute, entity: entity.name, objectID: id)
+            } else if value == nil && !attribute.isOptional {
+                throw ArborError(.validationMissingMandatoryProperty, "\(entity.name).\(attribute.name) is required; a batch insert row leaves it nil",
+                                 entity: entity.name, key: attribute.name, objectID: id)
+            }
+        }
+        for relationship in entity.relationships where !relationship.isToMany && !relationship.isOptional && row.destination(relationship.name) == nil {
+            throw ArborError(.validationMissingMandatoryProperty, "\(entity.name).\(relationship.name) is required; a batch insert row leaves it nil",
+                             entity: entity.name, key: relationship.name, objectID: id)
+        }
+    }
+
+    /// Checks that every destination the rows name is a row of the store (of the ID's own
+    /// entity), in one read for a native store.
+    ///
+    /// - Throws: ``ArborError/Code/misuse`` naming the first one missing.
+    func checkDestinations() throws {
+        guard !destinations.isEmpty else { return }
+        let ids = Array(destinations.keys)
+        let missing = try (store as? NativeStore)?.missingRows(ids) ?? ids.filter { try store.row(for: $0) == nil }
+        if let id = missing.min(by: { ($0.primaryKey ?? 0) < ($1.primaryKey ?? 0) }), let key = destinations[id] {
+            throw ArborError(.misuse, "\(entity.name).\(key) of a batch insert names \(id), which the store does not hold", entity: entity.name, key: key, objectID: id)
+        }
+    }
+
+    /// `stored` in its entity's layout, so that any of its properties can be set.
+    static func writable(_ stored: StoreRow, _ model: ManagedObjectModel) throws -> StoreRow {
+        guard let entity = model.entity(named: stored.entityName) else {
+            throw ArborError(.store, "a stored row names the entity \(stored.entityName), which the model lacks", entity: stored.entityName)
+        }
+        var row = StoreRow(entityName: stored.entityName, version: stored.version, values: PropertyStorage(layout: entity.propertyLayout))
+        for (key, value) in stored.values { row.values[key] = value }
+        return row
+    }
+
+    /// Writes the rows in one save of the store; returns the permanent IDs of the rows
+    /// inserted, in order, and the IDs of the stored rows an upsert updated.
+    ///
+    /// A save refused for unique values is settled by `policy` and tried again (a few times:
+    /// each settlement can only remove conflicts, but an upsert may meet a new one): rows in
+    /// conflict among themselves keep one (the last under the object-trump policies, the first
+    /// under the store-trump ones); a row in conflict with a stored row becomes an update of that
+    /// row with its given values (object-trump, overwrite) or is dropped (store-trump, rollback).
+    func write(_ coordinator: PersistentStoreCoordinator, policy: MergePolicyType, origin: TransactionOrigin) throws -> ([ManagedObjectID], [ManagedObjectID]) {
+        try checkDestinations()
+        var dropped: Set<ManagedObjectID> = []
+        var upserts: [ManagedObjectID: (row: StoreRow, expected: RowExpectation)] = [:]
+        var upsertOrder: [ManagedObjectID] = []
+        let byID = Dictionary(uniqueKeysWithValues: rows.enumerated().map { ($1.id, $0) })
+        var attempts = 0
+        while true {
+            var changes = StoreChanges()
+            changes.origin = origin
+            changes.inserted = rows.compactMap { dropped.contains($0.id) ? nil : ($0.id, $0.row) }
+            changes.updated = upsertOrder.map { ($0, upserts[$0]!.row, expected: upserts[$0]!.expected) }
+            do {
+                let saved = try coordinator.save([(store.identifier, changes)])
+                return (saved.first?.insertedIDs ?? [], upsertOrder)
+            } catch let error as ArborError where error.code == .constraintConflict && !error.constraintConflicts.isEmpty {
+                attempts += 1
+                let objectTrump = policy == .mergeByPropertyObjectTrump || policy == .overwrite
+                guard objectTrump || policy == .mergeByPropertyStoreTrump || policy == .rollback, attempts <= 5 else { throw error }
+                for conflict in error.constraintConflicts {
+                    let claimants = conflict.conflictingObjectIDs.filter { byID[$0] != nil && !dropped.contains($0) }
+                    // A claimant that is not a new row (an upsert meeting another row): give up.
+                    guard claimants.count == conflict.conflictingObjectIDs.count else { throw error }
+                    if let holder = conflict.databaseObjectID {
+                        // Against a stored row: it keeps its values, or takes the last claimant's.
+                        dropped.formUnion(claimants)
+                        guard objectTrump, let winner = claimants.last else { continue }
+                        guard let stored = conflict.databaseSnapshot else { throw error }
+                        var row = try upserts[holder]?.row ?? Self.writable(stored, coordinator.managedObjectModel)
+                        for (key, value) in rows[byID[winner]!].given { row.values[key] = value }
+                        row.version = stored.version + 1
+                        if upserts[holder] == nil { upsertOrder.append(holder) }
+                        upserts[holder] = (row, RowExpectation(version: stored.version))
+                    } else {
+                        // Among new rows: one of them stays.
+                        guard let keep = objectTrump ? claimants.last : claimants.first else { continue }
+                        dropped.formUnion(claimants.filter { $0 != keep })
+                    }
+                }
+            }
+        }
+    }
+}

@@ -48,6 +48,14 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         observer = ObjectGraphObserver(observability)
     }
 
+    /// How the coordinator looks for other connections' commits (docs/history.md, "Remote
+    /// changes").
+    let remoteChecking = RemoteChangeChecking()
+
+    deinit {
+        remoteChecking.stopPolling()
+    }
+
     /// The logger of the coordinator and its contexts (label `arbor.graph` unless
     /// ``ObjectGraphObservability/logger`` said otherwise).
     public var logger: Logger { observer.logger }
@@ -82,7 +90,10 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     func locked<R>(_ body: () throws -> R) rethrows -> R {
         lock.lock()
         defer { lock.unlock() }
-        return try body()
+        let result = try body()
+        // What this access saw of the files may show another connection's commits.
+        if remoteChecking.onAccess.load(ordering: .relaxed) { noticeRemoteChanges(stores) }
+        return result
     }
 
     // MARK: Stores

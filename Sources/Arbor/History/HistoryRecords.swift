@@ -397,6 +397,7 @@ final class HistoryWriter {
             try append()
         }
         guard let number else { return }
+        store.noteRecording(number)
         let transactions = try transaction.tree(named: HistoryRecords.transactionsTree, create: true)!
         let process = ProcessInfo.processInfo
         try transactions.put(HistoryRecords.transactionKey(number),

@@ -24,7 +24,7 @@ extension NativeStore {
     /// `origin` names who deletes, for persistent history.
     func batchDelete(matching fetch: StoreFetch?, objectIDs: [ManagedObjectID], origin: TransactionOrigin) throws -> BatchDeletion {
         try Self.storeError("batch delete from \(path ?? "memory")", code: .storeSave) {
-            try database.write { transaction in
+            try ownWrite { transaction in
                 let deleter = BatchDeleter(store: self, transaction: transaction, origin: origin)
                 if var fetch {
                     let entity = try entity(fetch.entityName)
@@ -217,7 +217,7 @@ extension NativeStore {
                      _ change: (ManagedObjectID, StoreRow) throws -> StoreRow?) throws -> StoreChanges {
         let entity = try entity(fetch.entityName)
         return try Self.storeError("batch update in \(path ?? "memory")", code: .storeSave) {
-            try database.write { transaction in
+            try ownWrite { transaction in
                 var changes = StoreChanges()
                 var stored: [StoreRow] = []
                 try forEachRow(fetch, entity: entity, plan: plan(fetch, entity: entity), in: transaction) { id, row in

@@ -125,7 +125,7 @@ extension NativeStore {
     /// many transactions went.
     func deleteHistory(before: Int64?, date: Date?) throws -> Int {
         try Self.storeError("delete the persistent history of \(path ?? "memory")", code: .storeSave) {
-            try database.write { transaction in
+            try ownWrite { transaction in
                 guard let transactions = try transaction.tree(named: HistoryRecords.transactionsTree) else { return 0 }
                 var doomed: [[UInt8]] = []
                 var last: Int64?

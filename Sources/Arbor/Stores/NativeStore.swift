@@ -1,5 +1,6 @@
 import Foundation
 import OrderedCollections
+import Synchronization
 
 /// Arbor's store: rows in an ArborStore database (DESIGN §3 "Store mapping"; layout in
 /// docs/object-graph.md, "The native store").
@@ -53,6 +54,8 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     /// Whether the store records persistent history (docs/history.md): every save and batch
     /// request writes its transaction and changes with it.
     public let tracksHistory: Bool
+    /// What the store knows of the commits to its file (``RemoteWatch``).
+    let remoteWatch = Mutex(RemoteWatch())
 
     /// Opens (creating when missing) the store at `path` for `model`.
     ///
@@ -219,6 +222,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
             if !recorded.hasHistory { try recordMissingHistory() }
             try recordColumns(unrecorded)
         }
+        try startWatching()
     }
 
     /// The place of entity `name` in a layout-3 store's entity list (nil: none there).
@@ -499,7 +503,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     public func allocatePrimaryKeys(for entity: EntityDescription, count: Int) throws -> [Int64] {
         try Self.storeError("allocate primary keys for \(entity.name)") {
             guard count > 0 else { return [] }
-            return try database.write { transaction in
+            return try ownWrite { transaction in
                 guard let tree = try transaction.tree(named: Self.rowsTree(entity), create: true) else { return [] }
                 return try tree.nextSequence(reserving: count).map { try Self.primaryKey(fromSequence: $0, of: tree) }
             }
@@ -525,7 +529,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         }
         // An error thrown inside the transaction (a conflict, or the caller's) rolls it back.
         return try Self.storeError("save to \(path ?? "memory")", code: .storeSave) {
-            try database.write { transaction in
+            try ownWrite { transaction in
                 let writer = RowWriter(store: self, transaction: transaction, changes: changes, history: historyWriter(transaction, changes.origin))
                 try writer.allocateKeys()
                 try writer.apply()

@@ -106,6 +106,16 @@ public final class Database: Sendable {
     /// Serialises this process's write transactions (across processes, the file lock does).
     private let writerGate = Gate()
     private let closed = Atomic<Bool>(false)
+    /// The largest change counter a transaction of this database has seen (``latestChangeCounter``).
+    private let seenChangeCounter = Atomic<UInt64>(0)
+
+    /// The file header's change counter as this database last saw it: the largest one any of its
+    /// transactions saw when it began, or committed (a commit that changes something increments
+    /// it; docs/file-format.md). Reading it costs no I/O: a caller that compares it with a value
+    /// it kept learns whether anyone — another connection, another process — committed since,
+    /// as far as this database's own reads and writes have looked (Arbor's remote-change
+    /// notifications, docs/history.md).
+    public var latestChangeCounter: UInt64 { seenChangeCounter.load(ordering: .acquiring) }
 
     /// Opens (and, when allowed, creates) the database at `path`, recovering it if a writer crashed.
     ///
@@ -158,6 +168,13 @@ public final class Database: Sendable {
         if connection.pager.isPoisoned {
             connection.pager.close()
             return
+        }
+        let counter = connection.pager.currentHeader.changeCounter
+        var seen = seenChangeCounter.load(ordering: .relaxed)
+        while seen < counter {
+            let (exchanged, original) = seenChangeCounter.compareExchange(expected: seen, desired: counter, ordering: .acquiringAndReleasing)
+            if exchanged { break }
+            seen = original
         }
         idle.withLock { $0.append(connection) }
     }

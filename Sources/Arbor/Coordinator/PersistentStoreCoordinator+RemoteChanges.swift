@@ -1,0 +1,134 @@
+import Dispatch
+import Foundation
+import Logging
+import Synchronization
+
+/// How a coordinator looks for commits that other connections — other coordinators, other
+/// processes — made to its stores' files (docs/history.md, "Remote changes").
+final class RemoteChangeChecking: @unchecked Sendable {
+    /// Whether each access compares the change counters its transactions saw.
+    let onAccess = Atomic<Bool>(false)
+    /// Whether a check is scheduled already.
+    let scheduled = Atomic<Bool>(false)
+    /// The poll, when one runs (under `lock`).
+    private var timer: DispatchSourceTimer?
+    private let lock = NSLock()
+
+    func startPolling(every interval: Duration, _ poll: @escaping @Sendable () -> Void) {
+        let source = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "arbor.remote-changes"))
+        let nanoseconds = Int(clamping: interval.components.seconds * 1_000_000_000 + interval.components.attoseconds / 1_000_000_000)
+        source.schedule(deadline: .now() + .nanoseconds(nanoseconds), repeating: .nanoseconds(max(nanoseconds, 1_000_000)))
+        source.setEventHandler(handler: poll)
+        source.resume()
+        lock.withLock {
+            timer?.cancel()
+            timer = source
+        }
+    }
+
+    func stopPolling() {
+        lock.withLock {
+            timer?.cancel()
+            timer = nil
+        }
+    }
+}
+
+extension PersistentStoreCoordinator {
+    /// Posted, on no particular thread, when the coordinator finds that another connection — a
+    /// coordinator of another process, or another coordinator of this one — committed changes
+    /// to one of its native stores' files (Core Data's `NSPersistentStoreRemoteChange`). The
+    /// object is the coordinator; `userInfo` holds the store's identifier under
+    /// ``storeIdentifierKey`` and, for a store that records persistent history, the token of the
+    /// last transaction found under ``historyTokenKey``. Root contexts of the coordinator that
+    /// merge automatically (``ManagedObjectContext/automaticallyMergesChangesFromParent``)
+    /// merge the objects those transactions inserted, updated and deleted, on their own queues.
+    public static let remoteChangeNotification = Notification.Name("ArborPersistentStoreRemoteChange")
+    /// The key of the store's identifier (a `UUID`) in a ``remoteChangeNotification``.
+    public static let storeIdentifierKey = "storeIdentifier"
+    /// The key of the history token (a ``PersistentHistoryToken``) in a
+    /// ``remoteChangeNotification``.
+    public static let historyTokenKey = "historyToken"
+
+    /// Whether every access of the coordinator (a fetch, a fault, a save) compares the change
+    /// counters its transactions saw with those it accounted for — no I/O — and, when another
+    /// connection committed, processes the remote changes on another thread (false by default).
+    /// An access sees a commit made before it; the notification follows it.
+    public var checksRemoteChangesOnAccess: Bool {
+        get { remoteChecking.onAccess.load(ordering: .relaxed) }
+        set { remoteChecking.onAccess.store(newValue, ordering: .relaxed) }
+    }
+
+    /// Polls the stores' files every `interval` (a read of each file's header) and processes the
+    /// remote changes found, until ``stopPollingRemoteChanges()`` or the coordinator goes.
+    public func startPollingRemoteChanges(every interval: Duration) {
+        remoteChecking.startPolling(every: interval) { [weak self] in
+            guard let self else { return }
+            do {
+                try self.processRemoteChanges()
+            } catch {
+                self.logger.warning("could not look for remote changes", metadata: ["arbor.error": "\(error)"])
+            }
+        }
+    }
+
+    /// Stops the poll ``startPollingRemoteChanges(every:)`` started.
+    public func stopPollingRemoteChanges() {
+        remoteChecking.stopPolling()
+    }
+
+    /// Looks now for commits other connections made to the native stores' files since the
+    /// coordinator last looked (reading each file's header), and for each store that has some
+    /// posts a ``remoteChangeNotification``: with persistent history, after refreshing the row
+    /// cache's rows of the objects they changed and merging them into the root contexts that
+    /// merge automatically. Returns whether any store had some.
+    ///
+    /// - Throws: ``ArborError/Code/store`` when the files or their history cannot be read.
+    @discardableResult
+    public func processRemoteChanges() throws -> Bool {
+        try processRemoteChanges(refreshing: true)
+    }
+
+    func processRemoteChanges(refreshing: Bool) throws -> Bool {
+        let found = try locked {
+            try persistentStores.compactMap { $0 as? NativeStore }.compactMap { try $0.remoteChanges(refreshing: refreshing) }
+        }
+        for changes in found {
+            let changed = changes.updated.union(changes.deleted)
+            if !changed.isEmpty { try reloadSnapshots(Array(changed)) }
+            logger.debug("remote changes", metadata: ["arbor.store": "\(changes.store)", "arbor.inserted": "\(changes.inserted.count)",
+                                                      "arbor.updated": "\(changes.updated.count)", "arbor.deleted": "\(changes.deleted.count)"])
+            var userInfo: [AnyHashable: Any] = [Self.storeIdentifierKey: changes.store]
+            if let token = changes.token { userInfo[Self.historyTokenKey] = token }
+            NotificationCenter.default.post(name: Self.remoteChangeNotification, object: self, userInfo: userInfo)
+            guard !(changes.inserted.isEmpty && changed.isEmpty) else { continue }
+            var change = ContextChange(kind: .didSave)
+            change.insertedObjectIDs = changes.inserted
+            change.updatedObjectIDs = changes.updated
+            change.deletedObjectIDs = changes.deleted
+            let merged = change
+            for context in liveContexts() where context.parent == nil {
+                context.perform {
+                    if context.automaticallyMergesChangesFromParent { context.merge(merged, fromOwnCoordinator: false) }
+                }
+            }
+        }
+        return !found.isEmpty
+    }
+
+    /// After an access (under the lock): when a store's transactions saw a change counter it
+    /// has not accounted for, processes the remote changes on another thread (one at a time).
+    func noticeRemoteChanges(_ stores: [any PersistentStore]) {
+        guard stores.contains(where: { ($0 as? NativeStore)?.mayHaveRemoteChanges ?? false }),
+              !remoteChecking.scheduled.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        DispatchQueue.global().async { [weak self] in
+            guard let self else { return }
+            defer { self.remoteChecking.scheduled.store(false, ordering: .releasing) }
+            do {
+                _ = try self.processRemoteChanges(refreshing: false)
+            } catch {
+                self.logger.warning("could not look for remote changes", metadata: ["arbor.error": "\(error)"])
+            }
+        }
+    }
+}

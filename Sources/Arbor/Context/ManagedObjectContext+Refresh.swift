@@ -28,6 +28,12 @@ extension ManagedObjectContext {
     public func refresh(_ object: ManagedObject, mergeChanges: Bool) {
         checkQueue()
         guard object.managedObjectContext === self, !object.insertedFlag, !object.faulted else { return }
+        // Observation is told that any property may change (docs/observation.md).
+        object.observingChangeOfEveryProperty { refreshValues(object, mergeChanges: mergeChanges) }
+    }
+
+    /// ``refresh(_:mergeChanges:)`` of an object that can be refreshed.
+    private func refreshValues(_ object: ManagedObject, mergeChanges: Bool) {
         // Merging needs the row: when it is gone, or cannot be read now, the object keeps its
         // values and changes — the next save meets the deletion (or the error) and its merge
         // policy decides — instead of turning into a fault that has lost them.

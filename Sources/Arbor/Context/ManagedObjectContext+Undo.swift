@@ -118,7 +118,7 @@ extension ManagedObjectContext {
     /// Sets a slot as undo or redo says, keeping the object's changed slots right.
     private func setForUndo(_ object: ManagedObject, slot: Int, _ recorded: PropertyValue?) {
         let value = currentIDs(recorded)
-        object.values[slot: slot] = value
+        object.observingChange(of: slot) { object.values[slot: slot] = value }
         let name = object.entity.propertyLayout.names[slot]
         if object.entity.relationshipsByName[name]?.isToMany == true { object.unloadedRelationships.remove(name) }
         let persistent = object.entity.attributesByName[name].map { !$0.isTransient } ?? true

@@ -50,8 +50,14 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     public private(set) var versionHash = Data()
     /// The slots of its objects' property storage.
     private(set) var propertyLayout = PropertyLayout.named([]) {
-        didSet { layoutReference = Unmanaged.passUnretained(propertyLayout) }
+        didSet {
+            layoutReference = Unmanaged.passUnretained(propertyLayout)
+            observationKeyPaths = propertyLayout.names.indices.map { \ManagedObject[observedSlot: $0] }
+        }
     }
+    /// The key path naming each slot of ``propertyLayout`` to Observation
+    /// (``ManagedObject/observationAccess(_:)``).
+    private(set) var observationKeyPaths: [KeyPath<ManagedObject, Int>] = []
     /// ``propertyLayout``, unretained (layouts are never freed): decoding a row and making a
     /// fault read it without counting a reference to it.
     private(set) var layoutReference = Unmanaged.passUnretained(PropertyLayout.named([]))

@@ -16,6 +16,7 @@ extension ManagedObject {
         checkQueue()
         // One lookup by name: the slot tells attribute from relationship.
         guard let slot = entity.propertyLayout.index[key] else { throw unknownKey(key) }
+        observationAccess(slot)
         if let attribute = entity.attributeInSlot[slot] {
             return try attribute._withUnsafeGuaranteedRef { attribute in
                 if !attribute.isTransient { try fireFault() }
@@ -245,7 +246,7 @@ extension ManagedObject {
         // The context is loaded once (each load retains it).
         let context = managedObjectContext
         context?.recordUndo(self, slot: slot)
-        values[slot: slot] = value
+        observingChange(of: slot) { values[slot: slot] = value }
         guard persistent else { return }
         if committed?[slot: slot] == value {
             changedSlots.remove(slot)

@@ -1,4 +1,5 @@
 import Foundation
+import Observation
 import OrderedCollections
 
 /// A property's value inside a managed object.
@@ -162,6 +163,12 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         let box = extras ?? ObjectExtras()
         change(box)
         extras = box.isEmpty ? nil : box
+    }
+
+    /// The object's Observation registrar (``observationAccess(_:)``), made at its first read.
+    var observationRegistrar: ObservationRegistrar? {
+        get { extras?.observationRegistrar }
+        set { changeExtras { $0.observationRegistrar = newValue } }
     }
 
     /// Destinations a fetch prefetched for this object (``FetchRequest/relationshipKeyPathsForPrefetching``),
@@ -412,7 +419,8 @@ final class ObjectExtras {
     var prefetchedDestinations: [ManagedObject] = []
     var faultBatch: FaultBatch?
     var refusedValues: [String: ArborError]?
+    var observationRegistrar: ObservationRegistrar?
 
     /// Whether the box holds nothing (and can go).
-    var isEmpty: Bool { prefetchedDestinations.isEmpty && faultBatch == nil && refusedValues == nil }
+    var isEmpty: Bool { prefetchedDestinations.isEmpty && faultBatch == nil && refusedValues == nil && observationRegistrar == nil }
 }

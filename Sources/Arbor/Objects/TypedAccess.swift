@@ -129,6 +129,7 @@ enum TypedAccess {
         let entity = object.entity
         if let attribute = entity.attributesByName[key] {
             object.checkQueue()
+            if let slot = entity.propertyLayout.index[key] { object.observationAccess(slot) }
             var stored: AttributeValue?
             // A fault fires for a persistent attribute; one whose row is gone reads as nil.
             let loaded = attribute.isTransient || (try? object.fireFault()) != nil

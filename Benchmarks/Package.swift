@@ -207,6 +207,12 @@ let package = Package(
             dependencies: ["ContextSaveWorkloads", "CommitWorkloads"],
             swiftSettings: swiftSettings
         ),
+        // One change in a fetched-results controller against fetching again (issue 28, item 6).
+        .executableTarget(
+            name: "ResultsControllerReport",
+            dependencies: [.product(name: "Arbor", package: "Arbor")],
+            swiftSettings: swiftSettings
+        ),
         // Change tracking with and without an undo manager (issue 7, item 5): prints the undo
         // table of docs/performance.md (make bench-undo).
         .executableTarget(

@@ -359,12 +359,18 @@ struct HistoryTests {
         deletion.resultType = .count
         #expect(try context.execute(deletion).count == 2)
         #expect(try Self.history(context).map(\.transactionNumber) == [3, 4])
+        // A token whose next transactions were deleted has expired; one at the last deleted has not.
+        let expired = try #require(throws: ArborError.self) { try Self.history(context, after: token) }
+        #expect(expired.code == .persistentHistoryTokenExpired && expired.message.contains("from the start"))
+        #expect(try context.execute(.fetchHistory(after: after[0])).transactions?.map(\.transactionNumber) == [3, 4])
         #expect(try context.execute(.deleteHistory(before: token)).status)
         #expect(try Self.history(context).map(\.transactionNumber) == [3, 4], "a token before what is left deletes nothing")
         var everything = PersistentHistoryChangeRequest.deleteHistory(before: nil as PersistentHistoryToken?)
         everything.resultType = .count
         #expect(try context.execute(everything).count == 2)
         #expect(try Self.history(context).isEmpty)
+        #expect(try stack.coordinator.currentPersistentHistoryToken()?.transactionNumber(in: stack.coordinator.persistentStores[0].identifier) == 4,
+                "the current token does not go back when the history is gone")
         // Numbers never go back, even with the history gone.
         _ = try stack.insert("Department", in: context, ["name": "D4"])
         try context.save()
@@ -428,10 +434,61 @@ struct HistoryTests {
             _ = try dropped.insert("Department", in: context, ["name": "After"])
             try context.save()
         }
-        #expect(try trees().isDisjoint(with: [HistoryRecords.transactionsTree, HistoryRecords.changesTree]))
+        // The transactions tree stays, emptied, for its numbering.
+        #expect(try !trees().contains(HistoryRecords.changesTree))
         #expect(try hashes()[NativeStore.trackingHashKey] == nil)
-        let reopened = try stack(.off)
-        #expect(try reopened.context().count(for: FetchRequest<ManagedObject>(entityName: "Department")) == 3)
+        do {
+            let reopened = try stack(.off)
+            #expect(try reopened.context().count(for: FetchRequest<ManagedObject>(entityName: "Department")) == 3)
+        }
+        // Tracking again, numbers go on from the dropped ones: a token of before the drop has expired.
+        let again = try stack(.on)
+        let context = again.context()
+        _ = try again.insert("Department", in: context, ["name": "Again"])
+        try context.save()
+        #expect(try Self.history(context).map(\.transactionNumber) == [2])
+        let old = PersistentHistoryToken(transactionNumbers: [again.coordinator.persistentStores[0].identifier: 0])
+        #expect(try #require(throws: ArborError.self) { try Self.history(context, after: old) }.code == .persistentHistoryTokenExpired)
+    }
+
+    @Test("a store refuses to write when another process started recording history, or deleted it, after it opened: no hole, no history without its flag")
+    func trackingChangedUnderTheStore() throws {
+        let path = try temporaryDirectory() + "/changed.arbor"
+        let model = try BatchDeleteTests.model()
+        func stack(_ history: PersistentHistoryTracking) throws -> Stack {
+            let coordinator = PersistentStoreCoordinator(managedObjectModel: model)
+            try coordinator.addNativeStore(at: path, history: history)
+            return Stack(model: model, coordinator: coordinator)
+        }
+        func count() throws -> Int {
+            try stack(.on).context().count(for: FetchRequest<ManagedObject>(entityName: "Department"))
+        }
+        do {
+            let untracked = try stack(.off)
+            let context = untracked.context()
+            _ = try untracked.insert("Department", in: context, ["name": "Before"])
+            try context.save()
+            _ = try stack(.on)
+            _ = try untracked.insert("Department", in: context, ["name": "Hole"])
+            let refusal = try #require(throws: ArborError.self) { try context.save() }
+            #expect(refusal.code == .storeSave && refusal.message.contains("started recording"))
+            #expect(context.hasChanges, "the refused save loses nothing")
+        }
+        #expect(try count() == 1)
+        do {
+            let tracked = try stack(.on)
+            let context = tracked.context()
+            _ = try tracked.insert("Department", in: context, ["name": "Recorded"])
+            try context.save()
+            _ = try stack(.dropRecorded)
+            _ = try tracked.insert("Department", in: context, ["name": "Orphan"])
+            let refusal = try #require(throws: ArborError.self) { try context.save() }
+            #expect(refusal.code == .storeSave && refusal.message.contains("deleted the persistent history"))
+        }
+        #expect(try count() == 2)
+        let database = try Database(path: path)
+        defer { database.close() }
+        #expect(try database.read { try $0.tree(named: HistoryRecords.changesTree) } == nil, "no history was written without the flag")
     }
 
     @Test("a power cut at any I/O operation of a tracked save or batch request leaves the rows and their history both as before or both as after")
@@ -527,7 +584,17 @@ struct HistoryTests {
             try transaction.tree(named: HistoryRecords.transactionsTree)!.put(HistoryRecords.transactionKey(1), [1, 2, 3])
         }
         #expect(throws: ArborError.self) { try context.execute(.fetchHistory(after: nil)) }
-        #expect(throws: ArborError.self) { try stack.coordinator.currentPersistentHistoryToken() }
+        // The current token is the numbering's, whatever the records hold.
+        #expect(try stack.coordinator.currentPersistentHistoryToken()?.transactionNumber(in: store.identifier) == 1)
+        // A record claiming more changes than memory holds reserves no more than it reads.
+        let good = HistoryRecords.transactionRecord(timestamp: Date(), origin: TransactionOrigin(), processID: 1, processName: "p",
+                                                    changeCount: Int(Int64.max), names: [])
+        try store.database.write { transaction in
+            try transaction.tree(named: HistoryRecords.transactionsTree)!.put(HistoryRecords.transactionKey(1), good)
+            try transaction.tree(named: HistoryRecords.changesTree)!.put(HistoryRecords.changeKey(1, 0),
+                                                                        KeyEncoding.encode([.int(0), .int(0), .int(1), .int(0)]))
+        }
+        #expect(throws: ArborError.self) { try context.execute(.fetchHistory(after: nil)) }
         // A hostile token asks for nothing past the last number instead of trapping.
         let hostile = PersistentHistoryToken(transactionNumbers: [store.identifier: .max])
         #expect(try context.execute(.fetchHistory(after: hostile)).transactions?.isEmpty == true)

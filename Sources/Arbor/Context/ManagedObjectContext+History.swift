@@ -11,8 +11,9 @@ extension ManagedObjectContext {
     /// - Returns: for a fetch, the transactions after the request's token or date that its
     ///   predicate accepts, oldest first; for a deletion, how many transactions went — as much
     ///   as the request's ``PersistentHistoryChangeRequest/resultType`` asks for.
-    /// - Throws: ``ArborError/Code/unknownKey`` for a predicate naming something a
-    ///   transaction does not have; ``ArborError/Code/store`` for damaged history records;
+    /// - Throws: ``ArborError/Code/persistentHistoryTokenExpired`` when a fetch names a token
+    ///   whose store has deleted history after it; ``ArborError/Code/unknownKey`` for a
+    ///   predicate naming something a transaction does not have; ``ArborError/Code/store`` for damaged history records;
     ///   ``ArborError/Code/storeSave`` when a deletion cannot be written.
     public func execute(_ request: PersistentHistoryChangeRequest) throws -> PersistentHistoryResult {
         checkQueue()
@@ -26,11 +27,17 @@ extension ManagedObjectContext {
             for store in stores {
                 var after: Int64 = 0
                 var date: Date?
+                var named = false
                 switch bound {
-                case .token(let token): after = token?.transactionNumber(in: store.identifier) ?? 0
+                case .token(let token):
+                    // A token that does not name this store (another store's transaction's) reads it from the start.
+                    if let number = token?.transactionNumbers[store.identifier] {
+                        after = number
+                        named = true
+                    }
                 case .date(let moment): date = moment
                 }
-                found += try store.fetchHistory(after: after, date: date, changes: request.resultType == .transactionsAndChanges) { transaction in
+                found += try store.fetchHistory(after: after, token: named, date: date, changes: request.resultType == .transactionsAndChanges) { transaction in
                     guard let predicate = request.predicate else { return true }
                     subject.transaction = transaction
                     return try evaluator.evaluate(predicate, on: .row(subject))

@@ -110,6 +110,11 @@ public struct ArborError: Error, Sendable, CustomStringConvertible, LocalizedErr
         public static let invalidObjectID = Code("invalidObjectID", 134060)
         /// The store failed to open (`NSPersistentStoreOpenError`); ``ArborError/storeError`` says why.
         public static let storeOpen = Code("storeOpen", 134080)
+        /// A persistent history request named a token older than the history the store still
+        /// holds: transactions after it were deleted (Core Data's
+        /// `NSPersistentHistoryTokenExpiredError`). Fetch from the start instead, and rebuild
+        /// what the token stood for.
+        public static let persistentHistoryTokenExpired = Code("persistentHistoryTokenExpired", 134301)
         /// The store failed to save (`NSPersistentStoreSaveError`); ``ArborError/storeError`` says why.
         public static let storeSave = Code("storeSave", 134030)
         /// Any other failure of a store; ``ArborError/storeError`` says why.

@@ -35,7 +35,8 @@ enum HistoryRecords {
     /// names its changes use.
     static func transactionRecord(timestamp: Date, origin: TransactionOrigin, processID: Int32, processName: String, changeCount: Int,
                                   names: [String]) -> [UInt8] {
-        let nanoseconds = Int64((timestamp.timeIntervalSince1970 * 1e9).rounded())
+        // Clamped: a clock past 2262 (or before 1678) must not trap the save.
+        let nanoseconds = Int64(exactly: (timestamp.timeIntervalSince1970 * 1e9).rounded()) ?? (timestamp.timeIntervalSince1970 < 0 ? .min : .max)
         return KeyEncoding.encode([.int(recordVersion), .int(nanoseconds), origin.author.map(KeyComponent.string) ?? .null,
                                    origin.contextName.map(KeyComponent.string) ?? .null, .int(Int64(processID)), .string(processName),
                                    .string(origin.kind.rawValue), .int(Int64(changeCount)), .int(Int64(names.count))] + names.map(KeyComponent.string),
@@ -397,7 +398,7 @@ final class HistoryWriter {
             try append()
         }
         guard let number else { return }
-        store.noteRecording(number)
+        store.noteRecording(number, in: transaction)
         let transactions = try transaction.tree(named: HistoryRecords.transactionsTree, create: true)!
         let process = ProcessInfo.processInfo
         try transactions.put(HistoryRecords.transactionKey(number),

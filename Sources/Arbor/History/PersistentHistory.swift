@@ -271,3 +271,12 @@ public struct PersistentHistoryResult: Sendable {
         self.transactions = resultType == .transactionsOnly || resultType == .transactionsAndChanges ? transactions : nil
     }
 }
+
+extension PersistentHistoryTransaction {
+    /// The transaction with `changes`.
+    func with(changes: [PersistentHistoryChange]) -> PersistentHistoryTransaction {
+        PersistentHistoryTransaction(transactionNumber: transactionNumber, storeID: storeID, timestamp: timestamp, author: author,
+                                     contextName: contextName, processID: processID, processName: processName, kind: kind,
+                                     changeCount: changeCount, changes: changes)
+    }
+}

@@ -45,18 +45,51 @@ extension NativeStore {
         case (.dropRecorded, true):
             try storeError("delete the persistent history of \(path)", code: .storeOpen) {
                 try database.write { transaction in
-                    let count = try transaction.tree(named: HistoryRecords.transactionsTree)?.statistics().entries ?? 0
-                    database.options.logger.notice("deleting the persistent history of the store, as asked (dropsPersistentHistory)",
-                                                   metadata: ["arbor.path": "\(path)", "arbor.transactions": "\(count)"])
-                    _ = try transaction.dropTree(named: HistoryRecords.transactionsTree)
-                    _ = try transaction.dropTree(named: HistoryRecords.changesTree)
                     let metadata = try transaction.tree(named: "arbor.metadata", create: true)!
+                    if let transactions = try transaction.tree(named: HistoryRecords.transactionsTree) {
+                        // The tree stays, emptied: its sequence goes on, so that a number is never
+                        // handed out twice, and every token up to the last number has expired.
+                        let count = try deleteAll(transactions)
+                        database.options.logger.notice("deleting the persistent history of the store, as asked (dropsPersistentHistory)",
+                                                       metadata: ["arbor.path": "\(path)", "arbor.transactions": "\(count)"])
+                        try raiseTrimmedMark(to: transactions.sequence, metadata: metadata)
+                    }
+                    _ = try transaction.dropTree(named: HistoryRecords.changesTree)
                     _ = try metadata.delete(trackingKey)
                     try setTrackingHash(false, metadata: metadata)
                 }
             }
             return false
         }
+    }
+
+    /// The metadata key of the number of the last transaction deleted from the history (absent:
+    /// none was): a token before it has expired.
+    static let trimmedKey = Array("historyTrimmed".utf8)
+
+    /// The number of the last transaction deleted from the history (0: none).
+    static func trimmedMark(metadata: Tree?) throws -> Int64 {
+        guard let bytes = try metadata?.get(trimmedKey) else { return 0 }
+        guard bytes.count == 8 else { throw StoreError(.corrupt, "the metadata entry historyTrimmed has \(bytes.count) bytes, not 8") }
+        let value = bytes.reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        guard let mark = Int64(exactly: value) else { throw StoreError(.corrupt, "the metadata entry historyTrimmed holds \(value), past any transaction number") }
+        return mark
+    }
+
+    /// Records that the history up to transaction `number` was deleted.
+    static func raiseTrimmedMark(to number: UInt64, metadata: Tree) throws {
+        guard Int64(exactly: number).map({ $0 > (try? trimmedMark(metadata: metadata)) ?? 0 }) ?? false else { return }
+        try metadata.put(trimmedKey, (0..<8).map { UInt8(truncatingIfNeeded: number >> (56 - 8 * UInt64($0))) })
+    }
+
+    /// Deletes every entry of `tree`; returns how many there were.
+    private static func deleteAll(_ tree: Tree) throws -> Int {
+        var keys: [[UInt8]] = []
+        try tree.forEach { key, _ in
+            keys.append(Array(key))
+            return true
+        }
+        return try tree.delete(batch: keys)
     }
 
     /// Adds or removes the tracking entry of a store's recorded hashes.
@@ -76,23 +109,34 @@ extension NativeStore {
         tracksHistory ? HistoryWriter(store: self, transaction: transaction, origin: origin) : nil
     }
 
-    /// The number of the last transaction the store's history holds (0: none).
+    /// The number of the last transaction the store recorded (0: none), whether or not its
+    /// history still holds it: tokens never go backwards.
     func lastHistoryTransaction() throws -> Int64 {
         try Self.storeError("read the persistent history of \(path ?? "memory")") {
             try database.read { transaction in
                 guard let tree = try transaction.tree(named: HistoryRecords.transactionsTree) else { return 0 }
-                let cursor = try tree.makeCursor()
-                guard try cursor.last(), let key = cursor.key, let value = try cursor.value() else { return 0 }
-                return try HistoryRecords.transaction(key: key, value: value, store: identifier).transaction.transactionNumber
+                return try NativeStore.primaryKey(fromSequence: tree.sequence, of: tree)
             }
         }
     }
 
     /// The transactions after number `after` (or written after `date`) that `include` accepts,
     /// oldest first, with their changes when `changes` is set.
-    func fetchHistory(after: Int64, date: Date?, changes: Bool, _ include: (PersistentHistoryTransaction) throws -> Bool) throws -> [PersistentHistoryTransaction] {
+    ///
+    /// - Parameter token: `after` comes from a token: when history after it was deleted, the
+    ///   token has expired (``ArborError/Code/persistentHistoryTokenExpired``).
+    func fetchHistory(after: Int64, token: Bool = false, date: Date?, changes: Bool,
+                      _ include: (PersistentHistoryTransaction) throws -> Bool) throws -> [PersistentHistoryTransaction] {
         try Self.storeError("read the persistent history of \(path ?? "memory")") {
             try database.read { transaction in
+                if token {
+                    let trimmed = try Self.trimmedMark(metadata: transaction.tree(named: "arbor.metadata"))
+                    if after < trimmed {
+                        throw ArborError(.persistentHistoryTokenExpired,
+                                         "the history token names transaction \(after) of store \(identifier), but the history up to transaction \(trimmed) was deleted: "
+                                            + "fetch the history from the start (a nil token) and rebuild what depended on the token")
+                    }
+                }
                 guard after < Int64.max, let transactions = try transaction.tree(named: HistoryRecords.transactionsTree) else { return [] }
                 var found: [(transaction: PersistentHistoryTransaction, names: [String])] = []
                 try transactions.forEach(from: HistoryRecords.transactionKey(after + 1)) { key, value in
@@ -101,10 +145,13 @@ extension NativeStore {
                     if try include(record.transaction) { found.append(record) }
                     return true
                 }
-                guard changes, let tree = try transaction.tree(named: HistoryRecords.changesTree) else { return found.map(\.transaction) }
+                guard changes else { return found.map(\.transaction) }
+                let tree = try transaction.tree(named: HistoryRecords.changesTree)
                 return try found.map { record, names in
                     var list: [PersistentHistoryChange] = []
-                    list.reserveCapacity(record.changeCount)
+                    // The count is read from the file: a hostile one reserves no more than a page's worth.
+                    list.reserveCapacity(max(0, min(record.changeCount, 1024)))
+                    guard let tree else { return record.with(changes: list) }
                     let prefix = HistoryRecords.transactionKey(record.transactionNumber)
                     // A change key is (number, index): its encoding starts with the number's.
                     try tree.forEach(from: prefix) { key, value in
@@ -112,9 +159,7 @@ extension NativeStore {
                         list.append(try HistoryRecords.change(key: Array(key), value: Array(value), names: names, objectID: objectID(_:_:)))
                         return true
                     }
-                    return PersistentHistoryTransaction(transactionNumber: record.transactionNumber, storeID: record.storeID, timestamp: record.timestamp,
-                                                        author: record.author, contextName: record.contextName, processID: record.processID,
-                                                        processName: record.processName, kind: record.kind, changeCount: record.changeCount, changes: list)
+                    return record.with(changes: list)
                 }
             }
         }
@@ -130,15 +175,26 @@ extension NativeStore {
                 var doomed: [[UInt8]] = []
                 var last: Int64?
                 try transactions.forEach { key, value in
-                    let record = try HistoryRecords.transaction(key: Array(key), value: Array(value), store: identifier).transaction
-                    if let before, record.transactionNumber >= before { return false }
-                    // Oldest end only: the first transaction at or after the date stops it.
-                    if let date, record.timestamp >= date { return false }
+                    let number: Int64
+                    if let date {
+                        let record = try HistoryRecords.transaction(key: Array(key), value: Array(value), store: identifier).transaction
+                        // Oldest end only: the first transaction at or after the date stops it.
+                        if record.timestamp >= date { return false }
+                        number = record.transactionNumber
+                    } else {
+                        // By number, the key is enough: no record is decoded.
+                        guard let parts = try? KeyEncoding.decode(Array(key)), parts.count == 1, case .int(let value) = parts[0] else {
+                            throw ArborError(.store, "the persistent history of store \(identifier) holds a damaged transaction key")
+                        }
+                        number = value
+                    }
+                    if let before, number >= before { return false }
                     doomed.append(Array(key))
-                    last = record.transactionNumber
+                    last = number
                     return true
                 }
                 guard let last else { return 0 }
+                try Self.raiseTrimmedMark(to: UInt64(last), metadata: transaction.tree(named: "arbor.metadata", create: true)!)
                 if let changes = try transaction.tree(named: HistoryRecords.changesTree) {
                     var keys: [[UInt8]] = []
                     try changes.forEach { key, _ in

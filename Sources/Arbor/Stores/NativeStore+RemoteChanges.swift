@@ -12,8 +12,9 @@ struct RemoteWatch {
     var lastHistory: Int64 = 0
     /// Transactions this store wrote and committed since it last looked.
     var own: Set<Int64> = []
-    /// The transaction the write in progress records (noted when it commits).
-    var pending: Int64?
+    /// The transaction each write in progress records, by write transaction (noted as its own
+    /// when that write commits, forgotten when it fails).
+    var pending: [ObjectIdentifier: Int64] = [:]
 }
 
 /// The commits of others a store found since it last looked.
@@ -34,30 +35,53 @@ extension NativeStore {
     /// counter it leaves is known (unless others committed since this store last looked: then
     /// it stays as it was, for ``remoteChanges(refreshing:)`` to find theirs), and the history
     /// transaction it recorded is its own.
+    ///
+    /// Every write also checks that the file still records history exactly when this store
+    /// does: another process may have started recording it, or deleted it
+    /// (``PersistentStoreDescription/dropsPersistentHistory``), since this store opened, and a
+    /// write of this store would leave a hole in the history, or history without its flag.
+    ///
+    /// - Throws: ``ArborError/Code/storeSave`` when tracking changed under the store.
     func ownWrite<R>(_ body: (WriteTransaction) throws -> R) throws -> R {
         var begin: UInt64 = 0
+        var writing: ObjectIdentifier?
         let result: R
         do {
             result = try database.write { transaction in
+                writing = ObjectIdentifier(transaction)
                 begin = transaction.header.changeCounter
+                try checkTracking(transaction)
                 return try body(transaction)
             }
         } catch {
-            remoteWatch.withLock { $0.pending = nil }
+            if let writing { remoteWatch.withLock { _ = $0.pending.removeValue(forKey: writing) } }
             throw error
         }
         let end = database.latestChangeCounter
         remoteWatch.withLock { watch in
             if watch.known == begin { watch.known = end }
-            if let pending = watch.pending { watch.own.insert(pending) }
-            watch.pending = nil
+            if let writing, let number = watch.pending.removeValue(forKey: writing) { watch.own.insert(number) }
         }
         return result
     }
 
-    /// Notes the history transaction the write in progress records (``HistoryWriter``).
-    func noteRecording(_ number: Int64) {
-        remoteWatch.withLock { $0.pending = number }
+    /// Throws when the file's tracking flag says otherwise than ``tracksHistory``.
+    private func checkTracking(_ transaction: WriteTransaction) throws {
+        guard !historySuspended else { return }
+        let recorded = try transaction.tree(named: "arbor.metadata")?.get(Self.trackingKey) != nil
+        guard recorded != tracksHistory else { return }
+        let file = path ?? "memory"
+        throw ArborError(.storeSave, recorded
+            ? "another process started recording the persistent history of \(file) after this store opened without it: "
+                + "a write of this store would leave a hole in the history; open the store again with persistentHistoryTracking on"
+            : "another process deleted the persistent history of \(file) (dropsPersistentHistory) after this store opened recording it: "
+                + "a write of this store would start a history without its beginning; open the store again")
+    }
+
+    /// Notes the history transaction that write transaction `transaction` records
+    /// (``HistoryWriter``).
+    func noteRecording(_ number: Int64, in transaction: WriteTransaction) {
+        remoteWatch.withLock { $0.pending[ObjectIdentifier(transaction)] = number }
     }
 
     /// Starts watching: the file as it is now is accounted for.

@@ -54,6 +54,9 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     /// Whether the store records persistent history (docs/history.md): every save and batch
     /// request writes its transaction and changes with it.
     public let tracksHistory: Bool
+    /// Whether the store was opened by Arbor itself with history suspended (a migration's
+    /// working copy, a verification's copy): its writes are not held to the tracking flag.
+    let historySuspended: Bool
     /// What the store knows of the commits to its file (``RemoteWatch``).
     let remoteWatch = Mutex(RemoteWatch())
 
@@ -175,6 +178,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
             }
         }
         identifier = recorded.identifier
+        historySuspended = suspendsHistory
         tracksHistory = try Self.settleHistoryTracking(history, recorded: recorded.tracksHistory, suspended: suspendsHistory, database: database,
                                                        path: path, readOnly: options.readOnly)
         rowLayout = recorded.layout

@@ -203,6 +203,10 @@ public final class Tree {
     /// for the scan ring.
     static let leavesBeforeScanRing = 8
 
+    /// The last sequence number the tree handed out (0: none yet): ``nextSequence()`` hands out
+    /// the one after it.
+    public var sequence: UInt64 { descriptor.sequence }
+
     /// Hands out the tree's next sequence number (1, 2, 3, …), durable with the transaction: the
     /// primary-key allocator of tables.
     public func nextSequence() throws -> UInt64 {

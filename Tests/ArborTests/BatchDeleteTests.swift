@@ -95,10 +95,10 @@ struct BatchDeleteTests {
     }
 
     /// Every row of the store as a line — its entity, key, attributes, and relationships as
-    /// keys (a to-many's sorted, an ordered one's in order) — read by a new context, so that to-many
+    /// keys (a to-many's sorted, an ordered one's in order) — read by a new context (or `given`), so that to-many
     /// relationships come from the store's foreign-key, join and order trees. Versions are left out.
-    static func dump(_ stack: Stack) throws -> [String] {
-        let context = stack.context()
+    static func dump(_ stack: Stack, through given: ManagedObjectContext? = nil) throws -> [String] {
+        let context = given ?? stack.context()
         var lines: [String] = []
         for entity in stack.model.entities {
             var request = FetchRequest<ManagedObject>(entityName: entity.name)

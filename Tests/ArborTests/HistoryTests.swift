@@ -121,6 +121,23 @@ struct HistoryTests {
         #expect(changes.contains { $0.newValues.values.contains(.links(added: [], removed: [side.0])) })
     }
 
+    @Test("only links that change are recorded: a context removing a link a batch delete already removed records nothing for it")
+    func recordsEffectiveLinks() throws {
+        let stack = try Self.tracking(try BatchDeleteTests.model())
+        let context = stack.context()
+        let ann = try stack.insert("Employee", in: context, ["name": "Ann", "email": "ann@x", "salary": Int64(1)])
+        let apollo = try stack.insert("Project", in: context, ["title": "Apollo"])
+        try ann.setValue(Set([apollo]), forKey: "projects")
+        try context.save()
+        _ = try apollo.value(forKey: "members")
+        _ = try context.execute(BatchDeleteRequest(objectIDs: [ann.objectID]))
+        try apollo.setValue("Apollo 2", forKey: "title")
+        try context.save()
+        let last = try #require(try Self.history(context).last)
+        #expect(last.changes?.map(\.changedObjectID) == [apollo.objectID])
+        #expect(last.changes?.first?.updatedProperties == ["title"])
+    }
+
     @Test("batch deletes (their cascades and nullified rows included) and batch updates are recorded as their kind")
     func recordsBatchRequests() throws {
         let stack = try Self.tracking(try BatchDeleteTests.model())
@@ -255,6 +272,33 @@ struct HistoryTests {
         }
     }
 
+    /// One round of random edits in `context` (not saved): `employees` employees each get a new
+    /// salary, department, projects or name, lose their manager or are deleted (cascading); a
+    /// project's milestones are reordered with a new one; with `renaming`, a department is
+    /// renamed; a new employee joins a department.
+    static func randomEdits(_ stack: Stack, _ context: ManagedObjectContext, round: Int, employees count: Int, renaming: Bool = false,
+                            random: inout SplitMix64) throws {
+        let employees = try context.fetch(FetchRequest<ManagedObject>(entityName: "Employee"))
+        let projects = try context.fetch(FetchRequest<ManagedObject>(entityName: "Project"))
+        let departments = try context.fetch(FetchRequest<ManagedObject>(entityName: "Department"))
+        for employee in employees.shuffled(using: &random).prefix(count) {
+            switch Int.random(in: 0..<6, using: &random) {
+            case 0: try employee.setValue(Int64.random(in: 1...20, using: &random) * 500, forKey: "salary")
+            case 1: try employee.setValue(departments.randomElement(using: &random), forKey: "department")
+            case 2: try employee.setValue(Set(projects.shuffled(using: &random).prefix(Int.random(in: 0...2, using: &random))), forKey: "projects")
+            case 3: context.delete(employee)
+            case 4: try employee.setValue(nil, forKey: "manager")
+            default: try employee.setValue("E\(round)-\(Int.random(in: 0..<99, using: &random))", forKey: "name")
+            }
+        }
+        if let project = projects.randomElement(using: &random), let milestones = try project.value(forKey: "milestones") as? [ManagedObject] {
+            try project.setValue(milestones.shuffled(using: &random) + [try stack.insert("Milestone", in: context, ["title": "N\(round)"])], forKey: "milestones")
+        }
+        if renaming, let department = departments.randomElement(using: &random) { try department.setValue("R\(round)", forKey: "name") }
+        _ = try stack.insert("Employee", in: context, ["name": "New\(round)", "email": "new\(round)@x", "salary": Int64(renaming ? 9000 : 1000),
+                                                       "department": departments.randomElement(using: &random) as Any])
+    }
+
     @Test("history alone rebuilds the store from nothing, and its old values roll the store back to any point (random graphs and edits, batch requests included)",
           arguments: [UInt64(0x4157_0101), 0x4157_0202, 0x4157_0303])
     func replayRebuildsTheStore(seed: UInt64) throws {
@@ -265,23 +309,7 @@ struct HistoryTests {
         var random = SplitMix64(seed: seed)
         let context = stack.context()
         for round in 0..<6 {
-            let employees = try context.fetch(FetchRequest<ManagedObject>(entityName: "Employee"))
-            let projects = try context.fetch(FetchRequest<ManagedObject>(entityName: "Project"))
-            let departments = try context.fetch(FetchRequest<ManagedObject>(entityName: "Department"))
-            for employee in employees.shuffled(using: &random).prefix(8) {
-                switch Int.random(in: 0..<6, using: &random) {
-                case 0: try employee.setValue(Int64.random(in: 1...20, using: &random) * 500, forKey: "salary")
-                case 1: try employee.setValue(departments.randomElement(using: &random), forKey: "department")
-                case 2: try employee.setValue(Set(projects.shuffled(using: &random).prefix(Int.random(in: 0...2, using: &random))), forKey: "projects")
-                case 3: context.delete(employee)
-                case 4: try employee.setValue(nil, forKey: "manager")
-                default: try employee.setValue("E\(round)-\(Int.random(in: 0..<99, using: &random))", forKey: "name")
-                }
-            }
-            if let project = projects.randomElement(using: &random), let milestones = try project.value(forKey: "milestones") as? [ManagedObject] {
-                try project.setValue(milestones.shuffled(using: &random) + [try stack.insert("Milestone", in: context, ["title": "N\(round)"])], forKey: "milestones")
-            }
-            _ = try stack.insert("Employee", in: context, ["name": "New\(round)", "email": "new\(round)@x", "salary": Int64(1000), "department": departments.randomElement(using: &random)])
+            try Self.randomEdits(stack, context, round: round, employees: 8, random: &random)
             try context.save()
             if round == 2 {
                 var update = BatchUpdateRequest(entityName: "Employee")

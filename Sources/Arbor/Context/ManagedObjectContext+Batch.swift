@@ -142,13 +142,18 @@ extension ManagedObjectContext {
     }
 
     /// Merges what a batch request did into every live context of `coordinator`: this one at
-    /// once, the others on their own queues (as another context's save is merged).
+    /// once (a pinned one moves on, as after its own save), the others on their own queues (as
+    /// another context's save is merged) — except those pinned to a query generation, which go
+    /// on reading their generation until they move on.
     func mergeIntoLiveContexts(_ change: ContextChange, _ coordinator: PersistentStoreCoordinator) {
         for context in coordinator.liveContexts() {
             if context === self {
                 merge(change, fromOwnCoordinator: true)
             } else {
-                context.performAndWait { context.merge(change, fromOwnCoordinator: true) }
+                context.performAndWait {
+                    guard context.queryGeneration == nil else { return }
+                    context.merge(change, fromOwnCoordinator: true)
+                }
             }
         }
     }

@@ -26,6 +26,16 @@ extension ManagedObjectContext {
             object.hold(found.0)
             row = found.1
         }
+        // Pinned to a query generation: the row as it was then (read after the row of now, so
+        // that the history covers it).
+        if parent == nil, let pinned = queryGeneration, let overlay = pinned.overlay(of: object.objectID) {
+            try pinned.catchUp()
+            switch overlay.row(of: object.objectID, entity: object.entity, now: row) {
+            case .unchanged: break
+            case .absent: row = nil
+            case .row(let past): row = past
+            }
+        }
         guard let row else {
             // A fault a fetch filled keeps none of the row it no longer has (its properties read
             // nil, as any fault's for a missing row; delete rules see no destinations).
@@ -129,6 +139,11 @@ extension ManagedObjectContext {
         let coordinator = try requireCoordinator("load \(object.objectID).\(key)")
         let ids = if let parent {
             OrderedSet(try parent.performAndWait { try parent.relatedIDsForChild(object.objectID, key) })
+        } else if let pinned = queryGeneration, let overlay = pinned.overlay(of: object.objectID) {
+            // Pinned to a query generation: the destinations as they were then.
+            try OrderedSet(pinned.catchingUp(coordinator.relatedObjectIDs(of: object.objectID, relationship: relationship)) {
+                overlay.related($0, of: object.objectID, relationship: relationship)
+            })
         } else {
             OrderedSet(try coordinator.relatedObjectIDs(of: object.objectID, relationship: relationship))
         }

@@ -81,7 +81,11 @@ extension ManagedObjectContext {
         let request = try resolved(request)
         if request.resultType == .dictionary { return try fetchDictionaries(request).count }
         let plan = try plan(request)
-        if let countFetch = plan.countFetch { return try plan.coordinator.count(countFetch, in: plan.stores) }
+        if let countFetch = plan.countFetch {
+            let count = try plan.coordinator.count(countFetch, in: plan.stores)
+            guard try generationMoved(since: plan) else { return count }
+            return try fetchIDs(request, plan: self.plan(request, rollingBack: true)).count
+        }
         return try fetchIDs(request, plan: plan).count
     }
 
@@ -89,15 +93,37 @@ extension ManagedObjectContext {
 
     /// Where every fetch starts: the event ends (pending deletions propagate) and the request is
     /// checked against the model (``plan(_:)`` then decides where each part runs).
-    func prepare<Result>(_ request: FetchRequest<Result>) throws -> (PersistentStoreCoordinator, FetchAnalysis) {
+    ///
+    /// In a context pinned to a query generation, `rollingBack` (or objects changed since the
+    /// generation in the entities the request reads) keeps joins and sorts for objects too:
+    /// the store answers on rows as they are now (docs/history.md, "Query generations").
+    func prepare<Result>(_ request: FetchRequest<Result>, rollingBack: Bool = false) throws
+        -> (PersistentStoreCoordinator, FetchAnalysis, RequestPlan.Generation?) {
         let coordinator = try requireCoordinator("fetch \(request.entityName)")
         takePermanentIDs()
         processPendingChanges()
         var analysis = try FetchAnalysis(entityName: request.entityName, predicate: request.predicate,
                                          sortDescriptors: request.sortDescriptors, model: coordinator.managedObjectModel)
-        analysis.keepJoins(inMemory: request.includesPendingChanges && hasPendingChanges(in: analysis.joinedEntities))
-        analysis.keepSorts(inMemory: request.includesPendingChanges && hasPendingChanges(in: analysis.sortedEntities(request.sortDescriptors)))
-        return (coordinator, analysis)
+        var generation: RequestPlan.Generation?
+        if parent == nil, let pinned = queryGeneration {
+            try pinned.catchUp()
+            let rollsBack = rollingBack || pinned.touchesFamily(of: analysis.entity) || pinned.touches(analysis.joinedEntities)
+                || pinned.touches(analysis.sortedEntities(request.sortDescriptors))
+            generation = RequestPlan.Generation(version: pinned.version, rollsBack: rollsBack)
+        }
+        let rollsBack = generation?.rollsBack == true
+        analysis.keepJoins(inMemory: rollsBack || request.includesPendingChanges && hasPendingChanges(in: analysis.joinedEntities))
+        analysis.keepSorts(inMemory: rollsBack || request.includesPendingChanges && hasPendingChanges(in: analysis.sortedEntities(request.sortDescriptors)))
+        return (coordinator, analysis, generation)
+    }
+
+    /// Whether the query generation the context is pinned to had objects change since `plan`
+    /// was made for it, when the plan let the store answer (its answer is then read again,
+    /// rolled back).
+    func generationMoved(since plan: RequestPlan) throws -> Bool {
+        guard let planned = plan.generation, !planned.rollsBack, let pinned = queryGeneration else { return false }
+        try pinned.catchUp()
+        return pinned.version != planned.version
     }
 
     /// Whether objects of any of `entities` have unsaved changes here (inserted, changed or
@@ -141,7 +167,9 @@ extension ManagedObjectContext {
     func fetchIDs<Result>(_ request: FetchRequest<Result>, plan given: RequestPlan? = nil) throws -> [ManagedObjectID] {
         let plan = try given ?? plan(request)
         if case .stores(let stores) = plan.source, plan.rowsAnswer {
-            return try plan.coordinator.fetch(plan.storeFetch, in: stores).map(\.0)
+            let ids = try plan.coordinator.fetch(plan.storeFetch, in: stores).map(\.0)
+            guard try generationMoved(since: plan) else { return ids }
+            return try fetchObjects(request, plan: self.plan(request, rollingBack: true)).map(\.objectID)
         }
         return try fetchObjects(request, plan: plan).map(\.objectID)
     }
@@ -169,7 +197,13 @@ extension ManagedObjectContext {
         case .stores(let stores):
             // The store applies the order and the window when nothing is left to do in memory.
             rows = try coordinator.fetch(plan.storeFetch, in: stores)
+            // Pinned to a query generation: objects changed since the rows were planned for
+            // are rolled back (planned again, the store's answer read again).
+            if try generationMoved(since: plan) { return try fetchObjects(request, plan: self.plan(request, rollingBack: true)) }
         }
+        // Rows of objects changed since the context's query generation are read as they were
+        // then, after the rows (below); the store judged them as they are now.
+        let rollingBack = plan.generation?.rollsBack == true ? queryGeneration : nil
 
         let evaluator = PredicateEvaluator(context: self)
         var results: [ManagedObject] = []
@@ -191,6 +225,7 @@ extension ManagedObjectContext {
         rows.withUnsafeBufferPointer { buffer in
             for position in buffer.indices {
                 let id = buffer.baseAddress.unsafelyUnwrapped.advanced(by: position).pointer(to: \.0).unsafelyUnwrapped.pointee
+                if let rollingBack, rollingBack.isTouched(id) { continue }
                 if id.spaceAddress != lastSpace {
                     lastEntity = Unmanaged.passUnretained(id.entityName == analysis.entity.name ? analysis.entity : modelEntity(of: id) ?? analysis.entity)
                     lastSpace = id.spaceAddress
@@ -241,6 +276,20 @@ extension ManagedObjectContext {
         if !pending.isEmpty {
             for object in pending where !object.deletedFlag {
                 if try request.predicate.map({ try evaluator.evaluate($0, on: .object(object)) }) ?? true { results.append(object) }
+            }
+        }
+        if let rollingBack {
+            // The objects that existed at the generation and changed since, judged as they were
+            // (their faults fire with their rows of then).
+            for overlay in rollingBack.overlays.values where plan.stores.contains(where: { $0.identifier == overlay.store.identifier }) {
+                for id in overlay.changedObjects(of: analysis.entity, subentities: request.includesSubentities) {
+                    guard let entity = modelEntity(of: id) else { continue }
+                    let object = registeredObjectOrFault(id, entity: entity)
+                    // Those with unsaved changes were judged above.
+                    if request.includesPendingChanges && object.hasChanges { continue }
+                    if object.deletedFlag { continue }
+                    if try request.predicate.map({ try evaluator.evaluate($0, on: .object(object)) }) ?? true { results.append(object) }
+                }
             }
         }
         if !pushdown {
@@ -328,10 +377,11 @@ extension ManagedObjectContext {
     /// one firing the relationship would give. Nil when objects must answer: the relationship is
     /// loaded or the owner new, the context has unsaved changes in the destination's hierarchy,
     /// one of the destinations is registered here (its in-memory state counts), the attribute is
-    /// transient or not an attribute, or the context has a parent.
+    /// transient or not an attribute, the context has a parent, or it is pinned to a query
+    /// generation.
     func aggregateFromRows(of object: ManagedObject, through relationship: RelationshipDescription, _ operation: CollectionOperator,
                            _ attribute: String?) throws -> Any?? {
-        guard parent == nil, let coordinator = persistentStoreCoordinator, !object.objectID.isTemporaryID,
+        guard parent == nil, queryGeneration == nil, let coordinator = persistentStoreCoordinator, !object.objectID.isTemporaryID,
               object.faulted || object.unloadedRelationships.contains(relationship.name),
               let destination = relationship.destinationEntity else { return nil }
         let attributeDescription = attribute.flatMap { destination.attributesByName[$0] }
@@ -445,12 +495,14 @@ extension ManagedObjectContext {
                        entity: EntityDescription) throws -> [StoreGroup]? {
         guard parent == nil, NativeStore.canGroup(properties, by: groupBy, of: entity) else { return nil }
         let plan = try plan(objectRequest)
-        guard plan.analysis.residual == nil, !(objectRequest.includesPendingChanges && hasChanges),
+        guard plan.analysis.residual == nil, !(objectRequest.includesPendingChanges && hasChanges), plan.generation?.rollsBack != true,
               plan.stores.count == 1, let store = plan.stores[0] as? NativeStore else { return nil }
         var rows = plan.storeFetch
         (rows.offset, rows.limit) = (0, 0)
         let grouping = StoreGrouping(rows: rows, groupBy: groupBy, properties: properties)
-        return try plan.coordinator.locked { try store.groups(grouping) }
+        let groups = try plan.coordinator.locked { try store.groups(grouping) }
+        // Objects changed since the pinned generation meanwhile: the objects answer.
+        return try generationMoved(since: plan) ? nil : groups
     }
 
     /// The dictionaries of `objects`: one per group of `groupBy` (groups by the evaluator's

@@ -50,10 +50,12 @@ extension ManagedObjectContext {
         case .delete(let bound):
             var deleted = 0
             for store in stores {
+                // The history a pinned context of the coordinator reads stays.
+                let keeping = coordinator.oldestPinnedGeneration(in: store.identifier)
                 switch bound {
-                case .token(let token?): deleted += try store.deleteHistory(before: token.transactionNumber(in: store.identifier), date: nil)
-                case .token(nil): deleted += try store.deleteHistory(before: nil, date: nil)
-                case .date(let moment): deleted += try store.deleteHistory(before: nil, date: moment)
+                case .token(let token?): deleted += try store.deleteHistory(before: token.transactionNumber(in: store.identifier), date: nil, keeping: keeping)
+                case .token(nil): deleted += try store.deleteHistory(before: nil, date: nil, keeping: keeping)
+                case .date(let moment): deleted += try store.deleteHistory(before: nil, date: moment, keeping: keeping)
                 }
             }
             coordinator.logger.info("deleted \(deleted) transactions of persistent history", metadata: name.map { ["arbor.context": .string($0)] } ?? [:])

@@ -96,6 +96,8 @@ extension ManagedObjectContext {
         // What this context did so far is an event of its own. The merge itself is not undoable:
         // it brings in what is saved, and undoing it would put back values the store no longer has.
         processPendingChanges()
+        // A pinned context merging a save moves on to the current generation.
+        moveQueryGenerationOn()
         let suspended = undoRecordingSuspended
         undoRecordingSuspended = true
         defer { undoRecordingSuspended = suspended }

@@ -131,6 +131,7 @@ extension ManagedObjectContext {
             info[NotificationKey.invalidatedAllObjects.rawValue] = true
             change.invalidatedAllObjects = true
         }
+        if let token = queryGeneration?.token { info[Self.queryGenerationKey] = token }
         post(Self.didChangeObjectsNotification, info, change)
     }
 
@@ -153,6 +154,11 @@ extension ManagedObjectContext {
         change.updatedObjectIDs = Self.put(updated, .updatedObjects, .updatedObjectIDs, in: &info)
         change.deletedObjectIDs = Self.put(deleted, .deletedObjects, .deletedObjectIDs, in: &info)
         if let persistentStoreCoordinator { info[Self.coordinatorKey] = persistentStoreCoordinator }
+        // A pinned context moves on to the generation its save made.
+        if queryGeneration != nil {
+            moveQueryGenerationOn()
+            if let token = queryGeneration?.token { info[Self.queryGenerationKey] = token }
+        }
         post(Self.didSaveObjectsNotification, info, change)
     }
 

@@ -92,9 +92,11 @@ extension ManagedObjectContext {
     }
 
     /// Refreshes every registered object, keeping this context's pending changes (as
-    /// ``refresh(_:mergeChanges:)`` with `mergeChanges` true; S001-22).
+    /// ``refresh(_:mergeChanges:)`` with `mergeChanges` true; S001-22). A context pinned to a
+    /// query generation moves on to the current one first.
     public func refreshAllObjects() {
         checkQueue()
+        moveQueryGenerationOn()
         for object in registeredObjects { refresh(object, mergeChanges: true) }
     }
 }

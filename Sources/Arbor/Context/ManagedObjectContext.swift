@@ -41,6 +41,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
     var lastInsertedSet: (objects: [ManagedObject], set: Set<ManagedObject>)?
     /// The streams of ``changes``.
     let changeStreams = ChangeStreams()
+    /// The query generation the context is pinned to (nil: it reads the stores as they are).
+    var queryGeneration: QueryGeneration?
     /// New objects assigned to a store with `assign(_:to:)`, by (temporary) ID.
     var assignments: [ManagedObjectID: any PersistentStore] = [:]
 
@@ -128,7 +130,9 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// Whether a fault a fetch filled fires from its values without reading the row cache again
     /// (``ManagedObject/fireFault()``): in a root context accepting cached data of any age.
-    var firesFromFilledValues: Bool { _stalenessInterval < 0 && _parent == nil }
+    /// Not in a context pinned to a query generation: a fault filled with a row of now may be
+    /// one to read as it was.
+    var firesFromFilledValues: Bool { _stalenessInterval < 0 && _parent == nil && queryGeneration == nil }
 
     /// The coordinator the context saves to and loads from (nil: a scratch context that can
     /// insert, relate, validate and roll back, but not save or fire faults). Setting another
@@ -618,6 +622,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         pendingDeletes.removeAll()
         assignments.removeAll()
         conflictChecked.removeAll()
+        moveQueryGenerationOn()
         postObjectsDidChange()
     }
 

@@ -47,6 +47,7 @@ struct RequestPlan {
         var steps: [String] = []
         if let residual = analysis.residual { steps.append("check each object: \(residual.predicateFormat)") }
         if !pending.isEmpty { steps.append("merge \(pending.count) objects with unsaved changes") }
+        if generation?.rollsBack == true { steps.append("roll back the objects changed since the query generation, judged as they were") }
         if !rowsAnswer && !request.sortDescriptors.isEmpty {
             steps.append("sort: \(request.sortDescriptors.map(\.description).joined(separator: ", "))")
         }
@@ -55,6 +56,19 @@ struct RequestPlan {
         }
         return steps
     }
+
+    /// A plan of a context pinned to a query generation: the generation's version when the plan
+    /// was made (a run finding it moved plans again, rolling back), and whether the plan rolls
+    /// back objects changed since the generation: the store's rows of those are left out, and
+    /// the objects are judged as they were at the generation, with joins, sorts and the window
+    /// kept for objects.
+    struct Generation {
+        let version: Int
+        let rollsBack: Bool
+    }
+
+    /// Set in a context pinned to a query generation.
+    let generation: Generation?
 
     /// The request's parts the plan needs (not its result type).
     let request: PlannedRequest
@@ -72,33 +86,37 @@ extension ManagedObjectContext {
     /// The plan of `request` (already resolved): the event ends first (pending deletions
     /// propagate), the request is checked against the model, and where each part runs is
     /// decided, once.
-    func plan<Result>(_ request: FetchRequest<Result>) throws -> RequestPlan {
-        let (coordinator, analysis) = try prepare(request)
+    ///
+    /// `rollingBack`: in a context pinned to a query generation, plan for objects changed since
+    /// it even if none of the request's entities had changed when it was last looked at.
+    func plan<Result>(_ request: FetchRequest<Result>, rollingBack: Bool = false) throws -> RequestPlan {
+        let (coordinator, analysis, generation) = try prepare(request, rollingBack: rollingBack)
+        let rollsBack = generation?.rollsBack == true
         let pending = pendingObjects(of: analysis.entity, request)
         let planned = RequestPlan.PlannedRequest(resultType: request.resultType, sortDescriptors: request.sortDescriptors,
                                                  fetchLimit: request.fetchLimit, fetchOffset: request.fetchOffset)
         if let parent {
             return RequestPlan(coordinator: coordinator, analysis: analysis, source: .parent(parent), pending: pending,
                                rowsAnswer: pending.isEmpty, storeFetch: StoreFetch(analysis, request, window: false),
-                               countFetch: nil, decodesRows: false, request: planned)
+                               countFetch: nil, decodesRows: false, generation: nil, request: planned)
         }
         let stores = coordinator.stores(holding: analysis.entity)
-        let rowsAnswer = analysis.rowsAnswerWholeRequest && pending.isEmpty && stores.count <= 1
+        let rowsAnswer = analysis.rowsAnswerWholeRequest && pending.isEmpty && stores.count <= 1 && !rollsBack
         var storeFetch = StoreFetch(analysis, request, window: rowsAnswer)
-        if !rowsAnswer, analysis.rowsAnswerWholeRequest, pending.isEmpty, request.fetchLimit > 0 {
+        if !rowsAnswer, analysis.rowsAnswerWholeRequest, pending.isEmpty, !rollsBack, request.fetchLimit > 0 {
             // Several stores: each gives its first offset + limit rows.
             storeFetch.limit = Array<Int>.windowEnd(offset: request.fetchOffset, limit: request.fetchLimit)
         }
         var countFetch: StoreFetch?
         // Several stores' counts add up, unless a window spans them.
-        if analysis.residual == nil, pending.isEmpty, stores.count <= 1 || (request.fetchLimit == 0 && request.fetchOffset == 0) {
+        if analysis.residual == nil, pending.isEmpty, !rollsBack, stores.count <= 1 || (request.fetchLimit == 0 && request.fetchOffset == 0) {
             var fetch = StoreFetch(analysis, request, window: true)
             fetch.sortDescriptors = []
             countFetch = fetch
         }
         return RequestPlan(coordinator: coordinator, analysis: analysis, source: .stores(stores), pending: pending,
                            rowsAnswer: rowsAnswer, storeFetch: storeFetch, countFetch: countFetch,
-                           decodesRows: rowsAnswer && !(request.includesPendingChanges && hasChanges), request: planned)
+                           decodesRows: rowsAnswer && generation == nil && !(request.includesPendingChanges && hasChanges), generation: generation, request: planned)
     }
 
     /// The plan a fetch follows, as text: each store's (``QueryPlan``) for what the request

@@ -63,6 +63,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// The root contexts made on the coordinator, held weakly (a context set to another
     /// coordinator is skipped when listed).
     private let contextList = Mutex<[WeakContext]>([])
+    /// The query generations the coordinator's contexts are pinned to, by context: history a
+    /// pin needs is kept when history is deleted.
+    let generationPins = Mutex<[ObjectIdentifier: (context: WeakContext, numbers: [UUID: Int64])]>([:])
 
     /// Adds `context` to the coordinator's live contexts.
     func register(_ context: ManagedObjectContext) {

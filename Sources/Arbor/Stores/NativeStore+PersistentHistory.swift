@@ -167,8 +167,9 @@ extension NativeStore {
 
     /// Deletes the transactions numbered below `before` (or written before `date`), with their
     /// changes, in one write transaction: history is trimmed from its oldest end. Returns how
-    /// many transactions went.
-    func deleteHistory(before: Int64?, date: Date?) throws -> Int {
+    /// many transactions went. Transactions after `keeping` (the oldest query generation a
+    /// context is pinned to) stay.
+    func deleteHistory(before: Int64?, date: Date?, keeping: Int64? = nil) throws -> Int {
         try Self.storeError("delete the persistent history of \(path ?? "memory")", code: .storeSave) {
             try ownWrite { transaction in
                 guard let transactions = try transaction.tree(named: HistoryRecords.transactionsTree) else { return 0 }
@@ -189,6 +190,7 @@ extension NativeStore {
                         number = value
                     }
                     if let before, number >= before { return false }
+                    if let keeping, number > keeping { return false }
                     doomed.append(Array(key))
                     last = number
                     return true

@@ -470,14 +470,18 @@ final class RowWriter {
         let entity = try entity(of: id)
         guard let relationship = entity.relationshipsByName[key], NativeStore.isJoined(relationship) else { return }
         let a = try self.key(id), b = try self.key(other)
-        history?.linked(permanent(id), key, permanent(other), added: add)
         let forward = try tree(NativeStore.joinTree(relationship)), backward = try backwardTree(relationship)
+        // History records the links that change: a context may remove a link another save or a
+        // batch delete already removed (its objects were read before), or add one twice.
         if add {
+            let existed = try history != nil && forward.get(store.pair(a, b)) != nil
             try forward.put(store.pair(a, b), [])
             try backward?.put(store.pair(b, a), [])
+            if !existed { history?.linked(permanent(id), key, permanent(other), added: true) }
         } else {
-            try forward.delete(store.pair(a, b))
+            let removed = try forward.delete(store.pair(a, b))
             try backward?.delete(store.pair(b, a))
+            if removed { history?.linked(permanent(id), key, permanent(other), added: false) }
         }
     }
 

@@ -16,6 +16,7 @@
 #   make bench-undo      100k property changes with and without an undo manager (docs/performance.md);
 #                        UNDO_CHANGES=N changes, UNDO_OBJECTS=N objects, UNDO_ROUNDS=N rounds
 #   make bench-results   one change in a 100,000-object fetched-results controller against refetching
+#   make bench-generations  reads of a context pinned to a query generation against unpinned ones
 #   make bench-relational  relational steps (key paths, aggregates, SUBQUERY, search, cascade) against GRDB
 #   make bench-migration   schema migration (add a column; rewrite every row) against SQLite, 1M rows
 #                        (docs/performance.md); RELATIONAL_SCALE=0.1 of 100k employees, RELATIONAL_ROUNDS=3,
@@ -39,7 +40,7 @@ FUZZ_TARGETS := FuzzPager FuzzPredicate FuzzPlanner
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := cd Fuzz && $(SWIFT) build -c release --sanitize=fuzzer -Xswiftc -sanitize=fuzzer,address
 
-.PHONY: all deps build test docs tsan demo crash-campaign model-campaign bench bench-report bench-engine bench-graph bench-fetch bench-floor bench-contexts bench-undo bench-relational bench-results bench-migration fuzz-build fuzz-replay fuzz-smoke clean
+.PHONY: all deps build test docs tsan demo crash-campaign model-campaign bench bench-report bench-engine bench-graph bench-fetch bench-floor bench-contexts bench-undo bench-relational bench-results bench-generations bench-migration fuzz-build fuzz-replay fuzz-smoke clean
 
 all: build
 
@@ -131,6 +132,9 @@ bench-relational: deps-bench
 
 bench-results: deps-bench
 	cd Benchmarks && $(SWIFT) run -c release ResultsControllerReport
+
+bench-generations: deps-bench
+	cd Benchmarks && $(SWIFT) run -c release QueryGenerationReport
 
 bench-migration: deps-bench
 	cd Benchmarks && $(SWIFT) run -c release MigrationReport

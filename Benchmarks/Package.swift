@@ -213,6 +213,13 @@ let package = Package(
             dependencies: [.product(name: "Arbor", package: "Arbor")],
             swiftSettings: swiftSettings
         ),
+        // Reads of a context pinned to a query generation against unpinned ones, as changes
+        // since the generation grow (issue 28, item 5; make bench-generations).
+        .executableTarget(
+            name: "QueryGenerationReport",
+            dependencies: [.product(name: "Arbor", package: "Arbor")],
+            swiftSettings: swiftSettings
+        ),
         // Change tracking with and without an undo manager (issue 7, item 5): prints the undo
         // table of docs/performance.md (make bench-undo).
         .executableTarget(

@@ -126,6 +126,82 @@ struct BatchInsertTests {
         }
     }
 
+    @Test("upserts meeting one stored row on several constraints, and duplicates on several; an object handler's upsert writes only what it set; a sibling entity's row is not upserted")
+    func upsertsAcrossConstraints() throws {
+        let model = try ManagedObjectModel {
+            Entity("Party", abstract: true) {
+                Attribute("code", .string)
+                Unique("code")
+            }
+            Entity("Account", parent: "Party") {
+                Attribute("email", .string)
+                Attribute("number", .integer64)
+                Attribute("note", .string).defaultValue("none")
+                Attribute("balance", .integer64).defaultValue(Int64(0))
+                Unique("email")
+                Unique("number")
+            }
+            Entity("Supplier", parent: "Party") { Attribute("name", .string) }
+        }
+        let stack = try Stack(model: model)
+        let context = stack.context()
+        context.mergePolicy = MergePolicy(merge: .mergeByPropertyObjectTrump)
+        let held = try stack.insert("Account", in: context, ["code": "A1", "email": "a@x", "number": Int64(1), "note": "kept", "balance": Int64(10)])
+        _ = try stack.insert("Supplier", in: context, ["code": "S1", "name": "Acme"])
+        try context.save()
+        // One row meeting the stored one on both email and number; two new rows duplicating each
+        // other on both.
+        let result = try context.execute(BatchInsertRequest(entityName: "Account", objects: [
+            ["code": "A1", "email": "a@x", "number": Int64(1), "balance": Int64(20)],
+            ["code": "B1", "email": "b@x", "number": Int64(2)],
+            ["code": "B1", "email": "b@x", "number": Int64(2), "balance": Int64(5)],
+        ]))
+        #expect(result.status)
+        let fresh = stack.context()
+        #expect(try fresh.count(for: FetchRequest<ManagedObject>(entityName: "Account")) == 2)
+        let account = try fresh.existingObject(with: held.objectID)
+        #expect(try account.value(forKey: "balance") as? Int64 == 20 && account.value(forKey: "note") as? String == "kept")
+        let duplicate = try #require(try fresh.fetch(FetchRequest<ManagedObject>(entityName: "Account", format: "email == 'b@x'")).first)
+        #expect(try duplicate.value(forKey: "balance") as? Int64 == 5)
+
+        // An object handler sets the balance only: the note the stored row has stays.
+        nonisolated(unsafe) var done = false
+        #expect(try context.execute(BatchInsertRequest(entityName: "Account") { object in
+            guard !done else { return true }
+            done = true
+            try object.setValue("A1", forKey: "code")
+            try object.setValue("a@x", forKey: "email")
+            try object.setValue(Int64(1), forKey: "number")
+            try object.setValue(Int64(30), forKey: "balance")
+            return false
+        }).status)
+        let again = try stack.context().existingObject(with: held.objectID)
+        #expect(try again.value(forKey: "balance") as? Int64 == 30)
+        #expect(try again.value(forKey: "note") as? String == "kept", "the handler did not set the note")
+
+        // A code a supplier holds: an account row cannot become an update of the supplier.
+        let sibling = try #require(throws: ArborError.self) {
+            try context.execute(BatchInsertRequest(entityName: "Account", objects: [["code": "S1", "email": "s@x", "number": Int64(9)]]))
+        }
+        #expect(sibling.code == .constraintConflict)
+        #expect(try stack.context().count(for: FetchRequest<ManagedObject>(entityName: "Supplier", format: "name == 'Acme'")) == 1)
+    }
+
+    @Test("a context that loaded a destination's to-many relationship sees the rows a batch insert added to it")
+    func destinationsMerged() throws {
+        let stack = try Graph.graph(seed: 0xB1_0007, employees: 5)
+        let context = stack.context()
+        let department = try #require(try context.fetch(FetchRequest<ManagedObject>(entityName: "Department")).first)
+        let before = try #require(try department.value(forKey: "employees") as? Set<ManagedObject>).count
+        let other = stack.context()
+        _ = try other.execute(BatchInsertRequest(entityName: "Employee", objects: [
+            ["email": "joined1@x", "salary": Int64(1), "department": department.objectID],
+            ["email": "joined2@x", "salary": Int64(1), "department": department.objectID],
+        ]))
+        let after = try #require(try department.value(forKey: "employees") as? Set<ManagedObject>)
+        #expect(after.count == before + 2)
+    }
+
     @Test("handlers make the rows one at a time: a dictionary handler, and an object handler setting typed values on an object in no context")
     func handlers() throws {
         let stack = try Graph.graph(seed: 0xB1_0005, employees: 5)

@@ -105,6 +105,36 @@ struct FetchedResultsControllerTests {
         }
     }
 
+    @Test("sections are runs of section values the first sort descriptor finds equal (\"Sales\" and \"sales\" case-insensitively): updates and deletions find their objects; a reset reports a reload")
+    func sectionsByOrder() throws {
+        let stack = try Graph.graph(seed: 0xF1_0009, employees: 0)
+        let context = stack.context()
+        let upper = try stack.insert("Department", in: context, ["name": "Sales"])
+        let lower = try stack.insert("Department", in: context, ["name": "sales"])
+        var people: [ManagedObject] = []
+        for index in 0..<6 {
+            people.append(try stack.insert("Employee", in: context, ["name": "P\(index)", "email": "p\(index)@x", "salary": Int64(index),
+                                                                    "department": index % 2 == 0 ? upper : lower]))
+        }
+        try context.save()
+        var request = FetchRequest<ManagedObject>(entityName: "Employee")
+        request.sortDescriptors = [ObjectSortDescriptor(key: "department.name", options: .caseInsensitive), ObjectSortDescriptor(key: "name")]
+        let controller = FetchedResultsController(fetchRequest: request, managedObjectContext: context, sectionNameKeyPath: "department.name")
+        try controller.performFetch()
+        #expect(controller.sections.count == 1 && controller.fetchedObjects.count == 6)
+        let recorder = Recorder()
+        controller.delegate = recorder
+        try people[1].setValue("P1b", forKey: "name")
+        context.delete(people[2])
+        context.processPendingChanges()
+        #expect(controller.fetchedObjects.count == 5)
+        #expect(Set(controller.fetchedObjects.map(ObjectIdentifier.init)).count == 5, "no object twice")
+        #expect(!controller.fetchedObjects.contains { $0 === people[2] })
+        for object in controller.fetchedObjects { #expect(controller.indexPath(forObject: object) != nil) }
+        context.reset()
+        #expect(recorder.rounds.last?.reloaded == true)
+    }
+
     final class Recorder: FetchedResultsControllerDelegate {
         var rounds: [FetchedResultsChanges] = []
         func controllerDidChangeContent(_ changes: FetchedResultsChanges) { rounds.append(changes) }

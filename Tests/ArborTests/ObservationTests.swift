@@ -83,6 +83,24 @@ struct ObservationTests {
         #expect(ada.name == "Ada")
     }
 
+    @Test("a save whose conflict the merge policy settles with the store's values fires the tracking of the values it replaces")
+    func conflictSettled() throws {
+        let stack = try Stack(model: try Self.model())
+        let context = Self.observed(stack)
+        context.mergePolicy = MergePolicy(merge: .mergeByPropertyStoreTrump)
+        let ada = Employee(entity: stack.model.entity(named: "Employee")!, insertInto: context)
+        ada.name = "Ada"
+        try context.save()
+        _ = ada.salary
+        let other = stack.context()
+        let there = try #require(try other.existingObject(with: ada.objectID) as? Employee)
+        there.salary = 99
+        try other.save()
+        ada.salary = 5
+        #expect(try Self.fires({ _ = ada.salary }, after: { try context.save() }))
+        #expect(ada.salary == 99, "the store's value won")
+    }
+
     @Test("a refresh, and a merge of another context's save, fire the tracking")
     func refreshAndMerge() throws {
         let stack = try Stack(model: try Self.model())

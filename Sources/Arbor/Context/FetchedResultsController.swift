@@ -43,9 +43,12 @@ public struct FetchedResultsChanges: Sendable, Hashable {
     public var sections: [FetchedResultsSectionChange] = []
     /// Objects that joined, left, moved or changed.
     public var objects: [FetchedResultsChange] = []
+    /// The results were fetched again as a whole (the context was reset): read the sections
+    /// afresh; ``sections`` and ``objects`` say nothing.
+    public var reloaded = false
 
     /// Whether nothing changed.
-    public var isEmpty: Bool { sections.isEmpty && objects.isEmpty }
+    public var isEmpty: Bool { sections.isEmpty && objects.isEmpty && !reloaded }
 }
 
 /// Told of a ``FetchedResultsController``'s changes (Core Data's
@@ -131,7 +134,7 @@ public final class FetchedResultsController<Result: ManagedObject>: @unchecked S
 
     /// Where `object` is in the results (nil: not there).
     public func indexPath(forObject object: Result) -> IndexPath? {
-        guard let place = placed[ObjectIdentifier(object)], let section = sections.firstIndex(where: { $0.name == place.section }),
+        guard let place = placed[ObjectIdentifier(object)], let section = sectionIndex(of: place.keys),
               let item = position(of: object, keys: place.keys, in: sections[section].objects) else { return nil }
         return IndexPath(indexes: [section, item])
     }
@@ -170,7 +173,7 @@ public final class FetchedResultsController<Result: ManagedObject>: @unchecked S
         keyed.sort { order($0.2, $1.2) < 0 }
         for (object, name, keys) in keyed {
             placed[ObjectIdentifier(object)] = (name, keys)
-            if sections.last?.name == name {
+            if let last = sections.last, sameSection(last, keys) {
                 sections[sections.count - 1].objects.append(object)
             } else {
                 sections.append(Section(name: name, objects: [object]))
@@ -194,6 +197,20 @@ public final class FetchedResultsController<Result: ManagedObject>: @unchecked S
         var name = ""
         if let sectionNameKeyPath, let value = try object.value(forKeyPath: sectionNameKeyPath) { name = "\(value)" }
         return (name, keys)
+    }
+
+    /// Whether sort values `keys` belong in `section`: sections are runs of the first sort
+    /// value (the section key path's) that the first sort descriptor finds equal — not of the
+    /// names' text, which values it finds equal may spell differently ("Sales", "sales").
+    private func sameSection(_ section: Section, _ keys: [Operand]) -> Bool {
+        guard sectionNameKeyPath != nil, let first = fetchRequest.sortDescriptors.first else { return true }
+        guard let head = section.objects.first, let headKeys = placed[ObjectIdentifier(head)]?.keys else { return false }
+        return first.order(headKeys[0], keys[0]) == 0
+    }
+
+    /// The section that sort values `keys` belong in, if there is one.
+    private func sectionIndex(of keys: [Operand]) -> Int? {
+        sections.firstIndex { sameSection($0, keys) }
     }
 
     /// The order of two objects' sort values.
@@ -237,8 +254,15 @@ public final class FetchedResultsController<Result: ManagedObject>: @unchecked S
         if change.invalidatedAllObjects {
             sections = []
             placed = [:]
-            try? performFetch()
-            return report(FetchedResultsChanges())
+            do {
+                try performFetch()
+            } catch {
+                managedObjectContext.persistentStoreCoordinator?.logger.error("a fetched-results controller could not fetch its results again after a reset; it holds none",
+                                                                            metadata: ["arbor.error": "\(error)"])
+            }
+            var reloaded = FetchedResultsChanges()
+            reloaded.reloaded = true
+            return report(reloaded)
         }
         var changes = FetchedResultsChanges()
         rebuilt = false
@@ -250,7 +274,7 @@ public final class FetchedResultsController<Result: ManagedObject>: @unchecked S
             // Where it was.
             var old: (section: Int, item: Int)?
             if let object = object as? Result, let place = placed[ObjectIdentifier(object)],
-               let section = sections.firstIndex(where: { $0.name == place.section }),
+               let section = sectionIndex(of: place.keys),
                let item = position(of: object, keys: place.keys, in: sections[section].objects) {
                 old = (section, item)
             }
@@ -269,7 +293,7 @@ public final class FetchedResultsController<Result: ManagedObject>: @unchecked S
                 changes.objects.append(FetchedResultsChange(kind: .insert, objectID: object.objectID, indexPath: nil, newIndexPath: at))
             case let (old?, new?):
                 let place = placed[ObjectIdentifier(object)]!
-                if place.section == new.name && order(place.keys, new.keys) == 0 {
+                if order(place.keys, new.keys) == 0 {
                     placed[ObjectIdentifier(object)] = (new.name, new.keys)
                     changes.objects.append(FetchedResultsChange(kind: .update, objectID: object.objectID, indexPath: IndexPath(indexes: [old.section, old.item]), newIndexPath: nil))
                 } else {
@@ -303,7 +327,7 @@ public final class FetchedResultsController<Result: ManagedObject>: @unchecked S
     private func insert(_ object: Result, _ new: (name: String, keys: [Operand]), into changes: inout FetchedResultsChanges) -> IndexPath {
         placed[ObjectIdentifier(object)] = (new.name, new.keys)
         let section: Int
-        if let existing = sections.firstIndex(where: { $0.name == new.name }) {
+        if let existing = sectionIndex(of: new.keys) {
             section = existing
         } else {
             // Sections follow the first sort descriptor (on the section key path): the new one goes

@@ -45,13 +45,15 @@ extension ManagedObjectContext {
                 try builder.add(object)
             }
         }
-        let (inserted, updated) = try builder.write(coordinator, policy: mergePolicy.mergeType, origin: transactionOrigin(.batchInsert))
+        let (inserted, updated, related) = try builder.write(coordinator, policy: mergePolicy.mergeType, origin: transactionOrigin(.batchInsert))
         coordinator.logger.debug("a batch insert inserted \(inserted.count) objects and updated \(updated.count)",
                                  metadata: name.map { ["arbor.context": .string($0)] } ?? [:])
         if request.mergesIntoContexts && !(inserted.isEmpty && updated.isEmpty) {
             var change = ContextChange(kind: .didSave)
             change.insertedObjectIDs = Set(inserted)
-            change.updatedObjectIDs = Set(updated)
+            // The destinations the rows name gained members in their to-many inverses (and an
+            // upsert's old destinations lost some): contexts that loaded those read them again.
+            change.updatedObjectIDs = Set(updated).union(related)
             mergeIntoLiveContexts(change, coordinator)
         }
         return BatchInsertResult(resultType: request.resultType, inserted: inserted, updated: updated)
@@ -81,7 +83,8 @@ struct BatchInsertRows {
     }
 
     /// Adds the row of `values` (an attribute's value by its name, a to-one's destination ID).
-    mutating func add(_ values: [String: Any]) throws {
+    /// An upsert writes the values of `given` (nil: all of `values`) over the stored row.
+    mutating func add(_ values: [String: Any], given givenKeys: Set<String>? = nil) throws {
         let id = ManagedObjectID(temporaryFor: entity.name)
         var row = StoreRow(entityName: entity.name, version: 1, values: entity.initialValues)
         // The values given are kept only where an upsert may need them.
@@ -90,14 +93,15 @@ struct BatchInsertRows {
         for (key, value) in values {
             let stored = try storedValue(value, forKey: key)
             row.values[key] = stored
-            if upserts { given[key] = stored }
+            if upserts && givenKeys?.contains(key) ?? true { given[key] = stored }
         }
         try check(row, id: id)
         rows.append((id, row, given))
     }
 
     /// Adds the row of the attributes and to-one relationships `object` holds (what its
-    /// handler set: an object in no context holds nothing else).
+    /// handler set: an object in no context holds nothing else). An upsert writes only the
+    /// properties the handler changed: the others of the stored row stay.
     mutating func add(_ object: ManagedObject) throws {
         var values: [String: Any] = [:]
         for attribute in entity.attributes where !attribute.isTransient {
@@ -106,7 +110,7 @@ struct BatchInsertRows {
         for relationship in entity.relationships where !relationship.isToMany {
             if let destination = try object.value(forKey: relationship.name) as? ManagedObject { values[relationship.name] = destination }
         }
-        try add(values)
+        try add(values, given: Set(object.changedKeys))
     }
 
     /// `value` without the optional it may be wrapped in (nil for nil, NSNull or an empty
@@ -209,11 +213,17 @@ struct BatchInsertRows {
     /// conflict among themselves keep one (the last under the object-trump policies, the first
     /// under the store-trump ones); a row in conflict with a stored row becomes an update of that
     /// row with its given values (object-trump, overwrite) or is dropped (store-trump, rollback).
-    func write(_ coordinator: PersistentStoreCoordinator, policy: MergePolicyType, origin: TransactionOrigin) throws -> ([ManagedObjectID], [ManagedObjectID]) {
+    ///
+    /// The third list is the objects whose to-many relationships the write changed: the
+    /// destinations the rows written name, and those the upserted rows named before.
+    func write(_ coordinator: PersistentStoreCoordinator, policy: MergePolicyType, origin: TransactionOrigin)
+        throws -> ([ManagedObjectID], [ManagedObjectID], Set<ManagedObjectID>) {
         try checkDestinations()
         var dropped: Set<ManagedObjectID> = []
         var upserts: [ManagedObjectID: (row: StoreRow, expected: RowExpectation)] = [:]
         var upsertOrder: [ManagedObjectID] = []
+        // The destinations each upserted row named before.
+        var formerDestinations: [ManagedObjectID: [ManagedObjectID]] = [:]
         let byID = Dictionary(uniqueKeysWithValues: rows.enumerated().map { ($1.id, $0) })
         var attempts = 0
         while true {
@@ -223,24 +233,35 @@ struct BatchInsertRows {
             changes.updated = upsertOrder.map { ($0, upserts[$0]!.row, expected: upserts[$0]!.expected) }
             do {
                 let saved = try coordinator.save([(store.identifier, changes)])
-                return (saved.first?.insertedIDs ?? [], upsertOrder)
+                var related = Set(changes.inserted.flatMap { $0.1.toOne.values })
+                for (_, row, _) in changes.updated { related.formUnion(row.toOne.values) }
+                for holder in upsertOrder { related.formUnion(formerDestinations[holder] ?? []) }
+                return (saved.first?.insertedIDs ?? [], upsertOrder, related)
             } catch let error as ArborError where error.code == .constraintConflict && !error.constraintConflicts.isEmpty {
                 attempts += 1
                 let objectTrump = policy == .mergeByPropertyObjectTrump || policy == .overwrite
                 guard objectTrump || policy == .mergeByPropertyStoreTrump || policy == .rollback, attempts <= 5 else { throw error }
                 for conflict in error.constraintConflicts {
-                    let claimants = conflict.conflictingObjectIDs.filter { byID[$0] != nil && !dropped.contains($0) }
                     // A claimant that is not a new row (an upsert meeting another row): give up.
-                    guard claimants.count == conflict.conflictingObjectIDs.count else { throw error }
+                    guard conflict.conflictingObjectIDs.allSatisfy({ byID[$0] != nil }) else { throw error }
+                    // Rows another constraint's conflict settled already are left out (a row
+                    // may meet the same stored row, or the same new rows, on several constraints).
+                    let claimants = conflict.conflictingObjectIDs.filter { !dropped.contains($0) }
                     if let holder = conflict.databaseObjectID {
                         // Against a stored row: it keeps its values, or takes the last claimant's.
                         dropped.formUnion(claimants)
                         guard objectTrump, let winner = claimants.last else { continue }
-                        guard let stored = conflict.databaseSnapshot else { throw error }
+                        // Only a row of the request's entity (or a sub-entity) takes the values:
+                        // a uniqueness tree spans the hierarchy, and a sibling's row is not one
+                        // to update.
+                        guard let stored = conflict.databaseSnapshot, model.entity(named: stored.entityName)?.isKind(of: entity) == true else { throw error }
                         var row = try upserts[holder]?.row ?? Self.writable(stored, coordinator.managedObjectModel)
                         for (key, value) in rows[byID[winner]!].given { row.values[key] = value }
                         row.version = stored.version + 1
-                        if upserts[holder] == nil { upsertOrder.append(holder) }
+                        if upserts[holder] == nil {
+                            upsertOrder.append(holder)
+                            formerDestinations[holder] = Array(stored.toOne.values)
+                        }
                         upserts[holder] = (row, RowExpectation(version: stored.version))
                     } else {
                         // Among new rows: one of them stays.

@@ -87,8 +87,15 @@ extension ManagedObjectContext {
 
     /// Makes `row` the object's committed values; each property carried by the row keeps this
     /// context's value when `keepsOwn(changed here, changed in the store)` says so, and takes the
-    /// stored value otherwise.
+    /// stored value otherwise. Observers of the object are told (its values may change).
     func rebase(_ object: ManagedObject, on row: StoreRow, keepsOwn: (Bool, Bool) -> Bool) {
+        object.observingChangeOfEveryProperty { rebaseValues(object, on: row, keepsOwn: keepsOwn) }
+        objectDidChange(object, noting: false)
+        noteRefreshed(object)
+    }
+
+    /// The values of ``rebase(_:on:keepsOwn:)``.
+    private func rebaseValues(_ object: ManagedObject, on row: StoreRow, keepsOwn: (Bool, Bool) -> Bool) {
         let entity = object.entity
         var committed = object.committed ?? PropertyStorage(layout: entity.propertyLayout)
         for (index, name) in entity.propertyLayout.names.enumerated() {
@@ -109,8 +116,6 @@ extension ManagedObjectContext {
         for index in entity.propertyLayout.names.indices where committed[slot: index] != nil && object.values[slot: index] != committed[slot: index] {
             object.changedSlots.insert(index)
         }
-        objectDidChange(object, noting: false)
-        noteRefreshed(object)
     }
 
     /// An object whose row another context deleted, saved again whole (the overwrite policy):

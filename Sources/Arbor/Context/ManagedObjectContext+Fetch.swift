@@ -83,8 +83,8 @@ extension ManagedObjectContext {
         let plan = try plan(request)
         if let countFetch = plan.countFetch {
             let count = try plan.coordinator.count(countFetch, in: plan.stores)
-            guard try generationMoved(since: plan) else { return count }
-            return try fetchIDs(request, plan: self.plan(request, rollingBack: true)).count
+            guard let again = try replanned(request, after: plan) else { return count }
+            return try fetchIDs(request, plan: again).count
         }
         return try fetchIDs(request, plan: plan).count
     }
@@ -94,10 +94,12 @@ extension ManagedObjectContext {
     /// Where every fetch starts: the event ends (pending deletions propagate) and the request is
     /// checked against the model (``plan(_:)`` then decides where each part runs).
     ///
-    /// In a context pinned to a query generation, `rollingBack` (or objects changed since the
-    /// generation in the entities the request reads) keeps joins and sorts for objects too:
-    /// the store answers on rows as they are now (docs/history.md, "Query generations").
-    func prepare<Result>(_ request: FetchRequest<Result>, rollingBack: Bool = false) throws
+    /// In a context pinned to a query generation, the plan rolls back (`rollingBack`, or objects
+    /// of the request's entity, of a joined or of a sorted entity changed since the generation):
+    /// sorts are kept for objects, and joins too when objects of a joined entity changed
+    /// (`joinsInMemory`, or found so): the store answers on rows as they are now (docs/history.md,
+    /// "Query generations").
+    func prepare<Result>(_ request: FetchRequest<Result>, rollingBack: Bool = false, joinsInMemory: Bool = false) throws
         -> (PersistentStoreCoordinator, FetchAnalysis, RequestPlan.Generation?) {
         let coordinator = try requireCoordinator("fetch \(request.entityName)")
         takePermanentIDs()
@@ -107,23 +109,34 @@ extension ManagedObjectContext {
         var generation: RequestPlan.Generation?
         if parent == nil, let pinned = queryGeneration {
             try pinned.catchUp()
-            let rollsBack = rollingBack || pinned.touchesFamily(of: analysis.entity) || pinned.touches(analysis.joinedEntities)
-                || pinned.touches(analysis.sortedEntities(request.sortDescriptors))
-            generation = RequestPlan.Generation(version: pinned.version, rollsBack: rollsBack)
+            let joined = joinsInMemory || pinned.touches(analysis.joinedEntities)
+            let rollsBack = rollingBack || joined || pinned.touchesFamily(of: analysis.entity) || pinned.touches(analysis.sortedEntities(request.sortDescriptors))
+            generation = RequestPlan.Generation(version: pinned.version, rollsBack: rollsBack, joinsInMemory: joined)
         }
         let rollsBack = generation?.rollsBack == true
-        analysis.keepJoins(inMemory: rollsBack || request.includesPendingChanges && hasPendingChanges(in: analysis.joinedEntities))
+        // Joins stay in the store unless objects they reach changed since the generation: rows
+        // of the entity changed since are left out of the store's answer and judged as they were.
+        analysis.keepJoins(inMemory: generation?.joinsInMemory == true
+                            || request.includesPendingChanges && hasPendingChanges(in: analysis.joinedEntities))
         analysis.keepSorts(inMemory: rollsBack || request.includesPendingChanges && hasPendingChanges(in: analysis.sortedEntities(request.sortDescriptors)))
         return (coordinator, analysis, generation)
     }
 
-    /// Whether the query generation the context is pinned to had objects change since `plan`
-    /// was made for it, when the plan let the store answer (its answer is then read again,
-    /// rolled back).
-    func generationMoved(since plan: RequestPlan) throws -> Bool {
-        guard let planned = plan.generation, !planned.rollsBack, let pinned = queryGeneration else { return false }
+    /// Called after the store's answer to `plan` was read, in a context pinned to a query
+    /// generation: the overlay is brought up to date (it then covers the rows read), and when
+    /// objects changed since the plan was made in a way it did not allow for, the plan to follow
+    /// instead (the answer is read again): one that rolls back, when this one let the store
+    /// answer; one with joins kept for objects, when objects a join reaches changed. Nil: the
+    /// answer stands. (At most two plans more: the last keeps everything for objects.)
+    func replanned<Result>(_ request: FetchRequest<Result>, after plan: RequestPlan) throws -> RequestPlan? {
+        guard let planned = plan.generation, let pinned = queryGeneration else { return nil }
         try pinned.catchUp()
-        return pinned.version != planned.version
+        guard pinned.version != planned.version else { return nil }
+        if !planned.rollsBack { return try self.plan(request, rollingBack: true) }
+        if !planned.joinsInMemory && pinned.touches(plan.analysis.joinedEntities) {
+            return try self.plan(request, rollingBack: true, joinsInMemory: true)
+        }
+        return nil
     }
 
     /// Whether objects of any of `entities` have unsaved changes here (inserted, changed or
@@ -168,8 +181,8 @@ extension ManagedObjectContext {
         let plan = try given ?? plan(request)
         if case .stores(let stores) = plan.source, plan.rowsAnswer {
             let ids = try plan.coordinator.fetch(plan.storeFetch, in: stores).map(\.0)
-            guard try generationMoved(since: plan) else { return ids }
-            return try fetchObjects(request, plan: self.plan(request, rollingBack: true)).map(\.objectID)
+            guard let again = try replanned(request, after: plan) else { return ids }
+            return try fetchObjects(request, plan: again).map(\.objectID)
         }
         return try fetchObjects(request, plan: plan).map(\.objectID)
     }
@@ -197,9 +210,9 @@ extension ManagedObjectContext {
         case .stores(let stores):
             // The store applies the order and the window when nothing is left to do in memory.
             rows = try coordinator.fetch(plan.storeFetch, in: stores)
-            // Pinned to a query generation: objects changed since the rows were planned for
-            // are rolled back (planned again, the store's answer read again).
-            if try generationMoved(since: plan) { return try fetchObjects(request, plan: self.plan(request, rollingBack: true)) }
+            // Pinned to a query generation: objects changed since the rows were planned for in
+            // a way the plan did not allow for: planned again, the store's answer read again.
+            if let again = try replanned(request, after: plan) { return try fetchObjects(request, plan: again) }
         }
         // Rows of objects changed since the context's query generation are read as they were
         // then, after the rows (below); the store judged them as they are now.
@@ -502,7 +515,7 @@ extension ManagedObjectContext {
         let grouping = StoreGrouping(rows: rows, groupBy: groupBy, properties: properties)
         let groups = try plan.coordinator.locked { try store.groups(grouping) }
         // Objects changed since the pinned generation meanwhile: the objects answer.
-        return try generationMoved(since: plan) ? nil : groups
+        return try replanned(objectRequest, after: plan) != nil ? nil : groups
     }
 
     /// The dictionaries of `objects`: one per group of `groupBy` (groups by the evaluator's

@@ -15,10 +15,6 @@ extension ManagedObjectContext {
         do {
             if plan.decodesRows {
                 let rows = try plan.coordinator.fetch(plan.storeFetch, in: plan.stores)
-                if try generationMoved(since: plan) {
-                    let objects = try fetchObjects(request, plan: self.plan(request, rollingBack: true))
-                    return try objects.map { try Value(from: RowValueDecoder(reader: reader, source: ValueReader.source($0), codingPath: [])) }
-                }
                 var values: [Value] = []
                 values.reserveCapacity(rows.count)
                 for (position, (id, row)) in rows.enumerated() {

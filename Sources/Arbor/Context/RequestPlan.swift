@@ -58,13 +58,15 @@ struct RequestPlan {
     }
 
     /// A plan of a context pinned to a query generation: the generation's version when the plan
-    /// was made (a run finding it moved plans again, rolling back), and whether the plan rolls
-    /// back objects changed since the generation: the store's rows of those are left out, and
-    /// the objects are judged as they were at the generation, with joins, sorts and the window
-    /// kept for objects.
+    /// was made (a run finding it moved may plan again:
+    /// ``ManagedObjectContext/replanned(_:after:)``), whether the plan rolls back objects changed
+    /// since the generation (the store's rows of those are left out, and the objects are judged
+    /// as they were at the generation, with sorts and the window kept for objects), and whether
+    /// it keeps joins for objects too (objects a join reaches changed).
     struct Generation {
         let version: Int
         let rollsBack: Bool
+        let joinsInMemory: Bool
     }
 
     /// Set in a context pinned to a query generation.
@@ -89,8 +91,8 @@ extension ManagedObjectContext {
     ///
     /// `rollingBack`: in a context pinned to a query generation, plan for objects changed since
     /// it even if none of the request's entities had changed when it was last looked at.
-    func plan<Result>(_ request: FetchRequest<Result>, rollingBack: Bool = false) throws -> RequestPlan {
-        let (coordinator, analysis, generation) = try prepare(request, rollingBack: rollingBack)
+    func plan<Result>(_ request: FetchRequest<Result>, rollingBack: Bool = false, joinsInMemory: Bool = false) throws -> RequestPlan {
+        let (coordinator, analysis, generation) = try prepare(request, rollingBack: rollingBack, joinsInMemory: joinsInMemory)
         let rollsBack = generation?.rollsBack == true
         let pending = pendingObjects(of: analysis.entity, request)
         let planned = RequestPlan.PlannedRequest(resultType: request.resultType, sortDescriptors: request.sortDescriptors,

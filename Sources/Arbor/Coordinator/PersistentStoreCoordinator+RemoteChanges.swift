@@ -13,11 +13,18 @@ final class RemoteChangeChecking: @unchecked Sendable {
     /// The poll, when one runs (under `lock`).
     private var timer: DispatchSourceTimer?
     private let lock = NSLock()
+    /// Held while changes are found, announced and handed to contexts: one processing at a
+    /// time, so that notifications and merges follow the order of the commits (recursive: an
+    /// observer of the notification may look again).
+    let processing = NSRecursiveLock()
 
     func startPolling(every interval: Duration, _ poll: @escaping @Sendable () -> Void) {
         let source = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "arbor.remote-changes"))
-        let nanoseconds = Int(clamping: interval.components.seconds * 1_000_000_000 + interval.components.attoseconds / 1_000_000_000)
-        source.schedule(deadline: .now() + .nanoseconds(nanoseconds), repeating: .nanoseconds(max(nanoseconds, 1_000_000)))
+        // In whole milliseconds, at least one (no overflow for any interval).
+        let milliseconds = interval.components.seconds >= Int64(Int.max / 1_000_000_000) ? Int.max / 1_000_000
+            : max(1, Int(interval.components.seconds) * 1_000 + Int(interval.components.attoseconds / 1_000_000_000_000_000))
+        let nanoseconds = milliseconds * 1_000_000
+        source.schedule(deadline: .now() + .nanoseconds(nanoseconds), repeating: .nanoseconds(nanoseconds))
         source.setEventHandler(handler: poll)
         source.resume()
         lock.withLock {
@@ -90,30 +97,53 @@ extension PersistentStoreCoordinator {
     }
 
     func processRemoteChanges(refreshing: Bool) throws -> Bool {
+        remoteChecking.processing.lock()
+        defer { remoteChecking.processing.unlock() }
         let found = try locked {
-            try persistentStores.compactMap { $0 as? NativeStore }.compactMap { try $0.remoteChanges(refreshing: refreshing) }
+            try persistentStores.compactMap { $0 as? NativeStore }.compactMap { store in try store.remoteChanges(refreshing: refreshing).map { (store, $0) } }
         }
-        for changes in found {
-            let changed = changes.updated.union(changes.deleted)
-            if !changed.isEmpty { try reloadSnapshots(Array(changed)) }
-            logger.debug("remote changes", metadata: ["arbor.store": "\(changes.store)", "arbor.inserted": "\(changes.inserted.count)",
-                                                      "arbor.updated": "\(changes.updated.count)", "arbor.deleted": "\(changes.deleted.count)"])
-            var userInfo: [AnyHashable: Any] = [Self.storeIdentifierKey: changes.store]
-            if let token = changes.token { userInfo[Self.historyTokenKey] = token }
-            NotificationCenter.default.post(name: Self.remoteChangeNotification, object: self, userInfo: userInfo)
-            guard !(changes.inserted.isEmpty && changed.isEmpty) else { continue }
-            var change = ContextChange(kind: .didSave)
-            change.insertedObjectIDs = changes.inserted
-            change.updatedObjectIDs = changes.updated
-            change.deletedObjectIDs = changes.deleted
-            let merged = change
-            for context in liveContexts() where context.parent == nil {
-                context.perform {
-                    if context.automaticallyMergesChangesFromParent { context.merge(merged, fromOwnCoordinator: false) }
+        // Each store's changes are accounted for once announced and handed to the contexts: a
+        // failure leaves them to be found again, and the other stores' go on.
+        var failure: (any Error)?
+        var announced = false
+        for (store, result) in found {
+            do {
+                if let changes = result.changes {
+                    try announce(changes)
+                    announced = true
                 }
+                store.accept(result)
+            } catch {
+                logger.warning("could not process the remote changes of a store; they will be looked for again",
+                               metadata: ["arbor.store": "\(store.identifier)", "arbor.error": "\(error)"])
+                failure = failure ?? error
             }
         }
-        return !found.isEmpty
+        if let failure { throw failure }
+        return announced
+    }
+
+    /// Refreshes the row cache's rows of what others changed, posts the notification and hands
+    /// the changes to the root contexts that merge automatically (queued on theirs, in order).
+    private func announce(_ changes: RemoteChanges) throws {
+        let changed = changes.updated.union(changes.deleted)
+        if !changed.isEmpty { try reloadSnapshots(Array(changed)) }
+        logger.debug("remote changes", metadata: ["arbor.store": "\(changes.store)", "arbor.inserted": "\(changes.inserted.count)",
+                                                  "arbor.updated": "\(changes.updated.count)", "arbor.deleted": "\(changes.deleted.count)"])
+        var userInfo: [AnyHashable: Any] = [Self.storeIdentifierKey: changes.store]
+        if let token = changes.token { userInfo[Self.historyTokenKey] = token }
+        NotificationCenter.default.post(name: Self.remoteChangeNotification, object: self, userInfo: userInfo)
+        guard !(changes.inserted.isEmpty && changed.isEmpty) else { return }
+        var change = ContextChange(kind: .didSave)
+        change.insertedObjectIDs = changes.inserted
+        change.updatedObjectIDs = changes.updated
+        change.deletedObjectIDs = changes.deleted
+        let merged = change
+        for context in liveContexts() where context.parent == nil {
+            context.perform {
+                if context.automaticallyMergesChangesFromParent { context.merge(merged, fromOwnCoordinator: false) }
+            }
+        }
     }
 
     /// After an access (under the lock): when a store's transactions saw a change counter it

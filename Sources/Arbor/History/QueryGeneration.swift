@@ -308,10 +308,9 @@ final class QueryGeneration {
         id.storeIdentifier.flatMap { overlays[$0] }
     }
 
-    /// Whether any object of the named entities changed since the generation.
+    /// Whether any object of `entities` (or of their sub-entities) changed since the generation.
     func touches(_ entities: [EntityDescription]) -> Bool {
-        guard !entities.isEmpty else { return false }
-        return overlays.values.contains { overlay in entities.contains { overlay.touchedEntities.contains($0.name) } }
+        entities.contains { touchesFamily(of: $0) }
     }
 
     /// Whether any object of `entity` (or its sub-entities) changed since the generation.

@@ -17,6 +17,16 @@ struct RemoteWatch {
     var pending: [ObjectIdentifier: Int64] = [:]
 }
 
+/// What a store found since it last looked, and what to account for once it is processed.
+struct FoundRemoteChanges: Sendable {
+    /// The file's change counter it found.
+    let counter: UInt64
+    /// The last history transaction it read (nil: the store records no history).
+    let lastHistory: Int64?
+    /// The commits of others (nil: only the store's own moved the counter).
+    let changes: RemoteChanges?
+}
+
 /// The commits of others a store found since it last looked.
 struct RemoteChanges: Sendable {
     /// The store.
@@ -102,27 +112,25 @@ extension NativeStore {
         return remoteWatch.withLock { $0.known != counter }
     }
 
-    /// The commits of others since the store last looked, or nil when there are none;
-    /// `refreshing` first reads the file's header (a poll), else only what the store's own
-    /// transactions saw is compared. With history, the transactions of others are read (the
-    /// store's own are skipped) and their objects named.
-    func remoteChanges(refreshing: Bool) throws -> RemoteChanges? {
+    /// What the store finds since it last looked, to be accounted for once processed
+    /// (``accept(_:)``): nil when the file's change counter did not move. Its changes are nil
+    /// when only the store's own commits moved it. `refreshing` first reads the file's header
+    /// (a poll), else only what the store's own transactions saw is compared. With history, the
+    /// transactions of others are read (the store's own are skipped) and their objects named.
+    /// Nothing is accounted for here: a failure to process what was found leaves it to be found
+    /// again.
+    func remoteChanges(refreshing: Bool) throws -> FoundRemoteChanges? {
         if refreshing { _ = try Self.storeError("read \(path ?? "memory")") { try database.read { _ in } } }
         let counter = database.latestChangeCounter
-        let (moved, after, own) = remoteWatch.withLock { watch -> (Bool, Int64, Set<Int64>) in
-            defer { watch.known = counter }
-            return (watch.known != counter, watch.lastHistory, watch.own)
+        let (known, after, own) = remoteWatch.withLock { ($0.known, $0.lastHistory, $0.own) }
+        guard known != counter else { return nil }
+        guard tracksHistory else {
+            return FoundRemoteChanges(counter: counter, lastHistory: nil, changes: RemoteChanges(store: identifier, token: nil))
         }
-        guard moved else { return nil }
-        guard tracksHistory else { return RemoteChanges(store: identifier, token: nil) }
         let transactions = try fetchHistory(after: after, date: nil, changes: true) { _ in true }
         let last = transactions.last?.transactionNumber ?? after
-        remoteWatch.withLock { watch in
-            watch.lastHistory = max(watch.lastHistory, last)
-            watch.own = watch.own.filter { $0 > last }
-        }
         let others = transactions.filter { !own.contains($0.transactionNumber) }
-        guard !others.isEmpty else { return nil }
+        guard !others.isEmpty else { return FoundRemoteChanges(counter: counter, lastHistory: last, changes: nil) }
         var changes = RemoteChanges(store: identifier, token: PersistentHistoryToken(transactionNumbers: [identifier: last]))
         for change in others.flatMap({ $0.changes ?? [] }) {
             switch change.changeType {
@@ -136,6 +144,17 @@ extension NativeStore {
         changes.inserted.subtract(changes.deleted)
         changes.updated.subtract(changes.deleted)
         changes.updated.subtract(changes.inserted)
-        return changes
+        return FoundRemoteChanges(counter: counter, lastHistory: last, changes: changes)
+    }
+
+    /// Accounts for what ``remoteChanges(refreshing:)`` found, once it was processed.
+    func accept(_ found: FoundRemoteChanges) {
+        remoteWatch.withLock { watch in
+            watch.known = found.counter
+            if let last = found.lastHistory {
+                watch.lastHistory = max(watch.lastHistory, last)
+                watch.own = watch.own.filter { $0 > last }
+            }
+        }
     }
 }

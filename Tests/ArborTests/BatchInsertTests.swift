@@ -187,6 +187,27 @@ struct BatchInsertTests {
         #expect(try stack.context().count(for: FetchRequest<ManagedObject>(entityName: "Supplier", format: "name == 'Acme'")) == 1)
     }
 
+    @Test("a destination deleted after the request checked it is found in the write's own transaction: the rows are refused, nothing written")
+    func destinationsCheckedInTheWrite() throws {
+        let stack = try Graph.graph(seed: 0xB1_0008, employees: 0)
+        let context = stack.context()
+        let department = try #require(try context.fetch(FetchRequest<ManagedObject>(entityName: "Department")).first)
+        let id = department.objectID
+        context.delete(department)
+        try context.save()
+        // What a batch insert writes after another connection deleted its destination.
+        let store = try #require(stack.coordinator.persistentStores.first as? NativeStore)
+        let entity = try #require(stack.model.entity(named: "Employee"))
+        var changes = StoreChanges()
+        changes.inserted = [(ManagedObjectID(temporaryFor: "Employee"),
+                             StoreRow(entityName: "Employee", version: 1, attributes: ["email": .string("late@x"), "salary": .integer(1)], toOne: ["department": id]))]
+        changes.requiredRows = [(id, "Employee.department of a batch insert")]
+        _ = entity
+        let refusal = try #require(throws: ArborError.self) { try store.save(changes) }
+        #expect(refusal.code == .misuse && refusal.message.contains("deleted since"))
+        #expect(try stack.context().count(for: FetchRequest<ManagedObject>(entityName: "Employee")) == 0)
+    }
+
     @Test("a context that loaded a destination's to-many relationship sees the rows a batch insert added to it")
     func destinationsMerged() throws {
         let stack = try Graph.graph(seed: 0xB1_0007, employees: 5)

@@ -66,8 +66,9 @@ public struct BatchInsertRequest: Sendable {
     /// A request inserting the rows `handler` makes by setting the attributes of an object of
     /// the entity (of its class, in no context): it is called with a new object again and again
     /// and returns true when it is done (the object of that call is not inserted), as Core
-    /// Data's `managedObjectHandler`. Only the attributes (and to-one relationships to saved
-    /// objects) it sets are read.
+    /// Data's `managedObjectHandler`. Only the attributes it sets are read (an upsert writes
+    /// those, its other attributes stay): an object in no context cannot relate to saved
+    /// objects, so rows that name destinations come from dictionaries, by object ID.
     public init(entityName: String, managedObjectHandler handler: @escaping @Sendable (ManagedObject) throws -> Bool) {
         self.entityName = entityName
         source = .managedObjectHandler(handler)

@@ -229,6 +229,9 @@ struct BatchInsertRows {
         while true {
             var changes = StoreChanges()
             changes.origin = origin
+            // Checked again in the write's own transaction: another connection may delete a
+            // destination after ``checkDestinations()``.
+            changes.requiredRows = destinations.map { ($0.key, "\(entity.name).\($0.value) of a batch insert") }
             changes.inserted = rows.compactMap { dropped.contains($0.id) ? nil : ($0.id, $0.row) }
             changes.updated = upsertOrder.map { ($0, upserts[$0]!.row, expected: upserts[$0]!.expected) }
             do {

@@ -56,8 +56,11 @@ extension NativeStore {
         var begin: UInt64 = 0
         var writing: ObjectIdentifier?
         let result: R
+        let end: UInt64
         do {
-            result = try database.write { transaction in
+            // The counter the commit left, not the latest any transaction saw: another thread's
+            // read may have seen another process's later commit, which is still to be found.
+            (result, end) = try database.writeCounting { transaction in
                 writing = ObjectIdentifier(transaction)
                 begin = transaction.header.changeCounter
                 try checkTracking(transaction)
@@ -67,7 +70,6 @@ extension NativeStore {
             if let writing { remoteWatch.withLock { _ = $0.pending.removeValue(forKey: writing) } }
             throw error
         }
-        let end = database.latestChangeCounter
         remoteWatch.withLock { watch in
             if watch.known == begin { watch.known = end }
             if let writing, let number = watch.pending.removeValue(forKey: writing) { watch.own.insert(number) }

@@ -417,23 +417,26 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     /// transaction in key order (a batch insert's destinations).
     func missingRows(_ ids: [ManagedObjectID]) throws -> [ManagedObjectID] {
         try Self.storeError("read the rows of \(ids.count) objects") {
-            try database.read { transaction in
-                var missing: [ManagedObjectID] = []
-                var trees: [ObjectIdentifier: Tree?] = [:]
-                // In key order (a leaf read once for its rows), whatever their entities.
-                for id in ids.sorted(by: { ($0.primaryKey ?? 0) < ($1.primaryKey ?? 0) }) {
-                    let root = try entity(id.entityName).rootEntity
-                    if trees[ObjectIdentifier(root)] == nil { trees[ObjectIdentifier(root)] = try transaction.tree(named: Self.rowsTree(root)) }
-                    guard let tree = trees[ObjectIdentifier(root)] ?? nil,
-                          let name = try withKey(try primaryKey(of: id), { key in try tree.withValue(forKey: key) { entityName(ofRow: $0, hierarchy: root) } }),
-                          name == id.entityName else {
-                        missing.append(id)
-                        continue
-                    }
-                }
-                return missing
+            try database.read { transaction in try missingRows(ids, in: transaction) }
+        }
+    }
+
+    /// ``missingRows(_:)`` in `transaction`.
+    func missingRows(_ ids: [ManagedObjectID], in transaction: ReadTransaction) throws -> [ManagedObjectID] {
+        var missing: [ManagedObjectID] = []
+        var trees: [ObjectIdentifier: Tree?] = [:]
+        // In key order (a leaf read once for its rows), whatever their entities.
+        for id in ids.sorted(by: { ($0.primaryKey ?? 0) < ($1.primaryKey ?? 0) }) {
+            let root = try entity(id.entityName).rootEntity
+            if trees[ObjectIdentifier(root)] == nil { trees[ObjectIdentifier(root)] = try transaction.tree(named: Self.rowsTree(root)) }
+            guard let tree = trees[ObjectIdentifier(root)] ?? nil,
+                  let name = try withKey(try primaryKey(of: id), { key in try tree.withValue(forKey: key) { entityName(ofRow: $0, hierarchy: root) } }),
+                  name == id.entityName else {
+                missing.append(id)
+                continue
             }
         }
+        return missing
     }
 
     /// A to-many relationship's destinations, from the inverse's foreign-key, join or order tree.
@@ -534,6 +537,13 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         // An error thrown inside the transaction (a conflict, or the caller's) rolls it back.
         return try Self.storeError("save to \(path ?? "memory")", code: .storeSave) {
             try ownWrite { transaction in
+                if !changes.requiredRows.isEmpty {
+                    let missing = Set(try missingRows(changes.requiredRows.map(\.id), in: transaction))
+                    if let gone = changes.requiredRows.first(where: { missing.contains($0.id) }) {
+                        throw ArborError(.misuse, "\(gone.namedBy) names \(gone.id), which the store does not hold (deleted since it was checked)",
+                                         objectID: gone.id)
+                    }
+                }
                 let writer = RowWriter(store: self, transaction: transaction, changes: changes, history: historyWriter(transaction, changes.origin))
                 try writer.allocateKeys()
                 try writer.apply()

@@ -201,6 +201,13 @@ public final class Database: Sendable {
     /// - Throws: what `body` throws, or a ``StoreError`` (`busy`, `readOnly`, `full`, I/O…). When
     ///   the commit itself fails, nothing was written.
     public func write<R>(_ body: (WriteTransaction) throws -> R) throws -> R {
+        try writeCounting(body).result
+    }
+
+    /// ``write(_:)``, also returning the file's change counter as the commit left it (as it
+    /// began, when the transaction changed nothing): what this transaction made of the file,
+    /// whatever other connections committed after it.
+    public func writeCounting<R>(_ body: (WriteTransaction) throws -> R) throws -> (result: R, changeCounter: UInt64) {
         writerGate.enter()
         defer { writerGate.leave() }
         let connection = try checkout()
@@ -233,7 +240,7 @@ public final class Database: Sendable {
             try? pager.rollback()
             throw StoreError(.busy, "could not commit: readers kept the database busy past the timeout; nothing was written", path: path)
         }
-        return result
+        return (result, pager.currentHeader.changeCounter)
     }
 
     /// The page-level check alone: file length, freelist, and every page's checksum (no tree

@@ -204,7 +204,7 @@ struct BatchInsertTests {
         changes.requiredRows = [(id, "Employee.department of a batch insert")]
         _ = entity
         let refusal = try #require(throws: ArborError.self) { try store.save(changes) }
-        #expect(refusal.code == .misuse && refusal.message.contains("deleted since"))
+        #expect(refusal.code == .misuse && refusal.message.contains("does not hold"))
         #expect(try stack.context().count(for: FetchRequest<ManagedObject>(entityName: "Employee")) == 0)
     }
 

@@ -51,9 +51,10 @@ extension ManagedObjectContext {
         if request.mergesIntoContexts && !(inserted.isEmpty && updated.isEmpty) {
             var change = ContextChange(kind: .didSave)
             change.insertedObjectIDs = Set(inserted)
+            change.updatedObjectIDs = Set(updated)
             // The destinations the rows name gained members in their to-many inverses (and an
             // upsert's old destinations lost some): contexts that loaded those read them again.
-            change.updatedObjectIDs = Set(updated).union(related)
+            change.relatedObjectIDs = related
             mergeIntoLiveContexts(change, coordinator)
         }
         return BatchInsertResult(resultType: request.resultType, inserted: inserted, updated: updated)
@@ -74,18 +75,25 @@ struct BatchInsertRows {
     /// The destinations the rows name, with a key naming each: checked in the store all at
     /// once before anything is written (``checkDestinations()``).
     private var destinations: [ManagedObjectID: String] = [:]
+    /// The space of the rows' temporary IDs (interned once, not per row).
+    private let temporarySpace: ObjectIDSpace
+    /// The ID space and relationship of the last destination checked: the next of the same
+    /// space (the common case: every row names the same entity) needs no check of its entity
+    /// or store again.
+    private var checkedSpace: (address: UnsafeMutableRawPointer, relationship: String)?
 
     init(entity: EntityDescription, model: ManagedObjectModel, store: any PersistentStore, validates: Bool) {
         self.entity = entity
         self.model = model
         self.store = store
         self.validates = validates
+        temporarySpace = ObjectIDSpace.interned(entity.name, ManagedObjectID.temporaryNamespace)
     }
 
     /// Adds the row of `values` (an attribute's value by its name, a to-one's destination ID).
     /// An upsert writes the values of `given` (nil: all of `values`) over the stored row.
     mutating func add(_ values: [String: Any], given givenKeys: Set<String>? = nil) throws {
-        let id = ManagedObjectID(temporaryFor: entity.name)
+        let id = ManagedObjectID(temporaryIn: temporarySpace)
         var row = StoreRow(entityName: entity.name, version: 1, values: entity.initialValues)
         // The values given are kept only where an upsert may need them.
         var given: [String: PropertyValue] = [:]
@@ -155,12 +163,17 @@ struct BatchInsertRows {
             throw ArborError(.wrongValueType, "\(entity.name).\(key) takes a ManagedObjectID of a saved object; \(type(of: value)) is not one",
                              entity: entity.name, key: key, value: "\(value)")
         }
-        guard let destination = relationship.destinationEntity, id.storeIdentifier == store.identifier, !id.isTemporaryID,
-              let named = model.entity(named: id.entityName), named.isKind(of: destination) else {
-            throw ArborError(.misuse, "\(entity.name).\(key) of a batch insert must name a saved \(relationship.destinationEntity?.name ?? "object") of the store \(store.identifier); \(id) is not one",
-                             entity: entity.name, key: key, objectID: id)
+        if let checkedSpace, checkedSpace.address == id.spaceAddress, checkedSpace.relationship == key, !id.isTemporaryID {
+            // Same entity and store as the last destination of this relationship.
+        } else {
+            guard let destination = relationship.destinationEntity, id.storeIdentifier == store.identifier, !id.isTemporaryID,
+                  let named = model.entity(named: id.entityName), named.isKind(of: destination) else {
+                throw ArborError(.misuse, "\(entity.name).\(key) of a batch insert must name a saved \(relationship.destinationEntity?.name ?? "object") of the store \(store.identifier); \(id) is not one",
+                                 entity: entity.name, key: key, objectID: id)
+            }
+            checkedSpace = (id.spaceAddress, key)
         }
-        if destinations[id] == nil { destinations[id] = key }
+        destinations.updateValue(key, forKey: id)
         return .object(id)
     }
 
@@ -218,7 +231,9 @@ struct BatchInsertRows {
     /// destinations the rows written name, and those the upserted rows named before.
     func write(_ coordinator: PersistentStoreCoordinator, policy: MergePolicyType, origin: TransactionOrigin)
         throws -> ([ManagedObjectID], [ManagedObjectID], Set<ManagedObjectID>) {
-        try checkDestinations()
+        // Non-native stores check the destinations first; a native store checks them in the
+        // write's own transaction (`requiredRows`), in one read in key order.
+        if !(store is NativeStore) { try checkDestinations() }
         var dropped: Set<ManagedObjectID> = []
         var upserts: [ManagedObjectID: (row: StoreRow, expected: RowExpectation)] = [:]
         var upsertOrder: [ManagedObjectID] = []
@@ -229,15 +244,16 @@ struct BatchInsertRows {
         while true {
             var changes = StoreChanges()
             changes.origin = origin
-            // Checked again in the write's own transaction: another connection may delete a
-            // destination after ``checkDestinations()``.
+            // Checked in the write's own transaction: another connection may delete a
+            // destination at any time before.
             changes.requiredRows = destinations.map { ($0.key, "\(entity.name).\($0.value) of a batch insert") }
             changes.inserted = rows.compactMap { dropped.contains($0.id) ? nil : ($0.id, $0.row) }
             changes.updated = upsertOrder.map { ($0, upserts[$0]!.row, expected: upserts[$0]!.expected) }
             do {
                 let saved = try coordinator.save([(store.identifier, changes)])
-                var related = Set(changes.inserted.flatMap { $0.1.toOne.values })
-                for (_, row, _) in changes.updated { related.formUnion(row.toOne.values) }
+                // Every destination a row names (an upsert's new ones included) is one of the
+                // request's; an upsert's old ones too.
+                var related = Set(destinations.keys)
                 for holder in upsertOrder { related.formUnion(formerDestinations[holder] ?? []) }
                 return (saved.first?.insertedIDs ?? [], upsertOrder, related)
             } catch let error as ArborError where error.code == .constraintConflict && !error.constraintConflicts.isEmpty {

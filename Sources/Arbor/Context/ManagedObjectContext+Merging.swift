@@ -113,6 +113,19 @@ extension ManagedObjectContext {
                 refresh(object, mergeChanges: true)
             }
         }
+        // Objects whose to-many relationships gained or lost members read them again (those
+        // this context changed keep its changes).
+        for id in change.relatedObjectIDs {
+            guard let object = registeredObject(for: id), !object.faulted, !object.insertedFlag else { continue }
+            for (relationship, slot) in zip(object.entity.relationships, object.entity.relationshipSlots)
+            where relationship.isToMany && !object.unloadedRelationships.contains(relationship.name) && !object.changedSlots.contains(slot) {
+                object.observingChange(of: slot) {
+                    object.unloadedRelationships.insert(relationship.name)
+                    object.values[slot: slot] = nil
+                    object.committed?[slot: slot] = nil
+                }
+            }
+        }
         // Objects deleted there are deleted here: their delete rules unlink what this context
         // still relates to them; then they leave the context (their rows are gone already). Only
         // their rules run now: this context's own deletions wait as they would have.

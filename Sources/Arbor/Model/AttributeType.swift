@@ -110,6 +110,8 @@ public struct AttributeType: Sendable, Equatable, CustomStringConvertible {
             // path refuses.
             if type(of: value) == Int.self, let int = value as? Int, bounds.contains(Int64(int)) { return .integer(Int64(int)) }
             if type(of: value) == Int64.self, let int = value as? Int64, bounds.contains(int) { return .integer(int) }
+            if type(of: value) == Int32.self, let int = value as? Int32, bounds.contains(Int64(int)) { return .integer(Int64(int)) }
+            if type(of: value) == Int16.self, let int = value as? Int16, bounds.contains(Int64(int)) { return .integer(Int64(int)) }
             guard let number = value as? any BinaryInteger else { throw wrong() }
             guard let exact = Int64(exactly: number), bounds.contains(exact) else {
                 let tooLarge = !isNegative(number)

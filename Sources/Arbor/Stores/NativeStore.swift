@@ -540,7 +540,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                 if !changes.requiredRows.isEmpty {
                     let missing = Set(try missingRows(changes.requiredRows.map(\.id), in: transaction))
                     if let gone = changes.requiredRows.first(where: { missing.contains($0.id) }) {
-                        throw ArborError(.misuse, "\(gone.namedBy) names \(gone.id), which the store does not hold (deleted since it was checked)",
+                        throw ArborError(.misuse, "\(gone.namedBy) names \(gone.id), which the store does not hold",
                                          objectID: gone.id)
                     }
                 }

@@ -81,7 +81,7 @@ docs: deps
 # Sanitizer in a build folder of their own: a data race fails the run. Scripts/tsan-suppressions.txt
 # says which reports are known false positives, and why. Not part of `make test` (a second,
 # instrumented build).
-TSAN_TESTS ?= Registry|Concurrency|ConcurrentSaveStress|ParentContext|Notification|Container|Conflict|Undo|MultiStore|RowSnapshot|RemoteChange
+TSAN_TESTS ?= Registry|Concurrency|ConcurrentSaveStress|ParentContext|Notification|Container|Conflict|Undo|MultiStore|RowSnapshot|RemoteChange|QueryGeneration
 tsan: deps
 	$(SWIFT) build --build-tests --sanitize=thread --build-path .build-tsan
 	set -o pipefail; TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/Scripts/tsan-suppressions.txt" $(SWIFT) test --skip-build --sanitize=thread --build-path .build-tsan --filter "$(TSAN_TESTS)" 2>&1 | tee .build-tsan/tsan.log

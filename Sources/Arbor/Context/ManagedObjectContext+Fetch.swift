@@ -294,6 +294,7 @@ extension ManagedObjectContext {
         if let rollingBack {
             // The objects that existed at the generation and changed since, judged as they were
             // (their faults fire with their rows of then).
+            var changed: [ManagedObject] = []
             for overlay in rollingBack.overlays.values where plan.stores.contains(where: { $0.identifier == overlay.store.identifier }) {
                 for id in overlay.changedObjects(of: analysis.entity, subentities: request.includesSubentities) {
                     guard let entity = modelEntity(of: id) else { continue }
@@ -301,8 +302,13 @@ extension ManagedObjectContext {
                     // Those with unsaved changes were judged above.
                     if request.includesPendingChanges && object.hasChanges { continue }
                     if object.deletedFlag { continue }
-                    if try request.predicate.map({ try evaluator.evaluate($0, on: .object(object)) }) ?? true { results.append(object) }
+                    changed.append(object)
                 }
+            }
+            // Their rows of now in one read (their faults then fire from the row cache, rolled back).
+            if request.predicate != nil { try loadRows(of: changed) }
+            for object in changed where try request.predicate.map({ try evaluator.evaluate($0, on: .object(object)) }) ?? true {
+                results.append(object)
             }
         }
         if !pushdown {

@@ -86,6 +86,44 @@ struct BTreeTests {
         }
     }
 
+    @Test("putting a sorted batch — new keys spread over the tree, keys it holds, large values, runs into one leaf — leaves what putting them one at a time leaves, a sound tree", arguments: [(512, UInt64(21)), (1024, 22), (4096, 23)])
+    func batchPut(pageSize: Int, seed: UInt64) throws {
+        var random = SplitMix64(seed: seed)
+        for round in 0..<6 {
+            let (pager, tree) = try makeTree(pageSize: pageSize)
+            var model: [[UInt8]: [UInt8]] = [:]
+            for _ in 0..<(round == 0 ? 0 : 400 + round * 400) {
+                let key = randomKey(&random, maxLength: 12)
+                let value = randomValue(&random)
+                try tree.put(key, value)
+                model[key] = value
+            }
+            var batch: [[UInt8]: [UInt8]] = [:]
+            // New keys all over; in some rounds a dense run (many into one leaf); some held keys.
+            for _ in 0..<(300 + round * 200) {
+                batch[randomKey(&random, maxLength: 14)] = round % 2 == 0 ? [] : randomValue(&random)
+            }
+            if round % 3 == 1 {
+                for i in 0..<800 { batch[[0x61, 0x62] + withUnsafeBytes(of: UInt32(i).bigEndian) { Array($0) }] = [UInt8(i % 7)] }
+            }
+            for key in model.keys.prefix(round * 10) { batch[key] = [9, 9] }
+            let entries = batch.map { (key: $0.key, value: $0.value) }.sorted { $0.key.lexicographicallyPrecedes($1.key) }
+            try tree.put(sortedBatch: entries)
+            for (key, value) in entries { model[key] = value }
+            try checkMatches(tree, model)
+            var usage = PageUsage(pageCount: pager.pageCount)
+            var statistics = TreeStatistics()
+            var problems: [IntegrityProblem] = []
+            IntegrityChecker(pager: pager).walk(tree, name: "t", usage: &usage, statistics: &statistics, problems: &problems, verifyValues: true)
+            #expect(problems.isEmpty, "round \(round): \(problems)")
+            // Unsorted keys are refused, nothing written.
+            if entries.count > 2 {
+                #expect(throws: StoreError.self) { try tree.put(sortedBatch: [entries[1], entries[0]]) }
+            }
+            try pager.commit()
+        }
+    }
+
     @Test("random puts, updates and deletes match a sorted dictionary", arguments: [(512, UInt64(1)), (512, 2), (1024, 3), (4096, 4)])
     func modelBased(pageSize: Int, seed: UInt64) throws {
         let (pager, tree) = try makeTree(pageSize: pageSize)

@@ -214,12 +214,17 @@ final class RowWriter {
             rebased.version = version
             try write(id, rebased, kept: kept)
         }
-        // A new row made on demand lives only while it is written.
+        // A new row made on demand lives only while it is written. The foreign-key and index
+        // entries of many new rows are gathered and put tree by tree in key order (``flushPuts()``).
+        // (A batch insert's only: a context's import puts them as it goes, which leaves its
+        // trees smaller and is as fast — measured, docs/performance.md.)
+        deferredPuts = changes.origin.kind == .batchInsert && insertedIDs.count >= Self.putsDeferredFrom ? [:] : nil
         for (position, id) in insertedIDs.enumerated() {
             let row = changes.insertedRow(at: position)
             if let history { try history.inserted(id, row, entity: try entity(row.entityName), permanent: permanent) }
             try write(id, row, newAs: changes.insertedID(at: position))
         }
+        try flushPuts()
         for (id, key, other) in changes.unlinked { try link(id, key, other, add: false) }
         for (id, key, other) in changes.linked { try link(id, key, other, add: true) }
         // New objects' links, made with them on demand (a few per object at a time).
@@ -302,8 +307,11 @@ final class RowWriter {
             guard let entry else { return }
             switch kind {
             case .unique(let constraint): try putUnique(entry, constraint, of: newID ?? id, key: key, row: row, entity: entity, new: newID != nil)
-            case .foreignKey(let relationship): try tree(NativeStore.foreignKeyTree(relationship)).put(entry, [])
-            case .index(let tree): try tree.put(entry, [])
+            case .foreignKey(let relationship):
+                let tree = try tree(NativeStore.foreignKeyTree(relationship))
+                if newID != nil, deferredPuts != nil { try deferPut(entry, into: tree) } else { try tree.put(entry, []) }
+            case .index(let tree):
+                if newID != nil, deferredPuts != nil { try deferPut(entry, into: tree) } else { try tree.put(entry, []) }
             }
         }
         try writeOrders(row, key: key, writes: writes)
@@ -539,6 +547,46 @@ final class RowWriter {
 
     /// From how many deleted rows a save's deletions are deferred.
     static let deletionsDeferredFrom = 32
+
+    /// From how many new rows a batch insert's foreign-key and index entries are deferred.
+    static let putsDeferredFrom = 32
+    /// How many deferred entries are put at once, at most (the memory they take stays small:
+    /// a 400,000-row import's entries go in chunks).
+    static let putsDeferredLimit = 16_384
+
+    /// The foreign-key and index entries of new rows gathered while deferred (nil: put at
+    /// once), by tree, and how many.
+    private var deferredPuts: [String: (tree: Tree, keys: [[UInt8]])]?
+    private var deferredPutCount = 0
+
+    /// Notes entry `key` (an empty value) of `tree` to be put with the others. New rows'
+    /// entries land all over their trees (a batch insert's timesheets name employees in no
+    /// order): put one at a time, each descends to another leaf and may share or split it; put
+    /// in key order, each leaf takes its entries in one rebuild (``Tree/put(batch:)``).
+    /// (Deferring is sound: an entry names its new row, which nothing in the pass reads
+    /// through these trees before they are put.)
+    private func deferPut(_ key: [UInt8], into tree: Tree) throws {
+        deferredPuts![tree.name, default: (tree, [])].keys.append(key)
+        deferredPutCount += 1
+        if deferredPutCount >= Self.putsDeferredLimit {
+            try flushPuts(keepDeferring: true)
+        }
+    }
+
+    /// Puts the deferred entries, each tree's in key order; stops deferring unless
+    /// `keepDeferring`.
+    private func flushPuts(keepDeferring: Bool = false) throws {
+        guard let puts = deferredPuts else { return }
+        deferredPuts = keepDeferring ? [:] : nil
+        deferredPutCount = 0
+        for name in puts.keys.sorted() {
+            let (tree, keys) = puts[name]!
+            var sorted = keys.sorted { $0.lexicographicallyPrecedes($1) }
+            // Each entry names its own row: equal keys would be one entry written twice.
+            sorted = sorted.enumerated().compactMap { $0.offset > 0 && sorted[$0.offset - 1] == $0.element ? nil : $0.element }
+            try tree.put(batch: sorted.map { (key: $0, value: [UInt8]()) })
+        }
+    }
 
     /// The deletions gathered while deferred (nil: made at once), by tree.
     private var deferredDeletions: [String: (tree: Tree, keys: [[UInt8]])]?

@@ -423,3 +423,117 @@ extension BTree {
         return Array(right.prefix(common + 1))
     }
 }
+
+extension BTree {
+    // MARK: Batch put
+
+    /// Stores each `(key, value)` of `entries`, keys strictly ascending: the entries a leaf
+    /// takes are found with one descent and written with one rebuild of the leaf (split into as
+    /// many leaves as they need), instead of a descent, and perhaps a share or a split, each.
+    /// Entries whose key the tree holds already, and a leaf that is the root, go one at a time
+    /// (``put(_:_:)-(Array<UInt8>,_)``).
+    ///
+    /// - Throws: `invalidArgument` when the keys are not strictly ascending (nothing is written)
+    ///   or a key is longer than ``maxKeySize``.
+    func put(sortedBatch entries: [(key: [UInt8], value: [UInt8])]) throws {
+        let limit = NodeLayout.maxKeySize(usable: usable)
+        for index in entries.indices.dropFirst() where !entries[index - 1].key.lexicographicallyPrecedes(entries[index].key) {
+            throw StoreError(.invalidArgument, "the keys of a batch put must be strictly ascending (entry \(index) is not after the one before)", path: pager.path)
+        }
+        pager.appendHint = nil
+        var path: [PathEntry] = []
+        var next = 0
+        while next < entries.count {
+            let first = entries[next]
+            guard first.key.count <= limit else {
+                throw StoreError(.invalidArgument, "a key of \(first.key.count) bytes is longer than the \(limit) bytes allowed at page size \(pager.pageSize)", path: pager.path)
+            }
+            let (leaf, _, found) = try first.key.withUnsafeBytes { try descend($0, path: &path) }
+            // The keys this leaf holds are below the separator that bounds it (nil: no bound).
+            let fence = try upperFence(path)
+            var end = next + 1
+            while end < entries.count, end - next < Self.batchGroupLimit, fence.map({ entries[end].key.lexicographicallyPrecedes($0) }) ?? true {
+                end += 1
+            }
+            // Small values only (inline, uncompressed: making their payloads allocates nothing);
+            // a group with another goes one entry at a time.
+            let inline = entries[next..<end].allSatisfy { entry in
+                entry.value.count < compressionThreshold
+                    && NodeLayout.suffixFieldSize(entry.key.count) + max(0, entry.key.count - 2) + Varint.size(entry.value.count) + entry.value.count <= maxLocalCell
+            }
+            if found || leaf == root || !inline || end - next == 1 {
+                try put(first.key, first.value)
+                next += 1
+                continue
+            }
+            var node = try image(of: leaf)
+            var index = 0
+            var replaced = false
+            for position in next..<end {
+                let (key, value) = entries[position]
+                // The entries go in ascending order: each one's place is at or after the last's.
+                while index < node.count, node.key(index).lexicographicallyPrecedes(key) { index += 1 }
+                if index < node.count, node.key(index) == key {
+                    replaced = true
+                    break
+                }
+                node.insert(key: key, payload: try makeLeafPayload(key: key, value: value), at: index)
+                index += 1
+            }
+            if replaced {
+                // A key the leaf holds: the group goes one entry at a time (its payloads, all
+                // inline, allocated nothing).
+                for position in next..<end { try put(entries[position].key, entries[position].value) }
+                next = end
+                continue
+            }
+            if node.fits(usable: usable) {
+                try write(node, to: leaf)
+            } else {
+                let cuts = try splitCuts(forBatch: node, page: leaf)
+                var pages = [leaf]
+                for _ in cuts { pages.append(try pager.allocatePage()) }
+                try write(node, cuts: cuts, to: pages)
+                let separators = cuts.map { Self.separator(node, at: $0) }
+                if let (parent, appended) = try insertSeparators(into: path[path.count - 2], pages: pages, separators: separators) {
+                    try splitUp(path: Array(path.dropLast()), node: parent, appended: appended)
+                }
+            }
+            next = end
+        }
+    }
+
+    /// The most entries one leaf's group of a batch put takes at once (its image stays a few
+    /// pages).
+    static let batchGroupLimit = 512
+
+    /// The separator above the leaf at the end of `path` that bounds its keys from above: the
+    /// key after the child followed in the nearest ancestor that has one (nil: the leaf is the
+    /// right-most).
+    private func upperFence(_ path: [PathEntry]) throws -> [UInt8]? {
+        var level = path.count - 2
+        while level >= 0 {
+            let entry = path[level]
+            let fence = try pager.withPage(entry.page) { body -> [UInt8]? in
+                let node = NodeView(body: body)
+                return entry.index < node.count ? node.key(entry.index) : nil
+            }
+            if let fence { return fence }
+            level -= 1
+        }
+        return nil
+    }
+
+    /// Where a leaf overfull with a batch's entries is cut: into parts left a little short of
+    /// full (``sharingSlack``), so that the next entries the leaves take do not split them at
+    /// once; into the fewest that fit when that cannot be done.
+    private func splitCuts(forBatch node: NodeImage, page: PageNumber) throws -> [Int] {
+        if let cuts = node.balancedCuts(usable: usable - usable / Self.sharingSlack), !cuts.isEmpty, node.partsFit(cuts, usable: usable) {
+            return cuts
+        }
+        guard let cuts = node.balancedCuts(usable: usable), !cuts.isEmpty else {
+            throw StoreError.corrupt(page: page, "a leaf of \(node.count) entries does not split into pages", path: pager.path)
+        }
+        return cuts
+    }
+}

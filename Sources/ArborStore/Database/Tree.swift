@@ -116,6 +116,21 @@ public final class Tree {
         return removed
     }
 
+    /// Stores each `(key, value)` of `entries`, whose keys are strictly ascending (any values
+    /// there replaced). The entries one leaf takes cost one descent and one rebuild of the leaf
+    /// — split into as many leaves as they need, each left a little short of full — instead of
+    /// a descent, and perhaps a share or a split, each: putting many keys spread over a large
+    /// tree (a batch insert's index entries, sorted) reads and rewrites each leaf once.
+    ///
+    /// - Throws: `invalidArgument` when the keys are not strictly ascending (nothing is
+    ///   written) or a key is longer than ``maximumKeySize``; `misuse` in a read transaction.
+    public func put(batch entries: [(key: [UInt8], value: [UInt8])]) throws {
+        try checkWritable()
+        guard !entries.isEmpty else { return }
+        try transaction.changing { try btree.put(sortedBatch: entries) }
+        transaction.generation &+= 1
+    }
+
     /// Removes `keys` (those absent are skipped, a key listed twice is removed once); returns how
     /// many were there. Keys in ascending order cost one descent per leaf they fall in instead of
     /// one per key, each leaf written and rebalanced once: deleting many keys spread over a large

@@ -304,34 +304,3 @@ extension QueryGenerationTests {
         #expect(try (apolloThen.value(forKey: "members") as? Set<ManagedObject>)?.map(\.objectID) == [ann.objectID])
     }
 }
-
-extension QueryGenerationTests {
-    @Test("contexts pinned to one generation share what they read of the history; the shared state goes with the last pin")
-    func sharedOverlays() throws {
-        let stack = try HistoryTests.tracking(try BatchDeleteTests.model())
-        let writer = stack.context()
-        let department = try stack.insert("Department", in: writer, ["name": "A"])
-        try writer.save()
-        let first = stack.context()
-        try first.setQueryGenerationFrom(.current)
-        let token = try #require(first.queryGenerationToken)
-        let store = try #require(stack.coordinator.persistentStores.first)
-        let generation = try #require(token.transactionNumbers?[store.identifier])
-        for name in ["B", "C"] {
-            try department.setValue(name, forKey: "name")
-            try writer.save()
-        }
-        #expect(try first.existingObject(with: department.objectID).value(forKey: "name") as? String == "A")
-        let shared = try #require(stack.coordinator.generationStates.state(of: store.identifier, generation))
-        #expect(shared.covered == generation + 2 && shared.past[department.objectID] != nil)
-        // A second context starts from it, and reads the same.
-        let second = stack.context()
-        try second.setQueryGenerationFrom(token)
-        #expect(second.queryGeneration?.overlays[store.identifier]?.covered == generation + 2)
-        #expect(try second.existingObject(with: department.objectID).value(forKey: "name") as? String == "A")
-        try first.setQueryGenerationFrom(nil)
-        #expect(stack.coordinator.generationStates.state(of: store.identifier, generation) != nil, "the second context still reads it")
-        try second.setQueryGenerationFrom(nil)
-        #expect(stack.coordinator.generationStates.state(of: store.identifier, generation) == nil)
-    }
-}

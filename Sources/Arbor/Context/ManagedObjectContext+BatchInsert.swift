@@ -73,7 +73,8 @@ struct BatchInsertRows {
     /// those over the stored row).
     private(set) var rows: [(id: ManagedObjectID, row: StoreRow, given: [String: PropertyValue])] = []
     /// The destinations the rows name, with a key naming each: checked in the store all at
-    /// once before anything is written (``checkDestinations()``).
+    /// once, in the write's own transaction (``StoreChanges/requiredRows``; before the write,
+    /// ``checkDestinations()``, for a store of another kind).
     private var destinations: [ManagedObjectID: String] = [:]
     /// The space of the rows' temporary IDs (interned once, not per row).
     private let temporarySpace: ObjectIDSpace
@@ -246,7 +247,7 @@ struct BatchInsertRows {
             changes.origin = origin
             // Checked in the write's own transaction: another connection may delete a
             // destination at any time before.
-            changes.requiredRows = destinations.map { ($0.key, "\(entity.name).\($0.value) of a batch insert") }
+            changes.requiredRows = destinations
             changes.inserted = rows.compactMap { dropped.contains($0.id) ? nil : ($0.id, $0.row) }
             changes.updated = upsertOrder.map { ($0, upserts[$0]!.row, expected: upserts[$0]!.expected) }
             do {

@@ -69,15 +69,13 @@ extension ManagedObjectContext {
                 number = named
             }
             numbers[store.identifier] = number
-            overlays[store.identifier] = GenerationOverlay(store: store, model: coordinator.managedObjectModel, generation: number,
-                                                           sharing: coordinator.generationStates)
+            overlays[store.identifier] = GenerationOverlay(store: store, model: coordinator.managedObjectModel, generation: number)
         }
         let generation = QueryGeneration(token: QueryGenerationToken(transactionNumbers: numbers), overlays: overlays)
         // The history after the generation is read now: a token whose history is gone fails here.
         try generation.catchUp()
         queryGeneration = generation
         coordinator.generationPins.withLock { $0[ObjectIdentifier(self)] = (WeakContext(context: self), numbers) }
-        coordinator.forgetUnpinnedGenerationStates()
         if token.transactionNumbers != nil {
             for object in registeredObjects where !object.faulted && !object.hasChanges && !object.insertedFlag {
                 refresh(object, mergeChanges: false)
@@ -91,7 +89,6 @@ extension ManagedObjectContext {
         guard queryGeneration != nil else { return }
         queryGeneration = nil
         _ = persistentStoreCoordinator?.generationPins.withLock { $0.removeValue(forKey: ObjectIdentifier(self)) }
-        persistentStoreCoordinator?.forgetUnpinnedGenerationStates()
     }
 
     /// Moves a pinned context on to the current generation (a save, a merge, a refresh of every
@@ -110,19 +107,6 @@ extension ManagedObjectContext {
 }
 
 extension PersistentStoreCoordinator {
-    /// Forgets the shared overlay states of generations no live context is pinned to.
-    func forgetUnpinnedGenerationStates() {
-        let pinned = generationPins.withLock { pins -> [UUID: Set<Int64>] in
-            pins = pins.filter { $0.value.context.context != nil }
-            var generations: [UUID: Set<Int64>] = [:]
-            for (_, pin) in pins {
-                for (store, number) in pin.numbers { generations[store, default: []].insert(number) }
-            }
-            return generations
-        }
-        generationStates.keep(only: pinned)
-    }
-
     /// The oldest generation a live context of the coordinator is pinned to in `store` (nil:
     /// none): its history after it is kept.
     func oldestPinnedGeneration(in store: UUID) -> Int64? {

@@ -66,8 +66,6 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// The query generations the coordinator's contexts are pinned to, by context: history a
     /// pin needs is kept when history is deleted.
     let generationPins = Mutex<[ObjectIdentifier: (context: WeakContext, numbers: [UUID: Int64])]>([:])
-    /// What the contexts pinned to each generation read of the history (shared by them).
-    let generationStates = GenerationStates()
 
     /// Adds `context` to the coordinator's live contexts.
     func register(_ context: ManagedObjectContext) {

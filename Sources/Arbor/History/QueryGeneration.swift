@@ -1,6 +1,5 @@
 import Foundation
 import OrderedCollections
-import Synchronization
 
 /// A query generation: the state of the stores a context reads (Core Data's
 /// `NSQueryGenerationToken`; docs/history.md, "Query generations").
@@ -31,7 +30,7 @@ public struct QueryGenerationToken: Sendable, Hashable, Codable, CustomStringCon
 }
 
 /// What an object was at a generation, as the history after it says (``GenerationOverlay``).
-enum PastState: Sendable {
+enum PastState {
     /// The object was inserted after the generation: it did not exist.
     case absent
     /// The object was updated after the generation: these properties held these values (the
@@ -56,95 +55,73 @@ enum PastRow {
 /// date from the store's persistent history (docs/history.md, "Query generations"). A pinned
 /// context reads the store as it is and rolls back, through this, what changed since.
 ///
-/// Confined to its context's queue. Its state is shared through the coordinator with the other
-/// contexts pinned to the same generation of the store (``GenerationStates``): a context pinned
-/// later starts from what the others read, and reads only the history written since.
+/// Confined to its context's queue.
 final class GenerationOverlay {
     let store: NativeStore
     let model: ManagedObjectModel
     /// The last transaction of the generation.
     let generation: Int64
-    /// Where the overlay's state is shared (nil: nowhere).
-    private weak var sharing: GenerationStates?
-    /// What the overlay knows.
-    private var state: State
+    /// The last transaction read into the overlay.
+    private(set) var covered: Int64
+    /// The file's change counter when the overlay was last brought up to date (nil: never).
+    private var counter: UInt64?
+    /// The objects changed since the generation.
+    private(set) var past: [ManagedObjectID: PastState] = [:]
+    /// How many changes were rolled into the overlay (a plan made before more were is made
+    /// again).
+    private(set) var changesNoted = 0
+    /// The entities of the objects changed since the generation (and of the objects whose
+    /// many-to-many links changed).
+    private(set) var touchedEntities: Set<String> = []
+    /// Many-to-many links changed since the generation, by object and relationship: for each
+    /// other object, whether the link was there at the generation (the opposite of what the
+    /// first change after it did).
+    private var links: [LinkKey: [ManagedObjectID: Bool]] = [:]
 
-    /// What an overlay knows: a value, shared by copying.
-    struct State: Sendable {
-        /// The last transaction read into the overlay.
-        var covered: Int64
-        /// The file's change counter when the overlay was last brought up to date (nil: never).
-        var counter: UInt64?
-        /// The objects changed since the generation.
-        var past: [ManagedObjectID: PastState] = [:]
-        /// How many changes were rolled into the overlay (a plan made before more were is made
-        /// again).
-        var changesNoted = 0
-        /// The entities of the objects changed since the generation (and of the objects whose
-        /// many-to-many links changed).
-        var touchedEntities: Set<String> = []
-        /// Many-to-many links changed since the generation, by object and relationship: for
-        /// each other object, whether the link was there at the generation (the opposite of
-        /// what the first change after it did).
-        var links: [LinkKey: [ManagedObjectID: Bool]] = [:]
-    }
-
-    struct LinkKey: Hashable, Sendable {
+    struct LinkKey: Hashable {
         let id: ManagedObjectID
         let relationship: String
     }
 
-    var covered: Int64 { state.covered }
-    var past: [ManagedObjectID: PastState] { state.past }
-    var changesNoted: Int { state.changesNoted }
-    var touchedEntities: Set<String> { state.touchedEntities }
-
-    init(store: NativeStore, model: ManagedObjectModel, generation: Int64, sharing: GenerationStates?) {
+    init(store: NativeStore, model: ManagedObjectModel, generation: Int64) {
         self.store = store
         self.model = model
         self.generation = generation
-        self.sharing = sharing
-        state = sharing?.state(of: store.identifier, generation) ?? State(covered: generation)
+        covered = generation
     }
 
     /// Reads the history written since the overlay was last brought up to date — only when the
-    /// file's change counter moved (no I/O otherwise), and after taking what the other contexts
-    /// pinned to the generation read meanwhile. Called after the rows a read uses were read:
-    /// the overlay then covers at least what they hold.
+    /// file's change counter moved (no I/O otherwise). Called after the rows a read uses were
+    /// read: the overlay then covers at least what they hold.
     ///
     /// - Throws: ``ArborError/Code/persistentHistoryTokenExpired`` when history after the
     ///   generation was deleted (by another process: this one keeps what its pins need).
     func catchUp() throws {
         let latest = store.database.latestChangeCounter
-        guard latest != state.counter else { return }
-        if let shared = sharing?.state(of: store.identifier, generation), shared.covered > state.covered {
-            state = shared
-            if latest == state.counter { return }
-        }
+        guard latest != counter else { return }
         let transactions: [PersistentHistoryTransaction]
         do {
-            transactions = try store.fetchHistory(after: state.covered, token: true, date: nil, changes: true) { _ in true }
+            transactions = try store.fetchHistory(after: covered, token: true, date: nil, changes: true) { _ in true }
         } catch let error as ArborError where error.code == .persistentHistoryTokenExpired {
             throw ArborError(.persistentHistoryTokenExpired,
-                             "the persistent history the query generation of this context reads from (after transaction \(state.covered) of store "
+                             "the persistent history the query generation of this context reads from (after transaction \(covered) of store "
                                 + "\(store.identifier)) was deleted by another process: move the context on with setQueryGenerationFrom(.current)")
         }
         for transaction in transactions {
             for change in transaction.changes ?? [] { note(change) }
-            state.covered = transaction.transactionNumber
+            covered = transaction.transactionNumber
         }
-        state.counter = latest
-        sharing?.publish(state, of: store.identifier, generation)
+        counter = latest
     }
 
     /// Rolls one change (after the generation, oldest first) into the overlay.
     private func note(_ change: PersistentHistoryChange) {
-        state.changesNoted += 1
+        changesNoted += 1
         let id = change.changedObjectID
-        state.touchedEntities.insert(id.entityName)
+        touchedEntities.insert(id.entityName)
         switch change.changeType {
         case .insert:
-            if state.past[id] == nil { state.past[id] = .absent }
+            if past[id] == nil { past[id] = .absent }
         case .update:
             var old: [String: PersistentHistoryValue] = [:]
             for (key, value) in change.newValues {
@@ -154,12 +131,12 @@ final class GenerationOverlay {
                     old[key] = change.oldValues[key] ?? .null
                 }
             }
-            switch state.past[id] {
-            case nil: state.past[id] = .changed(old)
+            switch past[id] {
+            case nil: past[id] = .changed(old)
             case .changed(var earlier)?:
                 // The first change after the generation holds the value at it.
                 for (key, value) in old where earlier[key] == nil { earlier[key] = value }
-                state.past[id] = .changed(earlier)
+                past[id] = .changed(earlier)
             case .absent?, .deleted?: break
             }
         case .delete:
@@ -171,9 +148,9 @@ final class GenerationOverlay {
                     tombstone[key] = value
                 }
             }
-            switch state.past[id] {
-            case nil: state.past[id] = .deleted(tombstone)
-            case .changed(let earlier)?: state.past[id] = .deleted(tombstone.merging(earlier) { _, first in first })
+            switch past[id] {
+            case nil: past[id] = .deleted(tombstone)
+            case .changed(let earlier)?: past[id] = .deleted(tombstone.merging(earlier) { _, first in first })
             case .absent?, .deleted?: break
             }
         }
@@ -187,25 +164,25 @@ final class GenerationOverlay {
                 toggle(LinkKey(id: id, relationship: key), other, added: adding)
                 if let inverse { toggle(LinkKey(id: other, relationship: inverse), id, added: adding) }
                 // Both sides' relationships changed: both are read again in memory.
-                for side in [id, other] where state.past[side] == nil {
-                    state.past[side] = .changed([:])
-                    state.touchedEntities.insert(side.entityName)
+                for side in [id, other] where past[side] == nil {
+                    past[side] = .changed([:])
+                    touchedEntities.insert(side.entityName)
                 }
             }
         }
     }
 
     private func toggle(_ key: LinkKey, _ other: ManagedObjectID, added: Bool) {
-        if state.links[key, default: [:]][other] == nil { state.links[key, default: [:]][other] = !added }
+        if links[key, default: [:]][other] == nil { links[key, default: [:]][other] = !added }
     }
 
     /// Whether `id` changed since the generation (its row now is not its row then).
-    func isTouched(_ id: ManagedObjectID) -> Bool { self.state.past[id] != nil }
+    func isTouched(_ id: ManagedObjectID) -> Bool { past[id] != nil }
 
     /// The objects of `entity` (and its sub-entities, when `subentities`) that existed at the
     /// generation and changed since.
     func changedObjects(of entity: EntityDescription, subentities: Bool) -> [ManagedObjectID] {
-        self.state.past.compactMap { id, state in
+        past.compactMap { id, state in
             if case .absent = state { return nil }
             guard let kind = model.entity(named: id.entityName) else { return nil }
             return (subentities ? kind.isKind(of: entity) : kind === entity) ? id : nil
@@ -214,7 +191,7 @@ final class GenerationOverlay {
 
     /// The row of `id` at the generation, given its row now (nil: none).
     func row(of id: ManagedObjectID, entity: EntityDescription, now current: StoreRow?) -> PastRow {
-        guard let state = self.state.past[id] else { return .unchanged }
+        guard let state = past[id] else { return .unchanged }
         switch state {
         case .absent:
             return .absent
@@ -253,28 +230,28 @@ final class GenerationOverlay {
     /// has now.
     func related(_ now: [ManagedObjectID], of owner: ManagedObjectID, relationship: RelationshipDescription) -> [ManagedObjectID] {
         if relationship.isOrdered {
-            switch self.state.past[owner] {
+            switch past[owner] {
             case .changed(let old)?, .deleted(let old)?:
                 if case .orderedObjects(let list)? = old[relationship.name] { return list }
-                if case .deleted = self.state.past[owner] { return [] }
+                if case .deleted = past[owner] { return [] }
                 return now
             default:
                 return now
             }
         }
         if NativeStore.isJoined(relationship) {
-            guard let then = state.links[LinkKey(id: owner, relationship: relationship.name)] else { return now }
+            guard let then = links[LinkKey(id: owner, relationship: relationship.name)] else { return now }
             let present = Set(now)
             return now.filter { then[$0] ?? true } + then.compactMap { other, was in was && !present.contains(other) ? other : nil }
         }
         // One-to-many: the members are the objects whose to-one inverse names the owner.
         guard let inverse = relationship.inverseRelationship, !inverse.isToMany, let destination = relationship.destinationEntity else { return now }
         var members = now.filter { id in
-            guard let state = self.state.past[id] else { return true }
+            guard let state = past[id] else { return true }
             if case .changed(let old) = state, old[inverse.name] == nil { return true }
             return false
         }
-        for (id, state) in self.state.past {
+        for (id, state) in past {
             let before: PersistentHistoryValue?
             switch state {
             case .absent: continue
@@ -346,37 +323,5 @@ final class QueryGeneration {
     /// Whether `id` changed since the generation.
     func isTouched(_ id: ManagedObjectID) -> Bool {
         overlay(of: id)?.isTouched(id) ?? false
-    }
-}
-
-/// The overlays' states of a coordinator's pinned contexts, by store and generation: what one
-/// context read of the history, the next one pinned to the same generation starts from. Kept
-/// while a live context of the coordinator is pinned to the generation.
-final class GenerationStates: Sendable {
-    struct Key: Hashable, Sendable {
-        let store: UUID
-        let generation: Int64
-    }
-
-    private let states = Mutex<[Key: GenerationOverlay.State]>([:])
-
-    func state(of store: UUID, _ generation: Int64) -> GenerationOverlay.State? {
-        states.withLock { $0[Key(store: store, generation: generation)] }
-    }
-
-    /// Keeps `state` when it covers more than what is kept.
-    func publish(_ state: GenerationOverlay.State, of store: UUID, _ generation: Int64) {
-        states.withLock { states in
-            let key = Key(store: store, generation: generation)
-            if (states[key]?.covered ?? Int64.min) <= state.covered { states[key] = state }
-        }
-    }
-
-    /// Forgets the states of generations no live context is pinned to (`pinned`: store →
-    /// generations).
-    func keep(only pinned: [UUID: Set<Int64>]) {
-        states.withLock { states in
-            states = states.filter { pinned[$0.key.store]?.contains($0.key.generation) == true }
-        }
     }
 }

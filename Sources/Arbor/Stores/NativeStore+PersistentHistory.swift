@@ -52,7 +52,7 @@ extension NativeStore {
                         let count = try deleteAll(transactions)
                         database.options.logger.notice("deleting the persistent history of the store, as asked (dropsPersistentHistory)",
                                                        metadata: ["arbor.path": "\(path)", "arbor.transactions": "\(count)"])
-                        try raiseTrimmedMark(to: transactions.sequence, metadata: metadata)
+                        try raiseTrimmedMark(to: primaryKey(fromSequence: transactions.sequence, of: transactions), metadata: metadata)
                     }
                     _ = try transaction.dropTree(named: HistoryRecords.changesTree)
                     _ = try metadata.delete(trackingKey)
@@ -77,9 +77,9 @@ extension NativeStore {
     }
 
     /// Records that the history up to transaction `number` was deleted.
-    static func raiseTrimmedMark(to number: UInt64, metadata: Tree) throws {
-        guard Int64(exactly: number).map({ $0 > (try? trimmedMark(metadata: metadata)) ?? 0 }) ?? false else { return }
-        try metadata.put(trimmedKey, (0..<8).map { UInt8(truncatingIfNeeded: number >> (56 - 8 * UInt64($0))) })
+    static func raiseTrimmedMark(to number: Int64, metadata: Tree) throws {
+        guard number > (try trimmedMark(metadata: metadata)) else { return }
+        try metadata.put(trimmedKey, withUnsafeBytes(of: UInt64(number).bigEndian) { Array($0) })
     }
 
     /// Deletes every entry of `tree`; returns how many there were.
@@ -196,7 +196,7 @@ extension NativeStore {
                     return true
                 }
                 guard let last else { return 0 }
-                try Self.raiseTrimmedMark(to: UInt64(last), metadata: transaction.tree(named: "arbor.metadata", create: true)!)
+                try Self.raiseTrimmedMark(to: last, metadata: transaction.tree(named: "arbor.metadata", create: true)!)
                 if let changes = try transaction.tree(named: HistoryRecords.changesTree) {
                     var keys: [[UInt8]] = []
                     try changes.forEach { key, _ in

@@ -537,12 +537,9 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         // An error thrown inside the transaction (a conflict, or the caller's) rolls it back.
         return try Self.storeError("save to \(path ?? "memory")", code: .storeSave) {
             try ownWrite { transaction in
-                if !changes.requiredRows.isEmpty {
-                    let missing = Set(try missingRows(changes.requiredRows.map(\.id), in: transaction))
-                    if let gone = changes.requiredRows.first(where: { missing.contains($0.id) }) {
-                        throw ArborError(.misuse, "\(gone.namedBy) names \(gone.id), which the store does not hold",
-                                         objectID: gone.id)
-                    }
+                if !changes.requiredRows.isEmpty, let gone = try missingRows(Array(changes.requiredRows.keys), in: transaction).first {
+                    let key = changes.requiredRows[gone] ?? ""
+                    throw ArborError(.misuse, "a new row's \(key) names \(gone), which the store does not hold", key: key, objectID: gone)
                 }
                 let writer = RowWriter(store: self, transaction: transaction, changes: changes, history: historyWriter(transaction, changes.origin))
                 try writer.allocateKeys()

@@ -133,10 +133,10 @@ public struct StoreChanges: Sendable {
     var insertedOnDemand: RowsOnDemand?
     /// Who writes these changes, and with what, for persistent history.
     var origin = TransactionOrigin()
-    /// Saved objects the new rows name, each with what names it: checked in the save's own
-    /// transaction (a batch insert's destinations: another connection may have deleted one since
-    /// they were checked), the save refused (``ArborError/Code/misuse``) when one is gone.
-    var requiredRows: [(id: ManagedObjectID, namedBy: String)] = []
+    /// Saved objects the new rows name, each with the property that names it: checked in the
+    /// save's own transaction (a batch insert's destinations: another connection may delete one
+    /// at any time before), the save refused (``ArborError/Code/misuse``) when one is gone.
+    var requiredRows: [ManagedObjectID: String] = [:]
 
     /// Creates an empty set of changes.
     public init() {}

@@ -581,10 +581,8 @@ final class RowWriter {
         deferredPutCount = 0
         for name in puts.keys.sorted() {
             let (tree, keys) = puts[name]!
-            var sorted = keys.sorted { $0.lexicographicallyPrecedes($1) }
-            // Each entry names its own row: equal keys would be one entry written twice.
-            sorted = sorted.enumerated().compactMap { $0.offset > 0 && sorted[$0.offset - 1] == $0.element ? nil : $0.element }
-            try tree.put(batch: sorted.map { (key: $0, value: [UInt8]()) })
+            // Each entry ends with its own row's key: no two are equal.
+            try tree.put(batch: keys.sorted { $0.lexicographicallyPrecedes($1) }.map { (key: $0, value: [UInt8]()) })
         }
     }
 

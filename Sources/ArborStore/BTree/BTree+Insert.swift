@@ -436,18 +436,21 @@ extension BTree {
     /// - Throws: `invalidArgument` when the keys are not strictly ascending (nothing is written)
     ///   or a key is longer than ``maxKeySize``.
     func put(sortedBatch entries: [(key: [UInt8], value: [UInt8])]) throws {
+        // Every key is checked before anything is written.
         let limit = NodeLayout.maxKeySize(usable: usable)
-        for index in entries.indices.dropFirst() where !entries[index - 1].key.lexicographicallyPrecedes(entries[index].key) {
-            throw StoreError(.invalidArgument, "the keys of a batch put must be strictly ascending (entry \(index) is not after the one before)", path: pager.path)
+        for (index, entry) in entries.enumerated() {
+            guard entry.key.count <= limit else {
+                throw StoreError(.invalidArgument, "a key of \(entry.key.count) bytes is longer than the \(limit) bytes allowed at page size \(pager.pageSize)", path: pager.path)
+            }
+            guard index == 0 || entries[index - 1].key.lexicographicallyPrecedes(entry.key) else {
+                throw StoreError(.invalidArgument, "the keys of a batch put must be strictly ascending (entry \(index) is not after the one before)", path: pager.path)
+            }
         }
         pager.appendHint = nil
         var path: [PathEntry] = []
         var next = 0
         while next < entries.count {
             let first = entries[next]
-            guard first.key.count <= limit else {
-                throw StoreError(.invalidArgument, "a key of \(first.key.count) bytes is longer than the \(limit) bytes allowed at page size \(pager.pageSize)", path: pager.path)
-            }
             let (leaf, _, found) = try first.key.withUnsafeBytes { try descend($0, path: &path) }
             // The keys this leaf holds are below the separator that bounds it (nil: no bound).
             let fence = try upperFence(path)
@@ -471,9 +474,13 @@ extension BTree {
             var replaced = false
             for position in next..<end {
                 let (key, value) = entries[position]
-                // The entries go in ascending order: each one's place is at or after the last's.
-                while index < node.count, node.key(index).lexicographicallyPrecedes(key) { index += 1 }
-                if index < node.count, node.key(index) == key {
+                // The entries go in ascending order: each one's place is at or after the last's
+                // (the leaf's keys compared in place).
+                func order(at index: Int) -> Bool? {
+                    node.withEntry(index) { held, _ in held.elementsEqual(key) ? nil : held.lexicographicallyPrecedes(key) }
+                }
+                while index < node.count, order(at: index) == true { index += 1 }
+                if index < node.count, order(at: index) == nil {
                     replaced = true
                     break
                 }

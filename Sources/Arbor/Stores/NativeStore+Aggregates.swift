@@ -94,6 +94,15 @@ struct Accumulator {
     mutating func add(_ value: Operand, evaluator: PredicateEvaluator) throws {
         guard !value.isNull else { return }
         count += 1
+        // The common case, integers summed without overflow: what `CollectionOperator.adding`
+        // gives, without its checks.
+        if function == .sum || function == .average, case .int(let x) = total, case .int(let y) = value {
+            let (sum, overflow) = x.addingReportingOverflow(y)
+            if !overflow {
+                total = .int(sum)
+                return
+            }
+        }
         switch function {
         case .count: break
         case .sum, .average: total = try CollectionOperator.adding(value, to: total, function.collectionOperator)
@@ -218,14 +227,45 @@ extension NativeStore {
                 // hashed once per destination, not once per row (unless a value is NaN, below).
                 let throughDestinations = !groupPaths.isEmpty && groupPaths.allSatisfy { $0.count > 1 }
                 var groupOfDestinations: [[Int64?]: Int] = [:]
+                // With one such key (the common case) its destination alone finds the group.
+                var groupOfDestination: [Int64: Int] = [:]
+                var groupOfNoDestination: Int?
+                // The slots the pass reads on rows of the fetched entity (a sub-entity's rows are
+                // laid out otherwise, and read by name): the group-by keys' first keys, and the
+                // aggregated attributes of the entity itself — read straight from the row.
+                let layout = entity.propertyLayout
+                let groupSlots = groupPaths.map { layout.index[$0[$0.startIndex]] }
+                let aggregateSlots = zip(properties, paths).map { property, path -> Int? in
+                    guard case .aggregate = property.kind, path.count == 1, entity.attributesByName[path[path.startIndex]] != nil else { return nil }
+                    return layout.index[path[path.startIndex]]
+                }
+                let aggregated = properties.indices.filter { if case .aggregate = properties[$0].kind { true } else { false } }
+                /// The key of the destination of group-by key `index` on `row`.
+                @inline(__always) func destination(_ index: Int, on row: borrowing StoreRow, own: Bool) -> Int64? {
+                    let value = if own, let slot = groupSlots[index] { row.values[slot: slot] } else { row.values[groupPaths[index][groupPaths[index].startIndex]] }
+                    if case .object(let destination)? = value { return destination.key }
+                    return nil
+                }
                 if let access = try open(plan, request: request, entity: entity, transaction: transaction) {
                     try run(access, request: request, entity: entity) { id, row in
+                        let own = row.values.layout === layout
                         let group: Int
-                        if throughDestinations {
-                            let destinations = groupPaths.map { path -> Int64? in
-                                if case .object(let destination)? = row.values[path[path.startIndex]] { return destination.key }
-                                return nil
+                        if throughDestinations && groupPaths.count == 1 {
+                            let key = destination(0, on: row, own: own)
+                            if let known = key.map({ groupOfDestination[$0] }) ?? groupOfNoDestination {
+                                group = known
+                            } else {
+                                let values = try groupPaths.map { try reader.value(of: $0, on: row, id: id) }
+                                let (found, isNew) = table.group(of: values)
+                                if isNew { newGroup() }
+                                // A key holding NaN is not remembered (below).
+                                if values.allSatisfy({ PredicateEvaluator.equal($0, $0, []) }) {
+                                    if let key { groupOfDestination[key] = found } else { groupOfNoDestination = found }
+                                }
+                                group = found
                             }
+                        } else if throughDestinations {
+                            let destinations = groupPaths.indices.map { destination($0, on: row, own: own) }
                             if let known = groupOfDestinations[destinations] {
                                 group = known
                             } else {
@@ -257,8 +297,12 @@ extension NativeStore {
                                 if let sendable = value.sendableValue { firsts[group][property.name] = sendable }
                             }
                         }
-                        for position in properties.indices where accumulators[group][position] != nil {
-                            let value = try reader.value(of: paths[position], on: row, id: id)
+                        for position in aggregated {
+                            let value = if own, let slot = aggregateSlots[position] {
+                                DecodedRow.operand(row.values[slot: slot])
+                            } else {
+                                try reader.value(of: paths[position], on: row, id: id)
+                            }
                             try accumulators[group][position]?.add(value, evaluator: evaluator)
                         }
                         return true

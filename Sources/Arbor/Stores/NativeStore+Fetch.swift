@@ -349,6 +349,13 @@ extension NativeStore {
         let decoded = DecodedRow()
 
         let entityFormat = format(of: entity)
+        // The joins' checks that read a row's own key alone are made before the row is decoded
+        // (a row they reject is never decoded); the others read the decoded row.
+        let keyChecks = access.checks.filter(\.readsKeyOnly)
+        let rowChecks = access.checks.filter { !$0.readsKeyOnly }
+        @inline(__always) func keyAdmitted(_ id: ManagedObjectID) -> Bool {
+            keyChecks.allSatisfy { $0.admitsKey(id.key) }
+        }
         // The fetched entity's columns a scan decodes when the caller reads only some
         // (`decodedProperties`): those, and the relationships the joins' checks read.
         // A buffer of one flag per slot of the entity's layout, read per row without counting.
@@ -388,10 +395,11 @@ extension NativeStore {
                 guard request.includesSubentities, rowEntity.isKind(of: entity) else { return true }
             }
             let id = objectID(rowEntity, key)
+            guard keyAdmitted(id) else { return true }
             let row = try decode(bytes, objectID: id, entity: rowEntity, format: rowEntity === entity ? entityFormat : nil)
             // An exact plan's ranges hold only matching rows (as counting trusts too).
             if !plan.exact, let filter = plan.filter, try !evaluator.evaluate(filter, on: .row(decoded.set(row, id: id))) { return true }
-            for check in access.checks where !check.admits(row, id: id) { return true }
+            for check in rowChecks where !check.admits(row, id: id) { return true }
             return try deliver(id, row)
         }
 
@@ -501,12 +509,14 @@ extension NativeStore {
                 // columns at hand: no reference counting of either, no lookup of the ID space.
                 if decided == true || plan.filter == nil, scan._withUnsafeGuaranteedRef({ $0.format.entity === entity }) {
                     let id = ManagedObjectID(space: entitySpace, key: try Self.lastKey(of: entry, in: rows.name))
+                    guard keyAdmitted(id) else { return true }
                     let row = try entityFormat.decode(value, objectID: id, store: self, reading: projection)
-                    for check in access.checks where !check.admits(row, id: id) { return true }
+                    for check in rowChecks where !check.admits(row, id: id) { return true }
                     return try deliver(id, row)
                 }
                 let format = scan._withUnsafeGuaranteedRef { $0.format }
                 let id = objectID(format.entity, try Self.lastKey(of: entry, in: rows.name))
+                guard keyAdmitted(id) else { return true }
                 if decided == nil, let filter = plan.filter {
                     raw.format = format
                     guard raw.load(value) else { throw malformed(entry) }
@@ -514,7 +524,7 @@ extension NativeStore {
                     if try !evaluator.evaluate(filter, on: .row(raw)) { return true }
                 }
                 let row = try format.decode(value, objectID: id, store: self)
-                for check in access.checks where !check.admits(row, id: id) { return true }
+                for check in rowChecks where !check.admits(row, id: id) { return true }
                 return try deliver(id, row)
             }
             withExtendedLifetime(filters) {}

@@ -60,6 +60,17 @@ enum JoinCheck {
     /// The keys the row's own primary key must be among, or — `negated` — not.
     case ownKey(keys: Set<Int64>, negated: Bool)
 
+    /// Whether the check reads the row's own key alone (decided before the row is decoded).
+    var readsKeyOnly: Bool {
+        if case .ownKey = self { true } else { false }
+    }
+
+    /// Whether a row of primary key `key` passes a check that reads the key alone.
+    func admitsKey(_ key: Int64) -> Bool {
+        guard case .ownKey(let keys, let negated) = self else { return true }
+        return keys.contains(key) != negated
+    }
+
     /// Whether the row `id` holding `row` passes.
     func admits(_ row: StoreRow, id: ManagedObjectID) -> Bool {
         switch self {
@@ -87,6 +98,11 @@ extension NativeStore {
             }
             var fetch = StoreFetch(entityName: join.destination.name)
             fetch.predicate = join.tail == .truePredicate ? nil : join.tail
+            // Running the join reads no destination column but the foreign key naming a row's
+            // owner (of the path's last hop, or of a count's first): a scan decodes only that.
+            fetch.decodedProperties = Set([join.hops.last, join.hops.first].compactMap { hop in
+                hop?.inverseRelationship.flatMap { $0.isToMany ? nil : $0.name }
+            })
             joins.append(JoinPlan(join: join, destinationFetch: fetch, destinationPlan: plan(fetch, entity: join.destination)))
         }
         return (joins, rest)
@@ -201,7 +217,19 @@ extension NativeStore {
             }
         }
         let noneMatch = try join.join.countMatches(0)
-        let keys = Set(try counts.filter { try join.join.countMatches($0.value) != noneMatch }.keys)
+        // Owners share few distinct counts: each is judged once.
+        var judged: [Int: Bool] = [:]
+        var keys = Set<Int64>()
+        for (owner, count) in counts {
+            let matches: Bool
+            if let known = judged[count] {
+                matches = known
+            } else {
+                matches = try join.join.countMatches(count)
+                judged[count] = matches
+            }
+            if matches != noneMatch { keys.insert(owner) }
+        }
         return .ownKey(keys: keys, negated: noneMatch)
     }
 

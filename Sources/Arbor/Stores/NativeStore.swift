@@ -208,7 +208,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                 return derived
             }()
             formats[ObjectIdentifier(entity)] = try RowFormat.recorded(entity, layout: recorded.layout, order: order, entityIndex: entityIndex,
-                                                                       fills: recorded.fills[entity.name] ?? [:])
+                                                                       fills: recorded.fills[entity.name] ?? [:], store: recorded.identifier)
         }
         rowFormats = formats
         let store = identifier

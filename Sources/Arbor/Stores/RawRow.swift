@@ -107,11 +107,17 @@ final class DecodedRow: EvaluatedRow {
 
     func operand(forKey key: String) throws -> Operand? {
         guard let slot = row.values.layout.index[key] else { return nil }
-        switch row.values[slot: slot] {
-        case .attribute(let stored)?: return Operand(stored)
-        case .object(let id)?: return .objectID(id)
-        case .objects(let ids)?: return .collection(ids.map(Operand.objectID))
-        case .none?, nil: return .null
+        return Self.operand(row.values[slot: slot])
+    }
+
+    /// A slot's value as the evaluator reads it.
+    @inline(__always)
+    static func operand(_ value: PropertyValue?) -> Operand {
+        switch value {
+        case .attribute(let stored)?: Operand(stored)
+        case .object(let id)?: .objectID(id)
+        case .objects(let ids)?: .collection(ids.map(Operand.objectID))
+        case .none?, nil: .null
         }
     }
 }

@@ -371,7 +371,7 @@ extension RowFormat {
             }
             if let column = try next(), let key = RecordEncoding.integer(column.type, column.payload, at: 0) {
                 guard NativeStore.isPrimaryKey(key) else { throw corrupt("a relationship holds \(key), which is not a primary key") }
-                slots[step.slot] = .object(store.objectID(destinationName, key))
+                slots[step.slot] = .object(destinationID(step, destinationName, key, store: store))
             } else {
                 slots[step.slot] = PropertyValue.none
             }

@@ -80,6 +80,9 @@ final class RowFormat: @unchecked Sendable {
     let stepBuffer: UnsafeMutableBufferPointer<DecodeStep>
     /// The to-one columns' destination entities, by the steps' `destination`.
     let destinations: [String]
+    /// Their ID spaces in the store the format was made for (empty when it was made for none):
+    /// a destination's ID is then made without hashing its entity's name, row after row.
+    let destinationSpaces: [ObjectIDSpace]
     /// Layout 3: what a record shorter than its columns holds in each missing column that is
     /// not nil — the default of an attribute a migration appended without rewriting the rows
     /// (recorded as `fills.<Entity>`; docs/row-format.md, "Appended columns"). By record column.
@@ -116,8 +119,10 @@ final class RowFormat: @unchecked Sendable {
     /// hierarchy has sub-entities).
     /// `fills`: the non-nil values of missing trailing attribute columns, by property name
     /// (layout 3).
+    /// `store`: the identifier of the store whose rows these are (the destinations' ID spaces are
+    /// then found once, here).
     init(_ entity: EntityDescription, layout: Layout, columns ordered: [Column]? = nil, entityIndex: Int = 0,
-         fills fillValues: [String: AttributeValue] = [:]) {
+         fills fillValues: [String: AttributeValue] = [:], store: UUID? = nil) {
         self.entity = entity
         self.layout = layout
         let ordered = ordered ?? Self.derivedOrder(entity, layout: layout)
@@ -161,6 +166,7 @@ final class RowFormat: @unchecked Sendable {
         stepBuffer = .allocate(capacity: steps.count)
         _ = stepBuffer.initialize(from: steps)
         self.destinations = destinations
+        destinationSpaces = store.map { store in destinations.map { ObjectIDSpace.interned($0, store) } } ?? []
         self.fills = fills
         // Empty when there is no fill: the decoder then never looks.
         self.stepFills = fills.isEmpty ? [] : stepFills
@@ -180,7 +186,7 @@ final class RowFormat: @unchecked Sendable {
     /// - Throws: ``ArborError/Code/incompatibleModel`` when `order` does not name exactly the
     ///   entity's stored properties, each once.
     static func recorded(_ entity: EntityDescription, layout: Layout, order: [String], entityIndex: Int = 0,
-                         fills: [String: AttributeValue] = [:]) throws -> RowFormat {
+                         fills: [String: AttributeValue] = [:], store: UUID? = nil) throws -> RowFormat {
         let derived = derivedOrder(entity, layout: layout)
         let names = derived.map { name(of: $0, in: entity) }
         let byName = Dictionary(uniqueKeysWithValues: zip(names, derived))
@@ -193,7 +199,7 @@ final class RowFormat: @unchecked Sendable {
             throw ArborError(.incompatibleModel, "the store records the columns of \(entity.name)'s rows as (\(order.joined(separator: ", "))), "
                              + "which do not fit the model: \(differences.joined(separator: "; "))", entity: entity.name)
         }
-        return RowFormat(entity, layout: layout, columns: order.compactMap { byName[$0] }, entityIndex: entityIndex, fills: fills)
+        return RowFormat(entity, layout: layout, columns: order.compactMap { byName[$0] }, entityIndex: entityIndex, fills: fills, store: store)
     }
 
     /// The columns `layout` puts `entity`'s stored properties in: the persistent attributes (in
@@ -409,6 +415,16 @@ final class RowFormat: @unchecked Sendable {
         return bytes
     }
 
+    /// The ID of a to-one's destination row `key`: in the destination's space when the row did
+    /// not name another entity (`name` is the step's own destination) and the format knows it.
+    @inline(__always)
+    func destinationID(_ step: DecodeStep, _ name: String, _ key: Int64, store: NativeStore) -> ManagedObjectID {
+        if !destinationSpaces.isEmpty, !step.named || name == destinations[step.destination] {
+            return ManagedObjectID(space: destinationSpaces[step.destination], key: key)
+        }
+        return store.objectID(name, key)
+    }
+
     /// Decodes a row of this entity in place (straight out of its page), component by component
     /// into the slots of the entity's layout; `store` makes the IDs of its to-one destinations.
     /// With `mask`, only the slots it flags are decoded (the others are stepped over).
@@ -454,7 +470,7 @@ final class RowFormat: @unchecked Sendable {
                 guard let component = try reader.next() else { throw corrupt("too few values") }
                 if case .int(let key) = component {
                     guard NativeStore.isPrimaryKey(key) else { throw corrupt("a relationship holds \(key), which is not a primary key") }
-                    slots[step.slot] = .object(store.objectID(destinationName, key))
+                    slots[step.slot] = .object(destinationID(step, destinationName, key, store: store))
                 } else {
                     slots[step.slot] = PropertyValue.none
                 }

@@ -60,8 +60,11 @@ extension ScanFilter {
         guard type >= 13, type % 2 == 1 else { return writeComponent(count: 1) { $0[0] = 0xFF } }
         // Text: the tag, the UTF-8 with each zero byte escaped as 00 FF, the terminator 00 00.
         let text = UnsafeRawBufferPointer(rebasing: row[start..<end])
+        // Text rarely holds a zero byte: looked for with `memchr`, counted only when there.
         var zeros = 0
-        for byte in text where byte == 0 { zeros += 1 }
+        if !text.isEmpty, memchr(text.baseAddress!, 0, text.count) != nil {
+            for byte in text where byte == 0 { zeros += 1 }
+        }
         return writeComponent(count: text.count + zeros + 3) { bytes in
             bytes[0] = KeyEncoding.Tag.string
             var position = 1

@@ -314,6 +314,44 @@ struct FetchTests {
         #expect(coordinator.rowCacheStatistics.snapshots == before + 25)
     }
 
+    @Test("a to-many relationship's faults load their rows together, a batch of 256 at a time, when the first of a batch fires; one deleted meanwhile fires as an inaccessible fault")
+    func relationshipBatches() throws {
+        let people = try People()
+        let team = try people.stack.insert("Team", in: people.context, ["name": "Big"])
+        for serial in 1...300 { try people.person(serial, "P\(serial)", team: team, entity: serial % 7 == 0 ? "Employee" : "Person") }
+        try people.context.save()
+        let coordinator = people.stack.coordinator
+        let fresh = people.stack.context()
+        let big = try #require(try fresh.fetch(FetchRequest<ManagedObject>(entityName: "Team")).first)
+        let members = try #require(try big.value(forKey: "members") as? Set<ManagedObject>)
+        #expect(members.count == 300 && members.allSatisfy { $0.isFault && $0.snapshot == nil && $0.faultBatch != nil })
+        // Another context deletes one member before any fires.
+        let gone = try #require(members.first { $0.objectID.entityName == "Person" })
+        do {
+            let other = people.stack.context()
+            try other.delete(other.existingObject(with: gone.objectID))
+            try other.save()
+        }
+        let before = coordinator.rowCacheStatistics.snapshots
+        let some = try #require(members.first { $0 !== gone })
+        _ = try some.value(forKey: "serial")
+        let first = coordinator.rowCacheStatistics.snapshots - before
+        #expect(first == 256 || first == 255 || first == 299 - 256 || first == 300 - 256, "one batch loaded (\(first) rows)")
+        var serials: [Int64] = []
+        for member in members where member !== gone { serials.append(try #require(member.value(forKey: "serial") as? Int64)) }
+        #expect(Set(serials).count == 299 && serials.allSatisfy { (1...300).contains($0) })
+        #expect(coordinator.rowCacheStatistics.snapshots - before == 299, "every row read once, in two batches")
+        // The member deleted meanwhile fires as any inaccessible fault does (shouldDeleteInaccessibleFaults).
+        #expect(try gone.value(forKey: "serial") == nil && gone.isDeleted)
+        // A relationship set's objects batch the same way.
+        let again = people.stack.context()
+        let bigAgain = try #require(try again.fetch(FetchRequest<ManagedObject>(entityName: "Team")).first)
+        let objects = try bigAgain.mutableSetValue(forKey: "members").objects
+        #expect(objects.count == 299 && objects.allSatisfy { $0.faultBatch != nil })
+        _ = try objects[0].value(forKey: "serial")
+        #expect(objects.filter { $0.snapshot != nil }.count == 256 || objects.filter { $0.snapshot != nil }.count == 299 - 256)
+    }
+
     @Test("a model rebuilt from the schema a store keeps has the same version hashes")
     func storedSchema() throws {
         let directory = try temporaryDirectory()

@@ -403,6 +403,35 @@ public final class ManagedObjectContext: @unchecked Sendable {
         return modelEntity(of: objectID).map { makeFault(objectID, entity: $0) }
     }
 
+    /// The objects of a to-many relationship's destinations `ids` (faults made for those not
+    /// registered). Those that are faults with no row at hand share fault batches of at most
+    /// ``destinationBatchSize``: the first of a batch to fire reads the rows of all in one read
+    /// (as a fetch's ``FetchRequest/fetchBatchSize`` batches do), so walking a relationship's
+    /// objects costs a read per batch, not one per object.
+    func resolveDestinations(_ ids: some Collection<ManagedObjectID>) -> [ManagedObject] {
+        var objects: [ManagedObject] = []
+        objects.reserveCapacity(ids.count)
+        var faults: [ManagedObject] = []
+        for id in ids {
+            guard let object = resolve(id) else { continue }
+            objects.append(object)
+            if object.faulted && object.snapshot == nil && object.faultBatch == nil { faults.append(object) }
+        }
+        // A child context's faults read their parent, one by one.
+        guard parent == nil, persistentStoreCoordinator != nil, faults.count > 1 else { return objects }
+        for start in stride(from: 0, to: faults.count, by: Self.destinationBatchSize) {
+            let members = faults[start..<min(faults.count, start + Self.destinationBatchSize)]
+            guard members.count > 1 else { break }
+            let batch = FaultBatch(ids: members.map(\.objectID))
+            for object in members { object.faultBatch = batch }
+        }
+        return objects
+    }
+
+    /// The most faults of one relationship whose rows are read together
+    /// (``resolveDestinations(_:)``).
+    static let destinationBatchSize = 256
+
     /// The entity of `objectID` in the coordinator's model (nil without a coordinator, or for an
     /// entity the model does not have).
     func modelEntity(of objectID: ManagedObjectID) -> EntityDescription? {

@@ -123,7 +123,10 @@ public final class RelationshipSet: Sequence {
 
     /// The objects now in the relationship.
     public var objects: [ManagedObject] {
-        get throws { try ids().compactMap { owner.managedObjectContext?.resolve($0) } }
+        get throws {
+            let ids = try ids()
+            return owner.managedObjectContext?.resolveDestinations(ids) ?? []
+        }
     }
 
     /// How many objects the relationship holds (0 when its objects cannot be loaded).

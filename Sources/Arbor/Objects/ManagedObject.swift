@@ -350,7 +350,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         case .object(let id):
             return managedObjectContext?.resolve(id)
         case .objects(let ids):
-            let objects = ids.compactMap { managedObjectContext?.resolve($0) }
+            let objects = managedObjectContext?.resolveDestinations(ids) ?? []
             if entity.relationshipsByName[key]?.isOrdered == true { return objects }
             return Set(objects)
         }

@@ -307,4 +307,60 @@ struct ObjectGraphTests {
         #expect(graph.context.registeredObjects.isEmpty && !graph.context.hasChanges)
         #expect(research.managedObjectContext == nil)
     }
+
+    @Test("S002-32: a realized object holds the objects its to-one relationships handed out, so a key path fires each destination once; refresh without merging, reset and the context's end let go of them, cycles included")
+    func heldDestinations() throws {
+        let model = try ManagedObjectModel {
+            Entity("Node") {
+                Attribute("name", .string)
+                Relationship("next", to: "Node", inverse: "previous")
+                Relationship("previous", to: "Node", inverse: "next")
+                Relationship("group", to: "Group", inverse: "nodes")
+            }
+            Entity("Group") {
+                Attribute("name", .string)
+                Relationship("nodes", to: "Node", inverse: "group").toMany()
+            }
+        }
+        let stack = try Stack(model: model)
+        let writer = stack.context()
+        let group = try stack.insert("Group", in: writer, ["name": "G"])
+        let a = try stack.insert("Node", in: writer, ["name": "a", "group": group])
+        let b = try stack.insert("Node", in: writer, ["name": "b", "group": group])
+        try a.setValue(b, forKey: "next")
+        try b.setValue(a, forKey: "next")
+        try writer.save()
+        let (aID, bID, groupID) = (a.objectID, b.objectID, group.objectID)
+        let statistics = { stack.coordinator.rowCacheStatistics }
+
+        // The group is read once through both nodes' key paths, and stays while they do.
+        let context = stack.context()
+        var nodes: [ManagedObject]? = try context.fetch(FetchRequest<ManagedObject>(entityName: "Node"))
+        let misses = statistics().misses
+        for node in nodes! { #expect(try node.value(forKeyPath: "group.name") as? String == "G") }
+        #expect(statistics().misses == misses + 1, "the group fired once")
+        #expect(context.registeredObject(for: groupID) != nil, "held by the nodes")
+        // Refreshing the nodes without merging lets go of it.
+        for node in nodes! { context.refresh(node, mergeChanges: false) }
+        #expect(context.registeredObject(for: groupID) == nil)
+
+        // A cycle (a.next = b, b.next = a) outlives the application's references while the
+        // context lives; reset breaks it.
+        for node in nodes! { _ = try node.value(forKey: "next") }
+        weak var weakA = context.registeredObject(for: aID)
+        nodes = nil
+        #expect(weakA != nil && context.registeredObject(for: bID) != nil)
+        context.reset()
+        #expect(weakA == nil && context.registeredObject(for: bID) == nil)
+
+        // The context's end breaks it too.
+        weak var weakB: ManagedObject?
+        do {
+            let scoped = stack.context()
+            let both = try scoped.fetch(FetchRequest<ManagedObject>(entityName: "Node"))
+            for node in both { _ = try node.value(forKey: "next") }
+            weakB = scoped.registeredObject(for: bID)
+        }
+        #expect(weakB == nil)
+    }
 }

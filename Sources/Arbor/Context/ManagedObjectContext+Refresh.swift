@@ -64,7 +64,7 @@ extension ManagedObjectContext {
         object.unloadedRelationships.removeAll()
         object.faulted = true
         object.releaseSnapshot()
-        object.prefetchedDestinations = []
+        object.letGoOfDestinations()
         object.didTurnIntoFault()
         if object.deletedFlag && !mergeChanges { withdrawDeletion(object) }
         updated.remove(object)

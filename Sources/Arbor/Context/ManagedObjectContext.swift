@@ -231,6 +231,10 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     deinit {
         if let mergeObserver { NotificationCenter.default.removeObserver(mergeObserver) }
+        // The destinations its objects hold go with the context: objects that hold each other
+        // (a cycle through to-one relationships) would otherwise outlive it.
+        registry.purge()
+        for object in registry.objects { object.letGoOfDestinations() }
         // Objects that outlive the context find nil through their link from now on.
         link.context = nil
     }
@@ -321,6 +325,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// no longer pointing at the context (a saved deletion, a new object dropped, a row gone).
     func removeFromContext(_ object: ManagedObject) {
         unregister(object.objectID)
+        object.letGoOfDestinations()
         object.releaseSnapshot()
         object.managedObjectContext = nil
     }
@@ -635,6 +640,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     public func reset() {
         checkQueue()
         for object in allRegistered() {
+            object.letGoOfDestinations()
             object.managedObjectContext = nil
             object.eventMarks = 0
         }

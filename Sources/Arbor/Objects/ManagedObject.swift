@@ -180,6 +180,42 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             changeExtras { $0.prefetchedDestinations = newValue }
         }
     }
+    /// The destinations of its to-one relationships this realized object has handed out (one per
+    /// relationship, by slot), held as Core Data's objects hold the objects they are related to
+    /// (S002-32): reading `department.name` on a thousand employees of one department fires
+    /// the department once, not once per employee after it went away. Let go when the object
+    /// turns into a fault, leaves its context, or the context resets or goes (which breaks any
+    /// cycle they make).
+    var heldDestinations: [(slot: Int, object: ManagedObject)] {
+        get { extras?.heldDestinations ?? [] }
+        set {
+            guard extras != nil || !newValue.isEmpty else { return }
+            changeExtras { $0.heldDestinations = newValue }
+        }
+    }
+
+    /// Holds `destination`, the object of the to-one relationship in `slot` (see
+    /// ``heldDestinations``); a faulted object holds nothing.
+    @inline(__always)
+    func hold(_ destination: ManagedObject, slot: Int) {
+        guard !faulted else { return }
+        if let held = extras?.heldDestinations, let index = held.firstIndex(where: { $0.slot == slot }) {
+            if held[index].object !== destination { changeExtras { $0.heldDestinations[index].object = destination } }
+            return
+        }
+        changeExtras { $0.heldDestinations.append((slot, destination)) }
+    }
+
+    /// Lets go of every destination the object holds (``heldDestinations``,
+    /// ``prefetchedDestinations``).
+    func letGoOfDestinations() {
+        guard extras != nil else { return }
+        changeExtras {
+            $0.heldDestinations = []
+            $0.prefetchedDestinations = []
+        }
+    }
+
     /// The batch of faults a fetch returned this one in, whose rows load together when the first
     /// of them fires.
     var faultBatch: FaultBatch? {
@@ -348,7 +384,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         case .attribute(let stored):
             return entity.attributesByName[key]?.type.swiftValue(of: stored) ?? stored.anyValue
         case .object(let id):
-            return managedObjectContext?.resolve(id)
+            guard let destination = managedObjectContext?.resolve(id) else { return nil }
+            if let slot = entity.propertyLayout.index[key] { hold(destination, slot: slot) }
+            return destination
         case .objects(let ids):
             let objects = managedObjectContext?.resolveDestinations(ids) ?? []
             if entity.relationshipsByName[key]?.isOrdered == true { return objects }
@@ -412,15 +450,16 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 }
 
-/// The fields of a ``ManagedObject`` that few objects use — prefetched destinations, a fault
-/// batch, refused values — kept in a box of their own, made when the first is set: three
-/// fields less in every object.
+/// The fields of a ``ManagedObject`` that few objects use — prefetched and held destinations, a
+/// fault batch, refused values, an Observation registrar — kept in a box of their own, made when
+/// the first is set: five fields less in every object.
 final class ObjectExtras {
     var prefetchedDestinations: [ManagedObject] = []
+    var heldDestinations: [(slot: Int, object: ManagedObject)] = []
     var faultBatch: FaultBatch?
     var refusedValues: [String: ArborError]?
     var observationRegistrar: ObservationRegistrar?
 
     /// Whether the box holds nothing (and can go).
-    var isEmpty: Bool { prefetchedDestinations.isEmpty && faultBatch == nil && refusedValues == nil && observationRegistrar == nil }
+    var isEmpty: Bool { prefetchedDestinations.isEmpty && heldDestinations.isEmpty && faultBatch == nil && refusedValues == nil && observationRegistrar == nil }
 }

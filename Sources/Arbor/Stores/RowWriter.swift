@@ -29,6 +29,10 @@ final class RowWriter {
         let indexes: [(StoreIndex, Tree)]
         let indexedForeignKeys: [RelationshipDescription]
         let orderedToMany: [RelationshipDescription]
+        /// The slots of the properties the entity's uniqueness, foreign-key and index entries are
+        /// made of (nil when one is not a slot of its layout): a row whose new values equal the
+        /// stored ones there keeps every entry, found without making one.
+        let entrySlots: [Int]?
     }
 
     /// The writes of `entity` (the last entity's without a lookup).
@@ -38,10 +42,15 @@ final class RowWriter {
             lastWrites = known
             return known
         }
+        let indexes = try NativeStore.indexes(of: entity)
+        let indexedForeignKeys = entity.relationships.filter(NativeStore.isIndexedForeignKey)
+        let entryKeys = Set(entity.uniquenessConstraints.flatMap { $0 } + indexedForeignKeys.map(\.name) + indexes.flatMap(\.keys))
+        let entrySlots = entryKeys.map { entity.propertyLayout.index[$0] }
         let made = EntityWrites(entity: entity, rows: try rowsTree(entity),
-                                indexes: try NativeStore.indexes(of: entity).map { ($0, try tree($0.tree)) },
-                                indexedForeignKeys: entity.relationships.filter(NativeStore.isIndexedForeignKey),
-                                orderedToMany: entity.relationships.filter { $0.isToMany && $0.isOrdered })
+                                indexes: try indexes.map { ($0, try tree($0.tree)) },
+                                indexedForeignKeys: indexedForeignKeys,
+                                orderedToMany: entity.relationships.filter { $0.isToMany && $0.isOrdered },
+                                entrySlots: entrySlots.contains(nil) ? nil : entrySlots.compactMap { $0 }.sorted())
         entityWrites[ObjectIdentifier(entity)] = made
         lastWrites = made
         return made
@@ -403,6 +412,12 @@ final class RowWriter {
         guard new.entityName == row.entityName else {
             try removeIndexes(of: id, row: row)
             return 0
+        }
+        // The common update (a raise changes a salary): nothing an entry is made of changed, so
+        // every entry stays, and none is made to find that out.
+        if let slots = try writes(entity).entrySlots, new.values.layout === row.values.layout,
+           slots.allSatisfy({ new.values[slot: $0] == row.values[slot: $0] }) {
+            return ~0
         }
         let key = try store.primaryKey(of: id)
         var newEntries: [[UInt8]?] = []

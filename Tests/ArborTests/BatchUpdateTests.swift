@@ -111,6 +111,28 @@ struct BatchUpdateTests {
         try reader.save()
     }
 
+    @Test("an update to a canonically equivalent string (precomposed é to e + U+0301) moves its uniqueness entry: the entries follow the bytes, which Swift's == would call equal")
+    func equivalentStringsMoveEntries() throws {
+        let stack = try Stack(model: try BatchDeleteTests.model())
+        let context = stack.context()
+        let precomposed = "caf\u{E9}@x", decomposed = "cafe\u{301}@x"
+        #expect(precomposed == decomposed && !precomposed.utf8.elementsEqual(decomposed.utf8))
+        let ada = try stack.insert("Employee", in: context, ["name": "Ada", "email": precomposed, "salary": Int64(10)])
+        try context.save()
+        var request = BatchUpdateRequest(entityName: "Employee")
+        request.propertiesToUpdate = ["email": .constant(.string(decomposed))]
+        _ = try context.execute(request)
+        let reader = stack.context()
+        let found = try reader.fetch(try FetchRequest<ManagedObject>(entityName: "Employee", format: "email == %@", decomposed))
+        #expect(found.map(\.objectID) == [ada.objectID], "found through the uniqueness tree by its new bytes")
+        #expect(try reader.fetch(try FetchRequest<ManagedObject>(entityName: "Employee", format: "email == %@", precomposed)).isEmpty)
+        // The old bytes are free again, the new ones taken.
+        _ = try stack.insert("Employee", in: reader, ["name": "Bo", "email": precomposed, "salary": Int64(1)])
+        try reader.save()
+        _ = try stack.insert("Employee", in: reader, ["name": "Cy", "email": decomposed, "salary": Int64(2)])
+        #expect(throws: ArborError.self) { try reader.save() }
+    }
+
     @Test("every live context merges the updated objects by default: a registered object shows the new value, with its unsaved changes on top")
     func mergesIntoContexts() throws {
         let stack = try Stack(model: try BatchDeleteTests.model())

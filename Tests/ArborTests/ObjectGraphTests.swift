@@ -308,7 +308,7 @@ struct ObjectGraphTests {
         #expect(research.managedObjectContext == nil)
     }
 
-    @Test("S002-32: a realized object holds the objects its to-one relationships handed out, so a key path fires each destination once; refresh without merging, reset and the context's end let go of them, cycles included")
+    @Test("a key path through a to-one relationship fires each destination once: the context holds the last 1,024 destinations to-one relationships handed out, each once, lets go of the oldest first and of all at reset; objects never hold each other")
     func heldDestinations() throws {
         let model = try ManagedObjectModel {
             Entity("Node") {
@@ -329,38 +329,40 @@ struct ObjectGraphTests {
         let b = try stack.insert("Node", in: writer, ["name": "b", "group": group])
         try a.setValue(b, forKey: "next")
         try b.setValue(a, forKey: "next")
+        // More groups than the context holds, one node each.
+        let limit = ManagedObjectContext.heldDestinationLimit
+        for index in 0..<(limit + 10) {
+            try stack.insert("Node", in: writer, ["name": "n\(index)", "group": try stack.insert("Group", in: writer, ["name": "g\(index)"])])
+        }
         try writer.save()
         let (aID, bID, groupID) = (a.objectID, b.objectID, group.objectID)
-        let statistics = { stack.coordinator.rowCacheStatistics }
 
-        // The group is read once through both nodes' key paths, and stays while they do.
+        // The group is read once through both nodes' key paths, and stays after they went.
         let context = stack.context()
-        var nodes: [ManagedObject]? = try context.fetch(FetchRequest<ManagedObject>(entityName: "Node"))
-        let misses = statistics().misses
+        var nodes: [ManagedObject]? = try context.fetch(FetchRequest<ManagedObject>(entityName: "Node", format: "name IN %@", ["a", "b"]))
+        let misses = stack.coordinator.rowCacheStatistics.misses
         for node in nodes! { #expect(try node.value(forKeyPath: "group.name") as? String == "G") }
-        #expect(statistics().misses == misses + 1, "the group fired once")
-        #expect(context.registeredObject(for: groupID) != nil, "held by the nodes")
-        // Refreshing the nodes without merging lets go of it.
-        for node in nodes! { context.refresh(node, mergeChanges: false) }
-        #expect(context.registeredObject(for: groupID) == nil)
-
-        // A cycle (a.next = b, b.next = a) outlives the application's references while the
-        // context lives; reset breaks it.
+        #expect(stack.coordinator.rowCacheStatistics.misses == misses + 1, "the group fired once")
+        // a.next = b and b.next = a: held by the context, not by each other.
         for node in nodes! { _ = try node.value(forKey: "next") }
         weak var weakA = context.registeredObject(for: aID)
         nodes = nil
-        #expect(weakA != nil && context.registeredObject(for: bID) != nil)
+        #expect(context.registeredObject(for: groupID) != nil && weakA != nil && context.registeredObject(for: bID) != nil)
         context.reset()
-        #expect(weakA == nil && context.registeredObject(for: bID) == nil)
+        #expect(weakA == nil && context.registeredObject(for: bID) == nil && context.registeredObject(for: groupID) == nil)
 
-        // The context's end breaks it too.
-        weak var weakB: ManagedObject?
-        do {
-            let scoped = stack.context()
-            let both = try scoped.fetch(FetchRequest<ManagedObject>(entityName: "Node"))
-            for node in both { _ = try node.value(forKey: "next") }
-            weakB = scoped.registeredObject(for: bID)
+        // Past the limit, the oldest are let go first.
+        let others = try context.fetch(FetchRequest<ManagedObject>(entityName: "Node", format: "name BEGINSWITH 'n'"))
+        var groups: [ManagedObjectID] = []
+        for node in others.sorted(by: { $0.objectID.primaryKey! < $1.objectID.primaryKey! }) {
+            let held = try #require(node.value(forKey: "group") as? ManagedObject)
+            groups.append(held.objectID)
         }
-        #expect(weakB == nil)
+        #expect(context.heldDestinations.count == limit)
+        #expect(groups.prefix(10).allSatisfy { context.registeredObject(for: $0) == nil }, "the first ten went")
+        #expect(groups.suffix(limit).allSatisfy { context.registeredObject(for: $0) != nil })
+        // Reading a held one again does not hold it twice.
+        _ = try others.last?.value(forKey: "group")
+        #expect(Set(context.heldDestinations.map(ObjectIdentifier.init)).count == context.heldDestinations.count)
     }
 }

@@ -64,7 +64,7 @@ extension ManagedObjectContext {
         object.unloadedRelationships.removeAll()
         object.faulted = true
         object.releaseSnapshot()
-        object.letGoOfDestinations()
+        object.prefetchedDestinations = []
         object.didTurnIntoFault()
         if object.deletedFlag && !mergeChanges { withdrawDeletion(object) }
         updated.remove(object)

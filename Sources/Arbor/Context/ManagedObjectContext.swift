@@ -33,6 +33,10 @@ public final class ManagedObjectContext: @unchecked Sendable {
     var saveCount: UInt32 = 0
     /// Deleted objects whose delete rules have not been applied yet.
     var pendingDeletes: [ManagedObject] = []
+    /// The objects to-one relationships handed out lately, held (``holdDestination(_:)``), and
+    /// the place of the next to let go once the limit is reached.
+    @exclusivity(unchecked) var heldDestinations: [ManagedObject] = []
+    var nextHeldDestination = 0
     /// What the current event changed (posted by ``processPendingChanges()``).
     @exclusivity(unchecked) var event = EventChanges()
     /// The new objects the last objects-did-change reported, and the set it posted of them: a
@@ -231,10 +235,6 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     deinit {
         if let mergeObserver { NotificationCenter.default.removeObserver(mergeObserver) }
-        // The destinations its objects hold go with the context: objects that hold each other
-        // (a cycle through to-one relationships) would otherwise outlive it.
-        registry.purge()
-        for object in registry.objects { object.letGoOfDestinations() }
         // Objects that outlive the context find nil through their link from now on.
         link.context = nil
     }
@@ -325,7 +325,6 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// no longer pointing at the context (a saved deletion, a new object dropped, a row gone).
     func removeFromContext(_ object: ManagedObject) {
         unregister(object.objectID)
-        object.letGoOfDestinations()
         object.releaseSnapshot()
         object.managedObjectContext = nil
     }
@@ -432,6 +431,36 @@ public final class ManagedObjectContext: @unchecked Sendable {
         }
         return objects
     }
+
+    /// Holds `destination`, an object a to-one relationship handed out, among the last
+    /// ``heldDestinationLimit`` such objects (each once, the oldest let go first). Reading
+    /// `department.name` on a thousand employees of one department then fires the department
+    /// once, not once per employee after it went away again (an unchanged object nothing holds
+    /// ends at once). Held by the context, not by the objects that read them: objects never
+    /// keep each other alive (no reference cycles), and what is held is bounded and goes with the
+    /// context or its reset.
+    @inline(__always)
+    func holdDestination(_ destination: ManagedObject) {
+        guard !destination.heldByContext else { return }
+        destination.heldByContext = true
+        if heldDestinations.count < Self.heldDestinationLimit {
+            heldDestinations.append(destination)
+            return
+        }
+        heldDestinations[nextHeldDestination].heldByContext = false
+        heldDestinations[nextHeldDestination] = destination
+        nextHeldDestination = (nextHeldDestination + 1) % Self.heldDestinationLimit
+    }
+
+    /// Lets go of the destinations ``holdDestination(_:)`` holds.
+    func letGoOfDestinations() {
+        for destination in heldDestinations { destination.heldByContext = false }
+        heldDestinations = []
+        nextHeldDestination = 0
+    }
+
+    /// How many objects to-one relationships handed out the context holds at most.
+    static let heldDestinationLimit = 1024
 
     /// The most faults of one relationship whose rows are read together
     /// (``resolveDestinations(_:)``).
@@ -639,8 +668,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// again (they no longer belong to it).
     public func reset() {
         checkQueue()
+        letGoOfDestinations()
         for object in allRegistered() {
-            object.letGoOfDestinations()
             object.managedObjectContext = nil
             object.eventMarks = 0
         }

@@ -108,6 +108,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var deletedFlag = false
     /// How the context's current event reports the object so far (``EventMarks`` bits).
     var eventMarks: UInt8 = 0
+    /// Whether the context holds it among the destinations to-one relationships handed out
+    /// lately (``ManagedObjectContext/holdDestination(_:)``).
+    var heldByContext = false
     // Two 32-bit numbers after the flags fill their word (an object's instance size decides an
     // import's memory: 176 bytes took a 192-byte block of malloc's, 152 bytes take 160).
     /// The object's place in its context's inserted, updated or deleted ``ChangeList`` (-1: none).
@@ -180,42 +183,6 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             changeExtras { $0.prefetchedDestinations = newValue }
         }
     }
-    /// The destinations of its to-one relationships this realized object has handed out (one per
-    /// relationship, by slot), held as Core Data's objects hold the objects they are related to
-    /// (S002-32): reading `department.name` on a thousand employees of one department fires
-    /// the department once, not once per employee after it went away. Let go when the object
-    /// turns into a fault, leaves its context, or the context resets or goes (which breaks any
-    /// cycle they make).
-    var heldDestinations: [(slot: Int, object: ManagedObject)] {
-        get { extras?.heldDestinations ?? [] }
-        set {
-            guard extras != nil || !newValue.isEmpty else { return }
-            changeExtras { $0.heldDestinations = newValue }
-        }
-    }
-
-    /// Holds `destination`, the object of the to-one relationship in `slot` (see
-    /// ``heldDestinations``); a faulted object holds nothing.
-    @inline(__always)
-    func hold(_ destination: ManagedObject, slot: Int) {
-        guard !faulted else { return }
-        if let held = extras?.heldDestinations, let index = held.firstIndex(where: { $0.slot == slot }) {
-            if held[index].object !== destination { changeExtras { $0.heldDestinations[index].object = destination } }
-            return
-        }
-        changeExtras { $0.heldDestinations.append((slot, destination)) }
-    }
-
-    /// Lets go of every destination the object holds (``heldDestinations``,
-    /// ``prefetchedDestinations``).
-    func letGoOfDestinations() {
-        guard extras != nil else { return }
-        changeExtras {
-            $0.heldDestinations = []
-            $0.prefetchedDestinations = []
-        }
-    }
-
     /// The batch of faults a fetch returned this one in, whose rows load together when the first
     /// of them fires.
     var faultBatch: FaultBatch? {
@@ -384,8 +351,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         case .attribute(let stored):
             return entity.attributesByName[key]?.type.swiftValue(of: stored) ?? stored.anyValue
         case .object(let id):
-            guard let destination = managedObjectContext?.resolve(id) else { return nil }
-            if let slot = entity.propertyLayout.index[key] { hold(destination, slot: slot) }
+            guard let context = managedObjectContext, let destination = context.resolve(id) else { return nil }
+            context.holdDestination(destination)
             return destination
         case .objects(let ids):
             let objects = managedObjectContext?.resolveDestinations(ids) ?? []
@@ -450,16 +417,15 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 }
 
-/// The fields of a ``ManagedObject`` that few objects use — prefetched and held destinations, a
-/// fault batch, refused values, an Observation registrar — kept in a box of their own, made when
-/// the first is set: five fields less in every object.
+/// The fields of a ``ManagedObject`` that few objects use — prefetched destinations, a fault
+/// batch, refused values, an Observation registrar — kept in a box of their own, made when the
+/// first is set: four fields less in every object.
 final class ObjectExtras {
     var prefetchedDestinations: [ManagedObject] = []
-    var heldDestinations: [(slot: Int, object: ManagedObject)] = []
     var faultBatch: FaultBatch?
     var refusedValues: [String: ArborError]?
     var observationRegistrar: ObservationRegistrar?
 
     /// Whether the box holds nothing (and can go).
-    var isEmpty: Bool { prefetchedDestinations.isEmpty && heldDestinations.isEmpty && faultBatch == nil && refusedValues == nil && observationRegistrar == nil }
+    var isEmpty: Bool { prefetchedDestinations.isEmpty && faultBatch == nil && refusedValues == nil && observationRegistrar == nil }
 }

@@ -416,7 +416,7 @@ final class RowWriter {
         // The common update (a raise changes a salary): nothing an entry is made of changed, so
         // every entry stays, and none is made to find that out.
         if let slots = try writes(entity).entrySlots, new.values.layout === row.values.layout,
-           slots.allSatisfy({ new.values[slot: $0] == row.values[slot: $0] }) {
+           slots.allSatisfy({ Self.makesSameEntries(new.values[slot: $0], row.values[slot: $0]) }) {
             return ~0
         }
         let key = try store.primaryKey(of: id)
@@ -432,6 +432,28 @@ final class RowWriter {
             try removeEntry(entry, kind, key: key, entity: entity)
         }
         return kept
+    }
+
+    /// Whether two values of one property surely make the same entry bytes: the same
+    /// destination, or attributes equal to the bit (a string's UTF-8: `==` equates canonically
+    /// equivalent strings, which entries keep apart; a double's bits: `==` equates 0 and -0).
+    /// False leaves it to the entries themselves.
+    static func makesSameEntries(_ a: PropertyValue?, _ b: PropertyValue?) -> Bool {
+        switch (a, b) {
+        case (nil, nil), (.none?, .none?): true
+        case (.object(let x)?, .object(let y)?): x == y
+        case (.attribute(let x)?, .attribute(let y)?):
+            switch (x, y) {
+            case (.integer(let i), .integer(let j)): i == j
+            case (.boolean(let p), .boolean(let q)): p == q
+            case (.string(let s), .string(let t)): s.utf8.elementsEqual(t.utf8)
+            case (.double(let d), .double(let e)): d.bitPattern == e.bitPattern
+            case (.float(let d), .float(let e)): d.bitPattern == e.bitPattern
+            case (.date(let d), .date(let e)): d.timeIntervalSinceReferenceDate.bitPattern == e.timeIntervalSinceReferenceDate.bitPattern
+            default: false
+            }
+        default: false
+        }
     }
 
     /// Removes what `row` (the stored row of `id`) put in the uniqueness, foreign-key and index

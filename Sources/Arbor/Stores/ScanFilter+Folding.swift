@@ -5,11 +5,11 @@ import Foundation
 /// the evaluator's fold for other text (remembered), and the byte-level `LIKE` matcher (the
 /// type's notes in ScanFilter.swift say when a row is decided here).
 extension ScanFilter {
-    /// A string test on the folded text (`[c]`, `[d]`, `[cd]`) or a `LIKE`: the constants are raw
-    /// folded UTF-8. Nil when the row's string leaves the fast path (see the type's notes).
-    func foldedTest(_ node: Node, _ value: UnsafeRawBufferPointer) -> Bool? {
-        guard value.count >= 3 else { return nil }
-        var text = UnsafeRawBufferPointer(rebasing: value[1..<(value.count - 2)])
+    /// A string test on the folded text (`[c]`, `[d]`, `[cd]`) or a `LIKE`, given the string's
+    /// escaped UTF-8 (without its component's tag and terminator): the constants are raw folded
+    /// UTF-8. Nil when the row's string leaves the fast path (see the type's notes).
+    func foldedTest(_ node: Node, _ escaped: UnsafeRawBufferPointer) -> Bool? {
+        var text = escaped
         // How many leading bytes are ASCII (the fold of those is known).
         var asciiPrefix = text.count
         switch node.folding {
@@ -44,7 +44,7 @@ extension ScanFilter {
             // Otherwise the string is folded as the evaluator folds it (remembered: names
             // repeat) and the test runs on the folded bytes. `?` counts scalars: not on bytes.
             guard !(node.kind == .like && node.likeAny),
-                  let folded = slowFold(UnsafeRawBufferPointer(rebasing: value[1..<(value.count - 2)]), node.options) else { return nil }
+                  let folded = slowFold(escaped, node.options) else { return nil }
             text = folded
         }
         switch node.kind {

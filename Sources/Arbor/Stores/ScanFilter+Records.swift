@@ -28,26 +28,16 @@ extension ScanFilter {
     /// for it (nil, an int or a string; `FF`, which no test's tag matches, for a column of another
     /// type), transcoded into ``componentScratch``; nil when the record is malformed up to there.
     func recordComponent(_ column: Int, _ row: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
-        if recordLocated < 0 {
-            guard let record = RecordEncoding.head(of: row, from: format.entityPrefix.count) else { return nil }
-            recordTypePosition = record.typesStart
-            recordHeaderEnd = record.headerEnd
-            components[0] = record.headerEnd
-            recordLocated = 0
-        }
-        while recordLocated <= column {
-            guard recordTypePosition < recordHeaderEnd else {
-                // Past the record's last column: its fill (a column a migration appended), or nil.
-                if let fill = format.fills[column] {
-                    return writeComponent(count: fill.component.count) { $0.copyBytes(from: fill.component) }
-                }
-                return writeComponent(count: 1) { $0[0] = KeyEncoding.Tag.null }
+        switch locateRecordColumn(column, row) {
+        case .malformed: return nil
+        case .pastEnd:
+            // Past the record's last column: its fill (a column a migration appended), or nil.
+            if let fill = format.fills[column] {
+                return writeComponent(count: fill.component.count) { $0.copyBytes(from: fill.component) }
             }
-            guard let type = RecordEncoding.readVarint(row, &recordTypePosition), recordTypePosition <= recordHeaderEnd,
-                  let size = RecordEncoding.payloadSize(type), size <= row.count - components[recordLocated] else { return nil }
-            recordTypes[recordLocated] = type
-            components[recordLocated + 1] = components[recordLocated] + size
-            recordLocated += 1
+            return writeComponent(count: 1) { $0[0] = KeyEncoding.Tag.null }
+        case .located:
+            break
         }
         let type = recordTypes[column], start = components[column], end = components[column + 1]
         if type == 0 { return writeComponent(count: 1) { $0[0] = KeyEncoding.Tag.null } }
@@ -84,6 +74,52 @@ extension ScanFilter {
             bytes[position] = 0
             bytes[position + 1] = 0
         }
+    }
+
+    /// Where ``locateRecordColumn(_:_:)`` left a column.
+    enum RecordColumn {
+        /// Its serial type and bounds are in `recordTypes` and `components`.
+        case located
+        /// The record ends before it (its fill, or nil).
+        case pastEnd
+        /// The record is malformed up to there.
+        case malformed
+    }
+
+    /// Locates the current record's columns up to `column` (each once per row: the serial types
+    /// and payload bounds are kept for the tests after).
+    @inline(__always)
+    func locateRecordColumn(_ column: Int, _ row: UnsafeRawBufferPointer) -> RecordColumn {
+        if recordLocated < 0 {
+            guard let record = RecordEncoding.head(of: row, from: format.entityPrefix.count) else { return .malformed }
+            recordTypePosition = record.typesStart
+            recordHeaderEnd = record.headerEnd
+            components[0] = record.headerEnd
+            recordLocated = 0
+        }
+        while recordLocated <= column {
+            guard recordTypePosition < recordHeaderEnd else { return .pastEnd }
+            guard let type = RecordEncoding.readVarint(row, &recordTypePosition), recordTypePosition <= recordHeaderEnd,
+                  let size = RecordEncoding.payloadSize(type), size <= row.count - components[recordLocated] else { return .malformed }
+            recordTypes[recordLocated] = type
+            components[recordLocated + 1] = components[recordLocated] + size
+            recordLocated += 1
+        }
+        return .located
+    }
+
+    /// Column `column`'s text, in place in the row, when it is text without a zero byte: then
+    /// its key-encoding component would be these bytes between a tag and a terminator, and the
+    /// string tests that read only the text (``Node/readsTextOnly``) read it here, copied nowhere.
+    /// Nil otherwise (the component is made).
+    @inline(__always)
+    func recordText(_ column: Int, _ row: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+        guard case .located = locateRecordColumn(column, row) else { return nil }
+        let type = recordTypes[column]
+        guard type >= 13, type % 2 == 1 else { return nil }
+        let text = UnsafeRawBufferPointer(rebasing: row[components[column]..<components[column + 1]])
+        if !text.isEmpty, memchr(text.baseAddress!, 0, text.count) != nil { return nil }
+        return text
     }
 
     /// `count` bytes written by `write` into ``componentScratch`` (grown when short).

@@ -96,6 +96,13 @@ final class ScanFilter {
         var component = 0
         var first = 0
         var count = 0
+
+        /// Whether the test reads a string's text alone — `BEGINSWITH`, `ENDSWITH`, `CONTAINS`,
+        /// a folded test or `LIKE` — not its key-encoding component (as an unfolded comparison
+        /// does): a record's text column is then tested where it lies (``ScanFilter/recordText(_:_:)``).
+        var readsTextOnly: Bool {
+            tag == KeyEncoding.Tag.string && (kind == .beginsWith || kind == .endsWith || kind == .contains || kind == .like || folding != .none)
+        }
     }
 
     /// A constant's bytes in `pool`.
@@ -396,7 +403,9 @@ final class ScanFilter {
     @inline(__always)
     private func test(_ node: Node, _ row: UnsafeRawBufferPointer, _ located: inout Int) -> Bool? {
         if isRecords {
-            guard let value = recordComponent(node.component - RowFormat.firstColumnComponent, row) else { return nil }
+            let column = node.component - RowFormat.firstColumnComponent
+            if node.readsTextOnly, let text = recordText(column, row) { return textTest(node, text) }
+            guard let value = recordComponent(column, row) else { return nil }
             return test(node, value)
         }
         guard locate(through: node.component, row, &located) else { return nil }
@@ -424,7 +433,10 @@ final class ScanFilter {
             return node.kind == .compare && node.op == .notEqualTo
         }
         guard tag == node.tag else { return nil }
-        if node.folding != .none || node.kind == .like { return foldedTest(node, value) }
+        if node.folding != .none || node.kind == .like {
+            guard value.count >= 3 else { return nil }
+            return foldedTest(node, UnsafeRawBufferPointer(rebasing: value[1..<(value.count - 2)]))
+        }
         switch node.kind {
         case .compare:
             let constant = constant(node, 0)
@@ -441,18 +453,25 @@ final class ScanFilter {
         default:
             // The string's escaped UTF-8, without its tag and terminator.
             guard value.count >= 3 else { return nil }
-            let text = UnsafeRawBufferPointer(rebasing: value[1..<(value.count - 2)])
-            let pattern = constant(node, 0)
-            if pattern.count > text.count { return false }
-            if pattern.isEmpty { return true }
-            switch node.kind {
-            case .beginsWith:
-                return memcmp(text.baseAddress!, pattern.baseAddress!, pattern.count) == 0
-            case .endsWith:
-                return memcmp(text.baseAddress! + (text.count - pattern.count), pattern.baseAddress!, pattern.count) == 0
-            default:
-                return Self.contains(text, pattern)
-            }
+            return textTest(node, UnsafeRawBufferPointer(rebasing: value[1..<(value.count - 2)]))
+        }
+    }
+
+    /// A test that reads a string's text alone (``Node/readsTextOnly``) on `text`, its escaped
+    /// UTF-8 (raw UTF-8 when it holds no zero byte).
+    @inline(__always)
+    func textTest(_ node: Node, _ text: UnsafeRawBufferPointer) -> Bool? {
+        if node.folding != .none || node.kind == .like { return foldedTest(node, text) }
+        let pattern = constant(node, 0)
+        if pattern.count > text.count { return false }
+        if pattern.isEmpty { return true }
+        switch node.kind {
+        case .beginsWith:
+            return memcmp(text.baseAddress!, pattern.baseAddress!, pattern.count) == 0
+        case .endsWith:
+            return memcmp(text.baseAddress! + (text.count - pattern.count), pattern.baseAddress!, pattern.count) == 0
+        default:
+            return Self.contains(text, pattern)
         }
     }
 }

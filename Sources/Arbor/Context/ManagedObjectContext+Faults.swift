@@ -176,4 +176,59 @@ extension ManagedObjectContext {
         }
         return object
     }
+
+    // MARK: A relationship's destinations
+
+    /// The objects of a to-many relationship's destinations `ids` (faults made for those not
+    /// registered). Those that are faults with no row at hand share fault batches of at most
+    /// ``destinationBatchSize``: the first of a batch to fire reads the rows of all in one read
+    /// (as a fetch's ``FetchRequest/fetchBatchSize`` batches do), so walking a relationship's
+    /// objects costs a read per batch, not one per object.
+    func resolveDestinations(_ ids: some Collection<ManagedObjectID>) -> [ManagedObject] {
+        var objects: [ManagedObject] = []
+        objects.reserveCapacity(ids.count)
+        var faults: [ManagedObject] = []
+        for id in ids {
+            guard let object = resolve(id) else { continue }
+            objects.append(object)
+            if object.faulted && object.snapshot == nil && object.faultBatch == nil { faults.append(object) }
+        }
+        // A child context's faults read their parent, one by one.
+        if parent == nil, persistentStoreCoordinator != nil { makeFaultBatches(of: faults, size: Self.destinationBatchSize) }
+        return objects
+    }
+
+    /// Holds `destination`, an object a to-one relationship handed out, among the last
+    /// ``heldDestinationLimit`` such objects (each once, the oldest let go first). Reading
+    /// `department.name` on a thousand employees of one department then fires the department
+    /// once, not once per employee after it went away again (an unchanged object nothing holds
+    /// ends at once). Held by the context, not by the objects that read them: objects never
+    /// keep each other alive (no reference cycles), and what is held is bounded and goes with the
+    /// context or its reset.
+    @inline(__always)
+    func holdDestination(_ destination: ManagedObject) {
+        guard !destination.heldByContext else { return }
+        destination.heldByContext = true
+        if heldDestinations.count < Self.heldDestinationLimit {
+            heldDestinations.append(destination)
+            return
+        }
+        heldDestinations[nextHeldDestination].heldByContext = false
+        heldDestinations[nextHeldDestination] = destination
+        nextHeldDestination = (nextHeldDestination + 1) % Self.heldDestinationLimit
+    }
+
+    /// Lets go of the destinations ``holdDestination(_:)`` holds.
+    func letGoOfDestinations() {
+        for destination in heldDestinations { destination.heldByContext = false }
+        heldDestinations = []
+        nextHeldDestination = 0
+    }
+
+    /// How many objects to-one relationships handed out the context holds at most.
+    static let heldDestinationLimit = 1024
+
+    /// The most faults of one relationship whose rows are read together
+    /// (``resolveDestinations(_:)``).
+    static let destinationBatchSize = 256
 }

@@ -315,14 +315,7 @@ extension ManagedObjectContext {
             results = try ObjectSortDescriptor.sort(results, by: request.sortDescriptors, evaluator: evaluator) { .object($0) }
             results = results.window(offset: request.fetchOffset, limit: request.fetchLimit)
         }
-        if batched {
-            let faults = results.filter { $0.faulted && $0.snapshot == nil }
-            for start in stride(from: 0, to: faults.count, by: request.fetchBatchSize) {
-                let members = faults[start..<min(faults.count, start + request.fetchBatchSize)]
-                let batch = FaultBatch(ids: members.map(\.objectID))
-                for object in members { object.faultBatch = batch }
-            }
-        }
+        if batched { makeFaultBatches(of: results.filter { $0.faulted && $0.snapshot == nil }, size: request.fetchBatchSize) }
         try prefetch(request.relationshipKeyPathsForPrefetching, of: results)
         return results
     }
@@ -376,6 +369,17 @@ extension ManagedObjectContext {
         }
         held.withUnsafeBufferPointer { rows in
             holdSnapshots(count: holders.count, coordinator, fill: firesFromFilledValues, consuming: false) { (Unmanaged.passUnretained(holders[$0]), UnsafeMutablePointer(mutating: rows.baseAddress.unsafelyUnwrapped.advanced(by: $0))) }
+        }
+    }
+
+    /// Gives `faults` (faults holding no row) fault batches of `size` in turn: the first of a
+    /// batch to fire reads the rows of all (``loadBatch(_:)``). A last batch of one is left out.
+    func makeFaultBatches(of faults: [ManagedObject], size: Int) {
+        for start in stride(from: 0, to: faults.count, by: size) {
+            let members = faults[start..<min(faults.count, start + size)]
+            guard members.count > 1 else { return }
+            let batch = FaultBatch(ids: members.map(\.objectID))
+            for object in members { object.faultBatch = batch }
         }
     }
 

@@ -138,12 +138,14 @@ enum CollectionOperator: String, CaseIterable, Sendable {
     /// integers (as a decimal once that would overflow: the exact sum), a decimal makes a
     /// decimal, anything else a double. Also the step of the store's aggregates.
     static func adding(_ value: Operand, to total: Operand, _ operation: CollectionOperator) throws -> Operand {
-        guard PredicateEvaluator.double(value) != nil, !PredicateEvaluator.isBool(value) else {
-            throw ArborError(.wrongValueType, "\(operation.rawValue) needs numbers; \(value.kindName) found")
-        }
+        // Integers first (the common case, a store's grouped sums row by row): an `.int` is a
+        // number and never a truth value, so it needs none of the checks below.
         if case .int(let x) = total, case .int(let y) = value {
             let (result, overflow) = x.addingReportingOverflow(y)
             return overflow ? .decimal(Decimal(x) + Decimal(y)) : .int(result)
+        }
+        guard PredicateEvaluator.double(value) != nil, !PredicateEvaluator.isBool(value) else {
+            throw ArborError(.wrongValueType, "\(operation.rawValue) needs numbers; \(value.kindName) found")
         }
         return try PredicateEvaluator().arithmetic(.add, total, value)
     }

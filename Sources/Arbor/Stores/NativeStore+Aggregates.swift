@@ -94,15 +94,6 @@ struct Accumulator {
     mutating func add(_ value: Operand, evaluator: PredicateEvaluator) throws {
         guard !value.isNull else { return }
         count += 1
-        // The common case, integers summed without overflow: what `CollectionOperator.adding`
-        // gives, without its checks.
-        if function == .sum || function == .average, case .int(let x) = total, case .int(let y) = value {
-            let (sum, overflow) = x.addingReportingOverflow(y)
-            if !overflow {
-                total = .int(sum)
-                return
-            }
-        }
         switch function {
         case .count: break
         case .sum, .average: total = try CollectionOperator.adding(value, to: total, function.collectionOperator)
@@ -224,7 +215,8 @@ extension NativeStore {
                 // When every group-by key is a key path through a to-one relationship, rows with
                 // the same first destinations are in the same group: their group is remembered by
                 // those destinations' keys, so the path is followed and the group's values
-                // hashed once per destination, not once per row (unless a value is NaN, below).
+                // hashed once per destination, not once per row (unless a value is NaN:
+                // `rememberable`).
                 let throughDestinations = !groupPaths.isEmpty && groupPaths.allSatisfy { $0.count > 1 }
                 var groupOfDestinations: [[Int64?]: Int] = [:]
                 // With one such key (the common case) its destination alone finds the group.
@@ -246,6 +238,17 @@ extension NativeStore {
                     if case .object(let destination)? = value { return destination.key }
                     return nil
                 }
+                /// The group of `row`'s group-by values (made when new), and those values.
+                func groupOfValues(_ row: borrowing StoreRow, id: ManagedObjectID) throws -> (group: Int, key: [Operand]) {
+                    let key = try groupPaths.map { try reader.value(of: $0, on: row, id: id) }
+                    let (found, isNew) = table.group(of: key)
+                    if isNew { newGroup() }
+                    return (found, key)
+                }
+                /// Whether a group's destinations may stand for its `key`: a key holding NaN equals
+                /// no other, itself included, so each of its rows is a group of its own, as
+                /// objects group.
+                func rememberable(_ key: [Operand]) -> Bool { key.allSatisfy { PredicateEvaluator.equal($0, $0, []) } }
                 if let access = try open(plan, request: request, entity: entity, transaction: transaction) {
                     try run(access, request: request, entity: entity) { id, row in
                         let own = row.values.layout === layout
@@ -255,11 +258,8 @@ extension NativeStore {
                             if let known = key.map({ groupOfDestination[$0] }) ?? groupOfNoDestination {
                                 group = known
                             } else {
-                                let values = try groupPaths.map { try reader.value(of: $0, on: row, id: id) }
-                                let (found, isNew) = table.group(of: values)
-                                if isNew { newGroup() }
-                                // A key holding NaN is not remembered (below).
-                                if values.allSatisfy({ PredicateEvaluator.equal($0, $0, []) }) {
+                                let (found, values) = try groupOfValues(row, id: id)
+                                if rememberable(values) {
                                     if let key { groupOfDestination[key] = found } else { groupOfNoDestination = found }
                                 }
                                 group = found
@@ -269,20 +269,12 @@ extension NativeStore {
                             if let known = groupOfDestinations[destinations] {
                                 group = known
                             } else {
-                                let key = try groupPaths.map { try reader.value(of: $0, on: row, id: id) }
-                                let (found, isNew) = table.group(of: key)
-                                if isNew { newGroup() }
-                                // A key holding NaN equals no other, itself included: each of its
-                                // rows is a group of its own, as objects group, so it is not
-                                // remembered.
-                                if key.allSatisfy({ PredicateEvaluator.equal($0, $0, []) }) { groupOfDestinations[destinations] = found }
+                                let (found, values) = try groupOfValues(row, id: id)
+                                if rememberable(values) { groupOfDestinations[destinations] = found }
                                 group = found
                             }
                         } else {
-                            let key = try groupPaths.map { try reader.value(of: $0, on: row, id: id) }
-                            let (found, isNew) = table.group(of: key)
-                            if isNew { newGroup() }
-                            group = found
+                            group = try groupOfValues(row, id: id).group
                         }
                         if !started[group] {
                             // The group's first row gives its keys and expressions.

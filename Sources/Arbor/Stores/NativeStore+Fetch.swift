@@ -351,10 +351,10 @@ extension NativeStore {
         let entityFormat = format(of: entity)
         // The joins' checks that read a row's own key alone are made before the row is decoded
         // (a row they reject is never decoded); the others read the decoded row.
-        let keyChecks = access.checks.filter(\.readsKeyOnly)
-        let rowChecks = access.checks.filter { !$0.readsKeyOnly }
+        let keyChecks = access.checks.compactMap(\.ownKeys)
+        let rowChecks = access.checks.filter { $0.ownKeys == nil }
         @inline(__always) func keyAdmitted(_ id: ManagedObjectID) -> Bool {
-            keyChecks.allSatisfy { $0.admitsKey(id.key) }
+            keyChecks.allSatisfy { $0.keys.contains(id.key) != $0.negated }
         }
         // The fetched entity's columns a scan decodes when the caller reads only some
         // (`decodedProperties`): those, and the relationships the joins' checks read.

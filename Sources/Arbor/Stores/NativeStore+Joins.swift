@@ -60,15 +60,10 @@ enum JoinCheck {
     /// The keys the row's own primary key must be among, or — `negated` — not.
     case ownKey(keys: Set<Int64>, negated: Bool)
 
-    /// Whether the check reads the row's own key alone (decided before the row is decoded).
-    var readsKeyOnly: Bool {
-        if case .ownKey = self { true } else { false }
-    }
-
-    /// Whether a row of primary key `key` passes a check that reads the key alone.
-    func admitsKey(_ key: Int64) -> Bool {
-        guard case .ownKey(let keys, let negated) = self else { return true }
-        return keys.contains(key) != negated
+    /// The keys of a check that reads the row's own key alone (decided before the row is
+    /// decoded); nil for one that reads the row.
+    var ownKeys: (keys: Set<Int64>, negated: Bool)? {
+        if case .ownKey(let keys, let negated) = self { (keys, negated) } else { nil }
     }
 
     /// Whether the row `id` holding `row` passes.

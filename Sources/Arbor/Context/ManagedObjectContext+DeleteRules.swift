@@ -1,0 +1,82 @@
+import Foundation
+
+/// Delete rules (docs/object-graph.md, "Delete propagation"; docs/model.md): applied at the end
+/// of an event and at every save to the deletions still pending, a wave at a time.
+extension ManagedObjectContext {
+    /// Applies the delete rules of every pending deletion: nullify unlinks the destinations,
+    /// cascade deletes them (their own rules follow; cycles end because each object is deleted
+    /// once), deny and no action do nothing here (deny fails the save's validation).
+    ///
+    /// An object whose rules cannot be applied — its row or a relationship could not be read (an
+    /// I/O error, a busy store) — stays pending, and the error is kept in
+    /// ``deletePropagationFailure``: the next end of event tries it again, and a save that still
+    /// cannot apply them fails with that error instead of saving a deletion without its rules.
+    func propagateDeletes() {
+        // Taken in order through a cursor (removing from the front would make a large deletion
+        // quadratic); rules append the deletions they cause, which the loop reaches in turn.
+        var next = 0
+        var failed: [ManagedObject] = []
+        var failure: (any Error)?
+        defer {
+            pendingDeletes.removeFirst(min(next, pendingDeletes.count))
+            pendingDeletes.insert(contentsOf: failed, at: 0)
+            deletePropagationFailure = failure
+        }
+        // The rows of the deletions not yet loaded are read together, a wave at a time (a
+        // cascade's deletions arrive in waves): one read each, not one per deleted fault. A
+        // failure here is met again, and kept, when the object's own rules load it.
+        var loadedThrough = 0
+        while next < pendingDeletes.count {
+            if next >= loadedThrough {
+                loadedThrough = pendingDeletes.count
+                try? loadRows(of: Array(pendingDeletes[next..<loadedThrough]))
+            }
+            let object = pendingDeletes[next]
+            next += 1
+            do {
+                try applyDeleteRules(object)
+            } catch {
+                failure = failure ?? error
+                failed.append(object)
+            }
+        }
+    }
+
+    /// The delete rules of one deleted object (see ``propagateDeletes()``). What can fail to load
+    /// is loaded first, so that a failure leaves the object as it was (and `prepareForDeletion`
+    /// uncalled); rules applied again after a failure change nothing twice.
+    private func applyDeleteRules(_ object: ManagedObject) throws {
+        // A deleted fault is loaded: its version is checked at save, and its relationships carry
+        // the rules on. A row already gone has nothing to load.
+        do {
+            try object.fireFault()
+        } catch let error as ArborError where error.code == .objectNotFound {
+        }
+        for relationship in object.entity.relationships where !object.faulted {
+            try object.loadRelationship(relationship.name)
+        }
+        object.prepareForDeletion()
+        for relationship in object.entity.relationships {
+            let ids = object.values[relationship.name]?.objectIDs ?? []
+            let destinations = ids.compactMap { resolve($0) }
+            switch relationship.deleteRule {
+            case .nullify:
+                for destination in destinations where !destination.deletedFlag {
+                    if relationship.isToMany {
+                        try object.remove(destination, from: relationship)
+                    } else {
+                        try object.setToOne(nil, relationship: relationship)
+                    }
+                }
+            case .cascade:
+                for destination in destinations where !destination.deletedFlag { delete(destination) }
+            case .deny, .noAction:
+                break
+            }
+        }
+        if object.insertedFlag {
+            // A new object deleted again: it leaves the context altogether.
+            removeFromContext(object)
+        }
+    }
+}

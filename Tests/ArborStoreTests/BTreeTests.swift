@@ -152,6 +152,41 @@ struct BTreeTests {
         #expect(try pager.checkPages().isEmpty)
     }
 
+    @Test("updates that keep a value's length are written over the old bytes; equal values leave the page clean; other lengths, compressible and overflowing values take the general path", arguments: [(512, UInt64(31)), (4096, 32)])
+    func sameLengthUpdates(pageSize: Int, seed: UInt64) throws {
+        let (pager, tree) = try makeTree(pageSize: pageSize)
+        var random = SplitMix64(seed: seed)
+        var model: [[UInt8]: [UInt8]] = [:]
+        for _ in 0..<2000 {
+            let key = randomKey(&random)
+            let value = randomValue(&random)
+            try tree.put(key, value)
+            model[key] = value
+        }
+        try pager.commit()
+        // The same small values again: nothing changes, no page is made dirty.
+        try pager.beginWrite()
+        for (key, value) in model where value.count < tree.compressionThreshold { try tree.put(key, value) }
+        #expect(pager.cache.dirtyCount == 0)
+        // Every value changed, most to the same length (in place), some longer or shorter.
+        for key in model.keys.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
+            let old = model[key]!
+            var value = old.map { $0 &+ 1 }
+            switch random.next() % 5 {
+            case 0: value.append(7)
+            case 1: value = Array(value.dropLast())
+            default: break
+            }
+            try tree.put(key, value)
+            model[key] = value
+        }
+        #expect(pager.cache.dirtyCount > 0)
+        try checkMatches(tree, model)
+        for (key, value) in model { #expect(try tree.get(key) == value) }
+        try pager.commit()
+        #expect(try pager.checkPages().isEmpty)
+    }
+
     @Test("sequential inserts fill leaves densely")
     func sequentialFill() throws {
         let (pager, tree) = try makeTree(pageSize: 4096)

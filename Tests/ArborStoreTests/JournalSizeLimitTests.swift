@@ -251,7 +251,7 @@ struct JournalSizeLimitTests {
         defer { database.close() }
         try EngineObservabilityTests.fill(database, from: 0, count: 200)
         let trimsBefore = metrics.counterTotal(label: "arbor_store_journal_trims")
-        try EngineObservabilityTests.fill(database, from: 0, count: 200)
+        try EngineObservabilityTests.fill(database, from: 0, count: 200, salt: 1)
         #expect(metrics.counterTotal(label: "arbor_store_journal_trims") == trimsBefore + 1)
         let line = try #require(handler.entries.last { "\($0.message)".hasPrefix("trimmed the journal") })
         #expect(line.level == .debug)

@@ -23,10 +23,12 @@ struct EngineObservabilityTests {
         return options
     }
 
-    static func fill(_ database: Database, from: Int, count: Int) throws {
+    /// Puts keys `from..<from + count` in the tree "t", each with 60 bytes of `(key + salt) % 251`
+    /// (a put of the bytes a key already holds changes no page: a rewrite takes another salt).
+    static func fill(_ database: Database, from: Int, count: Int, salt: Int = 0) throws {
         try database.write { transaction in
             let tree = try transaction.tree(named: "t", create: true)!
-            for key in from..<(from + count) { try tree.put(KeyEncoding.encode([.int(Int64(key))]), [UInt8](repeating: UInt8(key % 251), count: 60)) }
+            for key in from..<(from + count) { try tree.put(KeyEncoding.encode([.int(Int64(key))]), [UInt8](repeating: UInt8((key + salt) % 251), count: 60)) }
         }
     }
 
@@ -42,7 +44,7 @@ struct EngineObservabilityTests {
         // A dry run counts the operations of a transaction that rewrites many pages.
         let dry = try Database(path: path, options: quiet)
         let before = disk.operationCount
-        try Self.fill(dry, from: 0, count: 40)
+        try Self.fill(dry, from: 0, count: 40, salt: 1)
         let operations = disk.operationCount - before
         dry.close()
         // A power cut at each of the transaction's last operations, from the last back, until
@@ -51,7 +53,7 @@ struct EngineObservabilityTests {
             disk.restore(base)
             let writer = try Database(path: path, options: quiet)
             disk.inject(.powerCut(.applyAll), atOperation: operations + 1 - back)
-            _ = try? Self.fill(writer, from: 0, count: 40)
+            _ = try? Self.fill(writer, from: 0, count: 40, salt: 1)
             writer.close()
             disk.clearFaults()
             let handler = InMemoryLogHandler()

@@ -39,6 +39,7 @@ extension BTree {
             pager.appendHint = Pager.AppendHint(root: root, path: path)
             append = true
         }
+        if found, try overwrite(leaf, index, with: value) { return }
         if found {
             let old = try pager.withPage(leaf) { LeafCell(NodeView(body: $0), index) }
             try old.freeOverflow(tree: self)
@@ -46,6 +47,30 @@ extension BTree {
         }
         let payload = try makeLeafPayload(key: key, value: value)
         try insert(key: key, payload: payload, path: path, at: index, append: append)
+    }
+
+    /// An update that keeps the value's size (an attribute of a row changed to one of the same
+    /// encoded length: most updates): when the old value is inline and uncompressed and the new
+    /// one would be stored the same way with the same length, its bytes are written over the old
+    /// ones in the cell — no cell removed and inserted again, no fragment left to defragment. A
+    /// value equal to the old one leaves the page untouched (not even journaled). Returns false
+    /// when the value has to go through the remove and insert.
+    private func overwrite(_ leaf: PageNumber, _ index: Int, with value: [UInt8]) throws -> Bool {
+        // At or past the threshold a value may be stored compressed: the general path decides.
+        guard value.count < compressionThreshold else { return false }
+        let unchanged = try pager.withPage(leaf) { body -> Bool? in
+            let (flags, stored, _, start) = NodeView(body: body).value(index)
+            guard flags == 0, stored == value.count, start + stored <= body.count else { return nil }
+            guard stored > 0 else { return true }
+            return value.withUnsafeBytes { memcmp(body.baseAddress! + start, $0.baseAddress!, stored) == 0 }
+        }
+        guard let unchanged else { return false }
+        if unchanged { return true }
+        try pager.withMutablePage(leaf) { body in
+            let start = NodeView(body: UnsafeRawBufferPointer(body)).value(index).start
+            value.withUnsafeBytes { (body.baseAddress! + start).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+        }
+        return true
     }
 
     /// Whether every step of `path` took the last position of its node (the leaf's checked first:

@@ -178,6 +178,26 @@ struct BatchDeleteTests {
         }
     }
 
+    @Test("a to-many relationship of many objects read together (a wave of deletions' rules, a prefetch) equals each object's read alone — one-to-many, self, many-to-many, ordered, sub-entity destinations, owners with none (a context's deletions through it: sameAsContextDeletion)")
+    func relatedObjectIDsTogether() throws {
+        let stack = try Self.graph(seed: 0xBA7C_0101, employees: 80)
+        let store = try #require(stack.coordinator.persistentStores.first)
+        let context = stack.context()
+        var checked = 0
+        for entity in stack.model.entities {
+            var request = FetchRequest<ManagedObject>(entityName: entity.name)
+            request.includesSubentities = false
+            let ids = try context.fetch(request).map(\.objectID).shuffled()
+            for relationship in entity.relationships where relationship.isToMany {
+                let together = try store.relatedObjectIDs(of: ids, relationship: relationship)
+                let alone = try ids.map { try store.relatedObjectIDs(of: $0, relationship: relationship) }
+                #expect(together == alone, "\(entity.name).\(relationship.name)")
+                checked += together.reduce(0) { $0 + $1.count }
+            }
+        }
+        #expect(checked > 200)
+    }
+
     @Test("a deny rule refuses the whole request, naming the relationship and the objects, and nothing is deleted")
     func denyRefuses() throws {
         let stack = try Stack(model: try Self.model())

@@ -26,10 +26,15 @@ extension ManagedObjectContext {
         // cascade's deletions arrive in waves): one read each, not one per deleted fault. A
         // failure here is met again, and kept, when the object's own rules load it.
         var loadedThrough = 0
+        // The objects read ahead for the waves, held until their rules have run.
+        var heldForRules: [[ManagedObject]] = []
+        defer { withExtendedLifetime(heldForRules) {} }
         while next < pendingDeletes.count {
             if next >= loadedThrough {
                 loadedThrough = pendingDeletes.count
-                try? loadRows(of: Array(pendingDeletes[next..<loadedThrough]))
+                let wave = Array(pendingDeletes[next..<loadedThrough])
+                try? loadRows(of: wave)
+                heldForRules.append(readAhead(forRulesOf: wave))
             }
             let object = pendingDeletes[next]
             next += 1
@@ -40,6 +45,45 @@ extension ManagedObjectContext {
                 failed.append(object)
             }
         }
+    }
+
+    /// Reads together what the rules of a wave of deletions read object by object: each
+    /// object's to-many relationships (one read per relationship, not one per object), and for
+    /// the relationships they nullify the destinations' rows and the inverse relationships the
+    /// deleted objects leave (a deleted employee's reports lose their manager; its manager's
+    /// reports lose it). Returns the destinations read, which the caller holds until the wave's
+    /// rules have run (an unchanged object nothing holds would go away at once). A failure
+    /// here is left for the rules themselves to meet, and keep.
+    private func readAhead(forRulesOf wave: [ManagedObject]) -> [ManagedObject] {
+        guard wave.count > 1, parent == nil, persistentStoreCoordinator != nil else { return [] }
+        for object in wave where object.faulted { try? object.fireFault() }
+        var byEntity: [ObjectIdentifier: [ManagedObject]] = [:]
+        for object in wave where !object.faulted { byEntity[ObjectIdentifier(object.entity), default: []].append(object) }
+        var destinations: [ManagedObject] = []
+        var inverses: [ObjectIdentifier: (relationship: RelationshipDescription, objects: [ManagedObject])] = [:]
+        var seen = Set<ObjectIdentifier>()
+        for objects in byEntity.values {
+            let entity = objects[0].entity
+            for relationship in entity.relationships {
+                try? loadRelationship(relationship, of: objects)
+                guard relationship.deleteRule == .nullify, let inverse = relationship.inverseRelationship else { continue }
+                for object in objects {
+                    for id in object.values[relationship.name]?.objectIDs ?? [] {
+                        guard let destination = resolve(id), !destination.deletedFlag else { continue }
+                        if seen.insert(ObjectIdentifier(destination)).inserted { destinations.append(destination) }
+                        if inverse.isToMany { inverses[ObjectIdentifier(inverse), default: (inverse, [])].objects.append(destination) }
+                    }
+                }
+            }
+        }
+        guard !destinations.isEmpty else { return [] }
+        try? loadRows(of: destinations)
+        for destination in destinations where destination.faulted { try? destination.fireFault() }
+        for (inverse, objects) in inverses.values {
+            var once = Set<ObjectIdentifier>()
+            try? loadRelationship(inverse, of: objects.filter { once.insert(ObjectIdentifier($0)).inserted })
+        }
+        return destinations
     }
 
     /// The delete rules of one deleted object (see ``propagateDeletes()``). What can fail to load

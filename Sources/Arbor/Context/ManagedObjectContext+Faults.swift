@@ -152,6 +152,32 @@ extension ManagedObjectContext {
         object.committed?[key] = .objects(ids)
     }
 
+    /// Loads the to-many `relationship` of every object of `objects` that has it unloaded, in
+    /// one read per store instead of one per object (a wave of deletions, a prefetch). Faults
+    /// are skipped (firing one unloads its relationships again), as are new objects. A context
+    /// with a parent or pinned to a query generation loads them one by one, the way
+    /// ``loadRelationship(_:of:)`` does.
+    func loadRelationship(_ relationship: RelationshipDescription, of objects: some Sequence<ManagedObject>) throws {
+        guard relationship.isToMany else { return }
+        let key = relationship.name
+        takePermanentIDs()
+        let owners = objects.filter { !$0.faulted && !$0.objectID.isTemporaryID && $0.unloadedRelationships.contains(key) }
+        guard !owners.isEmpty else { return }
+        guard owners.count > 1, parent == nil, queryGeneration == nil else {
+            for owner in owners { try loadRelationship(key, of: owner) }
+            return
+        }
+        let coordinator = try requireCoordinator("load \(relationship.entity?.name ?? "?").\(key) of \(owners.count) objects")
+        let related = try coordinator.relatedObjectIDs(of: owners.map(\.objectID), relationship: relationship)
+        for (owner, ids) in zip(owners, related) {
+            guard let ids else { continue }
+            let set = OrderedSet(ids)
+            owner.unloadedRelationships.remove(key)
+            owner.values[key] = .objects(set)
+            owner.committed?[key] = .objects(set)
+        }
+    }
+
     /// The object for `objectID`, with its values loaded: the registered instance (a fault is
     /// fired first), else the row is read and the object registered. Never a fault (S000-27,
     /// S000-28).

@@ -428,6 +428,13 @@ extension ManagedObjectContext {
             for key in keyPath.split(separator: ".").map(String.init) {
                 var next: [ManagedObject] = []
                 var seen = Set<ObjectIdentifier>()
+                // A to-many's destinations for every object of the level in one read.
+                var owners: [ObjectIdentifier: (relationship: RelationshipDescription, objects: [ManagedObject])] = [:]
+                for object in level {
+                    guard let relationship = object.entity.relationshipsByName[key], relationship.isToMany else { continue }
+                    owners[ObjectIdentifier(relationship), default: (relationship, [])].objects.append(object)
+                }
+                for (relationship, objects) in owners.values { try loadRelationship(relationship, of: objects) }
                 for object in level {
                     guard object.entity.relationshipsByName[key] != nil else {
                         throw ArborError(.invalidFetchRequest, "\(object.entity.name) has no relationship \"\(key)\" to prefetch", entity: object.entity.name, key: key)

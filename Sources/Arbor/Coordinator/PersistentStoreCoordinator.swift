@@ -414,6 +414,12 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         try locked { try requireStore(of: objectID).relatedObjectIDs(of: objectID, relationship: relationship) }
     }
 
+    /// The destinations of the to-many `relationship` of several saved objects, read store by
+    /// store, each store once; nil for IDs of no store of this coordinator.
+    func relatedObjectIDs(of ids: [ManagedObjectID], relationship: RelationshipDescription) throws -> [[ManagedObjectID]?] {
+        try storeByStore(ids) { store, ids in try store.relatedObjectIDs(of: ids, relationship: relationship) }
+    }
+
     /// New permanent IDs for objects of `entity`, in `store` (by default the store the entity's
     /// objects are saved to).
     func allocateObjectIDs(for entity: EntityDescription, count: Int, in chosen: (any PersistentStore)? = nil) throws -> [ManagedObjectID] {

@@ -446,10 +446,37 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         }
     }
 
+    /// The destinations of the to-many `relationship` of several objects, in one read: the
+    /// owners taken in key order (neighbouring ranges of the relationship's tree read together),
+    /// the answers given back in `objectIDs`' order. A delete's rules and a prefetch load a
+    /// relationship of many objects at once with it.
+    public func relatedObjectIDs(of objectIDs: [ManagedObjectID], relationship: RelationshipDescription) throws -> [[ManagedObjectID]] {
+        try Self.storeError("read \(relationship.entity?.name ?? "?").\(relationship.name) of \(objectIDs.count) objects") {
+            try database.read { transaction in
+                guard let trees = try relationshipTrees(relationship, in: transaction) else { return objectIDs.map { _ in [] } }
+                var result = [[ManagedObjectID]](repeating: [], count: objectIDs.count)
+                let keys = try objectIDs.map { try primaryKey(of: $0) }
+                for position in keys.indices.sorted(by: { keys[$0] < keys[$1] }) {
+                    result[position] = try relatedObjectIDs(ofKey: keys[position], relationship: relationship, trees: trees)
+                }
+                return result
+            }
+        }
+    }
+
     /// ``relatedObjectIDs(of:relationship:)`` in a transaction of the caller's.
     func relatedObjectIDs(of objectID: ManagedObjectID, relationship: RelationshipDescription, in transaction: ReadTransaction) throws -> [ManagedObjectID] {
         let key = try primaryKey(of: objectID)
-        guard let inverse = relationship.inverseRelationship, let destination = relationship.destinationEntity else { return [] }
+        guard let trees = try relationshipTrees(relationship, in: transaction) else { return [] }
+        return try relatedObjectIDs(ofKey: key, relationship: relationship, trees: trees)
+    }
+
+    /// The trees a to-many relationship's destinations are read from: the one keyed by the
+    /// owner (the inverse's foreign-key tree, the join tree of a many-to-many, or the owner's
+    /// order tree for an ordered one) and the destination's rows. Nil when the relationship has
+    /// no inverse or destination, or its tree does not exist yet (no destination saved).
+    private func relationshipTrees(_ relationship: RelationshipDescription, in transaction: ReadTransaction) throws -> (keyed: Tree, name: String, rows: Tree?)? {
+        guard let inverse = relationship.inverseRelationship, let destination = relationship.destinationEntity else { return nil }
         let treeName: String
         if Self.isJoined(relationship) {
             treeName = Self.joinTree(relationship)
@@ -459,9 +486,16 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
             // Ordered: the order is kept in the owner's order tree.
             treeName = Self.orderTree(relationship)
         }
-        guard let tree = try transaction.tree(named: treeName) else { return [] }
+        guard let tree = try transaction.tree(named: treeName) else { return nil }
+        return (tree, treeName, try transaction.tree(named: Self.rowsTree(destination)))
+    }
+
+    /// The destinations of the object with primary key `key`, from ``relationshipTrees(_:in:)``.
+    private func relatedObjectIDs(ofKey key: Int64, relationship: RelationshipDescription,
+                                  trees: (keyed: Tree, name: String, rows: Tree?)) throws -> [ManagedObjectID] {
+        guard let destination = relationship.destinationEntity else { return [] }
+        let (tree, treeName, rows) = trees
         let prefix = self.key(key)
-        let rows = try transaction.tree(named: Self.rowsTree(destination))
         var keys: [Int64] = []
         try tree.forEach(from: prefix) { entryKey, _ in
             guard entryKey.starts(with: prefix) else { return false }

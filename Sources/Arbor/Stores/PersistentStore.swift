@@ -338,6 +338,9 @@ public protocol PersistentStore: AnyObject, Sendable {
     /// The value of the attribute `name` in the rows of several objects (nil where the row is
     /// gone or holds nil): what ``rows(for:)`` would give for that attribute, without the rest.
     func attributeValues(_ name: String, of objectIDs: [ManagedObjectID]) throws -> [AttributeValue?]
+    /// The destinations of the to-many `relationship` of several objects, in `objectIDs`' order:
+    /// what ``relatedObjectIDs(of:relationship:)`` gives for each, read together.
+    func relatedObjectIDs(of objectIDs: [ManagedObjectID], relationship: RelationshipDescription) throws -> [[ManagedObjectID]]
 }
 
 extension PersistentStore {
@@ -358,5 +361,11 @@ extension PersistentStore {
     /// The rows of several objects, one ``row(for:)`` at a time.
     public func rows(for objectIDs: [ManagedObjectID]) throws -> [StoreRow?] {
         try objectIDs.map { try row(for: $0) }
+    }
+
+    /// The destinations of several objects' to-many relationship, one
+    /// ``relatedObjectIDs(of:relationship:)`` at a time.
+    public func relatedObjectIDs(of objectIDs: [ManagedObjectID], relationship: RelationshipDescription) throws -> [[ManagedObjectID]] {
+        try objectIDs.map { try relatedObjectIDs(of: $0, relationship: relationship) }
     }
 }

@@ -42,7 +42,7 @@ final class RowWriter {
             lastWrites = known
             return known
         }
-        let indexes = try NativeStore.indexes(of: entity)
+        let indexes = NativeStore.indexes(of: entity)
         let indexedForeignKeys = entity.relationships.filter(NativeStore.isIndexedForeignKey)
         let entryKeys = Set(entity.uniquenessConstraints.flatMap { $0 } + indexedForeignKeys.map(\.name) + indexes.flatMap(\.keys))
         let entrySlots = entryKeys.map { entity.propertyLayout.index[$0] }

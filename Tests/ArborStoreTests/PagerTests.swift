@@ -129,6 +129,39 @@ struct PagerTests {
         #expect(stats.evictions > 0)
     }
 
+    @Test("journal records are gathered: a rollback that never spilled writes nothing at all; a commit of more pages than a buffer holds journals every one and reads back after reopening", arguments: testPageSizes)
+    func gatheredJournalRecords(pageSize: Int) throws {
+        let disk = SimulatedDisk()
+        let pager = try Pager(path: "/db", fileSystem: disk, options: options(pageSize: pageSize))
+        var model = PageModel()
+        for seed in 1...8 as ClosedRange<UInt64> { model = try PageWorkload.runTransaction(pager, model: model, seed: seed, large: true) }
+        let live = Array(model.live)
+        #expect(live.count > Journal.bufferedRecords)
+        // A few pages changed, then rolled back: no journal write, no database write.
+        try pager.beginWrite()
+        let operations = disk.operationCount
+        for page in live.prefix(Journal.bufferedRecords - 1) { try pager.withMutablePage(page) { $0[0] = ~$0[0] } }
+        try pager.rollback()
+        #expect(disk.operationCount == operations)
+        #expect(try PageWorkload.mismatch(pager, model) == nil)
+        // Every live page changed and committed (power cuts in such commits: CrashTests).
+        let before = pager.statistics
+        try pager.beginWrite()
+        for page in live { try pager.withMutablePage(page) { $0[0] = ~$0[0] } }
+        try pager.commit()
+        #expect(pager.statistics.journalRecords - before.journalRecords == UInt64(live.count) + 1, "the pages and the header page")
+        pager.close()
+        let reopened = try Pager(path: "/db", fileSystem: disk, options: options(pageSize: pageSize))
+        try reopened.beginRead()
+        for page in live {
+            let first = try reopened.withPage(page) { $0[0] }
+            let expected = try #require(model.pages[page]?.first)
+            #expect(first == ~expected)
+        }
+        reopened.endRead()
+        reopened.close()
+    }
+
     @Test("one durable commit costs three syncs")
     func syncsPerCommit() throws {
         let disk = SimulatedDisk()

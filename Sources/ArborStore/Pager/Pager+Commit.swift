@@ -210,6 +210,7 @@ extension Pager {
     }
 
     func finishWrite() {
+        journal.discardPending()
         appendHint = nil
         newDictionaries.removeAll()
         dictionarySamples.removeAll()

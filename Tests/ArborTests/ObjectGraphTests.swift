@@ -46,6 +46,47 @@ func set(_ value: Any?) -> Set<ManagedObject> { value as? Set<ManagedObject> ?? 
 
 @Suite("Managed objects and the context")
 struct ObjectGraphTests {
+    @Test("relationship values by key-value coding: an object, a set, an array or any sequence of objects, NSNull or nil; anything else (a collection for a to-one, a string, other elements, an object of another entity) is wrongValueType and changes nothing")
+    func relationshipValueKinds() throws {
+        let graph = try Graph()
+        let sales = try graph.department("Sales"), support = try graph.department("Support")
+        let ada = try graph.employee("Ada", "Lovelace"), alan = try graph.employee("Alan", "Turing")
+        try ada.setValue(sales, forKey: "department")
+        #expect(try ada.value(forKey: "department") as? ManagedObject === sales)
+        try support.setValue(Set([ada, alan]), forKey: "employees")
+        #expect(set(try support.value(forKey: "employees")) == [ada, alan])
+        #expect(set(try sales.value(forKey: "employees")).isEmpty)
+        try sales.setValue([alan], forKey: "employees")
+        #expect(set(try sales.value(forKey: "employees")) == [alan])
+        try sales.setValue(AnySequence([ada, alan]), forKey: "employees")
+        #expect(set(try sales.value(forKey: "employees")) == [ada, alan])
+        try alan.setValue([ada], forKey: "reports")
+        #expect(try alan.value(forKey: "reports") as? [ManagedObject] == [ada])
+        try ada.setValue(NSNull(), forKey: "department")
+        #expect(try ada.value(forKey: "department") == nil)
+        #expect(set(try sales.value(forKey: "employees")) == [alan])
+        func code(_ value: Any?, _ key: String, on object: ManagedObject) -> ArborError.Code? {
+            do {
+                try object.setValue(value, forKey: key)
+                return nil
+            } catch let error as ArborError {
+                return error.code
+            } catch {
+                return nil
+            }
+        }
+        #expect(code(Set([sales]), "department", on: ada) == .wrongValueType, "a collection for a to-one")
+        #expect(code([sales], "department", on: ada) == .wrongValueType)
+        #expect(code("Sales", "department", on: ada) == .wrongValueType, "a string is not a sequence of objects")
+        #expect(code("Ada", "employees", on: sales) == .wrongValueType)
+        #expect(code([1, 2], "employees", on: sales) == .wrongValueType)
+        #expect(code([ada, sales], "employees", on: support) == .wrongValueType, "an object of another entity in an array")
+        #expect(code(Set([sales]), "employees", on: support) == .wrongValueType, "and in a set")
+        #expect(code(sales, "manager", on: ada) == .wrongValueType, "an object of another entity for a to-one")
+        #expect(set(try sales.value(forKey: "employees")) == [alan], "nothing changed")
+        #expect(set(try support.value(forKey: "employees")).isEmpty)
+    }
+
     @Test("S000-32/S002-11: an inserted object is registered at once with a temporary ID, takes its defaults and awakes from insert")
     func insertion() throws {
         let graph = try Graph()

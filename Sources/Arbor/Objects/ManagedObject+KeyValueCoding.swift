@@ -184,6 +184,12 @@ extension ManagedObject {
     @inline(__always)
     func isNull(_ value: Any) -> Bool { ObjectIdentifier(type(of: value)) == ObjectIdentifier(NSNull.self) }
 
+    /// `value` as a sequence, unless it is a string (a plain value here, not a sequence of
+    /// characters).
+    static func sequence(_ value: Any) -> (any Sequence)? {
+        value is any StringProtocol ? nil : value as? any Sequence
+    }
+
     /// The elements of any sequence (opens the existential).
     static func elements(of sequence: any Sequence) -> [Any] {
         func collect<S: Sequence>(_ sequence: S) -> [Any] { sequence.map { $0 as Any } }
@@ -261,14 +267,19 @@ extension ManagedObject {
     func destinations(_ value: Any?, for relationship: RelationshipDescription) throws -> [ManagedObject] {
         guard let value, !isNull(value) else { return [] }
         var objects: [ManagedObject]
-        // A string is a plain value here, not a sequence of characters.
-        let many = value is any StringProtocol ? nil : value as? any Sequence
+        // The common values first, by cheap casts: an object, a set or an array of objects.
+        // Only other values pay for the casts to existentials (a conformance lookup each).
         if let object = value as? ManagedObject {
             objects = [object]
-        } else if let many, !relationship.isToMany {
-            throw ArborError(.wrongValueType, "\(entity.name).\(relationship.name) is to-one; a collection (\(type(of: many))) was given",
-                             entity: entity.name, key: relationship.name, objectID: objectID)
-        } else if let many {
+        } else if relationship.isToMany, let set = value as? Set<ManagedObject> {
+            objects = Array(set)
+        } else if relationship.isToMany, let array = value as? [ManagedObject] {
+            objects = array
+        } else if let many = Self.sequence(value) {
+            guard relationship.isToMany else {
+                throw ArborError(.wrongValueType, "\(entity.name).\(relationship.name) is to-one; a collection (\(type(of: many))) was given",
+                                 entity: entity.name, key: relationship.name, objectID: objectID)
+            }
             objects = []
             for element in Self.elements(of: many) {
                 guard let object = element as? ManagedObject else {

@@ -47,14 +47,16 @@ extension ManagedObject {
     /// change; false when it was already there.
     private func insertID(_ id: ManagedObjectID, into key: String, at index: Int? = nil) throws -> Bool {
         try loadRelationship(key)
-        var ids = values[key]?.objectIDs ?? []
+        // The key is looked up once: the slot serves every read and write below.
+        guard let slot = entity.propertyLayout.index[key] else { return false }
+        var ids = values[slot: slot]?.objectIDs ?? []
         guard !ids.contains(id) else { return false }
-        if let slot = entity.propertyLayout.index[key] { managedObjectContext?.recordUndo(self, slot: slot) }
+        managedObjectContext?.recordUndo(self, slot: slot)
         // The slot lets go of the set first, so that changing it does not copy it (adding n
         // objects one by one stays linear).
-        values[key] = nil
+        values[slot: slot] = nil
         if let index { ids.insert(id, at: min(index, ids.count)) } else { ids.append(id) }
-        setPrimitive(.objects(ids), forKey: key, persistent: true)
+        setPrimitive(.objects(ids), slot: slot, persistent: true)
         return true
     }
 
@@ -62,12 +64,13 @@ extension ManagedObject {
     /// there.
     private func removeID(_ id: ManagedObjectID, from key: String) throws -> Bool {
         try loadRelationship(key)
-        var ids = values[key]?.objectIDs ?? []
+        guard let slot = entity.propertyLayout.index[key] else { return false }
+        var ids = values[slot: slot]?.objectIDs ?? []
         guard ids.contains(id) else { return false }
-        if let slot = entity.propertyLayout.index[key] { managedObjectContext?.recordUndo(self, slot: slot) }
-        values[key] = nil
+        managedObjectContext?.recordUndo(self, slot: slot)
+        values[slot: slot] = nil
         ids.remove(id)
-        setPrimitive(.objects(ids), forKey: key, persistent: true)
+        setPrimitive(.objects(ids), slot: slot, persistent: true)
         return true
     }
 

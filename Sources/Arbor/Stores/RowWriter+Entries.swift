@@ -111,9 +111,9 @@ extension RowWriter {
     func removeEntry(_ entry: [UInt8], _ kind: EntryKind, key: Int64, entity: EntityDescription) throws {
         switch kind {
         case .unique(let constraint):
-            let unique = try tree(NativeStore.uniqueTree(entity, constraint))
+            let unique = try uniqueTree(entity, constraint)
             if try unique.get(entry) == store.key(key) { try delete(entry, from: unique) }
-        case .foreignKey(let relationship): try delete(entry, from: try tree(NativeStore.foreignKeyTree(relationship)))
+        case .foreignKey(let relationship): try delete(entry, from: try foreignKeyTree(relationship))
         case .index(let tree): try delete(entry, from: tree)
         }
     }

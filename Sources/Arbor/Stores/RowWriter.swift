@@ -81,13 +81,17 @@ final class RowWriter {
     /// 19 MB for 400,000 objects, at the save's peak).
     func permanent(_ id: ManagedObjectID) -> ManagedObjectID {
         guard id.isTemporaryID else { return id }
-        if !insertedIDs.isEmpty, case let first = changes.insertedID(at: 0), first.isTemporaryID {
+        if !insertedIDs.isEmpty, let first = firstInsertedID, first.isTemporaryID {
             let position = Int(first.key) - Int(id.key)
             if position >= 0 && position < insertedIDs.count && changes.insertedID(at: position) == id { return insertedIDs[position] }
         }
         if permanentIDs == nil { permanentIDs = changes.permanentIDs(insertedIDs) }
         return permanentIDs.unsafelyUnwrapped[id] ?? id
     }
+
+    /// The ID the first new row came with (asked once: new rows may be made on demand, each
+    /// ask a call into the context).
+    private lazy var firstInsertedID: ManagedObjectID? = changes.insertedCount > 0 ? changes.insertedID(at: 0) : nil
 
     /// The permanent key of `id` (translating a temporary ID of this save).
     func key(_ id: ManagedObjectID) throws -> Int64 {
@@ -98,6 +102,34 @@ final class RowWriter {
         if let tree = trees[name] { return tree }
         let tree = try transaction.tree(named: name, create: true)!
         trees[name] = tree
+        return tree
+    }
+
+    /// The foreign-key tree of each relationship met so far, and the uniqueness tree of each
+    /// entity's constraints: an entry finds its tree without making the tree's name.
+    private var foreignKeyTrees: [ObjectIdentifier: Tree] = [:]
+    private var joinTrees: [ObjectIdentifier: Tree] = [:]
+    private var uniqueTrees: [ObjectIdentifier: [[String]: Tree]] = [:]
+
+    func foreignKeyTree(_ relationship: RelationshipDescription) throws -> Tree {
+        if let tree = foreignKeyTrees[ObjectIdentifier(relationship)] { return tree }
+        let tree = try tree(NativeStore.foreignKeyTree(relationship))
+        foreignKeyTrees[ObjectIdentifier(relationship)] = tree
+        return tree
+    }
+
+    /// The join tree of a many-to-many relationship (keyed by its own side's keys).
+    func joinTree(_ relationship: RelationshipDescription) throws -> Tree {
+        if let tree = joinTrees[ObjectIdentifier(relationship)] { return tree }
+        let tree = try tree(NativeStore.joinTree(relationship))
+        joinTrees[ObjectIdentifier(relationship)] = tree
+        return tree
+    }
+
+    func uniqueTree(_ entity: EntityDescription, _ constraint: [String]) throws -> Tree {
+        if let tree = uniqueTrees[ObjectIdentifier(entity)]?[constraint] { return tree }
+        let tree = try tree(NativeStore.uniqueTree(entity, constraint))
+        uniqueTrees[ObjectIdentifier(entity), default: [:]][constraint] = tree
         return tree
     }
 
@@ -277,7 +309,7 @@ final class RowWriter {
             switch kind {
             case .unique(let constraint): try putUnique(entry, constraint, of: newID ?? id, key: key, row: row, entity: entity, new: newID != nil)
             case .foreignKey(let relationship):
-                let tree = try tree(NativeStore.foreignKeyTree(relationship))
+                let tree = try foreignKeyTree(relationship)
                 if newID != nil, deferredPuts != nil { try deferPut(entry, into: tree) } else { try tree.put(entry, []) }
             case .index(let tree):
                 if newID != nil, deferredPuts != nil { try deferPut(entry, into: tree) } else { try tree.put(entry, []) }
@@ -294,7 +326,7 @@ final class RowWriter {
     /// row holds it.
     private func putUnique(_ value: [UInt8], _ constraint: [String], of id: ManagedObjectID, key: Int64, row: StoreRow,
                            entity: EntityDescription, new: Bool) throws {
-        let unique = try tree(NativeStore.uniqueTree(entity, constraint))
+        let unique = try uniqueTree(entity, constraint)
         guard let holder = try unique.get(value), holder != store.key(key) else {
             try unique.put(value, store.key(key))
             // An updated row's new claim: should another row of the save claim the values too,
@@ -373,7 +405,7 @@ final class RowWriter {
             try clear(try tree(NativeStore.orderTree(relationship)), prefix: store.key(key))
         }
         for relationship in entity.relationships where NativeStore.isJoined(relationship) {
-            let forward = try tree(NativeStore.joinTree(relationship))
+            let forward = try joinTree(relationship)
             let prefix = store.key(key)
             var others: [Int64] = []
             try forward.forEach(from: prefix) { entryKey, _ in
@@ -393,7 +425,7 @@ final class RowWriter {
     /// its owner's order tree instead).
     func backwardTree(_ relationship: RelationshipDescription) throws -> Tree? {
         guard let inverse = relationship.inverseRelationship, NativeStore.isJoined(inverse) else { return nil }
-        return try tree(NativeStore.joinTree(inverse))
+        return try joinTree(inverse)
     }
 
     /// Adds or removes one many-to-many link. Links of relationships this store keeps elsewhere
@@ -402,7 +434,7 @@ final class RowWriter {
         let entity = try entity(of: id)
         guard let relationship = entity.relationshipsByName[key], NativeStore.isJoined(relationship) else { return }
         let a = try self.key(id), b = try self.key(other)
-        let forward = try tree(NativeStore.joinTree(relationship)), backward = try backwardTree(relationship)
+        let forward = try joinTree(relationship), backward = try backwardTree(relationship)
         // History records the links that change: a context may remove a link another save or a
         // batch delete already removed (its objects were read before), or add one twice.
         if add {

@@ -15,8 +15,6 @@ final class RowWriter {
     /// The trees opened so far, by name (a tree's root never moves, so a handle stays valid for
     /// the whole transaction; opening one reads the catalog).
     private var trees: [String: Tree] = [:]
-    /// The rows tree of each entity met so far.
-    private var rowTrees: [ObjectIdentifier: Tree] = [:]
     /// What writing a row of each entity met so far takes, and the last one used.
     private var entityWrites: [ObjectIdentifier: EntityWrites] = [:]
     private var lastWrites: EntityWrites?
@@ -105,38 +103,38 @@ final class RowWriter {
         return tree
     }
 
-    /// The foreign-key tree of each relationship met so far, and the uniqueness tree of each
-    /// entity's constraints: an entry finds its tree without making the tree's name.
-    private var foreignKeyTrees: [ObjectIdentifier: Tree] = [:]
-    private var joinTrees: [ObjectIdentifier: Tree] = [:]
+    /// Trees found by the identity of what owns them: an entity its rows tree, a to-one
+    /// relationship its foreign-key tree, a many-to-many one its join tree (one tree each: a
+    /// relationship has a foreign key or a join tree, never both); and the uniqueness trees of
+    /// each entity's constraints. A row or an entry finds its tree without making its name.
+    private var treesByOwner: [ObjectIdentifier: Tree] = [:]
     private var uniqueTrees: [ObjectIdentifier: [[String]: Tree]] = [:]
 
-    func foreignKeyTree(_ relationship: RelationshipDescription) throws -> Tree {
-        if let tree = foreignKeyTrees[ObjectIdentifier(relationship)] { return tree }
-        let tree = try tree(NativeStore.foreignKeyTree(relationship))
-        foreignKeyTrees[ObjectIdentifier(relationship)] = tree
+    /// The tree `name` names, found by `owner` after the first time.
+    private func tree(of owner: AnyObject, _ name: @autoclosure () -> String) throws -> Tree {
+        if let tree = treesByOwner[ObjectIdentifier(owner)] { return tree }
+        let tree = try tree(name())
+        treesByOwner[ObjectIdentifier(owner)] = tree
         return tree
+    }
+
+    func foreignKeyTree(_ relationship: RelationshipDescription) throws -> Tree {
+        try tree(of: relationship, NativeStore.foreignKeyTree(relationship))
     }
 
     /// The join tree of a many-to-many relationship (keyed by its own side's keys).
     func joinTree(_ relationship: RelationshipDescription) throws -> Tree {
-        if let tree = joinTrees[ObjectIdentifier(relationship)] { return tree }
-        let tree = try tree(NativeStore.joinTree(relationship))
-        joinTrees[ObjectIdentifier(relationship)] = tree
-        return tree
+        try tree(of: relationship, NativeStore.joinTree(relationship))
+    }
+
+    func rowsTree(_ entity: EntityDescription) throws -> Tree {
+        try tree(of: entity, NativeStore.rowsTree(entity))
     }
 
     func uniqueTree(_ entity: EntityDescription, _ constraint: [String]) throws -> Tree {
         if let tree = uniqueTrees[ObjectIdentifier(entity)]?[constraint] { return tree }
         let tree = try tree(NativeStore.uniqueTree(entity, constraint))
         uniqueTrees[ObjectIdentifier(entity), default: [:]][constraint] = tree
-        return tree
-    }
-
-    func rowsTree(_ entity: EntityDescription) throws -> Tree {
-        if let tree = rowTrees[ObjectIdentifier(entity)] { return tree }
-        let tree = try tree(NativeStore.rowsTree(entity))
-        rowTrees[ObjectIdentifier(entity)] = tree
         return tree
     }
 

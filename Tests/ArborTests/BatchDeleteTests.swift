@@ -189,7 +189,7 @@ struct BatchDeleteTests {
             request.includesSubentities = false
             let ids = try context.fetch(request).map(\.objectID).shuffled()
             for relationship in entity.relationships where relationship.isToMany {
-                let together = try store.relatedObjectIDs(of: ids, relationship: relationship)
+                let together = try store.relatedObjectIDs(ofEach: ids, relationship: relationship)
                 let alone = try ids.map { try store.relatedObjectIDs(of: $0, relationship: relationship) }
                 #expect(together == alone, "\(entity.name).\(relationship.name)")
                 checked += together.reduce(0) { $0 + $1.count }

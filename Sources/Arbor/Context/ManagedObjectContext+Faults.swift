@@ -168,7 +168,7 @@ extension ManagedObjectContext {
             return
         }
         let coordinator = try requireCoordinator("load \(relationship.entity?.name ?? "?").\(key) of \(owners.count) objects")
-        let related = try coordinator.relatedObjectIDs(of: owners.map(\.objectID), relationship: relationship)
+        let related = try coordinator.relatedObjectIDs(ofEach: owners.map(\.objectID), relationship: relationship)
         for (owner, ids) in zip(owners, related) {
             guard let ids else { continue }
             let set = OrderedSet(ids)

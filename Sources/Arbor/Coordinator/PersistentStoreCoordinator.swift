@@ -416,8 +416,8 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// The destinations of the to-many `relationship` of several saved objects, read store by
     /// store, each store once; nil for IDs of no store of this coordinator.
-    func relatedObjectIDs(of ids: [ManagedObjectID], relationship: RelationshipDescription) throws -> [[ManagedObjectID]?] {
-        try storeByStore(ids) { store, ids in try store.relatedObjectIDs(of: ids, relationship: relationship) }
+    func relatedObjectIDs(ofEach ids: [ManagedObjectID], relationship: RelationshipDescription) throws -> [[ManagedObjectID]?] {
+        try storeByStore(ids) { store, ids in try store.relatedObjectIDs(ofEach: ids, relationship: relationship) }
     }
 
     /// New permanent IDs for objects of `entity`, in `store` (by default the store the entity's

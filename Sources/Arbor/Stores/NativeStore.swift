@@ -450,7 +450,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     /// owners taken in key order (neighbouring ranges of the relationship's tree read together),
     /// the answers given back in `objectIDs`' order. A delete's rules and a prefetch load a
     /// relationship of many objects at once with it.
-    public func relatedObjectIDs(of objectIDs: [ManagedObjectID], relationship: RelationshipDescription) throws -> [[ManagedObjectID]] {
+    public func relatedObjectIDs(ofEach objectIDs: [ManagedObjectID], relationship: RelationshipDescription) throws -> [[ManagedObjectID]] {
         try Self.storeError("read \(relationship.entity?.name ?? "?").\(relationship.name) of \(objectIDs.count) objects") {
             try database.read { transaction in
                 guard let trees = try relationshipTrees(relationship, in: transaction) else { return objectIDs.map { _ in [] } }

@@ -340,7 +340,7 @@ public protocol PersistentStore: AnyObject, Sendable {
     func attributeValues(_ name: String, of objectIDs: [ManagedObjectID]) throws -> [AttributeValue?]
     /// The destinations of the to-many `relationship` of several objects, in `objectIDs`' order:
     /// what ``relatedObjectIDs(of:relationship:)`` gives for each, read together.
-    func relatedObjectIDs(of objectIDs: [ManagedObjectID], relationship: RelationshipDescription) throws -> [[ManagedObjectID]]
+    func relatedObjectIDs(ofEach objectIDs: [ManagedObjectID], relationship: RelationshipDescription) throws -> [[ManagedObjectID]]
 }
 
 extension PersistentStore {
@@ -365,7 +365,7 @@ extension PersistentStore {
 
     /// The destinations of several objects' to-many relationship, one
     /// ``relatedObjectIDs(of:relationship:)`` at a time.
-    public func relatedObjectIDs(of objectIDs: [ManagedObjectID], relationship: RelationshipDescription) throws -> [[ManagedObjectID]] {
+    public func relatedObjectIDs(ofEach objectIDs: [ManagedObjectID], relationship: RelationshipDescription) throws -> [[ManagedObjectID]] {
         try objectIDs.map { try relatedObjectIDs(of: $0, relationship: relationship) }
     }
 }

@@ -83,6 +83,18 @@ struct BatchInsertRows {
     /// or store again.
     private var checkedSpace: (address: UnsafeMutableRawPointer, relationship: String)?
 
+    /// What a key of the values names: a stored attribute, or a to-one a batch insert can set,
+    /// with its slot in the entity's layout.
+    private enum Property {
+        case attribute(AttributeDescription, slot: Int)
+        case toOne(RelationshipDescription, slot: Int)
+    }
+    /// The keys of the last dictionary, in its order, and what each names: the dictionaries of
+    /// one request name the same keys in the same order, so each key is usually found by one
+    /// comparison with the last dictionary's key at its place, not by looking it up.
+    private var lastKeys: [String] = []
+    private var lastProperties: [Property] = []
+
     init(entity: EntityDescription, model: ManagedObjectModel, store: any PersistentStore, validates: Bool) {
         self.entity = entity
         self.model = model
@@ -99,9 +111,31 @@ struct BatchInsertRows {
         // The values given are kept only where an upsert may need them.
         var given: [String: PropertyValue] = [:]
         let upserts = !entity.uniquenessConstraints.isEmpty
-        for (key, value) in values {
-            let stored = try storedValue(value, forKey: key)
-            row.values[key] = stored
+        for (place, (key, value)) in values.enumerated() {
+            let property: Property
+            if place < lastKeys.count, lastKeys[place] == key {
+                property = lastProperties[place]
+            } else {
+                property = try self.property(forKey: key)
+                if place < lastKeys.count {
+                    lastKeys[place] = key
+                    lastProperties[place] = property
+                } else if place == lastKeys.count {
+                    lastKeys.append(key)
+                    lastProperties.append(property)
+                }
+            }
+            let stored: PropertyValue
+            let slot: Int
+            switch property {
+            case .attribute(let attribute, let at):
+                stored = try storedValue(value, of: attribute)
+                slot = at
+            case .toOne(let relationship, let at):
+                stored = try storedValue(value, of: relationship)
+                slot = at
+            }
+            row.values[slot: slot] = stored
             if upserts && givenKeys?.contains(key) ?? true { given[key] = stored }
         }
         try check(row, id: id)
@@ -131,20 +165,16 @@ struct BatchInsertRows {
         return mirror.children.first.flatMap { unwrapped($0.value) }
     }
 
-    /// `value` as the row's value of `key`.
-    private mutating func storedValue(_ value: Any, forKey key: String) throws -> PropertyValue {
-        if let attribute = entity.attributesByName[key], !attribute.isTransient {
-            // The value as given first; an optional or NSNull only when that fails (no
-            // reflection for the common case).
-            do {
-                return .attribute(try attribute.type.storedValue(from: value, entity: entity.name, key: key))
-            } catch let error as ArborError where error.code == .wrongValueType {
-                guard let inner = Self.unwrapped(value) else { return .none }
-                return .attribute(try attribute.type.storedValue(from: inner, entity: entity.name, key: key))
-            }
+    /// What `key` names in the entity, for a batch insert's row.
+    ///
+    /// - Throws: ``ArborError/Code/unknownKey`` for a key that is no stored attribute or
+    ///   relationship; ``ArborError/Code/wrongValueType`` for a relationship a batch insert cannot
+    ///   set (a to-many, or a to-one whose inverse is not an unordered to-many).
+    private func property(forKey key: String) throws -> Property {
+        if let attribute = entity.attributesByName[key], !attribute.isTransient, let slot = entity.propertyLayout.index[key] {
+            return .attribute(attribute, slot: slot)
         }
-        let absent = !(value is ManagedObjectID) && Self.unwrapped(value) == nil
-        guard let relationship = entity.relationshipsByName[key] else {
+        guard let relationship = entity.relationshipsByName[key], let slot = entity.propertyLayout.index[key] else {
             throw ArborError(.unknownKey, "\(entity.name) has no stored attribute or relationship \(key) for a batch insert to set", entity: entity.name, key: key)
         }
         // A to-one whose other side lives in no other row: the row's foreign key says it all.
@@ -152,17 +182,38 @@ struct BatchInsertRows {
             throw ArborError(.wrongValueType, "a batch insert sets to-one relationships whose inverse is an unordered to-many; \(entity.name).\(key) is not one",
                              entity: entity.name, key: key)
         }
-        if absent { return .none }
+        return .toOne(relationship, slot: slot)
+    }
+
+    /// `value` as the row's value of `attribute`.
+    private func storedValue(_ value: Any, of attribute: AttributeDescription) throws -> PropertyValue {
+        // The value as given first; an optional or NSNull only when that fails (no reflection
+        // for the common case).
+        do {
+            return .attribute(try attribute.type.storedValue(from: value, entity: entity.name, key: attribute.name))
+        } catch let error as ArborError where error.code == .wrongValueType {
+            guard let inner = Self.unwrapped(value) else { return .none }
+            return .attribute(try attribute.type.storedValue(from: inner, entity: entity.name, key: attribute.name))
+        }
+    }
+
+    /// `value` as the row's value of the to-one `relationship`: a saved object's ID (its row
+    /// checked in the write's transaction), or none.
+    private mutating func storedValue(_ value: Any, of relationship: RelationshipDescription) throws -> PropertyValue {
+        let key = relationship.name
         let id: ManagedObjectID
         if let given = value as? ManagedObjectID {
             id = given
-        } else if let given = Self.unwrapped(value) as? ManagedObjectID {
-            id = given
-        } else if let object = Self.unwrapped(value) as? ManagedObject {
-            id = object.objectID
         } else {
-            throw ArborError(.wrongValueType, "\(entity.name).\(key) takes a ManagedObjectID of a saved object; \(type(of: value)) is not one",
-                             entity: entity.name, key: key, value: "\(value)")
+            guard let unwrapped = Self.unwrapped(value) else { return .none }
+            if let given = unwrapped as? ManagedObjectID {
+                id = given
+            } else if let object = unwrapped as? ManagedObject {
+                id = object.objectID
+            } else {
+                throw ArborError(.wrongValueType, "\(entity.name).\(key) takes a ManagedObjectID of a saved object; \(type(of: value)) is not one",
+                                 entity: entity.name, key: key, value: "\(value)")
+            }
         }
         if let checkedSpace, checkedSpace.address == id.spaceAddress, checkedSpace.relationship == key, !id.isTemporaryID {
             // Same entity and store as the last destination of this relationship.
@@ -181,8 +232,8 @@ struct BatchInsertRows {
     /// Checks a new row as a save checks a new object's attributes: required ones set, and,
     /// when the request validates, every rule.
     private func check(_ row: StoreRow, id: ManagedObjectID) throws {
-        for attribute in entity.attributes where !attribute.isTransient {
-            let value = row.attribute(attribute.name)
+        for (attribute, slot) in zip(entity.attributes, entity.attributeSlots) where !attribute.isTransient {
+            let value: AttributeValue? = if case .attribute(let stored)? = row.values[slot: slot] { stored } else { nil }
             if validates {
                 try Validation.check(value, attribute: attribute, entity: entity.name, objectID: id)
             } else if value == nil && !attribute.isOptional {
@@ -190,7 +241,8 @@ struct BatchInsertRows {
                                  entity: entity.name, key: attribute.name, objectID: id)
             }
         }
-        for relationship in entity.relationships where !relationship.isToMany && !relationship.isOptional && row.destination(relationship.name) == nil {
+        for (relationship, slot) in zip(entity.relationships, entity.relationshipSlots) where !relationship.isToMany && !relationship.isOptional {
+            if case .object? = row.values[slot: slot] { continue }
             throw ArborError(.validationMissingMandatoryProperty, "\(entity.name).\(relationship.name) is required; a batch insert row leaves it nil",
                              entity: entity.name, key: relationship.name, objectID: id)
         }

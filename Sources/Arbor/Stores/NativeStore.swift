@@ -502,10 +502,14 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
             keys.append(try Self.lastKey(of: entryKey, in: treeName))
             return true
         }
-        // Sub-entity rows: name each destination with its own entity.
-        guard !destination.subentities.isEmpty, let rows else { return keys.map { self.objectID(destination.name, $0) } }
+        // Sub-entity rows: name each destination with its own entity. (The destination's ID
+        // space is found by the entity's identity, not by hashing its name per ID.)
+        guard !destination.subentities.isEmpty, let rows else {
+            guard let space = entitySpaces[ObjectIdentifier(destination)] else { return keys.map { self.objectID(destination, $0) } }
+            return keys.map { ManagedObjectID(space: space, key: $0) }
+        }
         return try keys.map { other in
-            let id = self.objectID(destination.name, other)
+            let id = self.objectID(destination, other)
             guard let bytes = try rows.get(self.key(other)) else { return id }
             return self.objectID(try decode(bytes, objectID: id).entityName, other)
         }

@@ -153,6 +153,27 @@ struct JournalSizeLimitTests {
         }
     }
 
+    @Test("a rollback with journal records still gathered (not written) trims the journal to the limit and leaves them unwritten")
+    func rollbackDropsGatheredRecords() throws {
+        let disk = SimulatedDisk()
+        let limit = 4096
+        let pager = try Pager(path: Self.path, fileSystem: disk, options: Self.options(limit: limit, cachePages: 4096))
+        defer { pager.close() }
+        var model = PageModel()
+        for seed in 1...8 as ClosedRange<UInt64> { model = try PageWorkload.runTransaction(pager, model: model, seed: seed, large: true) }
+        let pages = model.live.prefix(Journal.bufferedRecords + 5)
+        try #require(pages.count == Journal.bufferedRecords + 5)
+        let trimsBefore = pager.statistics.journalTrims
+        try pager.beginWrite()
+        for page in pages { try pager.withMutablePage(page) { $0[0] ^= 0xFF } }
+        // One buffer written (past the limit), the last few records still gathered.
+        #expect(Self.length(disk) > limit)
+        try pager.rollback()
+        #expect(pager.statistics.journalTrims == trimsBefore + 1)
+        #expect(Self.length(disk) == limit, "the gathered records were not written after the trim")
+        #expect(try PageWorkload.mismatch(pager, model) == nil)
+    }
+
     @Test("a rolled-back transaction that grew the journal trims it, spilled or not", arguments: [false, true])
     func rollbackTrims(spill: Bool) throws {
         let disk = SimulatedDisk()

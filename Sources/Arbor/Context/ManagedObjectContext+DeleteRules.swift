@@ -26,7 +26,8 @@ extension ManagedObjectContext {
         // cascade's deletions arrive in waves): one read each, not one per deleted fault. A
         // failure here is met again, and kept, when the object's own rules load it.
         var loadedThrough = 0
-        // The objects read ahead for the waves, held until their rules have run.
+        // The objects read ahead for the waves, held until the propagation ends (the nullified
+        // ones are changed, and the context keeps them anyway).
         var heldForRules: [[ManagedObject]] = []
         defer { withExtendedLifetime(heldForRules) {} }
         while next < pendingDeletes.count {

@@ -87,6 +87,9 @@ final class Journal {
     /// names, before the database header could be read).
     func setPageSize(_ size: Int) {
         guard size != pageSize else { return }
+        // Only recovery changes the size, with nothing gathered; were anything gathered, its
+        // offsets would be of the old size: it is dropped, never written at the new one.
+        pendingCount = 0
         pageSize = size
         record = [UInt8](repeating: 0, count: size + 12)
     }

@@ -173,6 +173,10 @@ extension Pager {
     /// When pages were already spilled to the file, they are restored from the journal.
     public func rollback() throws {
         guard state == .write else { return }
+        // Records gathered but not written are of no use now: the spill synced the ones that
+        // cover written pages, and a later journal write (the replay's reads, the trim's sync)
+        // must not put them back past the limit or fail on them.
+        journal.discardPending()
         if write.spilled {
             do {
                 guard let journalHeader = try journal.readHeader() else {

@@ -296,6 +296,27 @@ struct FetchTests {
         #expect(!team.isFault)
     }
 
+    @Test("prefetching a to-many key path loads it for every fetched object, faults included (their rows and the relationship read for all at once), with the destinations each has")
+    func prefetchToMany() throws {
+        let people = try People()
+        var teams: [ManagedObject] = []
+        for index in 0..<4 { teams.append(try people.stack.insert("Team", in: people.context, ["name": "T\(index)"])) }
+        for serial in 1...30 { try people.person(serial, "P\(serial)", team: serial % 5 == 0 ? nil : teams[serial % 4], entity: serial % 7 == 0 ? "Employee" : "Person") }
+        try people.context.save()
+        let fresh = people.stack.context()
+        var request = FetchRequest<ManagedObject>(entityName: "Team")
+        request.relationshipKeyPathsForPrefetching = ["members"]
+        let fetched = try fresh.fetch(request)
+        #expect(fetched.count == 4)
+        for team in fetched {
+            #expect(!team.isFault && !team.unloadedRelationships.contains("members"), "loaded by the prefetch")
+            let name = try #require(team.value(forKey: "name") as? String)
+            let index = try #require(Int(name.dropFirst()))
+            let serials = try (team.value(forKey: "members") as? Set<ManagedObject> ?? []).map { try #require($0.value(forKey: "serial") as? Int64) }.sorted()
+            #expect(serials == (1...30).filter { $0 % 5 != 0 && $0 % 4 == index }.map(Int64.init), "\(name)")
+        }
+    }
+
     @Test("fetchBatchSize: results are faults whose rows load a batch at a time, as they are used")
     func batches() throws {
         let people = try People()

@@ -428,13 +428,19 @@ extension ManagedObjectContext {
             for key in keyPath.split(separator: ".").map(String.init) {
                 var next: [ManagedObject] = []
                 var seen = Set<ObjectIdentifier>()
-                // A to-many's destinations for every object of the level in one read.
+                // A to-many's destinations for every object of the level in one read (faults
+                // fired first, their rows read together: reading the key fires them anyway, and
+                // firing one later would unload what was read).
                 var owners: [ObjectIdentifier: (relationship: RelationshipDescription, objects: [ManagedObject])] = [:]
                 for object in level {
                     guard let relationship = object.entity.relationshipsByName[key], relationship.isToMany else { continue }
                     owners[ObjectIdentifier(relationship), default: (relationship, [])].objects.append(object)
                 }
-                for (relationship, objects) in owners.values { try loadRelationship(relationship, of: objects) }
+                for (relationship, objects) in owners.values {
+                    try loadRows(of: objects)
+                    for object in objects where object.faulted { try object.fireFault() }
+                    try loadRelationship(relationship, of: objects)
+                }
                 for object in level {
                     guard object.entity.relationshipsByName[key] != nil else {
                         throw ArborError(.invalidFetchRequest, "\(object.entity.name) has no relationship \"\(key)\" to prefetch", entity: object.entity.name, key: key)

@@ -92,8 +92,7 @@ struct BatchInsertRows {
     /// The keys of the last dictionary, in its order, and what each names: the dictionaries of
     /// one request name the same keys in the same order, so each key is usually found by one
     /// comparison with the last dictionary's key at its place, not by looking it up.
-    private var lastKeys: [String] = []
-    private var lastProperties: [Property] = []
+    private var lastKeys: [(key: String, property: Property)] = []
 
     init(entity: EntityDescription, model: ManagedObjectModel, store: any PersistentStore, validates: Bool) {
         self.entity = entity
@@ -113,17 +112,12 @@ struct BatchInsertRows {
         let upserts = !entity.uniquenessConstraints.isEmpty
         for (place, (key, value)) in values.enumerated() {
             let property: Property
-            if place < lastKeys.count, lastKeys[place] == key {
-                property = lastProperties[place]
+            if place < lastKeys.count, lastKeys[place].key == key {
+                property = lastKeys[place].property
             } else {
+                // Places are met in order, each known or learnt here: never past the end.
                 property = try self.property(forKey: key)
-                if place < lastKeys.count {
-                    lastKeys[place] = key
-                    lastProperties[place] = property
-                } else if place == lastKeys.count {
-                    lastKeys.append(key)
-                    lastProperties.append(property)
-                }
+                if place < lastKeys.count { lastKeys[place] = (key, property) } else { lastKeys.append((key, property)) }
             }
             let stored: PropertyValue
             let slot: Int

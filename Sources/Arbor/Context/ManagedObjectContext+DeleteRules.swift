@@ -58,32 +58,25 @@ extension ManagedObjectContext {
     private func readAhead(forRulesOf wave: [ManagedObject]) -> [ManagedObject] {
         guard wave.count > 1, parent == nil, persistentStoreCoordinator != nil else { return [] }
         for object in wave where object.faulted { try? object.fireFault() }
-        var byEntity: [ObjectIdentifier: [ManagedObject]] = [:]
-        for object in wave where !object.faulted { byEntity[ObjectIdentifier(object.entity), default: []].append(object) }
+        let loaded = wave.filter { !$0.faulted }
+        try? loadRelationships(loaded.lazy.flatMap { object in object.entity.relationships.lazy.map { (object, $0) } })
         var destinations: [ManagedObject] = []
-        var inverses: [ObjectIdentifier: (relationship: RelationshipDescription, objects: [ManagedObject])] = [:]
+        var inverses: [(ManagedObject, RelationshipDescription)] = []
         var seen = Set<ObjectIdentifier>()
-        for objects in byEntity.values {
-            let entity = objects[0].entity
-            for relationship in entity.relationships {
-                try? loadRelationship(relationship, of: objects)
-                guard relationship.deleteRule == .nullify, let inverse = relationship.inverseRelationship else { continue }
-                for object in objects {
-                    for id in object.values[relationship.name]?.objectIDs ?? [] {
-                        guard let destination = resolve(id), !destination.deletedFlag else { continue }
-                        if seen.insert(ObjectIdentifier(destination)).inserted { destinations.append(destination) }
-                        if inverse.isToMany { inverses[ObjectIdentifier(inverse), default: (inverse, [])].objects.append(destination) }
-                    }
+        for object in loaded {
+            for relationship in object.entity.relationships where relationship.deleteRule == .nullify {
+                guard let inverse = relationship.inverseRelationship else { continue }
+                for id in object.values[relationship.name]?.objectIDs ?? [] {
+                    guard let destination = resolve(id), !destination.deletedFlag else { continue }
+                    if seen.insert(ObjectIdentifier(destination)).inserted { destinations.append(destination) }
+                    inverses.append((destination, inverse))
                 }
             }
         }
         guard !destinations.isEmpty else { return [] }
         try? loadRows(of: destinations)
         for destination in destinations where destination.faulted { try? destination.fireFault() }
-        for (inverse, objects) in inverses.values {
-            var once = Set<ObjectIdentifier>()
-            try? loadRelationship(inverse, of: objects.filter { once.insert(ObjectIdentifier($0)).inserted })
-        }
+        try? loadRelationships(inverses)
         return destinations
     }
 

@@ -152,12 +152,26 @@ extension ManagedObjectContext {
         object.committed?[key] = .objects(ids)
     }
 
+    /// Loads the to-many relationships `owners` names (an object and one of its relationships,
+    /// each pair once or more) where they are unloaded: one read per relationship and store
+    /// instead of one per object (a wave of deletions, a prefetch). Faults and new objects are
+    /// skipped (see the one-relationship load below).
+    func loadRelationships(_ owners: some Sequence<(ManagedObject, RelationshipDescription)>) throws {
+        var groups: [ObjectIdentifier: (relationship: RelationshipDescription, objects: [ManagedObject], seen: Set<ObjectIdentifier>)] = [:]
+        for (object, relationship) in owners where relationship.isToMany {
+            if groups[ObjectIdentifier(relationship), default: (relationship, [], [])].seen.insert(ObjectIdentifier(object)).inserted {
+                groups[ObjectIdentifier(relationship)]?.objects.append(object)
+            }
+        }
+        for group in groups.values { try loadRelationship(group.relationship, of: group.objects) }
+    }
+
     /// Loads the to-many `relationship` of every object of `objects` that has it unloaded, in
-    /// one read per store instead of one per object (a wave of deletions, a prefetch). Faults
-    /// are skipped (firing one unloads its relationships again), as are new objects. A context
-    /// with a parent or pinned to a query generation loads them one by one, the way
-    /// ``loadRelationship(_:of:)`` does.
-    func loadRelationship(_ relationship: RelationshipDescription, of objects: some Sequence<ManagedObject>) throws {
+    /// one read per store instead of one per object. Faults are skipped (firing one unloads its
+    /// relationships again), as are new objects. A context with a parent or pinned to a query
+    /// generation loads them one by one, as an object's own load (`loadRelationship(_:of:)` with
+    /// a key) does.
+    private func loadRelationship(_ relationship: RelationshipDescription, of objects: [ManagedObject]) throws {
         guard relationship.isToMany else { return }
         let key = relationship.name
         takePermanentIDs()

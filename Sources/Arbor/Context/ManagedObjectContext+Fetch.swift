@@ -431,16 +431,12 @@ extension ManagedObjectContext {
                 // A to-many's destinations for every object of the level in one read (faults
                 // fired first, their rows read together: reading the key fires them anyway, and
                 // firing one later would unload what was read).
-                var owners: [ObjectIdentifier: (relationship: RelationshipDescription, objects: [ManagedObject])] = [:]
-                for object in level {
-                    guard let relationship = object.entity.relationshipsByName[key], relationship.isToMany else { continue }
-                    owners[ObjectIdentifier(relationship), default: (relationship, [])].objects.append(object)
+                let owners = level.compactMap { object in
+                    object.entity.relationshipsByName[key].flatMap { $0.isToMany ? (object, $0) : nil }
                 }
-                for (relationship, objects) in owners.values {
-                    try loadRows(of: objects)
-                    for object in objects where object.faulted { try object.fireFault() }
-                    try loadRelationship(relationship, of: objects)
-                }
+                try loadRows(of: owners.map(\.0))
+                for (object, _) in owners where object.faulted { try object.fireFault() }
+                try loadRelationships(owners)
                 for object in level {
                     guard object.entity.relationshipsByName[key] != nil else {
                         throw ArborError(.invalidFetchRequest, "\(object.entity.name) has no relationship \"\(key)\" to prefetch", entity: object.entity.name, key: key)

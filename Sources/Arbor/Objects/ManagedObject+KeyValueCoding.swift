@@ -184,12 +184,6 @@ extension ManagedObject {
     @inline(__always)
     func isNull(_ value: Any) -> Bool { ObjectIdentifier(type(of: value)) == ObjectIdentifier(NSNull.self) }
 
-    /// `value` as a sequence, unless it is a string (a plain value here, not a sequence of
-    /// characters).
-    static func sequence(_ value: Any) -> (any Sequence)? {
-        value is any StringProtocol ? nil : value as? any Sequence
-    }
-
     /// The elements of any sequence (opens the existential).
     static func elements(of sequence: any Sequence) -> [Any] {
         func collect<S: Sequence>(_ sequence: S) -> [Any] { sequence.map { $0 as Any } }
@@ -275,7 +269,8 @@ extension ManagedObject {
             objects = Array(set)
         } else if relationship.isToMany, let array = value as? [ManagedObject] {
             objects = array
-        } else if let many = Self.sequence(value) {
+        } else if !(value is any StringProtocol), let many = value as? any Sequence {
+            // A string is a plain value here, not a sequence of characters.
             guard relationship.isToMany else {
                 throw ArborError(.wrongValueType, "\(entity.name).\(relationship.name) is to-one; a collection (\(type(of: many))) was given",
                                  entity: entity.name, key: relationship.name, objectID: objectID)

@@ -475,7 +475,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     /// owner (the inverse's foreign-key tree, the join tree of a many-to-many, or the owner's
     /// order tree for an ordered one) and the destination's rows. Nil when the relationship has
     /// no inverse or destination, or its tree does not exist yet (no destination saved).
-    private func relationshipTrees(_ relationship: RelationshipDescription, in transaction: ReadTransaction) throws -> (keyed: Tree, name: String, rows: Tree?)? {
+    private func relationshipTrees(_ relationship: RelationshipDescription, in transaction: ReadTransaction) throws -> (keyed: Tree, rows: Tree?)? {
         guard let inverse = relationship.inverseRelationship, let destination = relationship.destinationEntity else { return nil }
         let treeName: String
         if Self.isJoined(relationship) {
@@ -487,27 +487,24 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
             treeName = Self.orderTree(relationship)
         }
         guard let tree = try transaction.tree(named: treeName) else { return nil }
-        return (tree, treeName, try transaction.tree(named: Self.rowsTree(destination)))
+        return (tree, try transaction.tree(named: Self.rowsTree(destination)))
     }
 
     /// The destinations of the object with primary key `key`, from ``relationshipTrees(_:in:)``.
     private func relatedObjectIDs(ofKey key: Int64, relationship: RelationshipDescription,
-                                  trees: (keyed: Tree, name: String, rows: Tree?)) throws -> [ManagedObjectID] {
+                                  trees: (keyed: Tree, rows: Tree?)) throws -> [ManagedObjectID] {
         guard let destination = relationship.destinationEntity else { return [] }
-        let (tree, treeName, rows) = trees
+        let (tree, rows) = trees
         let prefix = self.key(key)
         var keys: [Int64] = []
         try tree.forEach(from: prefix) { entryKey, _ in
             guard entryKey.starts(with: prefix) else { return false }
-            keys.append(try Self.lastKey(of: entryKey, in: treeName))
+            keys.append(try Self.lastKey(of: entryKey, in: tree.name))
             return true
         }
         // Sub-entity rows: name each destination with its own entity. (The destination's ID
         // space is found by the entity's identity, not by hashing its name per ID.)
-        guard !destination.subentities.isEmpty, let rows else {
-            guard let space = entitySpaces[ObjectIdentifier(destination)] else { return keys.map { self.objectID(destination, $0) } }
-            return keys.map { ManagedObjectID(space: space, key: $0) }
-        }
+        guard !destination.subentities.isEmpty, let rows else { return keys.map { self.objectID(destination, $0) } }
         return try keys.map { other in
             let id = self.objectID(destination, other)
             guard let bytes = try rows.get(self.key(other)) else { return id }

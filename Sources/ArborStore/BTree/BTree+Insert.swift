@@ -58,17 +58,17 @@ extension BTree {
     private func overwrite(_ leaf: PageNumber, _ index: Int, with value: [UInt8]) throws -> Bool {
         // At or past the threshold a value may be stored compressed: the general path decides.
         guard value.count < compressionThreshold else { return false }
-        let unchanged = try pager.withPage(leaf) { body -> Bool? in
+        // Where the old value's bytes start, when they can be written over and differ.
+        let found = try pager.withPage(leaf) { body -> (start: Int, unchanged: Bool)? in
             let (flags, stored, _, start) = NodeView(body: body).value(index)
             guard flags == 0, stored == value.count, start + stored <= body.count else { return nil }
-            guard stored > 0 else { return true }
-            return value.withUnsafeBytes { memcmp(body.baseAddress! + start, $0.baseAddress!, stored) == 0 }
+            guard stored > 0 else { return (start, true) }
+            return (start, value.withUnsafeBytes { memcmp(body.baseAddress! + start, $0.baseAddress!, stored) == 0 })
         }
-        guard let unchanged else { return false }
-        if unchanged { return true }
+        guard let found else { return false }
+        if found.unchanged { return true }
         try pager.withMutablePage(leaf) { body in
-            let start = NodeView(body: UnsafeRawBufferPointer(body)).value(index).start
-            value.withUnsafeBytes { (body.baseAddress! + start).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+            value.withUnsafeBytes { (body.baseAddress! + found.start).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
         }
         return true
     }

@@ -50,6 +50,9 @@ let package = Package(
             pkgConfig: "liblz4",
             providers: [.apt(["liblz4-dev"])]
         ),
+        // One entry point of the Swift runtime the object registry needs (swift_tryRetain:
+        // loading an entry of an object that may be ending on another thread). Header only.
+        .systemLibrary(name: "CSwiftRuntime"),
         // The storage engine: file-system seam, pager with rollback journal and locks, B+tree.
         .target(
             name: "ArborStore",
@@ -66,6 +69,7 @@ let package = Package(
             name: "Arbor",
             dependencies: [
                 "ArborStore",
+                "CSwiftRuntime",
                 .product(name: "OrderedCollections", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),

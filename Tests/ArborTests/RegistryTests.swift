@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import Arbor
 
@@ -185,6 +186,44 @@ struct RegistryTests {
         held = nil
         pending = nil
         #expect(stack.coordinator.rowCacheStatistics.snapshots == 0, "no snapshot is left held")
+    }
+
+    @Test("objects ending on other threads while their context reads their entries: it finds each object or none, never an ended one (run under Thread Sanitizer too)")
+    func objectsEndOnOtherThreadsWhileTheirContextReadsThem() async throws {
+        let stack = try Stack()
+        let setup = stack.context()
+        let inserted = try (0..<64).map { try stack.insert("Department", in: setup, ["name": "D\($0)", "budget": $0]) }
+        try setup.save()
+        let ids = inserted.map(\.objectID)
+        /// Objects handed across threads on purpose: only their ends happen there.
+        final class Box: @unchecked Sendable {
+            var objects: [ManagedObject]
+            let done = Atomic<Bool>(false)
+            init(_ objects: [ManagedObject]) { self.objects = objects }
+        }
+        let context = stack.context()
+        var found = 0
+        for _ in 0..<200 {
+            let box = Box(try ids.map { try context.existingObject(with: $0) })
+            // The objects' last references go on another thread while this one reads the
+            // registry: an entry read as its object ends gives that object or nothing.
+            let releaser = Task.detached {
+                box.objects = []
+                box.done.store(true, ordering: .releasing)
+            }
+            repeat {
+                for id in ids {
+                    if let object = context.registeredObject(for: id) {
+                        #expect(object.objectID == id && object.managedObjectContext === context)
+                        found += 1
+                    }
+                }
+            } while !box.done.load(ordering: .acquiring)
+            await releaser.value
+            #expect(context.registeredObjects.isEmpty, "every object ended, and its entry went")
+        }
+        #expect(found > 0)
+        #expect(stack.coordinator.rowCacheStatistics.snapshots == 0)
     }
 
     @Test("objects ending on other threads while their context ends: none reaches the context (run under Thread Sanitizer too)")

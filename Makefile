@@ -58,11 +58,12 @@ build: deps
 
 test: deps
 	$(SWIFT) build --build-tests
-	@set -o pipefail; $(SWIFT) test --skip-build 2>&1 | tee .build/test.log
+	@set -o pipefail; $(SWIFT) test --skip-build 2>&1 | tee .build/test.log || Scripts/test-failures.sh .build/test.log
 	@# The object-graph tests again over stores of row layout 2 (fixed-size columns first), the
 	@# default before records (docs/row-format.md), which stores made then keep; tests of one
 	@# layout's bytes name their layout.
-	@set -o pipefail; ARBOR_NEW_ROW_LAYOUT=2 $(SWIFT) test --skip-build --filter ArborTests 2>&1 | tee .build/test-layout2.log | tail -n 3
+	@ARBOR_NEW_ROW_LAYOUT=2 $(SWIFT) test --skip-build --filter ArborTests > .build/test-layout2.log 2>&1 || Scripts/test-failures.sh .build/test-layout2.log
+	@tail -n 3 .build/test-layout2.log
 	$(MAKE) fuzz-replay
 	$(MAKE) docs
 	@Scripts/test-summary.sh .build/test.log

@@ -342,7 +342,8 @@ struct ConflictTests {
         // interval expires.
         try ada.setValue(3000, forKey: "salary")
         try writer.save()
-        #expect(try salary(staleness: 0.05) == 2000)
+        // (An interval no stall of a loaded machine reaches: 0.05 s was missed under CI's load.)
+        #expect(try salary(staleness: 60) == 2000, "an interval the snapshot is younger than: the cached row")
         let deadline = Date().addingTimeInterval(0.06)
         while Date() < deadline { usleep(5_000) }
         #expect(try salary(staleness: 0.05) == 3000, "an interval the snapshot is older than: the store")

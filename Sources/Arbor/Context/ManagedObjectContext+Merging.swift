@@ -178,7 +178,13 @@ final class ChildContexts: @unchecked Sendable {
     }
 }
 
-/// A context held weakly.
-struct WeakContext: @unchecked Sendable {
-    weak var context: ManagedObjectContext?
+/// A context held weakly (without the side table a `weak` reference would give it: every retain
+/// and release of the context would take the runtime's slow path).
+struct WeakContext: Sendable {
+    private let reference: LeanWeakReference<ManagedObjectContext>
+
+    init(context: ManagedObjectContext) { reference = LeanWeakReference(context) }
+
+    /// The context, or nil once it has ended.
+    var context: ManagedObjectContext? { reference.object }
 }

@@ -1,4 +1,3 @@
-import CSwiftRuntime
 import Synchronization
 
 /// A context's registered objects, by ID: one instance per object ID (uniquing).
@@ -9,39 +8,26 @@ import Synchronization
 ///
 /// Not through a `weak` reference: a weak reference gives every managed object a side table,
 /// which slows each retain and release of it (measured: a quarter of a bulk insert's time).
-/// The registry keeps an `unowned` reference instead, and the object reports its end: its
-/// `deinit` appends its ID to the context's ``RetiredObjects`` (through its ``ContextLink``), and
-/// the registry drops those entries before it is next read.
-///
+/// The registry keeps a ``LeanWeakReference`` instead (weak, without the side table), and the
+/// object reports its end: its `deinit` appends its ID to the context's ``RetiredObjects``
+/// (through its ``ContextLink``), and the registry drops those entries before it is next read.
 /// The last reference to an object may go on another thread at any moment, even between that
-/// purge and a read of the entry, so an entry is never loaded as an `unowned` reference (that
-/// traps once the object has begun to end). It is loaded the way a `weak` reference is: the
-/// runtime's atomic "retain unless it is ending" (``Entry/object``), which gives nil for an
-/// object that is ending; the `unowned` reference only keeps the object's memory, so that this
-/// check reads a header that is still there.
+/// purge and a read of the entry: the read then gives nil, as a `weak` load would.
 struct ObjectRegistry: ~Copyable {
     struct Entry {
-        /// Keeps the object's memory (not the object) while the entry lives; never loaded.
-        unowned(safe) let memory: ManagedObject
-        /// The object's identity, readable after the object has ended.
-        let identity: ObjectIdentifier
+        /// The object, weakly.
+        let reference: LeanWeakReference<ManagedObject>
         /// The object itself while it is held strongly.
         var strongObject: ManagedObject?
 
         /// (The object is borrowed: an entry of an object held weakly counts no strong reference.)
         init(_ object: borrowing ManagedObject, strongly: Bool) {
-            memory = copy object
-            identity = ObjectIdentifier(copy object)
+            reference = LeanWeakReference(copy object)
             strongObject = strongly ? copy object : nil
         }
 
         /// The object, or nil when it has ended or is ending (on any thread).
-        var object: ManagedObject? {
-            if let strongObject { return strongObject }
-            let address = UnsafeMutableRawPointer(bitPattern: UInt(bitPattern: identity))!
-            guard let retained = swift_tryRetain(address) else { return nil }
-            return Unmanaged<ManagedObject>.fromOpaque(retained).takeRetainedValue()
-        }
+        var object: ManagedObject? { strongObject ?? reference.object }
     }
 
     private(set) var entries = ObjectIDTable<Entry>()
@@ -55,7 +41,7 @@ struct ObjectRegistry: ~Copyable {
         let ended = retired.take()
         // An entry with the identity of an ended object may name a new object at the same
         // address (an ending object's entry replaced, and its memory reused): kept while alive.
-        for (id, identity) in ended where entries[id]?.identity == identity && entries[id]?.object == nil {
+        for (id, identity) in ended where entries[id].map({ $0.reference.refers(to: identity) && $0.object == nil }) == true {
             entries[id] = nil
         }
     }

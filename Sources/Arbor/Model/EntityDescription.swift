@@ -22,7 +22,9 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     let temporaryIDSpace: ObjectIDSpace
 
     /// The parent entity.
-    public private(set) weak var superentity: EntityDescription?
+    public var superentity: EntityDescription? { superentityReference?.object }
+    /// ``superentity``, weakly (without a side table: see ``LeanWeakReference``).
+    private var superentityReference: LeanWeakReference<EntityDescription>?
     /// The direct sub-entities, by name.
     public private(set) var subentities: [EntityDescription] = []
 
@@ -159,7 +161,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     func sortSubentities() { subentities.sort { $0.name < $1.name } }
 
     func link(parent: EntityDescription) {
-        superentity = parent
+        superentityReference = LeanWeakReference(parent)
         parent.subentities.append(self)
     }
 

@@ -138,11 +138,15 @@ public final class RelationshipDescription: @unchecked Sendable, CustomStringCon
     public var isManyToMany: Bool { isToMany && inverseRelationship?.isToMany == true }
 
     /// The entity that declares it.
-    public private(set) weak var entity: EntityDescription?
+    public var entity: EntityDescription? { references?.entity.object }
     /// The entity it points at.
-    public private(set) weak var destinationEntity: EntityDescription?
+    public var destinationEntity: EntityDescription? { references?.destination.object }
     /// The inverse relationship.
-    public private(set) weak var inverseRelationship: RelationshipDescription?
+    public var inverseRelationship: RelationshipDescription? { references?.inverse.object }
+    /// The three above, weakly (without side tables: see ``LeanWeakReference``), set once while
+    /// the model is made.
+    private var references: (entity: LeanWeakReference<EntityDescription>, destination: LeanWeakReference<EntityDescription>,
+                             inverse: LeanWeakReference<RelationshipDescription>)?
 
     init(_ spec: Relationship) {
         name = spec.name
@@ -159,9 +163,7 @@ public final class RelationshipDescription: @unchecked Sendable, CustomStringCon
 
     /// Sets the references, while the model is being made.
     func resolve(entity: EntityDescription, destination: EntityDescription, inverse: RelationshipDescription) {
-        self.entity = entity
-        destinationEntity = destination
-        inverseRelationship = inverse
+        references = (LeanWeakReference(entity), LeanWeakReference(destination), LeanWeakReference(inverse))
     }
 
     public var description: String {

@@ -26,6 +26,35 @@ struct FoldedSearchTests {
         "\u{212A}elvin", "kelvin", "\u{130}nce", "ince", "\u{212A}im", "KIM", "\u{130}", "Straße", "STRASSE", "a*b", "a\\b", "x?y", "", nil, "nul\u{0}l", "Zoë", "ZOE",
     ]
 
+    @Test("the substring search of the scan's CONTAINS finds what a search position by position finds: patterns of every length in texts short and long, at the start, the end, overlapping, and absent")
+    func substringSearch() throws {
+        var random = SplitMix64(seed: 0xC0A7_0001)
+        func naive(_ text: [UInt8], _ pattern: [UInt8]) -> Bool {
+            guard pattern.count <= text.count else { return false }
+            return (0...(text.count - pattern.count)).contains { Array(text[$0..<($0 + pattern.count)]) == pattern }
+        }
+        var found = 0, cases = 0
+        for _ in 0..<20_000 {
+            // A small alphabet makes partial matches and repeats common.
+            let length = Int(random.next() % 2 == 0 ? random.next() % 40 : random.next() % 300)
+            let text = (0..<length).map { _ in UInt8(97 + random.next() % 3) }
+            let patternLength = 1 + Int(random.next() % 9)
+            var pattern = (0..<patternLength).map { _ in UInt8(97 + random.next() % 3) }
+            if !text.isEmpty && random.next() % 2 == 0 && patternLength <= text.count {
+                // Taken from the text: at its start, its end or anywhere.
+                let start = [0, text.count - patternLength, Int(random.next() % UInt64(text.count - patternLength + 1))][Int(random.next() % 3)]
+                pattern = Array(text[start..<(start + patternLength)])
+            }
+            guard pattern.count <= text.count else { continue }
+            let expected = naive(text, pattern)
+            let answer = text.withUnsafeBytes { t in pattern.withUnsafeBytes { ScanFilter.contains(t, $0) } }
+            #expect(answer == expected, "\(text) \(pattern)")
+            cases += 1
+            if expected { found += 1 }
+        }
+        #expect(found > cases / 4 && found < cases * 3 / 4, "\(found) of \(cases) found")
+    }
+
     /// Every row's encoded bytes, as the scan sees them.
     static func rows(of store: NativeStore) throws -> [[UInt8]] {
         var rows: [[UInt8]] = []

@@ -4,6 +4,6 @@
 # fails, so that the end of the output (all a CI summary may keep) names the failure.
 log="$1"
 echo "---- failures in $log ----"
-grep -E 'recorded an issue|Fatal error|Caught error|[Ss]ignal [0-9]+|✘ Test run' "$log" | grep -v '^r[0-9a-z]* *0x' | head -n 60
+grep -E 'recorded an issue|Fatal error|Caught error|[Ss]ignal [0-9]+|signal code [0-9]+|Program crashed|✘ Test run' "$log" | grep -v '^r[0-9a-z]* *0x' | head -n 60
 echo "---- (the whole log: $log) ----"
 exit 1

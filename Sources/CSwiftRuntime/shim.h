@@ -9,6 +9,12 @@
 ///
 /// Arbor's object registry loads its entries through it (Sources/Arbor/Context/ObjectRegistry.swift):
 /// the last reference to a managed object may go on any thread while its context reads its entry.
+#ifdef __cplusplus
+extern "C" {
+#endif
 void *_Nullable swift_tryRetain(void *_Nonnull object);
+#ifdef __cplusplus
+}
+#endif
 
 #endif

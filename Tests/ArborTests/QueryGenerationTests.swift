@@ -159,6 +159,26 @@ struct QueryGenerationTests {
         #expect(changed.withLock { $0 } == pinned.queryGenerationToken)
     }
 
+    @Test("a pinned context that ends takes its pin with it; a parent keeps no entry of children that ended")
+    func endedContextsLeaveNoEntries() throws {
+        let stack = try HistoryTests.tracking(try BatchDeleteTests.model())
+        let writer = stack.context()
+        _ = try stack.insert("Department", in: writer, ["name": "D"])
+        try writer.save()
+        func pins() -> Int { stack.coordinator.generationPins.withLock { $0.count } }
+        do {
+            let pinned = stack.context()
+            try pinned.setQueryGenerationFrom(.current)
+            #expect(pins() == 1)
+        }
+        #expect(pins() == 0, "the pin went with its context")
+        let parent = privateContext(stack.coordinator, name: "parent")
+        for index in 0..<50 { _ = privateContext(parent: parent, name: "child \(index)") }
+        let kept = privateContext(parent: parent, name: "kept")
+        #expect(parent.children.entryCount <= 2, "\(parent.children.entryCount) entries")
+        #expect(parent.children.all.map(ObjectIdentifier.init) == [ObjectIdentifier(kept)])
+    }
+
     @Test("a pinned context merging another's save moves on to the current generation")
     func mergingMovesOn() throws {
         let stack = try HistoryTests.tracking(try BatchDeleteTests.model())

@@ -69,9 +69,10 @@ extension ManagedObjectContext {
             self.mergeObserver = nil
             return
         }
-        mergeObserver = NotificationCenter.default.addObserver(forName: Self.didSaveObjectsNotification, object: nil, queue: nil) {
-            [weak self] notification in
-            self?.anotherContextDidSave(notification)
+        // Held as a `WeakContext`, not captured `weak`: that would give the context a side table.
+        let context = WeakContext(context: self)
+        mergeObserver = NotificationCenter.default.addObserver(forName: Self.didSaveObjectsNotification, object: nil, queue: nil) { notification in
+            context.context?.anotherContextDidSave(notification)
         }
     }
 
@@ -161,13 +162,20 @@ final class ChildContexts: @unchecked Sendable {
     var hadAny: Bool { everAdded.load(ordering: .relaxed) }
 
     func add(_ context: ManagedObjectContext) {
-        lock.withLock { contexts[ObjectIdentifier(context)] = WeakContext(context: context) }
+        lock.withLock {
+            // Entries of children that ended go (each keeps its context's memory).
+            contexts = contexts.filter { $0.value.context != nil }
+            contexts[ObjectIdentifier(context)] = WeakContext(context: context)
+        }
         everAdded.store(true, ordering: .relaxed)
     }
 
     func remove(_ context: ManagedObjectContext) {
         _ = lock.withLock { contexts.removeValue(forKey: ObjectIdentifier(context)) }
     }
+
+    /// The entries held, of children alive or ended (tests).
+    var entryCount: Int { lock.withLock { contexts.count } }
 
     /// The children still alive.
     var all: [ManagedObjectContext] {

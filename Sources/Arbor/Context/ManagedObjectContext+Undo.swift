@@ -87,7 +87,8 @@ extension ManagedObjectContext {
         // One step per event, unless the application has a group open (its group takes it).
         let byEvent = undoManager.groupsByEvent && undoManager.groupingLevel == 0
         if byEvent { undoManager.beginUndoGrouping() }
-        undoManager.registerUndo { [weak self] in self?.apply(steps, forward: false) }
+        let context = WeakContext(context: self)
+        undoManager.registerUndo { context.context?.apply(steps, forward: false) }
         if byEvent { undoManager.endUndoGrouping() }
     }
 
@@ -112,7 +113,8 @@ extension ManagedObjectContext {
             if !state.exists && exists(object) { retire(object) }
             objectDidChange(object, noting: true)
         }
-        _undoManager?.registerUndo { [weak self] in self?.apply(steps, forward: !forward) }
+        let context = WeakContext(context: self)
+        _undoManager?.registerUndo { context.context?.apply(steps, forward: !forward) }
     }
 
     /// Sets a slot as undo or redo says, keeping the object's changed slots right.

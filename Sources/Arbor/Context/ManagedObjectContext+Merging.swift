@@ -144,8 +144,9 @@ extension ManagedObjectContext {
         propagateDeletes()
         pendingDeletes = waiting
         forget(gone)
+        // Faults of the objects inserted there ("faults in any newly-inserted objects": seed 000).
         for id in change.insertedObjectIDs where registeredObject(for: id) == nil {
-            if let object = resolve(id) { noteInserted(object) }
+            if let entity = modelEntity(of: id) { noteInserted(makeFault(id, entity: entity)) }
         }
         postObjectsDidChange()
     }

@@ -425,11 +425,19 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     func missingRows(_ ids: [ManagedObjectID], in transaction: ReadTransaction) throws -> [ManagedObjectID] {
         var missing: [ManagedObjectID] = []
         var trees: [ObjectIdentifier: Tree?] = [:]
+        // IDs come in runs of one entity: the hierarchy and tree found for the last one's name
+        // serve the next (equal names share their storage: the comparison rarely reads them).
+        var last: (name: String, root: EntityDescription, tree: Tree?)?
+        let keys = ids.map { $0.primaryKey ?? 0 }
         // In key order (a leaf read once for its rows), whatever their entities.
-        for id in ids.sorted(by: { ($0.primaryKey ?? 0) < ($1.primaryKey ?? 0) }) {
-            let root = try entity(id.entityName).rootEntity
-            if trees[ObjectIdentifier(root)] == nil { trees[ObjectIdentifier(root)] = try transaction.tree(named: Self.rowsTree(root)) }
-            guard let tree = trees[ObjectIdentifier(root)] ?? nil,
+        for position in ids.indices.sorted(by: { keys[$0] < keys[$1] }) {
+            let id = ids[position]
+            if last?.name != id.entityName {
+                let root = try entity(id.entityName).rootEntity
+                if trees[ObjectIdentifier(root)] == nil { trees[ObjectIdentifier(root)] = try transaction.tree(named: Self.rowsTree(root)) }
+                last = (id.entityName, root, trees[ObjectIdentifier(root)] ?? nil)
+            }
+            guard let root = last?.root, let tree = last?.tree,
                   let name = try withKey(try primaryKey(of: id), { key in try tree.withValue(forKey: key) { entityName(ofRow: $0, hierarchy: root) } }),
                   name == id.entityName else {
                 missing.append(id)

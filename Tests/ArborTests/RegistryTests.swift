@@ -188,19 +188,26 @@ struct RegistryTests {
         #expect(stack.coordinator.rowCacheStatistics.snapshots == 0, "no snapshot is left held")
     }
 
-    @Test("objects ending on other threads while their context reads their entries: it finds each object or none, never an ended one (run under Thread Sanitizer too)")
-    func objectsEndOnOtherThreadsWhileTheirContextReadsThem() async throws {
+    /// Objects handed across threads on purpose: only their ends happen there.
+    final class Box: @unchecked Sendable {
+        var objects: [ManagedObject]
+        /// Set once `objects` were let go.
+        let done = Atomic<Bool>(false)
+        init(_ objects: [ManagedObject]) { self.objects = objects }
+    }
+
+    /// A stack with 64 saved departments, and their IDs.
+    static func savedDepartments() throws -> (Stack, [ManagedObjectID]) {
         let stack = try Stack()
         let setup = stack.context()
         let inserted = try (0..<64).map { try stack.insert("Department", in: setup, ["name": "D\($0)", "budget": $0]) }
         try setup.save()
-        let ids = inserted.map(\.objectID)
-        /// Objects handed across threads on purpose: only their ends happen there.
-        final class Box: @unchecked Sendable {
-            var objects: [ManagedObject]
-            let done = Atomic<Bool>(false)
-            init(_ objects: [ManagedObject]) { self.objects = objects }
-        }
+        return (stack, inserted.map(\.objectID))
+    }
+
+    @Test("objects ending on other threads while their context reads their entries: it finds each object or none, never an ended one (run under Thread Sanitizer too)")
+    func objectsEndOnOtherThreadsWhileTheirContextReadsThem() async throws {
+        let (stack, ids) = try Self.savedDepartments()
         let context = stack.context()
         var found = 0
         for _ in 0..<200 {
@@ -228,16 +235,7 @@ struct RegistryTests {
 
     @Test("objects ending on other threads while their context ends: none reaches the context (run under Thread Sanitizer too)")
     func objectsEndOnOtherThreadsAsTheirContextEnds() async throws {
-        let stack = try Stack()
-        let setup = stack.context()
-        let inserted = try (0..<64).map { try stack.insert("Department", in: setup, ["name": "D\($0)", "budget": $0]) }
-        try setup.save()
-        let ids = inserted.map(\.objectID)
-        /// Objects handed across threads on purpose: only their ends happen there.
-        final class Box: @unchecked Sendable {
-            var objects: [ManagedObject]
-            init(_ objects: [ManagedObject]) { self.objects = objects }
-        }
+        let (stack, ids) = try Self.savedDepartments()
         for _ in 0..<200 {
             var context: ManagedObjectContext? = stack.context()
             let box = Box(try ids.map { try context!.existingObject(with: $0) })

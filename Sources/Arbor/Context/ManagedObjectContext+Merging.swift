@@ -164,8 +164,7 @@ final class ChildContexts: @unchecked Sendable {
 
     func add(_ context: ManagedObjectContext) {
         lock.withLock {
-            // Entries of children that ended go (each keeps its context's memory).
-            contexts = contexts.filter { $0.value.context != nil }
+            dropEnded()
             contexts[ObjectIdentifier(context)] = WeakContext(context: context)
         }
         everAdded.store(true, ordering: .relaxed)
@@ -181,9 +180,14 @@ final class ChildContexts: @unchecked Sendable {
     /// The children still alive.
     var all: [ManagedObjectContext] {
         lock.withLock {
-            contexts = contexts.filter { $0.value.context != nil }
+            dropEnded()
             return contexts.values.compactMap(\.context)
         }
+    }
+
+    /// Drops the entries of children that ended (each keeps its context's memory); under the lock.
+    private func dropEnded() {
+        contexts = contexts.filter { $0.value.context != nil }
     }
 }
 

@@ -237,7 +237,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         if let mergeObserver { NotificationCenter.default.removeObserver(mergeObserver) }
         // A pin to a query generation goes with the context (its entry would keep the
         // context's memory).
-        if queryGeneration != nil { _ = persistentStoreCoordinator?.generationPins.withLock { $0.removeValue(forKey: ObjectIdentifier(self)) } }
+        unpinQueryGeneration()
         // Objects that outlive the context find nil through their link from now on.
         link.context = nil
     }

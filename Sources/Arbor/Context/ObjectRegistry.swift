@@ -39,9 +39,10 @@ struct ObjectRegistry: ~Copyable {
         let retired = link.retired
         guard !retired.isEmpty else { return }
         let ended = retired.take()
-        // An entry with the identity of an ended object may name a new object at the same
-        // address (an ending object's entry replaced, and its memory reused): kept while alive.
-        for (id, identity) in ended where entries[id].map({ $0.reference.refers(to: identity) && $0.object == nil }) == true {
+        for (id, identity) in ended {
+            // An entry made for the same address may name a new object there (an ending
+            // object's entry replaced, and its memory reused): it stays while its object lives.
+            guard let entry = entries[id], entry.reference.refers(to: identity), entry.object == nil else { continue }
             entries[id] = nil
         }
     }

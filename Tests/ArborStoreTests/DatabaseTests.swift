@@ -647,6 +647,52 @@ struct ForEachTests {
         }
     }
 
+    @Test("a batched lookup answers each key as a lookup of its own would — random order, repeats, missing keys, inline, compressed and overflowing values, trees of one leaf and of several levels, a small cache — and the tree cannot change meanwhile",
+          arguments: [(512, 3), (512, 600), (4096, 600), (4096, 5000)])
+    func batchedLookups(pageSize: Int, rows: Int) throws {
+        // A cache of 16 pages: a group's leaves may be evicted between its phases.
+        let database = try Database(path: "/db", options: simulatedOptions(SimulatedDisk(), pageSize: pageSize, cacheSize: 16 * pageSize))
+        var random = SplitMix64(seed: UInt64(pageSize + rows))
+        try database.write { (tx) throws in
+            let tree = try tx.createTree(named: "t")
+            for i in 0..<rows {
+                let value = i % 97 == 1 ? (0..<5000).map { _ in UInt8(truncatingIfNeeded: random.next()) } : sampleValue(i)
+                try tree.put(KeyEncoding.encode([.int(Int64(i * 2))]), value)
+            }
+            // Keys of other lengths beside the integers: one leaf's slots may share a head.
+            for i in 0..<rows / 10 { try tree.put(KeyEncoding.encode([.int(Int64(i * 2)), .string("x\(i)")]), [UInt8(i % 256)]) }
+        }
+        try database.read { (tx) throws in
+            let tree = try #require(try tx.tree(named: "t"))
+            for round in 0..<20 {
+                var keys = KeyBatch()
+                var asked: [[UInt8]] = []
+                for _ in 0..<(round == 0 ? 0 : Int(random.next() % 40) + 1) {
+                    let n = Int64(random.next() % UInt64(2 * rows + 4)) - 2
+                    let key = random.next() % 5 == 0 ? KeyEncoding.encode([.int(n), .string("x\(n / 2)")]) : KeyEncoding.encode([.int(n)])
+                    keys.append(key)
+                    asked.append(key)
+                }
+                var answered: [Int] = []
+                try tree.visitValues(forKeys: keys) { position, value in
+                    answered.append(position)
+                    let single = try asked[position].withUnsafeBytes { try tree.withValue(forKey: $0) { Array($0) } }
+                    #expect(value.map(Array.init) == single, "key \(asked[position])")
+                }
+                #expect(answered == Array(asked.indices))
+            }
+        }
+        try database.write { (tx) throws in
+            let tree = try tx.tree(named: "t")!
+            var keys = KeyBatch()
+            keys.append(KeyEncoding.encode([.int(0)]))
+            var code: StoreError.Code?
+            try tree.visitValues(forKeys: keys) { _, _ in code = storeErrorCode({ try tree.put([1], [2]) }) }
+            #expect(code == .misuse)
+            #expect(try tree.get([1]) == nil)
+        }
+    }
+
     @Test("a record prefilter skips exactly the records whose integer columns fail a comparison, every column before holding an integer; malformed records are left to the scan")
     func recordPrefilter() throws {
         let database = try Database(path: "/db", options: simulatedOptions(SimulatedDisk(), pageSize: 512, cacheSize: 128 * 512))

@@ -390,6 +390,11 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     private func storeByStore<Value>(_ ids: [ManagedObjectID],
                                      _ read: (any PersistentStore, [ManagedObjectID]) throws -> [Value?]) throws -> [Value?] {
         try locked {
+            // All of one store (the common case): asked as they are, nothing regrouped.
+            if let first = ids.first?.storeIdentifier, let store = store(identified: first),
+               ids.allSatisfy({ $0.storeIdentifier == first }) {
+                return try read(store, ids)
+            }
             var result = [Value?](repeating: nil, count: ids.count)
             var byStore: [UUID: [Int]] = [:]
             for (position, id) in ids.enumerated() {

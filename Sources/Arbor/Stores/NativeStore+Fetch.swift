@@ -102,8 +102,7 @@ extension NativeStore {
         }
         return try Self.storeError("read \(name) of \(objectIDs.count) rows") {
             try database.read { transaction in
-                var result: [AttributeValue?] = []
-                result.reserveCapacity(objectIDs.count)
+                var result = [AttributeValue?](repeating: nil, count: objectIDs.count)
                 var hierarchies: [(space: UnsafeMutableRawPointer, hierarchy: Hierarchy)] = []
                 func hierarchy(of id: ManagedObjectID) throws -> Int {
                     if let known = hierarchies.firstIndex(where: { $0.space == id.spaceAddress }) { return known }
@@ -111,56 +110,78 @@ extension NativeStore {
                     hierarchies.append((id.spaceAddress, Hierarchy(tree: try transaction.tree(named: Self.rowsTree(entity)))))
                     return hierarchies.count - 1
                 }
-                for id in objectIDs {
+                // Each hierarchy's keys in one batched lookup (usually there is one).
+                var positions: [[Int]] = []
+                for (position, id) in objectIDs.enumerated() {
                     let index = try hierarchy(of: id)
-                    guard let tree = hierarchies[index].hierarchy.tree else {
-                        result.append(nil)
-                        continue
-                    }
-                    let value = try withKey(try primaryKey(of: id)) { key in
-                        try tree.withValue(forKey: key) { bytes -> AttributeValue? in
-                            let known = hierarchies[index].hierarchy.entities.first { $0.format.owns(bytes) }
-                            guard let (format, place) = try known ?? {
-                                guard let rowEntity = entityName(ofRow: bytes, hierarchy: try self.entity(id.entityName)) else {
-                                    throw ArborError(.store, "the row of \(id) is malformed", objectID: id)
-                                }
-                                let format = format(of: try self.entity(rowEntity))
-                                hierarchies[index].hierarchy.entities.append((format, format.places[name]))
-                                return (format, format.places[name])
-                            }(), case .attribute(let component, let type)? = place else { return nil }
-                            do {
-                                return try format.attributeValue(atComponent: component, kind: type.kind, in: bytes)
-                            } catch let error as StoreError {
-                                throw ArborError(.store, "the row of \(id) is malformed: \(error.message)", objectID: id)
+                    if index == positions.count { positions.append([]) }
+                    positions[index].append(position)
+                }
+                for (index, members) in positions.enumerated() {
+                    guard let tree = hierarchies[index].hierarchy.tree else { continue }
+                    var keys = KeyBatch(reservingCapacity: members.count)
+                    for position in members { try withKey(try primaryKey(of: objectIDs[position])) { keys.append($0) } }
+                    try tree.visitValues(forKeys: keys) { member, bytes in
+                        guard let bytes else { return }
+                        let id = objectIDs[members[member]]
+                        let known = hierarchies[index].hierarchy.entities.first { $0.format.owns(bytes) }
+                        guard let (format, place) = try known ?? {
+                            guard let rowEntity = entityName(ofRow: bytes, hierarchy: try self.entity(id.entityName)) else {
+                                throw ArborError(.store, "the row of \(id) is malformed", objectID: id)
                             }
+                            let format = format(of: try self.entity(rowEntity))
+                            hierarchies[index].hierarchy.entities.append((format, format.places[name]))
+                            return (format, format.places[name])
+                        }(), case .attribute(let component, let type)? = place else { return }
+                        do {
+                            result[members[member]] = try format.attributeValue(atComponent: component, kind: type.kind, in: bytes)
+                        } catch let error as StoreError {
+                            throw ArborError(.store, "the row of \(id) is malformed: \(error.message)", objectID: id)
                         }
                     }
-                    result.append(value ?? nil)
                 }
                 return result
             }
         }
     }
 
-    /// The rows of several objects in one read transaction (nil for those that have none).
+    /// The rows of several objects in one read transaction (nil for those that have none): the
+    /// keys of each hierarchy's rows tree in one batched lookup.
     public func rows(for objectIDs: [ManagedObjectID]) throws -> [StoreRow?] {
         try Self.storeError("read \(objectIDs.count) rows") {
             try database.read { transaction in
-                var trees: [ObjectIdentifier: Tree] = [:]
-                return try objectIDs.map { id -> StoreRow? in
-                    let entity = try entity(id.entityName)
-                    let root = entity.rootEntity
-                    let tree: Tree
-                    if let known = trees[ObjectIdentifier(root)] {
-                        tree = known
-                    } else {
-                        guard let opened = try transaction.tree(named: Self.rowsTree(entity)) else { return nil }
-                        trees[ObjectIdentifier(root)] = opened
-                        tree = opened
+                var result = [StoreRow?](repeating: nil, count: objectIDs.count)
+                // Each hierarchy's tree and the positions of its IDs (usually one hierarchy),
+                // found by the ID's space, then by its root entity.
+                var groups: [(root: ObjectIdentifier, tree: Tree?, positions: [Int])] = []
+                var spaces: [(space: UnsafeMutableRawPointer, group: Int)] = []
+                for (position, id) in objectIDs.enumerated() {
+                    if let known = spaces.first(where: { $0.space == id.spaceAddress }) {
+                        groups[known.group].positions.append(position)
+                        continue
                     }
-                    guard let row = try readRow(id, in: tree) else { return nil }
-                    return row.entityName == entity.name ? row : nil
+                    let entity = try entity(id.entityName)
+                    let root = ObjectIdentifier(entity.rootEntity)
+                    let group = try groups.firstIndex { $0.root == root } ?? {
+                        groups.append((root, try transaction.tree(named: Self.rowsTree(entity)), []))
+                        return groups.count - 1
+                    }()
+                    spaces.append((id.spaceAddress, group))
+                    groups[group].positions.append(position)
                 }
+                for (_, tree, positions) in groups {
+                    guard let tree else { continue }
+                    var keys = KeyBatch(reservingCapacity: positions.count)
+                    for position in positions { try withKey(try primaryKey(of: objectIDs[position])) { keys.append($0) } }
+                    try tree.visitValues(forKeys: keys) { member, bytes in
+                        guard let bytes else { return }
+                        let id = objectIDs[positions[member]]
+                        let row = try decode(bytes, objectID: id)
+                        // A row of another entity of the hierarchy is not this ID's.
+                        if row.entityName == id.entityName { result[positions[member]] = row }
+                    }
+                }
+                return result
             }
         }
     }

@@ -170,19 +170,27 @@ struct BTree {
     func visitValue(_ key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool {
         let (leaf, index, found) = try locate(key)
         guard found else { return false }
+        return try visitValue(leaf: leaf, { _ in index }, body)
+    }
+
+    /// Calls `body` with the value of the cell of leaf `leaf` that `position` picks from the node
+    /// (see ``visitValue(_:_:)``); returns false when it picks none.
+    @inline(__always)
+    func visitValue(leaf: PageNumber, _ position: (NodeView) -> Int?, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool {
         // The cell to read the value from, when it could not be read in place.
-        let cell = try pager.withPage(leaf) { page -> LeafCell? in
+        let (picked, cell) = try pager.withPage(leaf) { page -> (Bool, LeafCell?) in
             let node = NodeView(body: page)
+            guard let index = position(node) else { return (false, nil) }
             let (flags, stored, _, start) = node.value(index)
-            guard flags == 0 else { return LeafCell(node, index) }
+            guard flags == 0 else { return (true, LeafCell(node, index)) }
             guard start + stored <= page.count else {
                 throw StoreError.corrupt(page: leaf, "cell \(index) claims a \(stored)-byte value", path: pager.path)
             }
             try body(UnsafeRawBufferPointer(rebasing: page[start..<(start + stored)]))
-            return nil
+            return (true, nil)
         }
         if let cell { try cell.value(tree: self).withUnsafeBytes(body) }
-        return true
+        return picked
     }
 
     /// The value of leaf cell `index` on `page` (read from its overflow chain and decompressed as

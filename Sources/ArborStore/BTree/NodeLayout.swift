@@ -241,15 +241,31 @@ struct NodeView {
         }
     }
 
+    /// Where a search for `key` starts: a position found without comparing any entry (0 or
+    /// `count` when `key` sorts below or above every key with the node's prefix), or the head of
+    /// `key` to compare the entries' heads against.
+    enum SearchStart {
+        case position(Int)
+        case head(UInt16)
+    }
+
+    @inline(__always)
+    func searchStart(_ key: UnsafeRawBufferPointer) -> SearchStart {
+        switch relation(of: key) {
+        case .below: return .position(0)
+        case .above: return .position(count)
+        case .shares: return .head(Self.head(of: key, prefix: prefixLength))
+        }
+    }
+
     /// Index of the first key ≥ `key` (leaves), and whether it is equal.
     @inline(__always)
     func lowerBound(_ key: UnsafeRawBufferPointer) -> (index: Int, found: Bool) {
-        switch relation(of: key) {
-        case .below: return (0, false)
-        case .above: return (count, false)
-        case .shares: break
+        let keyHead: UInt16
+        switch searchStart(key) {
+        case .position(let position): return (position, false)
+        case .head(let head): keyHead = head
         }
-        let keyHead = Self.head(of: key, prefix: prefixLength)
         var low = 0, high = count
         while low < high {
             let mid = (low + high) >> 1
@@ -265,20 +281,34 @@ struct NodeView {
         return (low, false)
     }
 
+    /// Index of the first slot whose head is at least `key`'s (0 or `count` when `key` sorts
+    /// outside the prefix): where ``lowerBound(_:)`` lands or starts comparing whole keys,
+    /// found from the slot array alone, without reading a cell.
+    @inline(__always)
+    func headLowerBound(_ key: UnsafeRawBufferPointer) -> Int {
+        switch searchStart(key) {
+        case .position(let position): return position
+        case .head(let keyHead): return partitionPoint { head($0) < keyHead }
+        }
+    }
+
     /// Index of the child to follow for `key` in an interior node: the first cell whose key is
     /// greater than `key`, or `count` for the right-most child.
     @inline(__always)
     func childIndex(for key: UnsafeRawBufferPointer) -> Int {
-        switch relation(of: key) {
-        case .below: return 0
-        case .above: return count
-        case .shares: break
+        switch searchStart(key) {
+        case .position(let position): return position
+        case .head(let keyHead): return partitionPoint { compare($0, key, keyHead: keyHead) <= 0 }
         }
-        let keyHead = Self.head(of: key, prefix: prefixLength)
+    }
+
+    /// The first index of `0..<count` where `before` is false (it holds on a prefix of them).
+    @inline(__always)
+    private func partitionPoint(_ before: (Int) -> Bool) -> Int {
         var low = 0, high = count
         while low < high {
             let mid = (low + high) >> 1
-            if compare(mid, key, keyHead: keyHead) <= 0 {
+            if before(mid) {
                 low = mid + 1
             } else {
                 high = mid

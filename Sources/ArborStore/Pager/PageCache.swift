@@ -259,6 +259,15 @@ final class PageCache {
         arbor_prefetch_range(images + frame * pageSize, pageSize)
     }
 
+    /// Asks the processor for the first `byteCount` bytes of `page`'s image when the page is
+    /// cached (a hint, as ``prefetch(_:)``): a node's header and slot array, which a lookup reads
+    /// first. Batched lookups ask for the leaves of several keys before searching any of them.
+    @inline(__always)
+    func prefetchHead(_ page: PageNumber, byteCount: Int) {
+        guard let frame = find(page) else { return }
+        arbor_prefetch_range(images + frame * pageSize, min(byteCount, pageSize))
+    }
+
     /// Asks the processor for the table slot where a lookup of `page` starts (a hint). A scan
     /// asks for the slot of the leaf after next: the lookup that finds the next leaf's frame
     /// then does not wait on memory either (the table is spread over megabytes, so a lookup's

@@ -204,6 +204,33 @@ struct ObjectGraphTests {
         #expect(try sales.value(forKeyPath: "name.@count") as? Int == 1, "@count of a single value is 1")
     }
 
+    @Test("key paths through to-one hops give what value(forKey:) does key by key — nil on the way, through a to-many, other paths asked in turn on one context, paths built at run time")
+    func toOneHops() throws {
+        let graph = try Graph()
+        let sales = try graph.department("Sales")
+        let ada = try graph.employee("Ada", "Lovelace", salary: 3000, in: sales)
+        let loner = try graph.employee("Lone", "Wolf")
+        // Two paths in turn: the context remembers the last one split, never answers with it
+        // for another.
+        for round in 0..<3 {
+            #expect(try ada.value(forKeyPath: "department.name") as? String == "Sales", "round \(round)")
+            #expect(try ada.value(forKeyPath: "department.employees.@count") as? Int == 1, "round \(round)")
+            #expect(try ada.value(forKeyPath: ["department", "name"].joined(separator: ".")) as? String == "Sales")
+            #expect(try loner.value(forKeyPath: "department.name") == nil)
+            #expect(try ada.value(forKeyPath: "firstName") as? String == "Ada")
+        }
+        // After a nil to-one the path gives nil, as key-value coding does on nil.
+        #expect(try loner.value(forKeyPath: "department.employees.@count") == nil)
+        #expect(try loner.value(forKeyPath: "department.employees") == nil)
+        // A to-many on the way gives the values of its objects, each once.
+        let names = try #require(try sales.value(forKeyPath: "employees.department.name") as? [Any])
+        #expect(names.compactMap { $0 as? String } == ["Sales"])
+        // Unknown keys after a to-one hop are typed errors, as before.
+        let error = #expect(throws: ArborError.self) { _ = try ada.value(forKeyPath: "department.headcount") }
+        #expect(error?.code == .unknownKey)
+        #expect(throws: ArborError.self) { _ = try ada.value(forKeyPath: "department..name") }
+    }
+
     @Test("key paths and predicates compute collection operators alike: strings by Unicode scalars, an Int64 overflow as the exact Decimal")
     func keyPathsAgreeWithPredicates() throws {
         let graph = try Graph()

@@ -43,6 +43,9 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// save's did-save reports the same objects (in the same order) when one event made them
     /// all, and posts the same set instead of building it again. Cleared by did-save.
     var lastInsertedSet: (objects: [ManagedObject], set: Set<ManagedObject>)?
+    /// The last key path `value(forKeyPath:)` was asked on this context's objects, split into
+    /// its keys (a loop over objects asks the same path of each).
+    @exclusivity(unchecked) var lastKeyPath: (path: String, keys: [String])?
     /// The streams of ``changes``.
     let changeStreams = ChangeStreams()
     /// The query generation the context is pinned to (nil: it reads the stores as they are).

@@ -57,17 +57,7 @@ enum KeyPathEvaluator {
         guard !key.isEmpty else {
             throw ArborError(.unknownKey, "a key path has an empty key", key: key)
         }
-        if let object = root as? ManagedObject {
-            // `employees.@sum.salary` on an unloaded to-many: from the store's rows, when they
-            // tell what the objects would (ManagedObjectContext.aggregateFromRows).
-            if let name = rest.first, let operation = CollectionOperator(rawValue: name), operation != .distinctUnionOfObjects,
-               rest.count == (operation == .count ? 1 : 2), let context = object.managedObjectContext,
-               let relationship = object.entity.relationshipsByName[key], relationship.isToMany,
-               let answer = try context.aggregateFromRows(of: object, through: relationship, operation, rest.dropFirst().first) {
-                return answer
-            }
-            return try evaluate(rest, on: try object.value(forKey: key))
-        }
+        if let object = root as? ManagedObject { return try evaluate(path, onObject: object) }
         guard let root else { return nil }
         // Through a collection: the path continues on every element; the results are flattened.
         // A key after a plain value (`name.count`) names nothing.
@@ -82,6 +72,35 @@ enum KeyPathEvaluator {
         }
         if root is [Any] { return flat }
         return try distinct(flat)
+    }
+
+    /// ``evaluate(_:on:)`` from an object: to-one hops followed object to object (no value boxed
+    /// and cast back per hop), until the path ends, meets an operator or leaves the objects.
+    private static func evaluate(_ path: ArraySlice<String>, onObject root: ManagedObject) throws -> Any? {
+        var object = root
+        var path = path
+        while let key = path.first, !key.hasPrefix("@") {
+            guard !key.isEmpty else {
+                throw ArborError(.unknownKey, "a key path has an empty key", key: key)
+            }
+            let rest = path.dropFirst()
+            guard let next = rest.first else { return try object.value(forKey: key) }
+            // `employees.@sum.salary` on an unloaded to-many: from the store's rows, when they
+            // tell what the objects would (ManagedObjectContext.aggregateFromRows).
+            if next.hasPrefix("@"), let operation = CollectionOperator(rawValue: next), operation != .distinctUnionOfObjects,
+               rest.count == (operation == .count ? 1 : 2), let context = object.managedObjectContext,
+               let relationship = object.entity.relationshipsByName[key], relationship.isToMany,
+               let answer = try context.aggregateFromRows(of: object, through: relationship, operation, rest.dropFirst().first) {
+                return answer
+            }
+            guard let destination = try object.toOneDestination(forKey: key) else {
+                return try evaluate(rest, on: try object.value(forKey: key))
+            }
+            guard let destination else { return try evaluate(rest, on: nil) }
+            object = destination
+            path = rest
+        }
+        return try evaluate(path, on: object)
     }
 
     /// Reads the rows of the faults among `elements` in one batch before `path` is read on each

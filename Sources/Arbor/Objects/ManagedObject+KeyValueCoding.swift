@@ -30,6 +30,22 @@ extension ManagedObject {
         return presentable(values[slot: slot] ?? .none, key: key)
     }
 
+    /// The value of `key` when it names a relationship holding one object or none — the object,
+    /// not boxed as ``value(forKey:)`` gives it (key paths follow to-one hops with it); nil when
+    /// `key` names something else (the relationship is loaded then, as ``value(forKey:)`` would).
+    func toOneDestination(forKey key: String) throws -> ManagedObject?? {
+        checkQueue()
+        guard let slot = entity.propertyLayout.index[key], entity.attributeInSlot[slot] == nil else { return nil }
+        observationAccess(slot)
+        try fireFault()
+        try loadRelationship(key)
+        switch values[slot: slot] ?? .none {
+        case .object(let id): return .some(destination(id))
+        case .none: return .some(nil)
+        case .attribute, .objects: return nil
+        }
+    }
+
     /// The value at the end of `keyPath` (keys separated by dots), following relationships:
     /// through a to-many relationship the path continues on every object and gives the set (or,
     /// ordered, the array) of their values. The collection operators `@count`, `@sum`, `@avg`,
@@ -39,7 +55,14 @@ extension ManagedObject {
     /// - Throws: as ``value(forKey:)``; ``ArborError/Code/unknownKey`` for an unknown operator.
     public func value(forKeyPath keyPath: String) throws -> Any? {
         checkQueue()
-        return try KeyPathEvaluator.evaluate(KeyPathEvaluator.keys(of: keyPath)[...], on: self)
+        let keys: [String]
+        if let last = managedObjectContext?.lastKeyPath, last.path == keyPath {
+            keys = last.keys
+        } else {
+            keys = try KeyPathEvaluator.keys(of: keyPath)
+            managedObjectContext?.lastKeyPath = (keyPath, keys)
+        }
+        return try KeyPathEvaluator.evaluate(keys[...], on: self)
     }
 
     /// Whether the relationship `key` has not been loaded: the object is a fault, or the

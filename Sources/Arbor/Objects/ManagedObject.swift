@@ -343,6 +343,14 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         return result
     }
 
+    /// The object a to-one relationship's `id` names, held for as long as this object holds the
+    /// ID (nil when it is gone or this object left its context).
+    func destination(_ id: ManagedObjectID) -> ManagedObject? {
+        guard let context = managedObjectContext, let destination = context.resolve(id) else { return nil }
+        context.holdDestination(destination)
+        return destination
+    }
+
     /// A stored value as the application sees it.
     func presentable(_ value: PropertyValue, key: String) -> Any? {
         switch value {
@@ -351,9 +359,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         case .attribute(let stored):
             return entity.attributesByName[key]?.type.swiftValue(of: stored) ?? stored.anyValue
         case .object(let id):
-            guard let context = managedObjectContext, let destination = context.resolve(id) else { return nil }
-            context.holdDestination(destination)
-            return destination
+            return destination(id)
         case .objects(let ids):
             let objects = managedObjectContext?.resolveDestinations(ids) ?? []
             if entity.relationshipsByName[key]?.isOrdered == true { return objects }

@@ -286,7 +286,8 @@ struct BatchInsertRows {
         var upsertOrder: [ManagedObjectID] = []
         // The destinations each upserted row named before.
         var formerDestinations: [ManagedObjectID: [ManagedObjectID]] = [:]
-        let byID = Dictionary(uniqueKeysWithValues: rows.enumerated().map { ($1.id, $0) })
+        // Each row's position by ID, made at the first conflict (a write without one needs none).
+        var byID: [ManagedObjectID: Int] = [:]
         var attempts = 0
         while true {
             var changes = StoreChanges()
@@ -307,6 +308,7 @@ struct BatchInsertRows {
                 attempts += 1
                 let objectTrump = policy == .mergeByPropertyObjectTrump || policy == .overwrite
                 guard objectTrump || policy == .mergeByPropertyStoreTrump || policy == .rollback, attempts <= 5 else { throw error }
+                if byID.isEmpty { byID = Dictionary(uniqueKeysWithValues: rows.enumerated().map { ($1.id, $0) }) }
                 for conflict in error.constraintConflicts {
                     // A claimant that is not a new row (an upsert meeting another row): give up.
                     guard conflict.conflictingObjectIDs.allSatisfy({ byID[$0] != nil }) else { throw error }

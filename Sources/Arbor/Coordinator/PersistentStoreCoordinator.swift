@@ -393,7 +393,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             // All of one store (the common case): asked as they are, nothing regrouped.
             if let first = ids.first?.storeIdentifier, let store = store(identified: first),
                ids.allSatisfy({ $0.storeIdentifier == first }) {
-                return try read(store, ids)
+                let values = try read(store, ids)
+                // One value per ID, as the general way gives (whatever the store answered).
+                return values.count == ids.count ? values : ids.indices.map { $0 < values.count ? values[$0] : nil }
             }
             var result = [Value?](repeating: nil, count: ids.count)
             var byStore: [UUID: [Int]] = [:]

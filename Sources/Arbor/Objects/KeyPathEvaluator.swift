@@ -93,12 +93,17 @@ enum KeyPathEvaluator {
                let answer = try context.aggregateFromRows(of: object, through: relationship, operation, rest.dropFirst().first) {
                 return answer
             }
-            guard let destination = try object.toOneDestination(forKey: key) else {
+            switch try object.relationshipValue(forKey: key) {
+            case .toOne(let destination?)?:
+                object = destination
+                path = rest
+            case .toOne(nil)?:
+                return try evaluate(rest, on: nil)
+            case .other(let value)?:
+                return try evaluate(rest, on: value)
+            case nil:
                 return try evaluate(rest, on: try object.value(forKey: key))
             }
-            guard let destination else { return try evaluate(rest, on: nil) }
-            object = destination
-            path = rest
         }
         return try evaluate(path, on: object)
     }

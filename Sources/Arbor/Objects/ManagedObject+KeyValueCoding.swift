@@ -30,19 +30,27 @@ extension ManagedObject {
         return presentable(values[slot: slot] ?? .none, key: key)
     }
 
-    /// The value of `key` when it names a relationship holding one object or none — the object,
-    /// not boxed as ``value(forKey:)`` gives it (key paths follow to-one hops with it); nil when
-    /// `key` names something else (the relationship is loaded then, as ``value(forKey:)`` would).
-    func toOneDestination(forKey key: String) throws -> ManagedObject?? {
-        checkQueue()
+    /// A relationship's value as a key path reads it: a to-one's destination as the object
+    /// itself (not boxed as ``value(forKey:)`` gives it, so that key paths follow to-one hops
+    /// without casting it back), anything else as ``value(forKey:)`` gives it.
+    enum RelationshipValue {
+        case toOne(ManagedObject?)
+        case other(Any?)
+    }
+
+    /// The value of the relationship `key`, read as ``value(forKey:)`` reads it; nil when `key`
+    /// names no relationship (nothing is read then).
+    func relationshipValue(forKey key: String) throws -> RelationshipValue? {
         guard let slot = entity.propertyLayout.index[key], entity.attributeInSlot[slot] == nil else { return nil }
+        checkQueue()
         observationAccess(slot)
         try fireFault()
         try loadRelationship(key)
-        switch values[slot: slot] ?? .none {
-        case .object(let id): return .some(destination(id))
-        case .none: return .some(nil)
-        case .attribute, .objects: return nil
+        let value = values[slot: slot] ?? .none
+        switch value {
+        case .object(let id): return .toOne(destination(id))
+        case .none: return .toOne(nil)
+        case .attribute, .objects: return .other(presentable(value, key: key))
         }
     }
 

@@ -85,18 +85,21 @@ extension BTree {
         throw StoreError.corrupt(page: page, "the tree is deeper than \(Self.maximumDepth) levels (a cycle?)", path: pager.path)
     }
 
-    /// The page `levels` interior levels below the root on `key`'s path: its leaf in a tree of
-    /// that depth. (A damaged tree may give a page that is not a leaf; the caller checks.)
+    /// The leaf on `key`'s path, found by descending at most `levels` interior levels from the
+    /// root: a leaf met sooner is the answer, as for ``locate(_:)`` (a damaged tree's leaves may
+    /// lie at other depths; the caller checks that the page it gets is a leaf).
     private func leafPage(_ key: UnsafeRawBufferPointer, below levels: Int) throws -> PageNumber {
         var page = root
         for _ in 0..<levels {
-            let child = try pager.withPage(page) { body -> PageNumber in
+            let child = try pager.withPage(page) { body -> PageNumber? in
                 let node = NodeView(body: body)
+                if node.isLeaf { return nil }
                 guard node.type == NodeLayout.interiorType else {
-                    throw StoreError.corrupt(page: page, "expected an interior node, found page type \(node.type)", path: pager.path)
+                    throw StoreError.corrupt(page: page, "expected a tree node, found page type \(node.type)", path: pager.path)
                 }
                 return node.child(node.childIndex(for: key))
             }
+            guard let child else { return page }
             try checkChild(child, of: page)
             page = child
         }

@@ -54,10 +54,10 @@ enum KeyPathEvaluator {
             let values = try elements.map { try evaluate(rest, on: $0) }.compactMap { $0 }
             return try aggregate(operation, values)
         }
+        if let object = root as? ManagedObject { return try evaluate(path, onObject: object) }
         guard !key.isEmpty else {
             throw ArborError(.unknownKey, "a key path has an empty key", key: key)
         }
-        if let object = root as? ManagedObject { return try evaluate(path, onObject: object) }
         guard let root else { return nil }
         // Through a collection: the path continues on every element; the results are flattened.
         // A key after a plain value (`name.count`) names nothing.

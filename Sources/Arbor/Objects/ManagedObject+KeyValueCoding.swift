@@ -25,9 +25,10 @@ extension ManagedObject {
             }
         }
         // Not an attribute: a relationship.
-        try fireFault()
-        try loadRelationship(key)
-        return presentable(values[slot: slot] ?? .none, key: key)
+        switch try relationshipValue(slot: slot, key: key) {
+        case .toOne(let destination): return destination
+        case .other(let value): return value
+        }
     }
 
     /// A relationship's value as a key path reads it: a to-one's destination as the object
@@ -44,6 +45,12 @@ extension ManagedObject {
         guard let slot = entity.propertyLayout.index[key], entity.attributeInSlot[slot] == nil else { return nil }
         checkQueue()
         observationAccess(slot)
+        return try relationshipValue(slot: slot, key: key)
+    }
+
+    /// The value of the relationship `key` in `slot`: the object fired and the relationship
+    /// loaded first.
+    private func relationshipValue(slot: Int, key: String) throws -> RelationshipValue {
         try fireFault()
         try loadRelationship(key)
         let value = values[slot: slot] ?? .none

@@ -93,51 +93,32 @@ extension NativeStore {
     /// each row read in place and only that component decoded (collection operators over an
     /// unloaded relationship read a few values of many rows).
     public func attributeValues(_ name: String, of objectIDs: [ManagedObjectID]) throws -> [AttributeValue?] {
-        /// The rows tree of an ID's entity, and where the attribute sits in the rows of each
-        /// entity of that hierarchy (found once per entity: rows are told apart by their first
-        /// component's bytes, no name decoded per row).
-        struct Hierarchy {
-            let tree: Tree?
-            var entities: [(format: RowFormat, place: RowFormat.Place?)] = []
-        }
-        return try Self.storeError("read \(name) of \(objectIDs.count) rows") {
+        try Self.storeError("read \(name) of \(objectIDs.count) rows") {
             try database.read { transaction in
                 var result = [AttributeValue?](repeating: nil, count: objectIDs.count)
-                var hierarchies: [(space: UnsafeMutableRawPointer, hierarchy: Hierarchy)] = []
-                func hierarchy(of id: ManagedObjectID) throws -> Int {
-                    if let known = hierarchies.firstIndex(where: { $0.space == id.spaceAddress }) { return known }
-                    let entity = try entity(id.entityName)
-                    hierarchies.append((id.spaceAddress, Hierarchy(tree: try transaction.tree(named: Self.rowsTree(entity)))))
-                    return hierarchies.count - 1
-                }
-                // Each hierarchy's keys in one batched lookup (usually there is one).
-                var positions: [[Int]] = []
-                for (position, id) in objectIDs.enumerated() {
-                    let index = try hierarchy(of: id)
-                    if index == positions.count { positions.append([]) }
-                    positions[index].append(position)
-                }
-                for (index, members) in positions.enumerated() {
-                    guard let tree = hierarchies[index].hierarchy.tree else { continue }
-                    var keys = KeyBatch(reservingCapacity: members.count)
-                    for position in members { try withKey(try primaryKey(of: objectIDs[position])) { keys.append($0) } }
-                    try tree.visitValues(forKeys: keys) { member, bytes in
-                        guard let bytes else { return }
-                        let id = objectIDs[members[member]]
-                        let known = hierarchies[index].hierarchy.entities.first { $0.format.owns(bytes) }
-                        guard let (format, place) = try known ?? {
-                            guard let rowEntity = entityName(ofRow: bytes, hierarchy: try self.entity(id.entityName)) else {
-                                throw ArborError(.store, "the row of \(id) is malformed", objectID: id)
-                            }
-                            let format = format(of: try self.entity(rowEntity))
-                            hierarchies[index].hierarchy.entities.append((format, format.places[name]))
-                            return (format, format.places[name])
-                        }(), case .attribute(let component, let type)? = place else { return }
-                        do {
-                            result[members[member]] = try format.attributeValue(atComponent: component, kind: type.kind, in: bytes)
-                        } catch let error as StoreError {
-                            throw ArborError(.store, "the row of \(id) is malformed: \(error.message)", objectID: id)
+                // Where the attribute sits in the rows of each entity met, by the ID's space (found
+                // once per entity: rows of a hierarchy are told apart by their first component's
+                // bytes, no name decoded per row).
+                var places: [(space: UnsafeMutableRawPointer, entities: [(format: RowFormat, place: RowFormat.Place?)])] = []
+                try visitRows(of: objectIDs, in: transaction) { position, bytes in
+                    let id = objectIDs[position]
+                    let index = places.firstIndex { $0.space == id.spaceAddress } ?? {
+                        places.append((id.spaceAddress, []))
+                        return places.count - 1
+                    }()
+                    let known = places[index].entities.first { $0.format.owns(bytes) }
+                    guard let (format, place) = try known ?? {
+                        guard let rowEntity = entityName(ofRow: bytes, hierarchy: try self.entity(id.entityName)) else {
+                            throw ArborError(.store, "the row of \(id) is malformed", objectID: id)
                         }
+                        let format = format(of: try self.entity(rowEntity))
+                        places[index].entities.append((format, format.places[name]))
+                        return (format, format.places[name])
+                    }(), case .attribute(let component, let type)? = place else { return }
+                    do {
+                        result[position] = try format.attributeValue(atComponent: component, kind: type.kind, in: bytes)
+                    } catch let error as StoreError {
+                        throw ArborError(.store, "the row of \(id) is malformed: \(error.message)", objectID: id)
                     }
                 }
                 return result
@@ -145,43 +126,51 @@ extension NativeStore {
         }
     }
 
-    /// The rows of several objects in one read transaction (nil for those that have none): the
-    /// keys of each hierarchy's rows tree in one batched lookup.
+    /// The rows of several objects in one read transaction (nil for those that have none).
     public func rows(for objectIDs: [ManagedObjectID]) throws -> [StoreRow?] {
         try Self.storeError("read \(objectIDs.count) rows") {
             try database.read { transaction in
                 var result = [StoreRow?](repeating: nil, count: objectIDs.count)
-                // Each hierarchy's tree and the positions of its IDs (usually one hierarchy),
-                // found by the ID's space, then by its root entity.
-                var groups: [(root: ObjectIdentifier, tree: Tree?, positions: [Int])] = []
-                var spaces: [(space: UnsafeMutableRawPointer, group: Int)] = []
-                for (position, id) in objectIDs.enumerated() {
-                    if let known = spaces.first(where: { $0.space == id.spaceAddress }) {
-                        groups[known.group].positions.append(position)
-                        continue
-                    }
-                    let entity = try entity(id.entityName)
-                    let root = ObjectIdentifier(entity.rootEntity)
-                    let group = try groups.firstIndex { $0.root == root } ?? {
-                        groups.append((root, try transaction.tree(named: Self.rowsTree(entity)), []))
-                        return groups.count - 1
-                    }()
-                    spaces.append((id.spaceAddress, group))
-                    groups[group].positions.append(position)
-                }
-                for (_, tree, positions) in groups {
-                    guard let tree else { continue }
-                    var keys = KeyBatch(reservingCapacity: positions.count)
-                    for position in positions { try withKey(try primaryKey(of: objectIDs[position])) { keys.append($0) } }
-                    try tree.visitValues(forKeys: keys) { member, bytes in
-                        guard let bytes else { return }
-                        let id = objectIDs[positions[member]]
-                        let row = try decode(bytes, objectID: id)
-                        // A row of another entity of the hierarchy is not this ID's.
-                        if row.entityName == id.entityName { result[positions[member]] = row }
-                    }
+                try visitRows(of: objectIDs, in: transaction) { position, bytes in
+                    let row = try decode(bytes, objectID: objectIDs[position])
+                    // A row of another entity of the hierarchy is not this ID's.
+                    if row.entityName == objectIDs[position].entityName { result[position] = row }
                 }
                 return result
+            }
+        }
+    }
+
+    /// Calls `body` with the position in `objectIDs` and the stored bytes of each ID whose
+    /// hierarchy's rows tree holds its key (in place, valid during the call): the keys of each
+    /// rows tree in one batched lookup (`Tree.visitValues(forKeys:_:)`; a relationship's
+    /// destinations lie all over their tree). The row may be of another entity of the hierarchy.
+    private func visitRows(of objectIDs: [ManagedObjectID], in transaction: ReadTransaction,
+                           _ body: (Int, UnsafeRawBufferPointer) throws -> Void) throws {
+        // Each hierarchy's tree and the positions of its IDs (usually one hierarchy), found by
+        // the ID's space, then by its root entity.
+        var groups: [(root: ObjectIdentifier, tree: Tree?, positions: [Int])] = []
+        var spaces: [(space: UnsafeMutableRawPointer, group: Int)] = []
+        for (position, id) in objectIDs.enumerated() {
+            if let known = spaces.first(where: { $0.space == id.spaceAddress }) {
+                groups[known.group].positions.append(position)
+                continue
+            }
+            let entity = try entity(id.entityName)
+            let root = ObjectIdentifier(entity.rootEntity)
+            let group = try groups.firstIndex { $0.root == root } ?? {
+                groups.append((root, try transaction.tree(named: Self.rowsTree(entity)), []))
+                return groups.count - 1
+            }()
+            spaces.append((id.spaceAddress, group))
+            groups[group].positions.append(position)
+        }
+        for (_, tree, positions) in groups {
+            guard let tree else { continue }
+            var keys = KeyBatch(reservingCapacity: positions.count)
+            for position in positions { try withKey(try primaryKey(of: objectIDs[position])) { keys.append($0) } }
+            try tree.visitValues(forKeys: keys) { member, bytes in
+                if let bytes { try body(positions[member], bytes) }
             }
         }
     }

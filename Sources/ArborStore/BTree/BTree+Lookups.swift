@@ -29,7 +29,7 @@ extension BTree {
                 // Descend to each key's leaf and ask for its head.
                 for position in start..<end {
                     let leaf = try keys.withKey(position) { try leafPage($0, below: levels) }
-                    pager.cache.prefetchHead(leaf, byteCount: Self.leafHeadBytes)
+                    pager.cache.prefetch(leaf, byteCount: Self.leafHeadBytes)
                     leaves[position - start] = leaf
                 }
                 // Find where each key's cell would be in its leaf by the slots' heads alone, and
@@ -54,8 +54,8 @@ extension BTree {
                     let hit = try keys.withKey(position) { key in
                         if leaf == 0 { return try visitValue(key) { try body(position, $0) } }
                         return try visitValue(leaf: leaf, { node in
-                            let (index, hit) = node.lowerBound(key)
-                            return hit ? index : nil
+                            let (index, found) = node.lowerBound(key)
+                            return found ? index : nil
                         }, { try body(position, $0) })
                     }
                     if !hit { try body(position, nil) }
@@ -68,42 +68,38 @@ extension BTree {
     /// The number of interior levels above the leaves (0: the root is a leaf), read down the
     /// left-most path.
     func interiorLevels() throws -> Int {
-        var page = root
-        for level in 0..<Self.maximumDepth {
-            let child = try pager.withPage(page) { body -> PageNumber? in
-                let node = NodeView(body: body)
-                if node.isLeaf { return nil }
-                guard node.type == NodeLayout.interiorType else {
-                    throw StoreError.corrupt(page: page, "expected a tree node, found page type \(node.type)", path: pager.path)
-                }
-                return node.child(0)
-            }
-            guard let child else { return level }
-            try checkChild(child, of: page)
-            page = child
+        let (_, levels) = try descendToLeaf(within: Self.maximumDepth) { _ in 0 }
+        guard levels < Self.maximumDepth else {
+            throw StoreError.corrupt(page: root, "the tree is deeper than \(Self.maximumDepth) levels (a cycle?)", path: pager.path)
         }
-        throw StoreError.corrupt(page: page, "the tree is deeper than \(Self.maximumDepth) levels (a cycle?)", path: pager.path)
+        return levels
     }
 
     /// The leaf on `key`'s path, found by descending at most `levels` interior levels from the
     /// root: a leaf met sooner is the answer, as for ``locate(_:)`` (a damaged tree's leaves may
     /// lie at other depths; the caller checks that the page it gets is a leaf).
     private func leafPage(_ key: UnsafeRawBufferPointer, below levels: Int) throws -> PageNumber {
+        try descendToLeaf(within: levels) { $0.childIndex(for: key) }.page
+    }
+
+    /// Follows the child `choose` picks from each interior node, from the root down, until a leaf
+    /// or `limit` levels: the page reached and the levels descended. Reads no leaf's cells.
+    private func descendToLeaf(within limit: Int, _ choose: (NodeView) -> Int) throws -> (page: PageNumber, levels: Int) {
         var page = root
-        for _ in 0..<levels {
+        for level in 0..<limit {
             let child = try pager.withPage(page) { body -> PageNumber? in
                 let node = NodeView(body: body)
                 if node.isLeaf { return nil }
                 guard node.type == NodeLayout.interiorType else {
                     throw StoreError.corrupt(page: page, "expected a tree node, found page type \(node.type)", path: pager.path)
                 }
-                return node.child(node.childIndex(for: key))
+                return node.child(choose(node))
             }
-            guard let child else { return page }
+            guard let child else { return (page, level) }
             try checkChild(child, of: page)
             page = child
         }
-        return page
+        return (page, limit)
     }
 }
 
@@ -132,8 +128,7 @@ public struct KeyBatch: Sendable {
 
     /// Adds a key after the others.
     public mutating func append(_ key: [UInt8]) {
-        bytes.append(contentsOf: key)
-        ends.append(bytes.count)
+        key.withUnsafeBytes { append($0) }
     }
 
     /// Calls `body` with the bytes of key `position`.

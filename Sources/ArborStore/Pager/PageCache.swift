@@ -250,22 +250,15 @@ final class PageCache {
     /// The frame holding `page`, without counting.
     func peek(_ page: PageNumber) -> Int? { find(page) }
 
-    /// Asks the processor to bring `page`'s image into its caches when the page is cached (a
-    /// hint: nothing is counted, pinned or loaded). A scan asks for its next leaf while it reads
-    /// the current one, so the first touch of each leaf does not wait on memory.
+    /// Asks the processor to bring `page`'s image — its first `byteCount` bytes, all of it by
+    /// default — into its caches when the page is cached (a hint: nothing is counted, pinned or
+    /// loaded). A scan asks for its next leaf while it reads the current one, so the first touch
+    /// of each leaf does not wait on memory; a batched lookup asks for the header and slots of
+    /// several keys' leaves before it searches any of them.
     @inline(__always)
-    func prefetch(_ page: PageNumber) {
+    func prefetch(_ page: PageNumber, byteCount: Int? = nil) {
         guard let frame = find(page) else { return }
-        arbor_prefetch_range(images + frame * pageSize, pageSize)
-    }
-
-    /// Asks the processor for the first `byteCount` bytes of `page`'s image when the page is
-    /// cached (a hint, as ``prefetch(_:)``): a node's header and slot array, which a lookup reads
-    /// first. Batched lookups ask for the leaves of several keys before searching any of them.
-    @inline(__always)
-    func prefetchHead(_ page: PageNumber, byteCount: Int) {
-        guard let frame = find(page) else { return }
-        arbor_prefetch_range(images + frame * pageSize, min(byteCount, pageSize))
+        arbor_prefetch_range(images + frame * pageSize, min(byteCount ?? pageSize, pageSize))
     }
 
     /// Asks the processor for the table slot where a lookup of `page` starts (a hint). A scan

@@ -68,6 +68,9 @@ final class BatchDeleter {
     /// Join entries of a destination's unordered many-to-many pointing at a deleted row whose own
     /// side is not kept in a join tree (an ordered to-many): tree, destination, deleted row.
     private var joinEntries: [(tree: String, destination: RowKey, deleted: Int64)] = []
+    /// The trees each to-many relationship's destinations are read from, opened at its first
+    /// read (nil: the relationship has none yet).
+    private var relationshipTrees: [ObjectIdentifier: (keyed: Tree, rows: Tree?)?] = [:]
 
     /// Who deletes, for persistent history.
     let origin: TransactionOrigin
@@ -100,21 +103,44 @@ final class BatchDeleter {
             }
             keyed.sort { $0.key.root == $1.key.root ? $0.key.key < $1.key.key : $0.key.root < $1.key.root }
             let first = order.count
-            for (key, id) in keyed { try add(id, key) }
+            try add(keyed)
             var next: [ManagedObjectID] = []
             for index in first..<order.count { try applyRules(order[index].id, order[index].row, cascading: &next) }
             wave = next
         }
     }
 
-    private func add(_ id: ManagedObjectID, _ key: RowKey) throws {
-        guard !deleting.contains(key) else { return }
-        let root = try store.entity(id.entityName).rootEntity
-        guard let tree = try transaction.tree(named: NativeStore.rowsTree(root)), let row = try store.readRow(id, in: tree) else { return }
-        deleting.insert(key)
-        // Named by the row's own entity (a sub-entity's row names it).
-        let exact = row.entityName == id.entityName ? id : store.objectID(row.entityName, key.key)
-        order.append((exact, row))
+    /// Reads the rows of `keyed` (in key order, each row once) in one batched lookup per rows
+    /// tree and adds those that exist to the deletion.
+    private func add(_ keyed: [(key: RowKey, id: ManagedObjectID)]) throws {
+        var named = Set<RowKey>()
+        let fresh = keyed.filter { named.insert($0.key).inserted }
+        let ids = fresh.map(\.id)
+        var rows = [StoreRow?](repeating: nil, count: ids.count)
+        try store.visitRows(of: ids, in: transaction) { position, bytes in
+            rows[position] = try store.decode(bytes, objectID: ids[position])
+        }
+        for ((key, id), row) in zip(fresh, rows) {
+            guard let row else { continue }
+            deleting.insert(key)
+            // Named by the row's own entity (a sub-entity's row names it).
+            let exact = row.entityName == id.entityName ? id : store.objectID(row.entityName, key.key)
+            order.append((exact, row))
+        }
+    }
+
+    /// The destinations of the to-many `relationship` of the row with primary key `key`, read
+    /// through trees opened once per relationship (opening one reads the catalog).
+    private func destinations(ofKey key: Int64, _ relationship: RelationshipDescription) throws -> [ManagedObjectID] {
+        let trees: (keyed: Tree, rows: Tree?)?
+        if let opened = relationshipTrees[ObjectIdentifier(relationship)] {
+            trees = opened
+        } else {
+            trees = try store.relationshipTrees(relationship, in: transaction)
+            relationshipTrees[ObjectIdentifier(relationship)] = trees
+        }
+        guard let trees else { return [] }
+        return try store.relatedObjectIDs(ofKey: key, relationship: relationship, trees: trees)
     }
 
     /// Applies the delete rules of a deleted row: the destinations a cascade reaches go to
@@ -125,7 +151,7 @@ final class BatchDeleter {
         for relationship in entity.relationships {
             let destinations: [ManagedObjectID]
             if relationship.isToMany {
-                destinations = try store.relatedObjectIDs(of: id, relationship: relationship, in: transaction)
+                destinations = try self.destinations(ofKey: key.key, relationship)
             } else {
                 destinations = row.destination(relationship.name).map { [$0] } ?? []
             }
@@ -172,10 +198,16 @@ final class BatchDeleter {
         var result = BatchDeletion()
         result.deleted = order.map(\.id)
         for (id, row) in order { result.changes.deleted.append((id, RowExpectation(version: row.version))) }
-        for key in nullifiedOrder where !deleting.contains(key) {
+        // The rows kept, read in one batched lookup per rows tree.
+        let kept = nullifiedOrder.filter { !deleting.contains($0) }
+        let keptIDs = kept.map { nullified[$0]!.id }
+        var keptRows = [StoreRow?](repeating: nil, count: keptIDs.count)
+        try store.visitRows(of: keptIDs, in: transaction) { position, bytes in
+            keptRows[position] = try store.decode(bytes, objectID: keptIDs[position])
+        }
+        for (key, row) in zip(kept, keptRows) {
+            guard let row else { continue }
             let (id, clears) = nullified[key]!
-            let root = try store.entity(id.entityName).rootEntity
-            guard let tree = try transaction.tree(named: NativeStore.rowsTree(root)), let row = try store.readRow(id, in: tree) else { continue }
             let exact = row.entityName == id.entityName ? id : store.objectID(row.entityName, key.key)
             var toOne = row.toOne
             var ordered = row.ordered

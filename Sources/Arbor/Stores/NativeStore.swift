@@ -483,7 +483,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     /// owner (the inverse's foreign-key tree, the join tree of a many-to-many, or the owner's
     /// order tree for an ordered one) and the destination's rows. Nil when the relationship has
     /// no inverse or destination, or its tree does not exist yet (no destination saved).
-    private func relationshipTrees(_ relationship: RelationshipDescription, in transaction: ReadTransaction) throws -> (keyed: Tree, rows: Tree?)? {
+    func relationshipTrees(_ relationship: RelationshipDescription, in transaction: ReadTransaction) throws -> (keyed: Tree, rows: Tree?)? {
         guard let inverse = relationship.inverseRelationship, let destination = relationship.destinationEntity else { return nil }
         let treeName: String
         if Self.isJoined(relationship) {
@@ -499,7 +499,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     }
 
     /// The destinations of the object with primary key `key`, from ``relationshipTrees(_:in:)``.
-    private func relatedObjectIDs(ofKey key: Int64, relationship: RelationshipDescription,
+    func relatedObjectIDs(ofKey key: Int64, relationship: RelationshipDescription,
                                   trees: (keyed: Tree, rows: Tree?)) throws -> [ManagedObjectID] {
         guard let destination = relationship.destinationEntity else { return [] }
         let (tree, rows) = trees

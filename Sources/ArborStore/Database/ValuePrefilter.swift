@@ -167,28 +167,35 @@ public struct ValuePrefilter: Sendable, Equatable {
     static func recordFails(_ value: UnsafeRawBufferPointer, from start: Int, _ comparisons: UnsafeMutableBufferPointer<RecordComparison>) -> Bool {
         guard let head = RecordEncoding.head(of: value, from: start) else { return false }
         let headerEnd = head.headerEnd
+        // The next serial type's offset in the header; the payload offset of column `column`.
+        // (No nested function reads the types: one that captured `position` was not inlined,
+        // and paid an exclusivity check per column.)
         var position = head.typesStart
-        /// The serial type of the column at `position` in the header (advancing it).
-        func readType() -> UInt64? {
-            guard position < headerEnd, let type = RecordEncoding.readVarint(value, &position), position <= headerEnd else { return nil }
-            return type
-        }
         var payload = headerEnd
         var column = 0
         // The type of `column`, once read.
         var current: UInt64?
         for comparison in comparisons {
-            while column < comparison.column {
+            while true {
+                let type: UInt64
+                if let known = current {
+                    type = known
+                } else {
+                    guard position < headerEnd, let read = RecordEncoding.readVarint(value, &position), position <= headerEnd else { return false }
+                    type = read
+                }
+                guard column < comparison.column else {
+                    current = type
+                    break
+                }
                 // A size past the value's end is a malformed record (and would overflow the sum).
-                guard let type = current ?? readType(), let size = RecordEncoding.payloadSize(type), size <= value.count - payload else { return false }
+                guard let size = RecordEncoding.payloadSize(type), size <= value.count - payload else { return false }
                 payload += size
                 column += 1
                 current = nil
             }
-            guard let type = current ?? readType() else { return false }
-            current = type
             // Not an integer, or cut short: the scan's own test decides.
-            guard let size = RecordEncoding.payloadSize(type), size <= value.count - payload,
+            guard let type = current, let size = RecordEncoding.payloadSize(type), size <= value.count - payload,
                   let number = RecordEncoding.integer(type, value, at: payload) else { return false }
             if !comparison.passes(number) { return true }
         }

@@ -175,7 +175,7 @@ let package = Package(
         // engine in a fresh process per round, default and equal caches, import memory.
         .executableTarget(
             name: "RelationalReport",
-            dependencies: ["RelationalWorkloads", "CommitWorkloads"],
+            dependencies: ["RelationalWorkloads", "CommitWorkloads", "EngineWorkloads"],
             swiftSettings: swiftSettings
         ),
         // Durable saves from 1, 2 and 4 writers at once on one file (issue 6, item 10): private-queue

@@ -27,6 +27,7 @@
 //                              results: departmentName, walk, prefixC, …), for profiling
 //   RELATIONAL_ENGINE=Arbor    one engine alone (no ratios), for profiling
 import CommitWorkloads
+import EngineWorkloads
 import Foundation
 import RelationalWorkloads
 
@@ -174,6 +175,21 @@ for (cache, runs, memory) in measured {
         let peak = median(all.compactMap { $0.peakResident.map(Double.init) })
         print("| \(name) | \(grouped(last.filesAfterImport[database] ?? 0)) bytes | \(grouped(last.filesAfterRun[database] ?? 0)) bytes | "
               + "\(others.isEmpty ? "none" : others.joined(separator: ", ")) | \(mib(Int(peak))) |")
+    }
+    print("")
+    print("What each step read and wrote through system calls (median over the rounds; `/proc/self/io`: the bytes of every read and write "
+          + "call, served from the system's cache or the disk; syncs are not counted; steps that moved under 64 KiB on both sides are left out):")
+    print("")
+    print("| Step | Arbor written | GRDB written | Arbor read | GRDB read |")
+    print("|---|---:|---:|---:|---:|")
+    for step in steps {
+        func bytes(_ name: String, _ field: KeyPath<IOUsage, Int>) -> Double? {
+            let values = runs.compactMap { $0[name]?.steps.first { $0.key == step.key }?.io?[keyPath: field] }
+            return values.isEmpty ? nil : median(values.map(Double.init))
+        }
+        let cells = [bytes("Arbor", \.bytesWritten), bytes("GRDB", \.bytesWritten), bytes("Arbor", \.bytesRead), bytes("GRDB", \.bytesRead)]
+        guard cells.contains(where: { ($0 ?? 0) >= 65_536 }) else { continue }
+        print("| \(step.label) | " + cells.map { $0.map { mib(Int($0)) } ?? "—" }.joined(separator: " | ") + " |")
     }
     if !memory.isEmpty {
         print("")

@@ -39,6 +39,8 @@ public struct StepResult: Codable, Sendable {
     public var count: Int
     /// What the queries found.
     public var checksum: Checksum
+    /// What the step read and wrote through system calls (``IOUsage``; nil where unknown).
+    public var io: IOUsage?
 
     /// Whether every query ran.
     public var finished: Bool { done == count }
@@ -145,6 +147,7 @@ public func runRelationalSteps(_ steps: [RelationalStep], on engine: RelationalW
         try step.prepare(engine)
         var checksum = Checksum()
         var done = 0
+        let ioBefore = IOUsage.now
         let start = clock.now
         for index in 0..<step.count {
             checksum += try step.query(engine, index)
@@ -152,7 +155,9 @@ public func runRelationalSteps(_ steps: [RelationalStep], on engine: RelationalW
             if !step.changes && clock.now - start > budget { break }
         }
         let seconds = (clock.now - start).seconds
-        run.steps.append(StepResult(key: step.key, seconds: seconds, done: done, count: step.count, checksum: checksum))
+        var result = StepResult(key: step.key, seconds: seconds, done: done, count: step.count, checksum: checksum)
+        if let ioBefore, let ioAfter = IOUsage.now { result.io = ioAfter.since(ioBefore) }
+        run.steps.append(result)
         if step.key == "import" { run.filesAfterImport = engine.directory.fileSizes }
         if step.changes { run.states[step.key] = try engine.state() }
     }

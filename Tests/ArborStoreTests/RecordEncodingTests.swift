@@ -25,7 +25,8 @@ struct RecordEncodingTests {
             // The reference: big-endian two's complement, sign from the first byte.
             var expected = Int64(Int8(bitPattern: payload[0]))
             for byte in payload.dropFirst() { expected = expected << 8 | Int64(byte) }
-            // At the buffer's end (read byte by byte), then with bytes after it (one load).
+            // With under eight bytes from the payload to the buffer's end (read byte by byte) and
+            // with eight or more (one load), depending on the size, the lead and what trails.
             for trailing in [0, 1, 7, 8, 20] {
                 let lead = Int.random(in: 0..<5, using: &random)
                 let bytes = (0..<lead).map { _ in UInt8(0xEE) } + payload + (0..<trailing).map { _ in UInt8.random(in: 0...255, using: &random) }

@@ -146,7 +146,7 @@ extension NativeStore {
     /// rows tree in one batched lookup (`Tree.visitValues(forKeys:_:)`; a relationship's
     /// destinations lie all over their tree). The row may be of another entity of the hierarchy.
     func visitRows(of objectIDs: [ManagedObjectID], in transaction: ReadTransaction,
-                           _ body: (Int, UnsafeRawBufferPointer) throws -> Void) throws {
+                   _ body: (Int, UnsafeRawBufferPointer) throws -> Void) throws {
         // Each hierarchy's tree and the positions of its IDs (usually one hierarchy), found by
         // the ID's space, then by its root entity.
         var groups: [(root: ObjectIdentifier, tree: Tree?, positions: [Int])] = []

@@ -264,6 +264,12 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     /// Whether `name` is an entity of the store's model.
     func isModelEntity(_ name: String) -> Bool { idSpaces[name] != nil }
 
+    /// The IDs of rows `primaryKeys` of `entity` in this store (its space found once).
+    func objectIDs(_ entity: EntityDescription, _ primaryKeys: [Int64]) -> [ManagedObjectID] {
+        guard let space = entitySpaces[ObjectIdentifier(entity)] else { return primaryKeys.map { objectID(entity.name, $0) } }
+        return primaryKeys.map { ManagedObjectID(space: space, key: $0) }
+    }
+
     /// The ID of row `primaryKey` of `entity` in this store (its space found by the entity's
     /// identity: no string is hashed).
     func objectID(_ entity: EntityDescription, _ primaryKey: Int64) -> ManagedObjectID {
@@ -500,7 +506,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
 
     /// The destinations of the object with primary key `key`, from ``relationshipTrees(_:in:)``.
     func relatedObjectIDs(ofKey key: Int64, relationship: RelationshipDescription,
-                                  trees: (keyed: Tree, rows: Tree?)) throws -> [ManagedObjectID] {
+                          trees: (keyed: Tree, rows: Tree?)) throws -> [ManagedObjectID] {
         guard let destination = relationship.destinationEntity else { return [] }
         let (tree, rows) = trees
         let prefix = self.key(key)
@@ -512,7 +518,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         }
         // Sub-entity rows: name each destination with its own entity. (The destination's ID
         // space is found by the entity's identity, not by hashing its name per ID.)
-        guard !destination.subentities.isEmpty, let rows else { return keys.map { self.objectID(destination, $0) } }
+        guard !destination.subentities.isEmpty, let rows else { return objectIDs(destination, keys) }
         return try keys.map { other in
             let id = self.objectID(destination, other)
             guard let bytes = try rows.get(self.key(other)) else { return id }

@@ -327,36 +327,16 @@ extension RowFormat {
         guard record.leading > 0, record.leading < UInt64(Int64.max) else { throw corrupt("its version \(record.leading) is out of range") }
         let layoutReference = entity.layoutReference
         var slots = layoutReference._withUnsafeGuaranteedRef { $0.makeSlots() }
-        var typePosition = record.typesStart
-        var payloadStart = record.headerEnd
-        /// The next column's serial type and payload (nil past the last: a missing trailing
-        /// column reads as nil).
-        func next() throws -> (type: UInt64, payload: UnsafeRawBufferPointer)? {
-            guard typePosition < record.headerEnd else { return nil }
-            let type: UInt64
-            if bytes[typePosition] < 0x80 {
-                // Nearly every serial type is one byte (text and bytes under 58 bytes).
-                type = UInt64(bytes[typePosition])
-                typePosition += 1
-            } else {
-                guard let long = RecordEncoding.readVarint(bytes, &typePosition) else { throw corrupt("a column's serial type is malformed") }
-                type = long
-            }
-            guard typePosition <= record.headerEnd, let size = RecordEncoding.payloadSize(type), size <= bytes.count - payloadStart else {
-                throw corrupt("a column's serial type or size is out of range")
-            }
-            defer { payloadStart += size }
-            return (type, UnsafeRawBufferPointer(rebasing: bytes[payloadStart..<(payloadStart + size)]))
-        }
+        var columns = RecordColumns(bytes: bytes, headerEnd: record.headerEnd, typePosition: record.typesStart, objectID: objectID)
         for stepIndex in 0..<stepBuffer.count {
             let step = stepBuffer[stepIndex]
             if let mask, !mask[step.slot] {
-                _ = try next()
-                if step.kind == nil && step.named { _ = try next() }
+                _ = try columns.next()
+                if step.kind == nil && step.named { _ = try columns.next() }
                 continue
             }
             if let kind = step.kind {
-                if let column = try next() {
+                if let column = try columns.next() {
                     slots[step.slot] = Self.attributeValue(column.type, column.payload, kind: kind).map(PropertyValue.attribute) ?? PropertyValue.none
                 } else {
                     // Past the record's end: nil, or a column a migration appended with its fill.
@@ -365,11 +345,11 @@ extension RowFormat {
                 continue
             }
             var destinationName = destinations[step.destination]
-            if step.named, let column = try next(), let index = RecordEncoding.integer(column.type, column.payload, at: 0) {
+            if step.named, let column = try columns.next(), let index = RecordEncoding.integer(column.type, column.payload, at: 0) {
                 guard let name = store.entityName(atIndex: index) else { throw corrupt("a relationship names entity \(index), which the store does not record") }
                 destinationName = name
             }
-            if let column = try next(), let key = RecordEncoding.integer(column.type, column.payload, at: 0) {
+            if let column = try columns.next(), let key = RecordEncoding.integer(column.type, column.payload, at: 0) {
                 guard NativeStore.isPrimaryKey(key) else { throw corrupt("a relationship holds \(key), which is not a primary key") }
                 slots[step.slot] = .object(destinationID(step, destinationName, key, store: store))
             } else {
@@ -379,5 +359,54 @@ extension RowFormat {
         return layoutReference._withUnsafeGuaranteedRef {
             StoreRow(entityName: entity.name, version: Int64(record.leading), values: PropertyStorage(layout: $0, slots: slots))
         }
+    }
+}
+
+/// The columns of a record read in turn: each one's serial type and payload (see
+/// ``RowFormat/decodeRecord(_:objectID:store:reading:)``). A value the decoder keeps in a local
+/// variable: a nested function that captured the two positions paid a dynamic exclusivity
+/// check per column.
+struct RecordColumns {
+    let bytes: UnsafeRawBufferPointer
+    let headerEnd: Int
+    var typePosition: Int
+    var payloadStart: Int
+    /// The row's ID, for the errors.
+    let objectID: ManagedObjectID
+
+    init(bytes: UnsafeRawBufferPointer, headerEnd: Int, typePosition: Int, objectID: ManagedObjectID) {
+        self.bytes = bytes
+        self.headerEnd = headerEnd
+        self.typePosition = typePosition
+        payloadStart = headerEnd
+        self.objectID = objectID
+    }
+
+    /// The next column's serial type and payload; nil past the last (a missing trailing column
+    /// reads as nil).
+    ///
+    /// - Throws: ``ArborError/Code/store`` for a malformed serial type or a size past the row.
+    @inline(__always)
+    mutating func next() throws -> (type: UInt64, payload: UnsafeRawBufferPointer)? {
+        guard typePosition < headerEnd else { return nil }
+        let type: UInt64
+        if bytes[typePosition] < 0x80 {
+            // Nearly every serial type is one byte (text and bytes under 58 bytes).
+            type = UInt64(bytes[typePosition])
+            typePosition += 1
+        } else {
+            guard let long = RecordEncoding.readVarint(bytes, &typePosition) else { throw corrupt("a column's serial type is malformed") }
+            type = long
+        }
+        guard typePosition <= headerEnd, let size = RecordEncoding.payloadSize(type), size <= bytes.count - payloadStart else {
+            throw corrupt("a column's serial type or size is out of range")
+        }
+        let payload = UnsafeRawBufferPointer(rebasing: bytes[payloadStart..<(payloadStart + size)])
+        payloadStart += size
+        return (type, payload)
+    }
+
+    private func corrupt(_ why: String) -> ArborError {
+        ArborError(.store, "the row of \(objectID) is malformed: \(why)", objectID: objectID)
     }
 }

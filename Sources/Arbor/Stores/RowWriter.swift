@@ -3,21 +3,24 @@ import Foundation
 /// Applies one save's changes to a ``NativeStore`` inside one engine write transaction: rows,
 /// foreign-key indexes, join trees, order trees and uniqueness constraints, with the version
 /// checks of optimistic locking.
+///
+/// A writer lives inside one write transaction, on the thread that runs it: its state is read
+/// and written without dynamic exclusivity checks (as the engine's transaction state).
 final class RowWriter {
     let store: NativeStore
     let transaction: WriteTransaction
     let changes: StoreChanges
     /// The IDs of `changes.inserted`, in order: permanent ones for those that came temporary.
-    private(set) var insertedIDs: [ManagedObjectID] = []
+    @exclusivity(unchecked) private(set) var insertedIDs: [ManagedObjectID] = []
     /// Temporary → permanent IDs of this save's new rows, made the first time a row refers to a
     /// new object (most saves never need it).
-    private var permanentIDs: IDMapping?
+    @exclusivity(unchecked) private var permanentIDs: IDMapping?
     /// The trees opened so far, by name (a tree's root never moves, so a handle stays valid for
     /// the whole transaction; opening one reads the catalog).
-    private var trees: [String: Tree] = [:]
+    @exclusivity(unchecked) private var trees: [String: Tree] = [:]
     /// What writing a row of each entity met so far takes, and the last one used.
-    private var entityWrites: [ObjectIdentifier: EntityWrites] = [:]
-    private var lastWrites: EntityWrites?
+    @exclusivity(unchecked) private var entityWrites: [ObjectIdentifier: EntityWrites] = [:]
+    @exclusivity(unchecked) private var lastWrites: EntityWrites?
 
     /// What writing a row of one entity takes, worked out once per entity and save: its rows
     /// tree, its index trees, and which of its relationships need trees of their own.
@@ -107,8 +110,8 @@ final class RowWriter {
     /// relationship its foreign-key tree, a many-to-many one its join tree (one tree each: a
     /// relationship has a foreign key or a join tree, never both); and the uniqueness trees of
     /// each entity's constraints. A row or an entry finds its tree without making its name.
-    private var treesByOwner: [ObjectIdentifier: Tree] = [:]
-    private var uniqueTrees: [ObjectIdentifier: [[String]: Tree]] = [:]
+    @exclusivity(unchecked) private var treesByOwner: [ObjectIdentifier: Tree] = [:]
+    @exclusivity(unchecked) private var uniqueTrees: [ObjectIdentifier: [[String]: Tree]] = [:]
 
     /// The tree `name` names, found by `owner` after the first time.
     private func tree(of owner: AnyObject, _ name: @autoclosure () -> String) throws -> Tree {
@@ -145,8 +148,8 @@ final class RowWriter {
     }
 
     /// The space of the last ID whose entity was looked up, and that entity.
-    private var lastSpace: UnsafeMutableRawPointer?
-    private var lastSpaceEntity: EntityDescription?
+    @exclusivity(unchecked) private var lastSpace: UnsafeMutableRawPointer?
+    @exclusivity(unchecked) private var lastSpaceEntity: EntityDescription?
 
     /// The entity of `id` (and of its rows): found by the ID's space when it is the last one met
     /// (saves mostly write runs of one entity), else by name.
@@ -197,7 +200,7 @@ final class RowWriter {
 
     /// Updated rows written at the stored version plus one, not at their new row's version:
     /// rows that moved on since they were read, with their values unchanged (``RowExpectation``).
-    private(set) var rebasedVersions: [ManagedObjectID: Int64] = [:]
+    @exclusivity(unchecked) private(set) var rebasedVersions: [ManagedObjectID: Int64] = [:]
 
     /// Writes the changes. Every conflict the pass meets is gathered, not thrown at the first
     /// (docs/object-graph.md, "Conflicts in one pass"): the rows that must be as read are all
@@ -279,7 +282,7 @@ final class RowWriter {
     }
 
     /// The optimistic-locking conflicts met so far: rows not as their save expected.
-    private(set) var lockingConflicts: [MergeConflict] = []
+    @exclusivity(unchecked) private(set) var lockingConflicts: [MergeConflict] = []
 
     /// Checks that `row`, the stored row of `id` (nil: gone), is as `expected`
     /// (``RowExpectation``); a conflict is recorded when it is not.
@@ -317,7 +320,7 @@ final class RowWriter {
     }
 
     /// The uniqueness conflicts met so far.
-    private var uniqueness = UniquenessConflicts()
+    @exclusivity(unchecked) private var uniqueness = UniquenessConflicts()
 
     /// Puts `value` in the uniqueness tree of `constraint` for row `key` (of `id` as the save's
     /// caller knows it; a row the save inserts when `new`), or records a conflict when another
@@ -368,7 +371,7 @@ final class RowWriter {
 
     /// Rows of this save by permanent ID: the ID the save's caller knows each by, and whether
     /// it is a row the save inserts. Made at the first uniqueness conflict.
-    private var saveRows: [ManagedObjectID: (id: ManagedObjectID, new: Bool)]?
+    @exclusivity(unchecked) private var saveRows: [ManagedObjectID: (id: ManagedObjectID, new: Bool)]?
 
     /// The row `permanentID` of this save, if it is one.
     private func claimant(_ permanentID: ManagedObjectID) throws -> (id: ManagedObjectID, new: Bool)? {
@@ -510,8 +513,8 @@ final class RowWriter {
 
     /// The foreign-key and index entries of new rows gathered while deferred (nil: put at
     /// once), by tree, and how many.
-    private var deferredPuts: [String: (tree: Tree, keys: [[UInt8]])]?
-    private var deferredPutCount = 0
+    @exclusivity(unchecked) private var deferredPuts: [String: (tree: Tree, keys: [[UInt8]])]?
+    @exclusivity(unchecked) private var deferredPutCount = 0
 
     /// Notes entry `key` (an empty value) of `tree` to be put with the others. New rows'
     /// entries land all over their trees (a batch insert's timesheets name employees in no
@@ -541,7 +544,7 @@ final class RowWriter {
     }
 
     /// The deletions gathered while deferred (nil: made at once), by tree.
-    private var deferredDeletions: [String: (tree: Tree, keys: [[UInt8]])]?
+    @exclusivity(unchecked) private var deferredDeletions: [String: (tree: Tree, keys: [[UInt8]])]?
 
     /// Deletes `key` from `tree` — or, while deletions are deferred, notes it. A save deleting
     /// many rows touches their entries in every tree in no order (a cascade's timesheets are

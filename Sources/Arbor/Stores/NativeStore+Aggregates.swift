@@ -197,19 +197,17 @@ extension NativeStore {
         }
         return try Self.storeError("group \(request.entityName)") {
             try database.read { transaction in
-                var reader = RowPathReader(store: self, transaction: transaction)
-                let evaluator = reader.evaluator
-                var table = GroupTable()
-                var firsts: [[String: any Sendable]] = []
-                var started: [Bool] = []
-                var accumulators: [[Accumulator?]] = []
+                // The pass's state, in an object the per-row closures share (captured local
+                // variables paid a dynamic exclusivity check at every access).
+                let pass = GroupingPass(reader: RowPathReader(store: self, transaction: transaction))
+                let evaluator = pass.reader.evaluator
                 func newGroup() {
-                    firsts.append([:])
-                    started.append(false)
-                    accumulators.append(properties.map { if case .aggregate(let function, _) = $0.kind { Accumulator(function) } else { nil } })
+                    pass.firsts.append([:])
+                    pass.started.append(false)
+                    pass.accumulators.append(properties.map { if case .aggregate(let function, _) = $0.kind { Accumulator(function) } else { nil } })
                 }
                 if groupPaths.isEmpty {
-                    _ = table.group(of: [])
+                    _ = pass.table.group(of: [])
                     newGroup()
                 }
                 // When every group-by key is a key path through a to-one relationship, rows with
@@ -218,10 +216,8 @@ extension NativeStore {
                 // hashed once per destination, not once per row (unless a value is NaN:
                 // `rememberable`).
                 let throughDestinations = !groupPaths.isEmpty && groupPaths.allSatisfy { $0.count > 1 }
-                var groupOfDestinations: [[Int64?]: Int] = [:]
-                // With one such key (the common case) its destination alone finds the group.
-                var groupOfDestination: [Int64: Int] = [:]
-                var groupOfNoDestination: Int?
+                // (`pass.groupOfDestinations`; with one such key, the common case, its destination
+                // alone finds the group: `pass.groupOfDestination`.)
                 // The slots the pass reads on rows of the fetched entity (a sub-entity's rows are
                 // laid out otherwise, and read by name): the group-by keys' first keys, and the
                 // aggregated attributes of the entity itself — read straight from the row.
@@ -240,8 +236,8 @@ extension NativeStore {
                 }
                 /// The group of `row`'s group-by values (made when new), and those values.
                 func groupOfValues(_ row: borrowing StoreRow, id: ManagedObjectID) throws -> (group: Int, key: [Operand]) {
-                    let key = try groupPaths.map { try reader.value(of: $0, on: row, id: id) }
-                    let (found, isNew) = table.group(of: key)
+                    let key = try groupPaths.map { try pass.reader.value(of: $0, on: row, id: id) }
+                    let (found, isNew) = pass.table.group(of: key)
                     if isNew { newGroup() }
                     return (found, key)
                 }
@@ -255,60 +251,80 @@ extension NativeStore {
                         let group: Int
                         if throughDestinations && groupPaths.count == 1 {
                             let key = destination(0, on: row, own: own)
-                            if let known = key.map({ groupOfDestination[$0] }) ?? groupOfNoDestination {
+                            if let known = key.map({ pass.groupOfDestination[$0] }) ?? pass.groupOfNoDestination {
                                 group = known
                             } else {
                                 let (found, values) = try groupOfValues(row, id: id)
                                 if rememberable(values) {
-                                    if let key { groupOfDestination[key] = found } else { groupOfNoDestination = found }
+                                    if let key { pass.groupOfDestination[key] = found } else { pass.groupOfNoDestination = found }
                                 }
                                 group = found
                             }
                         } else if throughDestinations {
                             let destinations = groupPaths.indices.map { destination($0, on: row, own: own) }
-                            if let known = groupOfDestinations[destinations] {
+                            if let known = pass.groupOfDestinations[destinations] {
                                 group = known
                             } else {
                                 let (found, values) = try groupOfValues(row, id: id)
-                                if rememberable(values) { groupOfDestinations[destinations] = found }
+                                if rememberable(values) { pass.groupOfDestinations[destinations] = found }
                                 group = found
                             }
                         } else {
                             group = try groupOfValues(row, id: id).group
                         }
-                        if !started[group] {
+                        if !pass.started[group] {
                             // The group's first row gives its keys and expressions.
-                            started[group] = true
+                            pass.started[group] = true
                             for (property, path) in zip(properties, paths) {
                                 let value: Operand
                                 switch property.kind {
-                                case .key: value = try reader.value(of: path, on: row, id: id)
-                                case .expression(let expression): value = try evaluator.value(of: expression, on: .row(reader.decoded.set(row, id: id)))
+                                case .key: value = try pass.reader.value(of: path, on: row, id: id)
+                                case .expression(let expression): value = try evaluator.value(of: expression, on: .row(pass.reader.decoded.set(row, id: id)))
                                 case .aggregate: continue
                                 }
-                                if let sendable = value.sendableValue { firsts[group][property.name] = sendable }
+                                if let sendable = value.sendableValue { pass.firsts[group][property.name] = sendable }
                             }
                         }
                         for position in aggregated {
                             let value = if own, let slot = aggregateSlots[position] {
                                 DecodedRow.operand(row.values[slot: slot])
                             } else {
-                                try reader.value(of: paths[position], on: row, id: id)
+                                try pass.reader.value(of: paths[position], on: row, id: id)
                             }
-                            try accumulators[group][position]?.add(value, evaluator: evaluator)
+                            try pass.accumulators[group][position]?.add(value, evaluator: evaluator)
                         }
                         return true
                     }
                 }
-                return try table.keys.indices.map { index in
-                    var values = firsts[index]
-                    for (property, accumulator) in zip(properties, accumulators[index]) {
+                return try pass.table.keys.indices.map { index in
+                    var values = pass.firsts[index]
+                    for (property, accumulator) in zip(properties, pass.accumulators[index]) {
                         guard let accumulator, let sendable = try accumulator.result(evaluator: evaluator).sendableValue else { continue }
                         values[property.name] = sendable
                     }
-                    return StoreGroup(values: values, groupValues: Dictionary(zip(grouping.groupBy, table.keys[index])) { first, _ in first })
+                    return StoreGroup(values: values, groupValues: Dictionary(zip(grouping.groupBy, pass.table.keys[index])) { first, _ in first })
                 }
             }
         }
     }
+}
+
+/// The state of one grouping pass (``NativeStore/groups(_:)``): the groups met, each one's first
+/// row's values, whether it has started and its accumulators, and the groups found by their
+/// destinations. One pass on one thread inside one read transaction: no dynamic exclusivity
+/// checks (as the engine's transaction state).
+private final class GroupingPass {
+    @exclusivity(unchecked) var reader: RowPathReader
+    @exclusivity(unchecked) var table = GroupTable()
+    @exclusivity(unchecked) var firsts: [[String: any Sendable]] = []
+    @exclusivity(unchecked) var started: [Bool] = []
+    @exclusivity(unchecked) var accumulators: [[Accumulator?]] = []
+    /// The group of rows whose group-by key paths all start at these destinations (every key a
+    /// to-one key path).
+    @exclusivity(unchecked) var groupOfDestinations: [[Int64?]: Int] = [:]
+    /// The same with one group-by key: its destination's key, or none.
+    @exclusivity(unchecked) var groupOfDestination: [Int64: Int] = [:]
+    @exclusivity(unchecked) var groupOfNoDestination: Int?
+
+    init(reader: RowPathReader) { self.reader = reader }
 }

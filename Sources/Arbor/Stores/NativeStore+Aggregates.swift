@@ -214,10 +214,9 @@ extension NativeStore {
                 // the same first destinations are in the same group: their group is remembered by
                 // those destinations' keys, so the path is followed and the group's values
                 // hashed once per destination, not once per row (unless a value is NaN:
-                // `rememberable`).
+                // `rememberable`; the maps are the pass's `groupOfDestinations`, and with one such
+                // key, the common case, `groupOfDestination`).
                 let throughDestinations = !groupPaths.isEmpty && groupPaths.allSatisfy { $0.count > 1 }
-                // (`pass.groupOfDestinations`; with one such key, the common case, its destination
-                // alone finds the group: `pass.groupOfDestination`.)
                 // The slots the pass reads on rows of the fetched entity (a sub-entity's rows are
                 // laid out otherwise, and read by name): the group-by keys' first keys, and the
                 // aggregated attributes of the entity itself — read straight from the row.

@@ -115,12 +115,7 @@ final class BatchDeleter {
     private func add(_ keyed: [(key: RowKey, id: ManagedObjectID)]) throws {
         var named = Set<RowKey>()
         let fresh = keyed.filter { named.insert($0.key).inserted }
-        let ids = fresh.map(\.id)
-        var rows = [StoreRow?](repeating: nil, count: ids.count)
-        try store.visitRows(of: ids, in: transaction) { position, bytes in
-            rows[position] = try store.decode(bytes, objectID: ids[position])
-        }
-        for ((key, id), row) in zip(fresh, rows) {
+        for ((key, id), row) in zip(fresh, try store.rows(of: fresh.map(\.id), in: transaction)) {
             guard let row else { continue }
             deleting.insert(key)
             // Named by the row's own entity (a sub-entity's row names it).
@@ -200,12 +195,7 @@ final class BatchDeleter {
         for (id, row) in order { result.changes.deleted.append((id, RowExpectation(version: row.version))) }
         // The rows kept, read in one batched lookup per rows tree.
         let kept = nullifiedOrder.filter { !deleting.contains($0) }
-        let keptIDs = kept.map { nullified[$0]!.id }
-        var keptRows = [StoreRow?](repeating: nil, count: keptIDs.count)
-        try store.visitRows(of: keptIDs, in: transaction) { position, bytes in
-            keptRows[position] = try store.decode(bytes, objectID: keptIDs[position])
-        }
-        for (key, row) in zip(kept, keptRows) {
+        for (key, row) in zip(kept, try store.rows(of: kept.map { nullified[$0]!.id }, in: transaction)) {
             guard let row else { continue }
             let (id, clears) = nullified[key]!
             let exact = row.entityName == id.entityName ? id : store.objectID(row.entityName, key.key)

@@ -130,23 +130,31 @@ extension NativeStore {
     public func rows(for objectIDs: [ManagedObjectID]) throws -> [StoreRow?] {
         try Self.storeError("read \(objectIDs.count) rows") {
             try database.read { transaction in
-                var result = [StoreRow?](repeating: nil, count: objectIDs.count)
-                try visitRows(of: objectIDs, in: transaction) { position, bytes in
-                    let row = try decode(bytes, objectID: objectIDs[position])
-                    // A row of another entity of the hierarchy is not this ID's.
-                    if row.entityName == objectIDs[position].entityName { result[position] = row }
+                // A row of another entity of the hierarchy is not this ID's.
+                try rows(of: objectIDs, in: transaction).enumerated().map { position, row in
+                    row?.entityName == objectIDs[position].entityName ? row : nil
                 }
-                return result
             }
         }
+    }
+
+    /// The rows stored under the keys of `objectIDs` in `transaction`, decoded (nil where none),
+    /// read through ``visitRows(of:in:_:)``. A row may be of another entity of the ID's
+    /// hierarchy (a batch delete names it by the row's own entity).
+    func rows(of objectIDs: [ManagedObjectID], in transaction: ReadTransaction) throws -> [StoreRow?] {
+        var result = [StoreRow?](repeating: nil, count: objectIDs.count)
+        try visitRows(of: objectIDs, in: transaction) { position, bytes in
+            result[position] = try decode(bytes, objectID: objectIDs[position])
+        }
+        return result
     }
 
     /// Calls `body` with the position in `objectIDs` and the stored bytes of each ID whose
     /// hierarchy's rows tree holds its key (in place, valid during the call): the keys of each
     /// rows tree in one batched lookup (`Tree.visitValues(forKeys:_:)`; a relationship's
     /// destinations lie all over their tree). The row may be of another entity of the hierarchy.
-    func visitRows(of objectIDs: [ManagedObjectID], in transaction: ReadTransaction,
-                   _ body: (Int, UnsafeRawBufferPointer) throws -> Void) throws {
+    private func visitRows(of objectIDs: [ManagedObjectID], in transaction: ReadTransaction,
+                           _ body: (Int, UnsafeRawBufferPointer) throws -> Void) throws {
         // Each hierarchy's tree and the positions of its IDs (usually one hierarchy), found by
         // the ID's space, then by its root entity.
         var groups: [(root: ObjectIdentifier, tree: Tree?, positions: [Int])] = []

@@ -389,15 +389,8 @@ struct RecordColumns {
     @inline(__always)
     mutating func next() throws -> (type: UInt64, payload: UnsafeRawBufferPointer)? {
         guard typePosition < headerEnd else { return nil }
-        let type: UInt64
-        if bytes[typePosition] < 0x80 {
-            // Nearly every serial type is one byte (text and bytes under 58 bytes).
-            type = UInt64(bytes[typePosition])
-            typePosition += 1
-        } else {
-            guard let long = RecordEncoding.readVarint(bytes, &typePosition) else { throw corrupt("a column's serial type is malformed") }
-            type = long
-        }
+        // (`readVarint` reads a one-byte type, nearly every one, without its loop.)
+        guard let type = RecordEncoding.readVarint(bytes, &typePosition) else { throw corrupt("a column's serial type is malformed") }
         guard typePosition <= headerEnd, let size = RecordEncoding.payloadSize(type), size <= bytes.count - payloadStart else {
             throw corrupt("a column's serial type or size is out of range")
         }

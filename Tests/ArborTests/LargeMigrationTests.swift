@@ -67,9 +67,10 @@ struct LargeMigrationTests {
         #expect(rowPages > 2 * cachePages, "\(rowPages) pages of rows, \(cachePages) of cache")
         let old = try MigrationTests.library()
         let new = try MigrationTests.library([.renames, .noPrice])
+        let dropping = MigrationTests.allowing([.property("price", of: "Book")], from: old, to: new)
         let before = disk.operationCount
         do {
-            let (_, store) = try MigrationTests.open(path, new, options: options)
+            let (_, store) = try MigrationTests.open(path, new, migration: dropping, options: options)
             #expect(store.migration?.entities.first { $0.entity == "Book" }?.rewrittenRows == Self.bookCount)
         }
         let operations = disk.operationCount - before
@@ -82,11 +83,11 @@ struct LargeMigrationTests {
             for damage in damages {
                 disk.restore(image)
                 disk.inject(.powerCut(damage), atOperation: point)
-                _ = try? MigrationTests.open(path, new, options: options)
+                _ = try? MigrationTests.open(path, new, migration: dropping, options: options)
                 disk.clearFaults()
                 let oldStack = try? MigrationTests.open(path, old, migration: .never, options: options).0
                 if let oldStack { try Self.checkBooks(oldStack.context(), migrated: false) }
-                let (stack, store) = try MigrationTests.open(path, new, options: options)
+                let (stack, store) = try MigrationTests.open(path, new, migration: dropping, options: options)
                 #expect((oldStack != nil) == (store.migration != nil), "crash at \(point) \(damage)")
                 if oldStack != nil { outcomes.old += 1 } else { outcomes.new += 1 }
                 try Self.checkBooks(stack.context(), migrated: true)

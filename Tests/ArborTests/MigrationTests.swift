@@ -147,6 +147,13 @@ struct MigrationTests {
         return (Stack(model: model, coordinator: coordinator), store)
     }
 
+    /// Options whose plan's one lightweight stage, from `old` to `new`, may drop `drops`.
+    static func allowing(_ drops: Set<MigrationDrop>, from old: ManagedObjectModel, to new: ManagedObjectModel) -> MigrationOptions {
+        var options = MigrationOptions()
+        options.plan = MigrationPlan(startingAt: old).lightweight(to: new, dropping: drops)
+        return options
+    }
+
     /// The books of a store, by their title's serial.
     static func books(_ context: ManagedObjectContext, title: String = "title") throws -> [Int: ManagedObject] {
         let books = try context.fetch(FetchRequest<ManagedObject>(entityName: "Book"))
@@ -316,8 +323,12 @@ struct MigrationTests {
     @Test("removing an attribute rewrites its entity's rows without it, keeping the others; removing an entity drops its trees")
     func removals() throws {
         let (path, ids) = try Self.makeStore()
-        let (stack, store) = try Self.open(path, try Self.library([.noPrice, .noTags]))
+        let new = try Self.library([.noPrice, .noTags])
+        // Dropping Tag allows dropping the links to it (Book.tags) too.
+        let (stack, store) = try Self.open(path, new, migration: Self.allowing([.property("price", of: "Book"), .entity("Tag")], from: try Self.library(), to: new))
         let report = try #require(store.migration)
+        #expect(report.losses.map(\.description) == ["Book.price: the values of 30 objects", "Book.tags: 60 links", "Tag: 4 objects"])
+        #expect(report.losses.allSatisfy { $0.isAllowed })
         #expect(report.entities.first { $0.entity == "Book" }?.rewrittenRows == Self.bookCount)
         #expect(report.entities.first { $0.entity == "Author" }?.rewrittenRows == 0)
         #expect(Set(report.treesDropped) == ["rows.Tag", "join.Book.tags", "join.Tag.books"])
@@ -626,8 +637,9 @@ struct MigrationTests {
         let image = disk.snapshot()
         let old = try Self.library()
         let new = try Self.library([.renames, .noPrice, .ratingIndexed, .rating(default: 2)])
+        let dropping = Self.allowing([.property("price", of: "Book")], from: old, to: new)
         let before = disk.operationCount
-        _ = try Self.open(path, new, options: Self.diskOptions(disk))
+        _ = try Self.open(path, new, migration: dropping, options: Self.diskOptions(disk))
         let operations = disk.operationCount - before
         #expect(operations > 20)
         var outcomes = (old: 0, new: 0)
@@ -635,12 +647,12 @@ struct MigrationTests {
             for damage: SimulatedDisk.PowerCutDamage in [.applyAll, .dropAll, .random(seed: UInt64(point))] {
                 disk.restore(image)
                 disk.inject(.powerCut(damage), atOperation: point)
-                _ = try? Self.open(path, new, options: Self.diskOptions(disk))
+                _ = try? Self.open(path, new, migration: dropping, options: Self.diskOptions(disk))
                 disk.clearFaults()
                 // Either the old model still opens the store (nothing of the migration stayed),
                 // or the history says the migration committed; never both, never neither.
                 let oldOpens = (try? Self.open(path, old, migration: .never, options: Self.diskOptions(disk))) != nil
-                let (stack, store) = try Self.open(path, new, options: Self.diskOptions(disk))
+                let (stack, store) = try Self.open(path, new, migration: dropping, options: Self.diskOptions(disk))
                 #expect(oldOpens == (store.migration != nil), "crash at \(point) \(damage)")
                 if oldOpens { outcomes.old += 1 } else { outcomes.new += 1 }
                 try Self.checkData(stack.context(), title: "name", author: "Writer", tags: "labels", ids: ids, price: false)

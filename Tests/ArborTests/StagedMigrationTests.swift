@@ -134,10 +134,14 @@ struct StagedMigrationTests {
         let ids = authors.map(\.objectID)
         let v2 = try model("Writer", was: "Author")
         let v3 = try model("Person", was: "Writer")
-        // Inferred straight from version 1, Person is new and Author removed: its objects gone.
+        // Inferred straight from version 1, Person would be new and Author removed with its
+        // objects: the store shares no entity with the model, so it is refused, untouched.
         let direct = try temporaryDirectory() + "/direct.arbor"
         try FileManager.default.copyItem(atPath: path, toPath: direct)
-        #expect(try Library.values(direct, v3, "Person", "name").isEmpty)
+        let before = try Library.fileBytes(direct)
+        let refusal = try #require(throws: ArborError.self) { try Library.values(direct, v3, "Person", "name") }
+        #expect(refusal.code == .incompatibleModel && refusal.message.contains("holds the data of another model"), "\(refusal)")
+        #expect(try Library.fileBytes(direct) == before)
         // Through the plan, each stage is inferred between its two versions.
         let (planned, store) = try Library.open(path, v3, migration: Self.options(MigrationPlan(startingAt: v1).lightweight(to: v2).lightweight(to: v3)))
         #expect(store.migration?.stages.map(\.kind) == ["lightweight", "lightweight"])

@@ -27,7 +27,7 @@ struct MigrateCommandTests {
 
         let ok = try runArbor(["migrate", old, "--to", new])
         #expect(ok.status == 0, "\(ok.stderr)")
-        #expect(ok.stdout.hasPrefix("the migration succeeds: lightweight migration"), "\(ok.stdout)")
+        #expect(ok.stdout.hasPrefix("\(old): the migration succeeds: lightweight migration"), "\(ok.stdout)")
         #expect(ok.stdout.contains("  Book: 2 → 2"), "\(ok.stdout)")
         #expect(ok.stdout.contains("  Author: 1 → 1"), "\(ok.stdout)")
 
@@ -36,8 +36,41 @@ struct MigrateCommandTests {
         _ = try PersistentStoreCoordinator(managedObjectModel: strictModel).addNativeStore(at: strict)
         let failing = try runArbor(["migrate", old, "--to", strict])
         #expect(failing.status == 1)
-        #expect(failing.stdout.hasPrefix("the migration fails"), "\(failing.stdout)")
+        #expect(failing.stdout.hasPrefix("\(old): the migration fails: \(old) cannot be migrated"), "names the user's file, not the copy: \(failing.stdout)")
+        #expect(!failing.stdout.contains("arbor-verify"), "\(failing.stdout)")
         #expect(failing.stdout.contains("Book.year becomes required"), "\(failing.stdout)")
+        #expect(failing.stdout.contains("  Book: 2 objects") && !failing.stdout.contains("→ –"), "counts before, no blank after: \(failing.stdout)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: old)) == original)
+    }
+
+    @Test("a migration that would drop data is refused with what and how much (--dry-run); --drop names it and the check then succeeds, listing the drop; the store is never written")
+    func drops() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.cleanup() }
+        let (dated, undated) = (dir.file("dated.arbor"), dir.file("undated.arbor"))
+        let coordinator = PersistentStoreCoordinator(managedObjectModel: try ModelCommandTests.libraryModel())
+        try coordinator.addNativeStore(at: dated)
+        let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+        let author = ManagedObject(entity: coordinator.managedObjectModel.entity(named: "Author")!, insertInto: context)
+        try author.setValue("Ann", forKey: "name")
+        for (title, year) in [("One", 1999), ("Two", 2004), ("Three", nil)] as [(String, Int16?)] {
+            let book = ManagedObject(entity: coordinator.managedObjectModel.entity(named: "Book")!, insertInto: context)
+            try book.setValue(title, forKey: "title")
+            try book.setValue(year, forKey: "year")
+            try book.setValue(author, forKey: "author")
+        }
+        try context.save()
+        _ = try PersistentStoreCoordinator(managedObjectModel: try ModelCommandTests.libraryModel(year: false)).addNativeStore(at: undated)
+        let original = try Data(contentsOf: URL(fileURLWithPath: dated))
+
+        let refused = try runArbor(["migrate", dated, "--to", undated, "--dry-run"])
+        #expect(refused.status == 1)
+        #expect(refused.stdout.contains("without dropping data it holds (Book.year: the values of 2 objects)"), "\(refused.stdout)")
+        #expect(refused.stdout.contains("  would drop Book.year: the values of 2 objects"), "\(refused.stdout)")
+        let allowed = try runArbor(["migrate", dated, "--to", undated, "--dry-run", "--drop", "Book.year"])
+        #expect(allowed.status == 0, "\(allowed.stdout) \(allowed.stderr)")
+        #expect(allowed.stdout.contains("  drops Book.year: the values of 2 objects"), "\(allowed.stdout)")
+        #expect(allowed.stdout.contains("  Book: 3 → 3"), "\(allowed.stdout)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: dated)) == original)
     }
 }

@@ -152,6 +152,9 @@ public struct ArborError: Error, Sendable, CustomStringConvertible, LocalizedErr
     public var conflicts: [MergeConflict] = []
     /// For ``Code/constraintConflict``: the uniqueness conflicts the save found.
     public var constraintConflicts: [ConstraintConflict] = []
+    /// For ``Code/incompatibleModel`` when a migration would drop data no plan allows: every
+    /// loss it would cause (``MigrationLoss/isAllowed`` says which a stage allowed).
+    public var migrationLosses: [MigrationLoss] = []
     /// For ``Code/predicateSyntax``: the offset (from 0, in Unicode scalars) in the format string where
     /// the problem is.
     public var position: Int?

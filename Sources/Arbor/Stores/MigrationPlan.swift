@@ -50,6 +50,9 @@ public struct MigrationPlan: Sendable {
     public let versions: [ManagedObjectModel]
     /// The stage from each version to the next (one fewer than ``versions``).
     public let stages: [Stage]
+    /// The data each stage may drop (``lightweight(to:dropping:)``; empty for custom stages,
+    /// whose code decides what it copies).
+    public let drops: [Set<MigrationDrop>]
     /// Called as the stages progress (on the thread that opens the store).
     public var progress: (@Sendable (MigrationProgress) -> Void)?
 
@@ -57,27 +60,36 @@ public struct MigrationPlan: Sendable {
     public init(startingAt model: ManagedObjectModel) {
         versions = [model]
         stages = []
+        drops = []
     }
 
-    private init(versions: [ManagedObjectModel], stages: [Stage], progress: (@Sendable (MigrationProgress) -> Void)?) {
+    private init(versions: [ManagedObjectModel], stages: [Stage], drops: [Set<MigrationDrop>], progress: (@Sendable (MigrationProgress) -> Void)?) {
         self.versions = versions
         self.stages = stages
+        self.drops = drops
         self.progress = progress
     }
 
     /// The plan with `model` as its next version, reached by a lightweight (inferred) stage.
-    public func lightweight(to model: ManagedObjectModel) -> MigrationPlan {
-        MigrationPlan(versions: versions + [model], stages: stages + [.lightweight], progress: progress)
+    ///
+    /// The stage drops no data the store holds unless `dropping` names it: an entity the new
+    /// version removes, with its objects and their links (`.entity("Draft")`), or an attribute's
+    /// values or a relationship's links (`.property("legacyCode", of: "Book")`), in the old
+    /// version's names. Otherwise a store that holds such data is refused, naming what would be
+    /// dropped and how much (``ArborError/migrationLosses``); ``NativeStore/verifyMigration(at:to:migration:options:copyAt:)``
+    /// reports the same without touching the store.
+    public func lightweight(to model: ManagedObjectModel, dropping: Set<MigrationDrop> = []) -> MigrationPlan {
+        MigrationPlan(versions: versions + [model], stages: stages + [.lightweight], drops: drops + [dropping], progress: progress)
     }
 
     /// The plan with `model` as its next version, reached by a custom stage running `migrate`.
     public func custom(to model: ManagedObjectModel, _ migrate: @escaping @Sendable (MigrationContext) throws -> Void) -> MigrationPlan {
-        MigrationPlan(versions: versions + [model], stages: stages + [.custom(migrate)], progress: progress)
+        MigrationPlan(versions: versions + [model], stages: stages + [.custom(migrate)], drops: drops + [[]], progress: progress)
     }
 
     /// The plan, reporting its progress to `handler`.
     public func reportingProgress(_ handler: @escaping @Sendable (MigrationProgress) -> Void) -> MigrationPlan {
-        MigrationPlan(versions: versions, stages: stages, progress: handler)
+        MigrationPlan(versions: versions, stages: stages, drops: drops, progress: handler)
     }
 
     /// The place in ``versions`` of the version whose entity hashes are `hashes` (the last such),
@@ -90,6 +102,7 @@ public struct MigrationPlan: Sendable {
     /// compared).
     func isAlike(_ other: MigrationPlan) -> Bool {
         versions.map(\.versionHash) == other.versions.map(\.versionHash) && stages.map(\.kind) == other.stages.map(\.kind)
+            && drops == other.drops
     }
 }
 

@@ -166,6 +166,10 @@ extension NativeStore {
             }
             // The store's model, to name each difference (an unreadable schema names entities only).
             let schema = try metadata.get(Array("schema".utf8)).flatMap { try? JSONDecoder().decode(ModelSchema.self, from: Data($0)) }
+            if options.plan?.version(withEntityHashes: entityHashes) == nil {
+                try refuseUnrelated(model, storeEntities: Set(entityHashes.keys).union(schema?.entities.map(\.name) ?? [])
+                                        .union(history.flatMap { $0.schema?.entities.map(\.name) ?? [] }), path: path)
+            }
             guard options.shouldMigrateStoreAutomatically, options.shouldInferMappingModelAutomatically, let schema else {
                 let why = !options.shouldMigrateStoreAutomatically ? "automatic migration is off (MigrationOptions; a read-only store never migrates)"
                     : !options.shouldInferMappingModelAutomatically ? "inferring the migration is off and no migration plan is given"
@@ -177,6 +181,7 @@ extension NativeStore {
             var plan = try StoreMigration.plan(metadata: metadata, path: path, layout: layout, schema: schema, hashBytes: hashBytes,
                                                history: recordedHistory, to: model)
             plan.invalidObjects = options.invalidObjects
+            plan.allowedDrops = options.drops
             return Recorded(identifier: UUID(uuid: stored.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }), layout: .records,
                             columns: plan.columns, schema: try schemaBytes(model), entities: plan.entities, hasHistory: true,
                             fills: plan.fills, migration: plan, keyForm: try recordedKeyForm(metadata, path: path), tracksHistory: try metadata.get(trackingKey) != nil)
@@ -214,6 +219,26 @@ extension NativeStore {
                         columns: columns, schema: try metadata.get(Array("schema".utf8)), entities: entities,
                         hasHistory: try metadata.get(historyKey) != nil, fills: fills, migration: nil,
                         keyForm: try recordedKeyForm(metadata, path: path), tracksHistory: try metadata.get(trackingKey) != nil)
+    }
+
+    /// Refuses a store that holds another model's data, whatever the migration options: none of
+    /// `model`'s entities (by name or renaming identifier) is one the store has had
+    /// (`storeEntities`, every version of its history). Migrating would drop everything, and the
+    /// store is more likely another program's (two programs with the same container name share a
+    /// file in the default directory) than a model that kept nothing.
+    ///
+    /// A migration plan that names the store's model is exempt: it says the store is the
+    /// application's own.
+    ///
+    /// - Throws: ``ArborError/Code/incompatibleModel``.
+    static func refuseUnrelated(_ model: ManagedObjectModel, storeEntities: Set<String>, path: String) throws {
+        let names = Set(model.entities.flatMap { [$0.name] + ($0.renamingIdentifier.map { [$0] } ?? []) })
+        guard names.isDisjoint(with: storeEntities) else { return }
+        throw ArborError(.incompatibleModel,
+                         "\(path) holds the data of another model: none of its entities (\(storeEntities.sorted().joined(separator: ", "))) "
+                            + "is in this model (\(model.entities.map(\.name).sorted().joined(separator: ", "))), so it is not opened and "
+                            + "nothing in it was changed. Check the store's location: two programs that use the same container name "
+                            + "share one file in the default directory")
     }
 
     /// A store's recorded row layout (layout 1 when it records none).

@@ -155,6 +155,8 @@ private struct MigrationRun {
                   let rows = try transaction.tree(named: NativeStore.rowsTree(old)) else { continue }
             try check(rows, oldRoot: old, into: &findings)
         }
+        let losses = try plan.countLosses(in: transaction, store: store)
+        try refuseUnallowed(losses)
         if plan.invalidObjects == .fail && findings.invalidCount > 0 {
             let count = findings.invalidCount
             throw ArborError(.migrationFailed,
@@ -251,7 +253,27 @@ private struct MigrationRun {
                                      duration: ContinuousClock.now - started)
         report.invalidObjects = findings.invalid
         report.invalidObjectCount = findings.invalidCount
+        report.losses = losses
         return report
+    }
+
+    /// Fails the migration, before anything is written, when it would drop data that no drop of
+    /// the plan allows: naming each, with its amount, and how to keep or allow it.
+    func refuseUnallowed(_ losses: [MigrationLoss]) throws {
+        let refused = losses.filter { !$0.isAllowed }
+        guard !refused.isEmpty else { return }
+        let drops = refused.map(\.drop.spelled).joined(separator: ", ")
+        var error = ArborError(.incompatibleModel,
+                               "\(store.path ?? "memory") cannot be migrated to this model without dropping data it holds "
+                                + "(\(refused.map(\.description).joined(separator: "; "))); the store is as it was. "
+                                + "If they were renamed, give the new entity or property a renamingIdentifier naming the old one; "
+                                + "to drop them, migrate through a MigrationPlan whose stage names them: "
+                                + "MigrationPlan(startingAt: storeModel).lightweight(to: newModel, dropping: [\(drops)])",
+                               detailedErrors: refused.map { loss in
+                                   ArborError(.incompatibleModel, "\(loss) would be dropped", entity: loss.entity, key: loss.property)
+                               })
+        error.migrationLosses = losses
+        throw error
     }
 
     // MARK: Checking
@@ -359,7 +381,7 @@ private struct MigrationRun {
 
         /// Appends the row `bytes` (primary key `key`) in its new format to `output`.
         mutating func rewrite(_ key: Int64, _ bytes: UnsafeRawBufferPointer, into output: inout [UInt8]) throws {
-            let oldEntity = try run.oldEntity(of: bytes, key: key, oldRoot: oldRoot)
+            let oldEntity = try run.plan.oldEntity(of: bytes, key: key, oldRoot: oldRoot)
             let index = try place(of: oldEntity)
             defer { counted[index] += 1 }
             if let transcoding = entities[index].transcoding {
@@ -417,10 +439,6 @@ private struct MigrationRun {
         var filled = false
     }
 
-    /// Reads the row `bytes` (primary key `key`) of the old hierarchy of `oldRoot` into the new
-    /// model's entity: each stored property from the old column it continues (attributes read as
-    /// their new type, which widens the old), new ones their default (or nil), to-ones pointing
-    /// at the same primary key under the destination's new entity name.
     /// How records of `oldEntity` are rewritten by copying columns (nil: they cannot be, or the
     /// entity is removed).
     func transcoding(of oldEntity: EntityDescription) -> (entity: EntityDescription, transcoding: RowFormat.Transcoding)? {
@@ -434,30 +452,15 @@ private struct MigrationRun {
         return transcoding.map { (entity, $0) }
     }
 
-    /// The old entity of the row `bytes` (primary key `key`) of the old hierarchy of `oldRoot`,
-    /// as the old layout names it.
-    func oldEntity(of bytes: UnsafeRawBufferPointer, key: Int64, oldRoot: EntityDescription) throws -> EntityDescription {
-        if plan.oldLayout == .records && oldRoot.subentities.isEmpty { return oldRoot }
-        let oldName: String?
-        if plan.oldLayout != .records {
-            oldName = RowFormat.entityName(of: bytes)
-        } else {
-            var position = 0
-            oldName = RecordEncoding.readVarint(bytes, &position).flatMap { index in
-                index < UInt64(plan.oldEntities.count) ? plan.oldEntities[Int(index)] : nil
-            }
-        }
-        guard let oldName, let oldEntity = plan.old.entity(named: oldName), oldEntity.rootEntity === oldRoot else {
-            throw ArborError(.store, "the row \(key) of \(NativeStore.rowsTree(oldRoot)) is malformed: it names no entity of the store's model")
-        }
-        return oldEntity
-    }
-
+    /// Reads the row `bytes` (primary key `key`) of the old hierarchy of `oldRoot` into the new
+    /// model's entity: each stored property from the old column it continues (attributes read as
+    /// their new type, which widens the old), new ones their default (or nil), to-ones pointing
+    /// at the same primary key under the destination's new entity name.
     func migratedRow(_ bytes: UnsafeRawBufferPointer, key: Int64, oldRoot: EntityDescription) throws -> MigratedRow {
         func damaged(_ why: String) -> ArborError {
             ArborError(.store, "the row \(key) of \(NativeStore.rowsTree(oldRoot)) is malformed: \(why)")
         }
-        let oldEntity = try self.oldEntity(of: bytes, key: key, oldRoot: oldRoot)
+        let oldEntity = try plan.oldEntity(of: bytes, key: key, oldRoot: oldRoot)
         let oldName = oldEntity.name
         guard let format = plan.oldFormats[oldName] else { throw damaged("it names no entity of the store's model") }
         guard let entity = plan.newEntityName[oldName].flatMap(plan.new.entity(named:)) else {

@@ -20,8 +20,9 @@ extension NativeStore {
         /// Nothing: the store is new, at the plan's last version, or at no version of it (the
         /// ordinary open then infers or refuses).
         case notNeeded
-        /// One lightweight stage: the ordinary open migrates in place, inferring.
-        case inPlace
+        /// One lightweight stage: the ordinary open migrates in place, inferring, allowed the
+        /// stage's drops.
+        case inPlace(drops: Set<MigrationDrop>)
         /// The stages ran; the store is at the last version.
         case migrated(MigrationReport)
     }
@@ -60,7 +61,7 @@ extension NativeStore {
             }
         }
         guard let recorded, let start = plan.version(withEntityHashes: recorded), start < plan.versions.count - 1 else { return .notNeeded }
-        if start == plan.versions.count - 2, case .lightweight = plan.stages[start] { return .inPlace }
+        if start == plan.versions.count - 2, case .lightweight = plan.stages[start] { return .inPlace(drops: plan.drops[start]) }
         return .migrated(try StagedMigration(plan: plan, start: start, path: path, configuration: configuration, options: options,
                                                    invalidObjects: invalidObjects).run())
     }
@@ -163,6 +164,7 @@ private struct StagedMigration {
                 report(stage, "lightweight", 0, 1)
                 var inferring = MigrationOptions()
                 inferring.invalidObjects = invalidObjects
+                inferring.drops = plan.drops[index]
                 let migrated = try NativeStore(path: working, type: "native", model: new, configuration: configuration,
                                                options: workingOptions(pageSize: pageSize), migration: inferring, suspendsHistory: true)
                 migrated.close()
@@ -204,6 +206,7 @@ private struct StagedMigration {
         staged.stages = stageReports
         staged.invalidObjects = stageReports.flatMap(\.invalidObjects)
         staged.invalidObjectCount = stageReports.reduce(0) { $0 + $1.invalidObjectCount }
+        staged.losses = stageReports.flatMap(\.losses)
         return staged
     }
 }

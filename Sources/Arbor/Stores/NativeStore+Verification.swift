@@ -15,6 +15,10 @@ public struct MigrationVerification: Sendable, CustomStringConvertible {
     public let failure: ArborError?
     /// How long the migration of the copy took.
     public let duration: Duration
+    /// The data the migration drops, or would drop: each entity's objects, attribute's values and
+    /// relationship's links that the new model removes, with their amounts. A loss no plan's
+    /// stage allows (``MigrationLoss/isAllowed`` false) is why the migration fails.
+    public let losses: [MigrationLoss]
 
     /// Whether the store would migrate.
     public var succeeded: Bool { failure == nil }
@@ -23,14 +27,24 @@ public struct MigrationVerification: Sendable, CustomStringConvertible {
     /// (``MigrationReport/invalidObjects``).
     public var invalidObjects: [ArborError] { migration?.invalidObjects ?? [] }
 
-    /// Several lines: the outcome, then each entity's objects before → after.
+    /// Several lines: the outcome, then each entity's objects before → after (before only, when
+    /// the migration fails), then what it drops or would drop.
     public var description: String {
         var lines = [failure.map { "the migration fails: \($0.message)" } ?? migration.map { "the migration succeeds: \($0)" } ?? "nothing to migrate"]
-        let renamed = Dictionary((migration?.entities ?? []).compactMap { entity in entity.renamedFrom.map { ($0, entity.entity) } },
-                                 uniquingKeysWith: { first, _ in first })
-        for name in Set(objectsBefore.keys.map { renamed[$0] ?? $0 }).union(objectsAfter.keys).sorted() {
-            let was = renamed.first { $0.value == name }?.key ?? name
-            lines.append("  \(name): \(objectsBefore[was].map(String.init) ?? "–") → \(objectsAfter[name].map(String.init) ?? "–")")
+        if failure != nil {
+            for (name, count) in objectsBefore.sorted(by: { $0.key < $1.key }) { lines.append("  \(name): \(count) object\(count == 1 ? "" : "s")") }
+        } else {
+            let renamed = Dictionary((migration?.entities ?? []).compactMap { entity in entity.renamedFrom.map { ($0, entity.entity) } },
+                                     uniquingKeysWith: { first, _ in first })
+            for name in Set(objectsBefore.keys.map { renamed[$0] ?? $0 }).union(objectsAfter.keys).sorted() {
+                let was = renamed.first { $0.value == name }?.key ?? name
+                let before = objectsBefore[was].map(String.init) ?? "new"
+                let after = objectsAfter[name].map(String.init) ?? "removed"
+                lines.append("  \(name): \(before) → \(after)")
+            }
+        }
+        for loss in losses {
+            lines.append("  \(failure == nil ? "drops" : loss.isAllowed ? "would drop (allowed)" : "would drop") \(loss)")
         }
         if let count = migration?.invalidObjectCount, count > 0 {
             lines.append("  \(count) value\(count == 1 ? "" : "s") break the new validation rules: "
@@ -100,13 +114,14 @@ extension NativeStore {
             migrated = try NativeStore(path: copy, type: "native", model: model, configuration: nil, options: writable, migration: migration,
                                        suspendsHistory: true)
         } catch let error as ArborError {
-            return MigrationVerification(objectsBefore: before, objectsAfter: [:], migration: nil, failure: error,
-                                         duration: ContinuousClock.now - started)
+            let failure = error.naming(copy, as: path)
+            return MigrationVerification(objectsBefore: before, objectsAfter: [:], migration: nil, failure: failure,
+                                         duration: ContinuousClock.now - started, losses: failure.migrationLosses)
         }
         let duration = ContinuousClock.now - started
         defer { migrated.close() }
         return MigrationVerification(objectsBefore: before, objectsAfter: try objectCounts(migrated, model: model), migration: migrated.migration,
-                                     failure: nil, duration: duration)
+                                     failure: nil, duration: duration, losses: migrated.migration?.losses ?? [])
     }
 
     /// The objects of each concrete entity of `model` in `store` (sub-entities counted apart).
@@ -121,5 +136,16 @@ extension NativeStore {
             counts[entity.name] = try context.count(for: request)
         }
         return counts
+    }
+}
+
+extension ArborError {
+    /// The error with `copy`, a file Arbor made, named as `original` in its messages (a
+    /// verification's failure names the store it was asked about, not its temporary copy).
+    func naming(_ copy: String, as original: String) -> ArborError {
+        var error = self
+        error.message = message.replacingOccurrences(of: copy, with: original)
+        error.detailedErrors = detailedErrors.map { $0.naming(copy, as: original) }
+        return error
     }
 }

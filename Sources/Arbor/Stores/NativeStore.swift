@@ -102,7 +102,9 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
             switch try Self.runStaged(plan, path: path, model: model, configuration: configuration, options: options,
                                       invalidObjects: migrationOptions.invalidObjects) {
             case .notNeeded: break
-            case .inPlace: migrationOptions.shouldInferMappingModelAutomatically = true
+            case .inPlace(let drops):
+                migrationOptions.shouldInferMappingModelAutomatically = true
+                migrationOptions.drops = drops
             case .migrated(let report): staged = report
             }
         }

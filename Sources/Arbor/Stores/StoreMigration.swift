@@ -22,6 +22,9 @@ public struct MigrationOptions: Sendable, Equatable {
     /// and a warning in the log), or the migration fails naming them. Either way they are never
     /// silently kept or dropped.
     public var invalidObjects = InvalidObjects.keep
+    /// The data an inferred migration may drop: a plan's stage's (``MigrationPlan/lightweight(to:dropping:)``),
+    /// set where the stage runs; empty for an automatic migration, which drops nothing.
+    var drops: Set<MigrationDrop> = []
 
     /// What a migration does with objects that break the new model's validation rules.
     public enum InvalidObjects: Sendable, Equatable {
@@ -39,7 +42,7 @@ public struct MigrationOptions: Sendable, Equatable {
     public static func == (lhs: MigrationOptions, rhs: MigrationOptions) -> Bool {
         lhs.shouldMigrateStoreAutomatically == rhs.shouldMigrateStoreAutomatically
             && lhs.shouldInferMappingModelAutomatically == rhs.shouldInferMappingModelAutomatically && lhs.invalidObjects == rhs.invalidObjects
-            && (lhs.plan == nil) == (rhs.plan == nil) && (lhs.plan.map { rhs.plan?.isAlike($0) ?? false } ?? true)
+            && lhs.drops == rhs.drops && (lhs.plan == nil) == (rhs.plan == nil) && (lhs.plan.map { rhs.plan?.isAlike($0) ?? false } ?? true)
     }
 
     /// Migration turned off: a store opens only with its own model.
@@ -92,6 +95,9 @@ public struct MigrationReport: Sendable, CustomStringConvertible {
     public internal(set) var invalidObjectCount = 0
     /// A migration through a plan (`staged`): each stage's report, in order (empty otherwise).
     public internal(set) var stages: [MigrationReport] = []
+    /// The data the migration dropped, each allowed by the plan's stage
+    /// (``MigrationPlan/lightweight(to:dropping:)``); a staged migration's are its stages'.
+    public internal(set) var losses: [MigrationLoss] = []
 
     /// One line.
     public var description: String {
@@ -99,7 +105,7 @@ public struct MigrationReport: Sendable, CustomStringConvertible {
         return "\(kind) migration from model version \(fromVersion) to \(toVersion): \(difference.changes.count) change"
             + "\(difference.changes.count == 1 ? "" : "s"), \(rewritten) row\(rewritten == 1 ? "" : "s") rewritten, "
             + "\(treesBuilt.count) tree\(treesBuilt.count == 1 ? "" : "s") built, \(treesDropped.count) dropped, "
-            + "\(treesRenamed.count) renamed, in \(duration)"
+            + "\(treesRenamed.count) renamed\(losses.isEmpty ? "" : ", dropping \(losses.map(\.description).joined(separator: "; "))"), in \(duration)"
     }
 }
 
@@ -160,6 +166,11 @@ struct StoreMigration {
     /// Derived trees kept only when they exist in the file (built otherwise), by new name.
     let keptDerivedTrees: Set<String>
 
+    /// What the migration removes (counted before anything is written), and the drops a plan's
+    /// stage allows (``MigrationPlan/lightweight(to:dropping:)``).
+    let losses: [PlannedLoss]
+    var allowedDrops: Set<MigrationDrop> = []
+
     /// The new entity's name for an old one (nil: removed).
     let newEntityName: [String: String]
     /// For each new entity, the old name of each of its stored properties that continues one.
@@ -184,6 +195,25 @@ struct StoreMigration {
     func oldHierarchy(of root: EntityDescription) -> [EntityDescription] {
         guard let pair = hierarchies.first(where: { $0.new == root.name }), let oldRoot = old.entity(named: pair.old) else { return [] }
         return oldRoot.hierarchy
+    }
+
+    /// The old entity of the row `bytes` (primary key `key`) of the old hierarchy of `oldRoot`,
+    /// as the old layout names it.
+    func oldEntity(of bytes: UnsafeRawBufferPointer, key: Int64, oldRoot: EntityDescription) throws -> EntityDescription {
+        if oldLayout == .records && oldRoot.subentities.isEmpty { return oldRoot }
+        let oldName: String?
+        if oldLayout != .records {
+            oldName = RowFormat.entityName(of: bytes)
+        } else {
+            var position = 0
+            oldName = RecordEncoding.readVarint(bytes, &position).flatMap { index in
+                index < UInt64(oldEntities.count) ? oldEntities[Int(index)] : nil
+            }
+        }
+        guard let oldName, let oldEntity = old.entity(named: oldName), oldEntity.rootEntity === oldRoot else {
+            throw ArborError(.store, "the row \(key) of \(NativeStore.rowsTree(oldRoot)) is malformed: it names no entity of the store's model")
+        }
+        return oldEntity
     }
 
     // MARK: Planning
@@ -482,6 +512,7 @@ struct StoreMigration {
                               hierarchies: hierarchies, rewritten: rewritten, newlyRequired: newlyRequired,
                               newlyRequiredRelationships: newlyRequiredRelationships, ruleChecks: ruleChecks, mustBeEmpty: mustBeEmpty,
                               renamedTrees: renamedTrees, droppedTrees: droppedTrees, builtTrees: builtTrees, keptDerivedTrees: keptDerived,
+                              losses: PlannedLoss.plan(old: old, new: model, newEntityName: newEntityName, oldPropertyName: oldPropertyName),
                               newEntityName: newEntityName, oldPropertyName: oldPropertyName)
     }
 

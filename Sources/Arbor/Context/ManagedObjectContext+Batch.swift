@@ -36,20 +36,18 @@ extension ManagedObjectContext {
                 throw ArborError(.invalidFetchRequest, "a batch delete of \(fetchRequest.entityName) with a limit or an offset spans several stores",
                                  entity: fetchRequest.entityName)
             }
-            deletion = try coordinator.batchDelete(entity: analysis.entity, fetch: StoreFetch(analysis, fetchRequest, window: true), objectIDs: [],
-                                                   origin: transactionOrigin(.batchDelete))
+            let fetch = StoreFetch(analysis, fetchRequest, window: true)
+            deletion = try writeBatch(coordinator, merging: request.mergesIntoContexts, ContextChange.init(deletion:)) {
+                try coordinator.batchDelete(entity: analysis.entity, fetch: fetch, objectIDs: [], origin: transactionOrigin(.batchDelete))
+            }
         case .objectIDs(let ids):
-            deletion = try coordinator.batchDelete(entity: nil, fetch: nil, objectIDs: ids, origin: transactionOrigin(.batchDelete))
+            deletion = try writeBatch(coordinator, merging: request.mergesIntoContexts, ContextChange.init(deletion:)) {
+                try coordinator.batchDelete(entity: nil, fetch: nil, objectIDs: ids, origin: transactionOrigin(.batchDelete))
+            }
         }
         let updated = deletion.updated
         coordinator.logger.debug("a batch delete deleted \(deletion.deleted.count) objects and nullified \(updated.count)",
                                  metadata: name.map { ["arbor.context": .string($0)] } ?? [:])
-        if request.mergesIntoContexts && !(deletion.deleted.isEmpty && updated.isEmpty) {
-            var change = ContextChange(kind: .didSave)
-            change.deletedObjectIDs = Set(deletion.deleted)
-            change.updatedObjectIDs = Set(updated)
-            mergeIntoLiveContexts(change, coordinator)
-        }
         return BatchDeleteResult(resultType: request.resultType, deleted: deletion.deleted, updated: updated)
     }
 }
@@ -115,47 +113,57 @@ extension ManagedObjectContext {
             }
             return new
         }
-        var excluded: Set<ManagedObjectID> = []
-        var updated: [ManagedObjectID] = []
-        var attempts = 0
-        while true {
-            do {
-                updated = try coordinator.batchUpdate(entity: entity, fetch: StoreFetch(analysis, fetchRequest, window: false), excluding: excluded,
-                                                     changing: Set(updates.map(\.attribute.name)), origin: transactionOrigin(.batchUpdate), change)
-                break
-            } catch let error as ArborError where error.code == .constraintConflict && !error.constraintConflicts.isEmpty {
-                // The rows that would collide keep their values, when the policy says the
-                // stored values win; else the request fails as a save would.
-                let type = mergePolicy.mergeType
-                attempts += 1
-                guard type == .mergeByPropertyStoreTrump || type == .rollback, attempts <= 5 else { throw error }
-                for conflict in error.constraintConflicts { excluded.formUnion(conflict.conflictingObjectIDs) }
-            }
-        }
-        coordinator.logger.debug("a batch update updated \(updated.count) objects", metadata: name.map { ["arbor.context": .string($0)] } ?? [:])
-        if request.mergesIntoContexts && !updated.isEmpty {
+        let mergePolicyType = mergePolicy.mergeType
+        let origin = transactionOrigin(.batchUpdate)
+        let updated = try writeBatch(coordinator, merging: request.mergesIntoContexts, { (updated: [ManagedObjectID]) in
             var change = ContextChange(kind: .didSave)
             change.updatedObjectIDs = Set(updated)
-            mergeIntoLiveContexts(change, coordinator)
-        }
-        return BatchUpdateResult(resultType: request.resultType, updated: updated)
-    }
-
-    /// Merges what a batch request did into every live context of `coordinator`: this one at
-    /// once (a pinned one moves on, as after its own save), the others on their own queues (as
-    /// another context's save is merged) — except those pinned to a query generation, which go
-    /// on reading their generation until they move on.
-    func mergeIntoLiveContexts(_ change: ContextChange, _ coordinator: PersistentStoreCoordinator) {
-        for context in coordinator.liveContexts() {
-            if context === self {
-                merge(change, fromOwnCoordinator: true)
-            } else {
-                context.performAndWait {
-                    guard context.queryGeneration == nil else { return }
-                    context.merge(change, fromOwnCoordinator: true)
+            return change
+        }) {
+            var excluded: Set<ManagedObjectID> = []
+            var attempts = 0
+            while true {
+                do {
+                    return try coordinator.batchUpdate(entity: entity, fetch: StoreFetch(analysis, fetchRequest, window: false), excluding: excluded,
+                                                       changing: Set(updates.map(\.attribute.name)), origin: origin, change)
+                } catch let error as ArborError where error.code == .constraintConflict && !error.constraintConflicts.isEmpty {
+                    // The rows that would collide keep their values, when the policy says the
+                    // stored values win; else the request fails as a save would.
+                    attempts += 1
+                    guard mergePolicyType == .mergeByPropertyStoreTrump || mergePolicyType == .rollback, attempts <= 5 else { throw error }
+                    for conflict in error.constraintConflicts { excluded.formUnion(conflict.conflictingObjectIDs) }
                 }
             }
         }
+        coordinator.logger.debug("a batch update updated \(updated.count) objects", metadata: name.map { ["arbor.context": .string($0)] } ?? [:])
+        return BatchUpdateResult(resultType: request.resultType, updated: updated)
+    }
+
+    /// Runs a batch request's `write` through `coordinator` and, when `merging`, hands what it
+    /// changed (`change`, nil or empty: nothing) to every live context of the coordinator: this
+    /// one merges it at once (a pinned one moves on, as after its own save); the others are
+    /// posted it in the same critical section of the coordinator as the write, so that every
+    /// context's inbox holds batch requests in the order they committed, and take it on their own
+    /// queues without this one waiting for them (ManagedObjectContext+MergeInbox.swift) — except
+    /// those pinned to a query generation, which go on reading their generation.
+    func writeBatch<Written>(_ coordinator: PersistentStoreCoordinator, merging: Bool, _ change: (Written) -> ContextChange,
+                             _ write: () throws -> Written) throws -> Written {
+        drainMerges()
+        var posted: (change: ContextChange, to: [ManagedObjectContext])?
+        let written = try coordinator.locked { () throws -> Written in
+            let written = try write()
+            let made = change(written)
+            guard merging, !made.isEmpty else { return written }
+            let others = coordinator.liveContexts().filter { $0 !== self }
+            for context in others { context.postMerge(PendingMerge(change: made, fromOwnCoordinator: true, source: .batchRequest)) }
+            posted = (made, others)
+            return written
+        }
+        if let posted {
+            merge(posted.change, fromOwnCoordinator: true)
+            for context in posted.to { context.deliverMerges(.whereWaitingWould) }
+        }
+        return written
     }
 
     /// A batch update's new value for `attribute`: `value` converted to the attribute's type (a

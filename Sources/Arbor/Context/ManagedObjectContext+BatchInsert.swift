@@ -45,18 +45,21 @@ extension ManagedObjectContext {
                 try builder.add(object)
             }
         }
-        let (inserted, updated, related) = try builder.write(coordinator, policy: mergePolicy.mergeType, origin: transactionOrigin(.batchInsert))
-        coordinator.logger.debug("a batch insert inserted \(inserted.count) objects and updated \(updated.count)",
-                                 metadata: name.map { ["arbor.context": .string($0)] } ?? [:])
-        if request.mergesIntoContexts && !(inserted.isEmpty && updated.isEmpty) {
+        let policy = mergePolicy.mergeType
+        let origin = transactionOrigin(.batchInsert)
+        let (inserted, updated, _) = try writeBatch(coordinator, merging: request.mergesIntoContexts, { written in
             var change = ContextChange(kind: .didSave)
-            change.insertedObjectIDs = Set(inserted)
-            change.updatedObjectIDs = Set(updated)
+            change.insertedObjectIDs = Set(written.0)
+            change.updatedObjectIDs = Set(written.1)
             // The destinations the rows name gained members in their to-many inverses (and an
             // upsert's old destinations lost some): contexts that loaded those read them again.
-            change.relatedObjectIDs = related
-            mergeIntoLiveContexts(change, coordinator)
+            if !change.insertedObjectIDs.isEmpty || !change.updatedObjectIDs.isEmpty { change.relatedObjectIDs = written.2 }
+            return change
+        }) {
+            try builder.write(coordinator, policy: policy, origin: origin)
         }
+        coordinator.logger.debug("a batch insert inserted \(inserted.count) objects and updated \(updated.count)",
+                                 metadata: name.map { ["arbor.context": .string($0)] } ?? [:])
         return BatchInsertResult(resultType: request.resultType, inserted: inserted, updated: updated)
     }
 }

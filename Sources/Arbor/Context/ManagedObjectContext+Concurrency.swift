@@ -61,13 +61,16 @@ extension ManagedObjectContext {
 
     /// Schedules `body` on the context's queue and returns at once (a confinement context runs
     /// it now, on the calling thread). Each block is a body of work of its own: when it ends,
-    /// other blocks may run; end it with `save()` when its changes should be kept.
+    /// other blocks may run; end it with `save()` when its changes should be kept. Changes
+    /// other contexts posted to this one are merged before `body` runs.
     public func perform(_ body: @escaping @Sendable () -> Void) {
         guard let queue else {
+            drainMerges()
             body()
             return processPendingChanges()
         }
         queue.async {
+            self.drainMerges()
             body()
             self.processPendingChanges()
         }
@@ -78,6 +81,7 @@ extension ManagedObjectContext {
     /// context) it runs at once.
     public func performAndWait<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
         try onQueue { () throws(E) -> T in
+            drainMerges()
             defer { processPendingChanges() }
             return try body()
         }
@@ -120,11 +124,13 @@ extension ManagedObjectContext {
     public func perform<T: Sendable, E: Error>(schedule: ScheduledTaskType = .immediate,
                                                _ body: @escaping @Sendable () throws(E) -> T) async throws(E) -> T {
         guard let queue, !(schedule == .immediate && isOnContextQueue) else {
+            drainMerges()
             defer { processPendingChanges() }
             return try body()
         }
         let result: Result<T, E> = await withCheckedContinuation { continuation in
             queue.async {
+                self.drainMerges()
                 let result = Result(catching: body)
                 self.processPendingChanges()
                 continuation.resume(returning: result)

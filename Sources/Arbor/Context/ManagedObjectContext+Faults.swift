@@ -199,6 +199,7 @@ extension ManagedObjectContext {
     /// - Throws: ``ArborError/Code/objectNotFound`` when there is no such row (S000-26).
     public func existingObject(with objectID: ManagedObjectID) throws -> ManagedObject {
         checkQueue()
+        drainMerges()
         if let object = registeredObject(for: objectID) {
             if object.faulted { try fulfillFault(object, strict: true) }
             return object

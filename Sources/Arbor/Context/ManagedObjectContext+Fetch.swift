@@ -22,6 +22,7 @@ extension ManagedObjectContext {
     ///   predicate; ``ArborError/Code/store`` when a store fails.
     public func fetch<Result>(_ request: FetchRequest<Result>) throws -> [Result] {
         checkQueue()
+        drainMerges()
         let request = try resolved(request)
         let start = ContinuousClock.now
         let results = try fetchResults(request)
@@ -78,6 +79,7 @@ extension ManagedObjectContext {
     /// - Throws: as ``fetch(_:)``.
     public func count<Result>(for request: FetchRequest<Result>) throws -> Int {
         checkQueue()
+        drainMerges()
         let request = try resolved(request)
         if request.resultType == .dictionary { return try fetchDictionaries(request).count }
         let plan = try plan(request)

@@ -19,7 +19,8 @@ extension ManagedObjectContext {
     }
 
     /// Merges a save made elsewhere (another process, say) into each of `contexts`, on each
-    /// context's queue: `changes` holds, under ``NotificationKey/insertedObjects``,
+    /// context's queue — at once for a context the calling thread may use now, else before that
+    /// context's next block, fetch or save (the caller does not wait for its queue): `changes` holds, under ``NotificationKey/insertedObjects``,
     /// ``NotificationKey/updatedObjects`` and ``NotificationKey/deletedObjects`` (or their ID
     /// keys), collections of ``ManagedObjectID``s or of their URIs. IDs no context's coordinator
     /// knows are skipped. The rows are read afresh from the store.
@@ -34,6 +35,9 @@ extension ManagedObjectContext {
         let inserted = values(.insertedObjects, .insertedObjectIDs)
         let updated = values(.updatedObjects, .updatedObjectIDs)
         let deleted = values(.deletedObjects, .deletedObjectIDs)
+        // Posted to every context first, then delivered: none is waited for
+        // (ManagedObjectContext+MergeInbox.swift).
+        var posted: [ManagedObjectContext] = []
         for context in contexts {
             guard let coordinator = context.persistentStoreCoordinator else { continue }
             func ids(_ values: [Any]) -> Set<ManagedObjectID> {
@@ -46,8 +50,10 @@ extension ManagedObjectContext {
             change.insertedObjectIDs = ids(inserted)
             change.updatedObjectIDs = ids(updated)
             change.deletedObjectIDs = ids(deleted)
-            context.performAndWait { context.merge(change, fromOwnCoordinator: false) }
+            context.postMerge(PendingMerge(change: change, fromOwnCoordinator: false, source: .requested))
+            posted.append(context)
         }
+        for context in posted { context.deliverMerges(.whereWaitingWould) }
     }
 
     /// Whether the context merges, on its own queue, the saves of its parent context and of the
@@ -88,7 +94,8 @@ extension ManagedObjectContext {
             guard sender.parent == nil, let coordinator = persistentStoreCoordinator,
                   notification.userInfo?[Self.coordinatorKey] as? PersistentStoreCoordinator === coordinator else { return }
         }
-        perform { self.merge(change, fromOwnCoordinator: true) }
+        postMerge(PendingMerge(change: change, fromOwnCoordinator: true, source: .automatic))
+        deliverMerges(.wherePerformWould)
     }
 
     /// Merges a save's changes (by ID). `fromOwnCoordinator`: the save went through this

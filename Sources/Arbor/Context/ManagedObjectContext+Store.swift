@@ -159,6 +159,7 @@ extension ManagedObjectContext {
     ///   was read, ``ArborError/Code/constraintConflict`` for a uniqueness violation, store errors.
     public func save() throws {
         checkQueue()
+        drainMerges()
         let start = ContinuousClock.now
         let wrote: Bool
         do {

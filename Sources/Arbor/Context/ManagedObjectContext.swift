@@ -96,6 +96,9 @@ public final class ManagedObjectContext: @unchecked Sendable {
     let children = ChildContexts()
     /// Permanent IDs sent by the parent, not applied yet.
     let permanentIDMailbox = LockedInbox<[ManagedObjectID: ManagedObjectID]>()
+    /// Changes made elsewhere, waiting to be merged on the context's queue
+    /// (ManagedObjectContext+MergeInbox.swift).
+    let merges = MergeInbox()
     private var _name: String?
     private var _transactionAuthor: String?
     /// ``isObservationEnabled`` (read by the context's objects on its queue).

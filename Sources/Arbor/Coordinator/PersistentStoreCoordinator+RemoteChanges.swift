@@ -124,7 +124,8 @@ extension PersistentStoreCoordinator {
     }
 
     /// Refreshes the row cache's rows of what others changed, posts the notification and hands
-    /// the changes to the root contexts that merge automatically (queued on theirs, in order).
+    /// the changes to the root contexts that merge automatically (posted to their inboxes, in
+    /// order, and merged on their own queues: ManagedObjectContext+MergeInbox.swift).
     private func announce(_ changes: RemoteChanges) throws {
         let changed = changes.updated.union(changes.deleted)
         if !changed.isEmpty { try reloadSnapshots(Array(changed)) }
@@ -138,12 +139,9 @@ extension PersistentStoreCoordinator {
         change.insertedObjectIDs = changes.inserted
         change.updatedObjectIDs = changes.updated
         change.deletedObjectIDs = changes.deleted
-        let merged = change
-        for context in liveContexts() where context.parent == nil {
-            context.perform {
-                if context.automaticallyMergesChangesFromParent { context.merge(merged, fromOwnCoordinator: false) }
-            }
-        }
+        let roots = liveContexts().filter { $0.parent == nil }
+        for context in roots { context.postMerge(PendingMerge(change: change, fromOwnCoordinator: false, source: .automatic)) }
+        for context in roots { context.deliverMerges(.later) }
     }
 
     /// After an access (under the lock): when a store's transactions saw a change counter it

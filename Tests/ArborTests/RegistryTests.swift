@@ -166,20 +166,25 @@ struct RegistryTests {
             try context.save()
             pending = try stack.insert("Department", in: context, ["name": "pending", "budget": 1])
             let reader = stack.context()
-            fault = reader.object(with: saved[0].objectID)
             fetched = try reader.fetch(FetchRequest<ManagedObject>(entityName: "Department"))
+            let faulting = stack.context()
+            fault = faulting.object(with: saved[0].objectID)
             let retaining = stack.context()
             retaining.retainsRegisteredObjects = true
             held = try retaining.existingObject(with: saved[1].objectID)
-            #expect(fault?.managedObjectContext === reader && held?.managedObjectContext === retaining)
+            #expect(fault?.managedObjectContext === faulting && held?.managedObjectContext === retaining)
         }
         // Every context has ended: saved, inserted-unsaved, fault, fetched and retained objects.
         for object in saved + fetched + [pending!, fault!, held!] {
             #expect(object.managedObjectContext == nil)
         }
-        #expect(throws: ArborError.self) { _ = try fault!.value(forKey: "name") }
-        // Saved values stay readable on the objects that hold them; the row cache let go of them.
+        // A fault holds no values, and cannot load them (ManagedObject+Inaccessibility.swift).
+        let error = #expect(throws: ArborError.self) { _ = try fault!.value(forKey: "name") }
+        #expect(error?.code == .objectInaccessible && fault!.inaccessibility == .contextEnded, "\(String(describing: error))")
+        // Saved values stay readable on the objects that hold them, fetched faults' included;
+        // the row cache let go of them.
         #expect(try saved[3].value(forKey: "name") as? String == "D3")
+        #expect(Set(try fetched.map { try $0.value(forKey: "name") as? String }) == Set((0..<20).map { "D\($0)" }))
         saved = []
         fetched = []
         fault = nil

@@ -22,6 +22,8 @@ extension ManagedObjectContext {
         var row: StoreRow?
         if let parent {
             row = try parentRow(parent, object.objectID)
+        } else if object.objectID.isTemporaryID {
+            // No store has a row for a temporary ID (an insertion rolled back): a missing row.
         } else if let found = try coordinator.fetchSnapshot(for: object.objectID, held: object.snapshot, staleness: stalenessInterval) {
             object.hold(found.0)
             row = found.1
@@ -40,7 +42,12 @@ extension ManagedObjectContext {
             // A fault a fetch filled keeps none of the row it no longer has (its properties read
             // nil, as any fault's for a missing row; delete rules see no destinations).
             emptyFault(object)
+            object.rowMissing = true
             if shouldDeleteInaccessibleFaults && !strict {
+                // Core Data's inaccessible fault: a deleted object whose properties read nil or
+                // zero — said in the log, as Core Data does, since no caller is told.
+                coordinator.logger.warning("a fault fired for a row that is gone: it is marked deleted and reads nil or zero (shouldDeleteInaccessibleFaults)",
+                                           metadata: ["arbor.object": "\(object.objectID)", "arbor.context": "\(displayName)"])
                 object.faulted = false
                 object.deletedFlag = true
                 object.unloadedRelationships.removeAll()

@@ -388,7 +388,11 @@ public final class ManagedObjectContext: @unchecked Sendable {
         guard let entity = modelEntity(of: objectID) else {
             preconditionFailure("\(objectID) is not registered, and the context has no coordinator whose model has \(objectID.entityName)")
         }
-        return makeFault(objectID, entity: entity)
+        let fault = makeFault(objectID, entity: entity)
+        // A temporary ID a root context does not have names no row anywhere (an insertion rolled
+        // back, another context's new object): known at once, found when it fires.
+        if objectID.isTemporaryID && parent == nil { fault.rowMissing = true }
+        return fault
     }
 
     /// The object registered for `objectID`, or else a new fault of `entity`, registered (a
@@ -538,12 +542,18 @@ public final class ManagedObjectContext: @unchecked Sendable {
     }
 
     /// Forgets every object: the context is as new, and the objects it had must not be used
-    /// again (they no longer belong to it).
+    /// again (they no longer belong to it). They read the values they hold, as they last held
+    /// them, and fail to load anything else (``ManagedObject/inaccessibility`` is
+    /// ``ManagedObject/Inaccessibility/contextReset``): keep their ``ManagedObject/objectID``s and
+    /// get the objects again.
     public func reset() {
         checkQueue()
         letGoOfDestinations()
+        // The objects it had hold a link saying so (``ManagedObject/inaccessibility``): they read
+        // the values they hold, and fail to load what they do not.
+        let afterReset = ContextLink(afterReset: true, logger: link.logger)
         for object in allRegistered() {
-            object.managedObjectContext = nil
+            object.observingChangeOfEveryProperty { object.link = afterReset }
             object.eventMarks = 0
         }
         registry.removeAll()

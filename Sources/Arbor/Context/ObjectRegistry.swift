@@ -1,3 +1,4 @@
+import Logging
 import Synchronization
 
 /// A context's registered objects, by ID: one instance per object ID (uniquing).
@@ -108,6 +109,18 @@ final class ContextLink: @unchecked Sendable {
     private let isOpen = Atomic<Bool>(false)
     /// The registry's objects that have ended since it was last purged.
     let retired = RetiredObjects()
+    /// Whether this link stands for a context that was reset: what the context's objects hold
+    /// after ``ManagedObjectContext/reset()`` (a link whose ``context`` is never set).
+    let afterReset: Bool
+    /// Where an object reports what no caller sees — a typed property that could not read or
+    /// write (``ManagedObject/accessFailure``): the coordinator's logger, set when the context
+    /// gets one, and kept when the context ends or is reset.
+    var logger: Logger?
+
+    init(afterReset: Bool = false, logger: Logger? = nil) {
+        self.afterReset = afterReset
+        self.logger = logger
+    }
 
     /// Reports the end of an object registered under `objectID` (any thread).
     func objectDidEnd(_ objectID: ManagedObjectID, _ identity: ObjectIdentifier) {

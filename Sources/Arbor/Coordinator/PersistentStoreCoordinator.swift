@@ -69,6 +69,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// Adds `context` to the coordinator's live contexts.
     func register(_ context: ManagedObjectContext) {
+        context.link.logger = logger
         contextList.withLock { list in
             list.removeAll { $0.context == nil || $0.context === context }
             list.append(WeakContext(context: context))

@@ -75,6 +75,11 @@ public struct ArborError: Error, Sendable, CustomStringConvertible, LocalizedErr
 
         // Objects and contexts.
 
+        /// The object can no longer load what it does not hold, or be changed: its context was
+        /// reset or has ended (``ManagedObject/inaccessibility``; Core Data's
+        /// `NSObjectInaccessibleException`, which has no number). Keep the object's ID and get
+        /// the object again from a live context.
+        public static let objectInaccessible = Code("objectInaccessible", 0)
         /// The object's row does not exist (a fault for a deleted or never-saved row fired, or
         /// `existingObject(with:)` found nothing) — Core Data's `NSManagedObjectReferentialIntegrityError`.
         public static let objectNotFound = Code("objectNotFound", 133000)

@@ -54,6 +54,10 @@ extension ManagedObject {
         try fireFault()
         try loadRelationship(key)
         let value = values[slot: slot] ?? .none
+        // The objects it names are found through the context: gone with it.
+        if managedObjectContext == nil, let cause = inaccessibility, !value.objectIDs.isEmpty {
+            throw inaccessible("the objects of \(key)", because: cause)
+        }
         switch value {
         case .object(let id): return .toOne(destination(id))
         case .none: return .toOne(nil)
@@ -136,6 +140,7 @@ extension ManagedObject {
     ///   another context.
     public func setValue(_ value: Any?, forKey key: String) throws {
         checkQueue()
+        if let failure = inaccessibleFailure { throw failure }
         // One lookup by name finds the slot, and the slot the attribute (as in value(forKey:)).
         if let slot = entity.propertyLayout.index[key], let attribute = entity.attributeInSlot[slot] {
             try attribute._withUnsafeGuaranteedRef { attribute in
@@ -251,10 +256,17 @@ extension ManagedObject {
             awakeFromFetch()
             return
         }
-        filledGeneration = .max
         guard let context = managedObjectContext else {
-            throw ArborError(.misuse, "\(self) is not in a context any more: its values cannot be loaded", objectID: objectID)
+            // Its context was reset or has ended: a fault a fetch filled reads the values it
+            // holds, as it last held them; one that holds none cannot load them.
+            guard filledGeneration == .max else {
+                filledGeneration = .max
+                faulted = false
+                return
+            }
+            throw inaccessible("its values", because: inaccessibility)
         }
+        filledGeneration = .max
         if let batch = faultBatch {
             faultBatch = nil
             try context.loadBatch(batch)
@@ -266,7 +278,7 @@ extension ManagedObject {
     func loadRelationship(_ key: String) throws {
         guard unloadedRelationships.contains(key) else { return }
         guard let context = managedObjectContext else {
-            throw ArborError(.misuse, "\(self) is not in a context any more: its relationships cannot be loaded", objectID: objectID)
+            throw inaccessible("the objects of \(key)", because: inaccessibility)
         }
         try context.loadRelationship(key, of: self)
     }

@@ -111,6 +111,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Whether the context holds it among the destinations to-one relationships handed out
     /// lately (``ManagedObjectContext/holdDestination(_:)``).
     var heldByContext = false
+    /// Whether the object's row is known to be gone (a fault fired and found none, or the object
+    /// names a temporary ID its context does not have): ``Inaccessibility/rowMissing``.
+    var rowMissing = false
     // Two 32-bit numbers after the flags fill their word (an object's instance size decides an
     // import's memory: 176 bytes took a 192-byte block of malloc's, 152 bytes take 160).
     /// The object's place in its context's inserted, updated or deleted ``ChangeList`` (-1: none).
@@ -199,6 +202,15 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         set {
             guard extras != nil || newValue != nil else { return }
             changeExtras { $0.refusedValues = newValue }
+        }
+    }
+
+    /// The last failure of a typed property to read or write (``accessFailure``).
+    var lastAccessFailure: ArborError? {
+        get { extras?.accessFailure }
+        set {
+            guard extras != nil || newValue != nil else { return }
+            changeExtras { $0.accessFailure = newValue }
         }
     }
 
@@ -308,7 +320,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         if error.objectID == nil { error.objectID = objectID }
         if error.entityName == nil { error.entityName = entity.name }
         if error.key == nil { error.key = key }
-        refusedValues = (refusedValues ?? [:]).merging([key: error]) { $1 }
+        // Observers read the property again: it holds its old value, and says why.
+        let change = { self.refusedValues = (self.refusedValues ?? [:]).merging([key: error]) { $1 } }
+        if let slot = entity.propertyLayout.index[key] { observingChange(of: slot, change) } else { change() }
         managedObjectContext?.objectDidChange(self)
     }
 
@@ -431,7 +445,10 @@ final class ObjectExtras {
     var faultBatch: FaultBatch?
     var refusedValues: [String: ArborError]?
     var observationRegistrar: ObservationRegistrar?
+    var accessFailure: ArborError?
 
     /// Whether the box holds nothing (and can go).
-    var isEmpty: Bool { prefetchedDestinations.isEmpty && faultBatch == nil && refusedValues == nil && observationRegistrar == nil }
+    var isEmpty: Bool {
+        prefetchedDestinations.isEmpty && faultBatch == nil && refusedValues == nil && observationRegistrar == nil && accessFailure == nil
+    }
 }

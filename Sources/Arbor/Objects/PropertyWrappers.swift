@@ -24,17 +24,29 @@ import Foundation
 /// - every other attribute takes its own Swift type (`Decimal` for `.decimal`, `Double` for
 ///   `.double`, …: docs/model.md, "Attribute types");
 /// - a non-optional type (`var title: String`) is for a required attribute: where the object
-///   holds nil (a new object not yet set, a fault whose row is gone) it reads the attribute's
-///   default value, or the type's zero value (`0`, `""`, `false`, empty `Data`); `Date`, `UUID`,
-///   `URL` and transformable types need a default value to be declared non-optional;
+///   holds nil (a new object not yet set) it reads the attribute's default value, or the type's
+///   zero value (`0`, `""`, `false`, empty `Data`); `Date`, `UUID`, `URL` and transformable types
+///   need a default value to be declared non-optional;
 /// - a to-one relationship takes an optional class that the destination entity's objects are.
 ///
+/// Getters cannot throw. A value that cannot be read — the object cannot load it
+/// (``ManagedObject/inaccessibility``: its context was reset or has ended), its row is gone and
+/// ``ManagedObjectContext/shouldDeleteInaccessibleFaults`` is off, the store failed — reads nil,
+/// or the type's zero value, and never in silence: the failure is in
+/// ``ManagedObject/accessFailure`` and in the log (`error`, once per object), and builds with
+/// Arbor's checks stop the program when the object cannot load. A fault whose row is gone, with
+/// ``ManagedObjectContext/shouldDeleteInaccessibleFaults`` on (the default), is a deleted object
+/// that reads nil or zero, as in Core Data, with a warning in the log. Ask
+/// ``ManagedObject/isInaccessible`` first, or use `value(forKey:)` to get the error.
+///
 /// Setters cannot throw. A value the model refuses (an integer too large for the attribute, an
-/// object of another context) is not set: the refusal is recorded in the object, which counts
-/// as changed, and its next ``ManagedObject/validateForInsert()`` or
-/// ``ManagedObject/validateForUpdate()`` — and so the next save — fails with the error, naming
-/// the object, the key and the value. Setting the property again with an accepted value, or
-/// rolling back, clears it. Use `setValue(_:forKey:)` to get the error at once.
+/// object of another context, any value for an object that cannot load) is not set: the
+/// property keeps its old value, the refusal is in ``ManagedObject/refusal(forKey:)``,
+/// observers are told to read the property again, the object counts as changed, and its next
+/// ``ManagedObject/validateForInsert()`` or ``ManagedObject/validateForUpdate()`` — and so the
+/// next save — fails with the error, naming the object, the key and the value. Setting the
+/// property again with an accepted value, or rolling back, clears it. Use
+/// `setValue(_:forKey:)` to get the error at once.
 @propertyWrapper
 public struct Managed<Value>: TypedDeclaration {
     /// The property's key in the model.

@@ -124,38 +124,61 @@ enum TypedAccess {
     // MARK: Reading and writing
 
     /// The value of the attribute or to-one relationship `key` of `object`, as `Value` (the
-    /// declared type: optional or not). A fault whose row is gone reads as nil.
+    /// declared type: optional or not). A value that cannot be read — the object cannot load
+    /// it (``ManagedObject/inaccessibility``), its row is gone with
+    /// ``ManagedObjectContext/shouldDeleteInaccessibleFaults`` off, the store failed — reads as
+    /// nil, or the type's zero value, and the failure is recorded and logged
+    /// (``ManagedObject/recordFailedAccess(_:key:writing:)``): never in silence. A fault whose
+    /// row is gone, turned into a deleted object, reads nil or zero (as Core Data documents).
     static func read<Value>(_ object: ManagedObject, key: String, as _: Value.Type) -> Value {
         let entity = object.entity
         if let attribute = entity.attributesByName[key] {
             object.checkQueue()
             if let slot = entity.propertyLayout.index[key] { object.observationAccess(slot) }
             var stored: AttributeValue?
-            // A fault fires for a persistent attribute; one whose row is gone reads as nil.
-            let loaded = attribute.isTransient || (try? object.fireFault()) != nil
+            var loaded = true
+            if !attribute.isTransient {
+                do {
+                    try object.fireFault()
+                } catch {
+                    object.recordFailedAccess(ArborError(reading: error, key: key, of: object), key: key, writing: false)
+                    loaded = false
+                }
+            }
             if loaded, case .attribute(let value)? = object.values[key] { stored = value }
             if let stored, let value = convert(stored, attribute.type, to: Value.self) { return value }
             if let none = nilValue(Value.self) { return none }
             // Non-optional: the default value, else the type's zero value (the model's check
-            // let the declaration through only with one of them).
-            if let placeholder = attribute.defaultValue ?? zeroValue(of: attribute.type.kind),
-               let value = convert(placeholder, attribute.type, to: Value.self) {
+            // let the declaration through only with one of them) — the zero first for a value
+            // that could not be read, or whose row is gone.
+            let zero = zeroValue(of: attribute.type.kind)
+            let placeholders = loaded && !object.rowMissing ? [attribute.defaultValue, zero] : [zero, attribute.defaultValue]
+            if let placeholder = placeholders.lazy.compactMap({ $0 }).first, let value = convert(placeholder, attribute.type, to: Value.self) {
                 return value
             }
             preconditionFailure(undeclared(Value.self, key: key, object: object))
         }
-        if let destination = (try? object.value(forKey: key)) as? ManagedObject, let value = destination as? Value { return value }
+        do {
+            if let destination = try object.value(forKey: key) as? ManagedObject, let value = destination as? Value { return value }
+        } catch {
+            object.recordFailedAccess(ArborError(reading: error, key: key, of: object), key: key, writing: false)
+        }
         if let none = nilValue(Value.self) { return none }
         preconditionFailure(undeclared(Value.self, key: key, object: object))
     }
 
-    /// The destinations of the to-many relationship `key` of `object` (none while they cannot
-    /// be read: a fault whose row is gone).
+    /// The destinations of the to-many relationship `key` of `object`; none, recorded and
+    /// logged as a read of ``read(_:key:as:)`` is, while they cannot be read.
     static func destinations(_ object: ManagedObject, key: String) -> [ManagedObject] {
-        switch try? object.value(forKey: key) {
-        case let set as Set<ManagedObject>: Array(set)
-        case let list as [ManagedObject]: list
-        default: []
+        do {
+            switch try object.value(forKey: key) {
+            case let set as Set<ManagedObject>: return Array(set)
+            case let list as [ManagedObject]: return list
+            default: return []
+            }
+        } catch {
+            object.recordFailedAccess(ArborError(reading: error, key: key, of: object), key: key, writing: false)
+            return []
         }
     }
 
@@ -165,6 +188,10 @@ enum TypedAccess {
     static func write(_ value: Any?, to object: ManagedObject, key: String) {
         do {
             try object.setValue(value, forKey: key)
+        } catch let error as ArborError where error.code == .objectInaccessible {
+            // Nothing will save it: no context holds the object.
+            object.recordFailedAccess(error, key: key, writing: true)
+            object.refuse(error, forKey: key)
         } catch let error as ArborError {
             object.refuse(error, forKey: key)
         } catch {
@@ -261,5 +288,16 @@ extension TypedAccess {
             mirror = current.superclassMirror
         }
         return errors
+    }
+}
+
+extension ArborError {
+    /// A failure of reading `key` of `object` as an ``ArborError`` (one of another kind wrapped).
+    init(reading error: any Error, key: String, of object: ManagedObject) {
+        if let error = error as? ArborError {
+            self = error
+        } else {
+            self.init(.store, "\(object.objectID).\(key) could not be read: \(error)", entity: object.entity.name, key: key, objectID: object.objectID)
+        }
     }
 }

@@ -117,6 +117,14 @@ public struct DatabaseHeader: Equatable, Sendable {
         bytes(ofFileID: id).map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
     }
 
+    /// A new file ID: a version-4 UUID (random, with the version and variant bits set).
+    static func newFileID() -> (UInt64, UInt64) {
+        var generator = SystemRandomNumberGenerator()
+        let high: UInt64 = (generator.next() & ~(UInt64(0xF0) << 48)) | (UInt64(0x40) << 48)
+        let low: UInt64 = (generator.next() & ~UInt64(0xC0)) | 0x80
+        return (high, low)
+    }
+
     /// Writes the header fields into the start of page 1.
     func encode(into page: UnsafeMutableRawBufferPointer) {
         for (i, byte) in Self.magic.enumerated() { page[i] = byte }

@@ -112,8 +112,10 @@ extension Pager {
             journalDurable = true
             try writeDirtyPages()
             let needed = Int64(write.header.pageCount) * Int64(pageSize)
-            if fileSize < needed {
-                // Freed pages at the end were never written: give the file its full length.
+            if fileSize < needed || (write.shrinks && fileSize > needed) {
+                // Freed pages at the end were never written: give the file its full length. Or a
+                // replacement of the file's contents shrinks it, every page it removes journaled
+                // (``replaceContents(with:)``).
                 try file.truncate(to: needed)
                 fileSize = needed
             }
@@ -290,13 +292,16 @@ extension Pager {
         return true
     }
 
-    /// A journal that cannot belong to this database is refused rather than replayed: the file
-    /// only grows during a transaction, so its original length is never beyond the current one,
-    /// and the header's page size (in the first sector, which is never torn) must agree.
+    /// A journal that cannot belong to this database is refused rather than replayed: the
+    /// header's page size (in the first sector, which is never torn) must agree, and so must the
+    /// file ID the journal names. A journal naming none (written by builds before journals named
+    /// their file) must also describe a file no longer than this one: only a replacement of the
+    /// file's contents shrinks a file (docs/commit-protocol.md, "Replacing a file's contents"),
+    /// and its journal names the file.
     private func checkJournalMatchesDatabase(_ journalHeader: Journal.Header) throws {
         let size = try file.size()
         let original = Int64(journalHeader.originalPageCount) * Int64(journalHeader.pageSize)
-        guard original <= size else {
+        guard original <= size || journalHeader.fileID != (0, 0) else {
             throw StoreError(.corrupt, "the journal describes a database of \(original) bytes but the file holds \(size): it does not belong to this database; move it away to open the file", path: journal.path)
         }
         var prefix = [UInt8](repeating: 0, count: DatabaseHeader.size)

@@ -207,7 +207,7 @@ extension Pager {
     }
 
     /// A zeroed, dirty frame for a page whose previous content does not matter.
-    private func installZeroedPage(_ page: PageNumber) throws {
+    func installZeroedPage(_ page: PageNumber) throws {
         let frame: Int
         if let cached = cache.peek(page) {
             frame = cached

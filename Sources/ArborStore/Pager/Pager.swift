@@ -236,6 +236,9 @@ public final class Pager {
         var journalHeaderWritten = false
         var spilled = false
         var changed = false
+        /// Whether the commit may shrink the file: the transaction replaced its contents and
+        /// journaled every page past the new end (``Pager/replaceContents(with:)``).
+        var shrinks = false
     }
 
     var ownerID: ObjectIdentifier { ObjectIdentifier(self) }
@@ -363,11 +366,7 @@ public final class Pager {
     /// Called with the reserved lock held.
     private func initializeEmptyFile() throws {
         var fresh = DatabaseHeader(pageSize: options.pageSize, pageCount: 0)
-        var generator = SystemRandomNumberGenerator()
-        // A version-4 UUID: random, with the version and variant bits set.
-        let high: UInt64 = (generator.next() & ~(UInt64(0xF0) << 48)) | (UInt64(0x40) << 48)
-        let low: UInt64 = (generator.next() & ~UInt64(0xC0)) | 0x80
-        fresh.fileID = (high, low)
+        fresh.fileID = DatabaseHeader.newFileID()
         header = fresh
         if cache.pageSize != fresh.pageSize { cache.reset(pageSize: fresh.pageSize, budget: options.cacheSize) }
         journal.setPageSize(fresh.pageSize)

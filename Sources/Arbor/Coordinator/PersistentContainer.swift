@@ -149,6 +149,14 @@ public final class PersistentContainer: @unchecked Sendable {
         }
     }
 
+    /// Closes the container: every store is taken out of the coordinator and its file closed
+    /// (``PersistentStoreCoordinator/remove(_:)``). Its contexts' objects can no longer load
+    /// what they do not hold, and saves fail: keep object IDs, not objects, across a close.
+    /// ``loadPersistentStores()`` opens the stores again.
+    public func close() {
+        for store in persistentStoreCoordinator.persistentStores { try? persistentStoreCoordinator.remove(store) }
+    }
+
     /// Opens every store of ``persistentStoreDescriptions``, calling `completion` once per store
     /// with its description and its failure, if any (Core Data's form).
     public func loadPersistentStores(completionHandler completion: (PersistentStoreDescription, (any Error)?) -> Void) {

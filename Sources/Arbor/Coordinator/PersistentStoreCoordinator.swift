@@ -105,6 +105,21 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// The stores, in the order they were added.
     public var persistentStores: [any PersistentStore] { locked { stores } }
 
+    /// The place of `store` among the stores (call with the lock held).
+    func persistentStoresIndex(of store: any PersistentStore) -> Int? {
+        stores.firstIndex { $0 === store }
+    }
+
+    /// Takes the store at `index` out (call with the lock held).
+    func removeStore(at index: Int) {
+        stores.remove(at: index)
+    }
+
+    /// Puts `store` in the place of the store at `index` (call with the lock held).
+    func replaceStore(at index: Int, with store: any PersistentStore) {
+        stores[index] = store
+    }
+
     /// Adds a store (objects of entities it accepts are saved to the first such store).
     public func addPersistentStore(_ store: any PersistentStore) {
         locked { stores.append(store) }

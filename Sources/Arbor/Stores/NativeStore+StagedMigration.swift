@@ -66,9 +66,10 @@ extension NativeStore {
                                                    invalidObjects: invalidObjects).run())
     }
 
-    /// Closes the store's database (the object must not be used afterwards): what a migration
-    /// does with the working stores it opens.
-    func close() { database.close() }
+    /// Closes the store's file (the store must not be used afterwards): what
+    /// ``PersistentStoreCoordinator/remove(_:)`` does, and a migration with the working stores
+    /// it opens.
+    public func close() { database.close() }
 }
 
 /// One run of the stages of a plan from `start` on, over a working copy.

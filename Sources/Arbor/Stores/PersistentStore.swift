@@ -297,6 +297,10 @@ public protocol PersistentStore: AnyObject, Sendable {
     var path: String? { get }
     /// The model configuration whose entities it holds (nil: every entity).
     var configurationName: String? { get }
+    /// Closes the store's file, if it has one: what
+    /// ``PersistentStoreCoordinator/remove(_:)`` does after taking the store out. The store must
+    /// not be used afterwards.
+    func close()
 
     /// The row of `objectID`, or nil when there is none.
     func row(for objectID: ManagedObjectID) throws -> StoreRow?
@@ -344,6 +348,9 @@ public protocol PersistentStore: AnyObject, Sendable {
 }
 
 extension PersistentStore {
+    /// Nothing to close (a store without a file of its own).
+    public func close() {}
+
     /// The rows of ``fetch(_:)``, fetched at once, then handed to `body` one at a time until it
     /// returns false: memory proportional to the rows, as the fetch.
     public func forEachRow(_ request: StoreFetch, _ body: (ManagedObjectID, StoreRow) throws -> Bool) throws {

@@ -82,6 +82,25 @@ extension Database {
         }
     }
 
+    /// Empties the database in one write transaction: afterwards it is a valid database with no
+    /// trees, one page long (what destroying a store does before deleting its file, so that
+    /// other connections read an empty database). Crash-safe as ``compact()`` is.
+    ///
+    /// - Throws: ``StoreError`` (`busy`, `readOnly`, I/O); the database is then as it was.
+    public func erase() throws {
+        var memory = options
+        memory.fileSystem = MemoryFileSystem()
+        memory.lockTable = LockTable()
+        memory.readOnly = false
+        memory.create = true
+        try write { transaction in
+            memory.pageSize = transaction.header.pageSize
+            let empty = try Database(path: "/empty", options: memory)
+            defer { empty.close() }
+            try empty.read { source in try transaction.pager.replaceContents(with: source.pager) }
+        }
+    }
+
     /// Copies the database into a new file at `destination`, page by page, while other
     /// connections read and write: a consistent copy of one commit (docs/commit-protocol.md,
     /// "Online backup"). The copy gets a file ID of its own and is synced before this returns.

@@ -51,7 +51,7 @@ struct GraphObservabilityTests {
         #expect(quiet.entries(.warning).isEmpty && quiet.metrics.counterTotal(label: "arbor_slow_fetches") == 0, "a quick fetch is not logged")
     }
 
-    @Test("failed saves are counted and logged by kind: validation at debug, conflicts at notice, a store's failure at error; saves are counted and timed")
+    @Test("failed saves are counted and logged at debug, whatever their kind (the caller receives them); saves are counted and timed")
     func failedSaves() throws {
         let observed = try Observed()
         let context = observed.stack.context()
@@ -71,13 +71,14 @@ struct GraphObservabilityTests {
         try other.save()
         try department.setValue("Mine", forKey: "name")
         #expect(throws: ArborError.self) { try context.save() }
-        #expect(observed.entries(.notice).contains { "\($0.metadata["arbor.error"] ?? "")".contains("mergeConflict") })
+        #expect(observed.entries(.debug).contains { "\($0.metadata["arbor.error"] ?? "")".contains("mergeConflict") })
+        #expect(!observed.handler.entries.contains { $0.level > .debug }, "the caller has every error: nothing above debug")
         #expect(observed.metrics.counterTotal(label: "arbor_save_failures") == 2)
         #expect(observed.entries(.error).isEmpty)
         #expect(!observed.handler.entries.contains { $0.level == .info }, "nothing at info")
     }
 
-    @Test("a store that fails to open is an error naming the file; a store added is a debug line")
+    @Test("a store that fails to open is a debug line naming the file (the caller receives the error); a store added is a debug line")
     func storeOpening() throws {
         let observed = try Observed()
         #expect(observed.entries(.debug).contains { "\($0.message)".hasPrefix("added") && $0.metadata["arbor.path"] == "memory" })
@@ -85,8 +86,9 @@ struct GraphObservabilityTests {
         let path = directory + "/not-a-store.arbor"
         FileManager.default.createFile(atPath: path, contents: Data(repeating: 7, count: 8192))
         #expect(throws: ArborError.self) { try observed.stack.coordinator.addNativeStore(at: path) }
-        let error = try #require(observed.entries(.error).first)
-        #expect("\(error.message)".contains("could not open the store") && error.metadata["arbor.path"] == "\(path)")
+        let error = try #require(observed.entries(.debug).first { "\($0.message)".contains("could not open the store") })
+        #expect(error.metadata["arbor.path"] == "\(path)")
+        #expect(!observed.handler.entries.contains { $0.level > .debug }, "the caller has the error: nothing above debug")
     }
 
     @Test("row-cache hits, misses and snapshots are reported at each save, as increments of the cache's own counters")

@@ -58,7 +58,7 @@ extension ManagedObjectContext {
                 case .date(let moment): deleted += try store.deleteHistory(before: nil, date: moment, keeping: keeping)
                 }
             }
-            coordinator.logger.info("deleted \(deleted) transactions of persistent history", metadata: name.map { ["arbor.context": .string($0)] } ?? [:])
+            coordinator.logger.debug("deleted \(deleted) transactions of persistent history", metadata: name.map { ["arbor.context": .string($0)] } ?? [:])
             return PersistentHistoryResult(resultType: request.resultType, count: deleted, transactions: nil)
         }
     }

@@ -77,18 +77,13 @@ final class ObjectGraphObserver: Sendable {
         reportRowCache(of: coordinator, now: .now, force: true)
     }
 
-    /// A save threw `error`: logged (validation failures at `debug`: they are the application's
-    /// to report; conflicts at `notice`; anything else, a store's failure, at `error`) and counted.
+    /// A save threw `error`: logged at `debug` whatever its kind — the caller receives it and
+    /// decides — and counted (`arbor_save_failures`).
     func saveFailed(_ error: any Error, context: String?) {
         saveFailures.increment()
         let arbor = error as? ArborError
-        let level: Logger.Level = switch arbor?.code {
-        case let code? where code.isValidation: .debug
-        case .mergeConflict?, .constraintConflict?: .notice
-        default: .error
-        }
-        logger.log(level: level, "a save failed: \(arbor.map { "\($0.code): \($0.message)" } ?? "\(error)")",
-                   metadata: ["arbor.context": "\(context ?? "unnamed")", "arbor.error": "\(error)"])
+        logger.debug("a save failed: \(arbor.map { "\($0.code): \($0.message)" } ?? "\(error)")",
+                     metadata: ["arbor.context": "\(context ?? "unnamed")", "arbor.error": "\(error)"])
     }
 
     /// A fetch of `request` returned `results` results in `duration`; `plan` gives its plan, asked
@@ -114,9 +109,9 @@ final class ObjectGraphObserver: Sendable {
         ])
     }
 
-    /// A store at `path` failed to open.
+    /// A store at `path` failed to open (logged at `debug`: the caller receives the error).
     func storeFailedToOpen(_ path: String, _ error: any Error) {
-        logger.error("could not open the store at \(path): \(error)", metadata: ["arbor.path": "\(path)", "arbor.error": "\(error)"])
+        logger.debug("could not open the store at \(path): \(error)", metadata: ["arbor.path": "\(path)", "arbor.error": "\(error)"])
     }
 
     /// Reports the row cache's counters since the last report: always with `force`, else when a

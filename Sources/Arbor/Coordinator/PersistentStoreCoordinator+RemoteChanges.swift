@@ -114,7 +114,7 @@ extension PersistentStoreCoordinator {
                 }
                 store.accept(result)
             } catch {
-                logger.warning("could not process the remote changes of a store; they will be looked for again",
+                logger.debug("could not process the remote changes of a store; they will be looked for again",
                                metadata: ["arbor.store": "\(store.identifier)", "arbor.error": "\(error)"])
                 failure = failure ?? error
             }

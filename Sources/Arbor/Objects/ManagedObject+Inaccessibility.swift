@@ -96,10 +96,10 @@ extension ManagedObject {
         }
         #endif
         guard first else { return }
-        (link?.logger ?? managedObjectContext?.persistentStoreCoordinator?.logger)?.error(
-            "a typed property could not \(writing ? "set" : "read") its value", metadata: [
-                "arbor.object": "\(objectID)", "arbor.key": "\(key)", "arbor.error": "\(error)",
-            ])
+        let logger = link?.logger ?? managedObjectContext?.persistentStoreCoordinator?.logger
+        logger?.error("a typed property could not \(writing ? "set" : "read") its value", metadata: [
+            "arbor.object": "\(objectID)", "arbor.key": "\(key)", "arbor.error": "\(error)",
+        ])
     }
 
     /// Whether a build with Arbor's checks stops the program when a typed property of an

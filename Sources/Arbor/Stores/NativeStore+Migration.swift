@@ -25,7 +25,7 @@ extension NativeStore {
         let logger = database.options.logger
         let factory = database.options.metricsFactory ?? MetricsSystem.factory
         let fromVersion = plan.fromVersion
-        logger.notice("migrating the store to a new model", metadata: [
+        logger.info("migrating the store to a new model", metadata: [
             "arbor.path": "\(path ?? "memory")", "arbor.from": "\(fromVersion)", "arbor.to": "\(fromVersion + 1)",
             "arbor.changes": "\(plan.difference.changes.count)", "arbor.rewrites": "\(plan.rewritten.sorted().joined(separator: ","))",
         ])
@@ -35,7 +35,7 @@ extension NativeStore {
             }
             Counter(label: "arbor_migrations", factory: factory).increment()
             CoreMetrics.Timer(label: "arbor_migration_duration", factory: factory).recordNanoseconds(report.duration.wholeNanoseconds)
-            logger.notice("migrated the store", metadata: ["arbor.path": "\(path ?? "memory")", "arbor.report": "\(report)"])
+            logger.info("migrated the store", metadata: ["arbor.path": "\(path ?? "memory")", "arbor.report": "\(report)"])
             if report.invalidObjectCount > 0 {
                 logger.warning("objects kept by the migration break the new model's validation rules", metadata: [
                     "arbor.path": "\(path ?? "memory")", "arbor.count": "\(report.invalidObjectCount)",
@@ -45,7 +45,7 @@ extension NativeStore {
             return report
         } catch {
             Counter(label: "arbor_migration_failures", factory: factory).increment()
-            logger.error("the store could not be migrated; it is as it was", metadata: ["arbor.path": "\(path ?? "memory")", "arbor.error": "\(error)"])
+            logger.debug("the store could not be migrated; it is as it was", metadata: ["arbor.path": "\(path ?? "memory")", "arbor.error": "\(error)"])
             throw error
         }
     }

@@ -40,7 +40,7 @@ extension NativeStore {
                     try setTrackingHash(true, metadata: metadata)
                 }
             }
-            database.options.logger.notice("the store records persistent history from now on", metadata: ["arbor.path": "\(path)"])
+            database.options.logger.info("the store records persistent history from now on", metadata: ["arbor.path": "\(path)"])
             return true
         case (.dropRecorded, true):
             try storeError("delete the persistent history of \(path)", code: .storeOpen) {
@@ -50,7 +50,7 @@ extension NativeStore {
                         // The tree stays, emptied: its sequence goes on, so that a number is never
                         // handed out twice, and every token up to the last number has expired.
                         let count = try deleteAll(transactions)
-                        database.options.logger.notice("deleting the persistent history of the store, as asked (dropsPersistentHistory)",
+                        database.options.logger.info("deleting the persistent history of the store, as asked (dropsPersistentHistory)",
                                                        metadata: ["arbor.path": "\(path)", "arbor.transactions": "\(count)"])
                         try raiseTrimmedMark(to: primaryKey(fromSequence: transactions.sequence, of: transactions), metadata: metadata)
                     }

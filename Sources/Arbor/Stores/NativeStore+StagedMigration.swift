@@ -106,7 +106,7 @@ private struct StagedMigration {
     func run() throws -> MigrationReport {
         let started = ContinuousClock.now
         let workFiles = [path + ".migration-a", path + ".migration-b"]
-        logger.notice("migrating the store through a plan", metadata: [
+        logger.info("migrating the store through a plan", metadata: [
             "arbor.path": "\(path)", "arbor.from": "\(start + 1)", "arbor.to": "\(plan.versions.count)",
             "arbor.stages": "\(plan.stages[start...].map(\.kind).joined(separator: ","))",
         ])
@@ -115,11 +115,11 @@ private struct StagedMigration {
             let report = try NativeStore.storeError("migrate \(path) through its plan", code: .storeOpen) { try migrate(workFiles, started: started) }
             Counter(label: "arbor_migrations", factory: factory).increment()
             CoreMetrics.Timer(label: "arbor_migration_duration", factory: factory).recordNanoseconds(report.duration.wholeNanoseconds)
-            logger.notice("migrated the store", metadata: ["arbor.path": "\(path)", "arbor.report": "\(report)"])
+            logger.info("migrated the store", metadata: ["arbor.path": "\(path)", "arbor.report": "\(report)"])
             return report
         } catch {
             Counter(label: "arbor_migration_failures", factory: factory).increment()
-            logger.error("the store could not be migrated; it is as it was", metadata: ["arbor.path": "\(path)", "arbor.error": "\(error)"])
+            logger.debug("the store could not be migrated; it is as it was", metadata: ["arbor.path": "\(path)", "arbor.error": "\(error)"])
             throw error
         }
     }

@@ -156,8 +156,11 @@ extension Pager {
             try journal.truncate(to: limit)
             try syncing { try journal.sync() }
         } catch {
-            // A failed sync was logged (an error) and poisoned the handle in `syncing`.
-            if poison == nil {
+            // No caller is told: the transaction has ended. A failed sync poisoned the handle.
+            if poison != nil {
+                options.logger.error("a sync failed after the transaction ended: this connection refuses further writes until the file is opened again",
+                                     metadata: ["arbor.path": "\(path)", "arbor.journal": "\(journal.path)", "arbor.error": "\(error)"])
+            } else {
                 options.logger.warning("could not trim the journal to journalSizeLimit: it stays longer until a later transaction trims it",
                                        metadata: ["arbor.path": "\(path)", "arbor.journal": "\(journal.path)", "arbor.error": "\(error)"])
             }
@@ -245,13 +248,14 @@ extension Pager {
     }
 
     /// Runs a sync; a failure poisons the handle (the kernel may have dropped the written pages, so
-    /// nothing this connection believes about the file can be trusted any more).
+    /// nothing this connection believes about the file can be trusted any more). Logged at
+    /// `debug`: the error is thrown (``trimJournal()``, which throws nothing, logs its own).
     func syncing(_ body: () throws -> Void) throws {
         do {
             try body()
         } catch let error as StoreError {
             poison = error
-            options.logger.error("a sync failed: this connection refuses further writes until the file is opened again (which recovers it)",
+            options.logger.debug("a sync failed: this connection refuses further writes until the file is opened again (which recovers it)",
                                  metadata: ["arbor.path": "\(path)", "arbor.error": "\(error)"])
             throw error
         }

@@ -600,16 +600,17 @@ public final class Pager {
     func noteWait(for lock: LockLevel, since start: ContinuousClock.Instant) {
         let waited = ContinuousClock.now - start
         guard waited >= options.slowLockWait else { return }
-        options.logger.notice("waited \(waited) for a \(lock) lock held by another connection",
-                              metadata: ["arbor.path": "\(path)", "arbor.lock": "\(lock)", "arbor.waited": "\(waited)"])
+        options.logger.info("waited \(waited) for a \(lock) lock held by another connection",
+                            metadata: ["arbor.path": "\(path)", "arbor.lock": "\(lock)", "arbor.waited": "\(waited)"])
     }
 
-    /// The `busy` error of a lock not granted within the busy timeout, counted and logged.
+    /// The `busy` error of a lock not granted within the busy timeout, counted and logged (at
+    /// `debug`: the caller receives the error).
     func busyTimeout(_ what: String, lock: LockLevel, since start: ContinuousClock.Instant) -> StoreError {
         statistics.busyTimeouts += 1
         let waited = ContinuousClock.now - start
-        options.logger.warning("gave up waiting for a \(lock) lock after \(waited): another connection held it past the busy timeout",
-                               metadata: ["arbor.path": "\(path)", "arbor.lock": "\(lock)", "arbor.waited": "\(waited)"])
+        options.logger.debug("gave up waiting for a \(lock) lock after \(waited): another connection held it past the busy timeout",
+                             metadata: ["arbor.path": "\(path)", "arbor.lock": "\(lock)", "arbor.waited": "\(waited)"])
         return busyError(what)
     }
 

@@ -217,7 +217,7 @@ public enum RelationalGrammar {
     /// One comparison (or count, subquery, collection operator) of the grammar.
     public static func term<R: RandomNumberGenerator>(for entity: String, _ random: inout R) -> String {
         let shape = shapes[entity]!
-        switch Int.random(in: 0..<40, using: &random) {
+        switch Int.random(in: 0..<43, using: &random) {
         case 0..<16:
             return comparison(toOnePath(from: entity, relationshipEnds: true, &random), modifier: "", &random)
         case 16..<26:
@@ -260,6 +260,38 @@ public enum RelationalGrammar {
             return "\(a.text) \(["==", "!=", "<", ">="].randomElement(using: &random)!) \(b.text)"
         case 38:
             return ["TRUEPREDICATE", "FALSEPREDICATE"].randomElement(using: &random)!
+        case 40, 41:
+            // A to-one hop, then a to-many count or aggregate (or a SUBQUERY of it): the store
+            // counts per owner and goes back along the hop; counts near the real sizes.
+            guard let hop = shape.toOne.randomElement(using: &random), let relationship = shapes[hop.destination]!.toMany.randomElement(using: &random) else {
+                return term(for: entity, &random)
+            }
+            let path = "\(hop.name).\(relationship.name)"
+            let destination = shapes[relationship.destination]!
+            let big = { (random: inout R) in Int.random(in: 0...20, using: &random) }
+            let op = ["==", "!=", "<", "<=", ">", ">="].randomElement(using: &random)!
+            switch Int.random(in: 0..<3, using: &random) {
+            case 0:
+                return "\(path).@count \(op) \(big(&random))"
+            case 1:
+                let inner = rowPredicate(for: relationship.destination, prefix: "$x.", &random)
+                return "SUBQUERY(\(path), $x, \(inner)).@count \(op) \(Int.random(in: 0...6, using: &random))"
+            default:
+                guard let attribute = destination.attributes.filter({ $0.value.isNumber }).randomElement(using: &random) else {
+                    return "\(path).@count \(op) \(big(&random))"
+                }
+                let function = ["@sum", "@avg", "@min", "@max"].randomElement(using: &random)!
+                return "\(path).\(function).\(attribute.name) \(op) \(constant(attribute.value, &random))"
+            }
+        case 42:
+            // A SUBQUERY whose body reads its element's to-one key paths, in a conjunction: a
+            // join of the destination's fetch.
+            guard let relationship = shape.toMany.randomElement(using: &random) else { return term(for: entity, &random) }
+            var path = toOnePath(from: relationship.destination, hops: Int.random(in: 1...2, using: &random), &random)
+            path.keys[0] = "$x." + path.keys[0]
+            let joined = comparison(path, modifier: "", &random)
+            let other = rowPredicate(for: relationship.destination, prefix: "$x.", &random, depth: 1)
+            return count("SUBQUERY(\(relationship.name), $x, \(joined) AND \(other)).@count", &random)
         default:
             // An attribute of the fetched entity compared with arithmetic (decoded rows).
             let numbers = shape.attributes.filter { $0.value.isNumber }

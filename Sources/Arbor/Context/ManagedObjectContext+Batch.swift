@@ -28,7 +28,7 @@ extension ManagedObjectContext {
             let analysis = try FetchAnalysis(entityName: fetchRequest.entityName, predicate: fetchRequest.predicate,
                                              sortDescriptors: fetchRequest.sortDescriptors, model: coordinator.managedObjectModel)
             guard analysis.rowsAnswerWholeRequest else {
-                let what = analysis.residual.map { "its predicate needs objects (\($0))" } ?? "its sort needs objects"
+                let what = analysis.onObjects.first.map { "its predicate needs objects (\($0.term.predicateFormat): \($0.reason))" } ?? "its sort needs objects"
                 throw ArborError(.invalidFetchRequest, "a batch delete of \(fetchRequest.entityName) runs in the store, and \(what)",
                                  entity: fetchRequest.entityName)
             }
@@ -83,7 +83,7 @@ extension ManagedObjectContext {
                                          model: coordinator.managedObjectModel)
         let entity = analysis.entity
         guard analysis.rowsAnswerWholeRequest else {
-            throw ArborError(.invalidFetchRequest, "a batch update of \(entity.name) runs in the store, and its predicate needs objects (\(analysis.residual.map(\.description) ?? ""))",
+            throw ArborError(.invalidFetchRequest, "a batch update of \(entity.name) runs in the store, and its predicate needs objects (\(analysis.onObjects.map { "\($0.term.predicateFormat): \($0.reason)" }.joined(separator: "; ")))",
                              entity: entity.name)
         }
         // The attributes and their expressions, checked before anything is read.

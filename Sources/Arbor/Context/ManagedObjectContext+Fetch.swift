@@ -118,8 +118,10 @@ extension ManagedObjectContext {
         let rollsBack = generation?.rollsBack == true
         // Joins stay in the store unless objects they reach changed since the generation: rows
         // of the entity changed since are left out of the store's answer and judged as they were.
-        analysis.keepJoins(inMemory: generation?.joinsInMemory == true
-                            || request.includesPendingChanges && hasPendingChanges(in: analysis.joinedEntities))
+        let pinnedJoins = generation?.joinsInMemory == true
+        analysis.keepJoins(inMemory: pinnedJoins || request.includesPendingChanges && hasPendingChanges(in: analysis.joinedEntities),
+                           because: pinnedJoins ? "objects it reaches changed since the context's query generation"
+                               : "objects it reaches have unsaved changes, which the store's rows do not hold (save, or set includesPendingChanges to false)")
         analysis.keepSorts(inMemory: rollsBack || request.includesPendingChanges && hasPendingChanges(in: analysis.sortedEntities(request.sortDescriptors)))
         return (coordinator, analysis, generation)
     }
@@ -479,6 +481,7 @@ extension ManagedObjectContext {
         objectRequest.predicate = request.predicate
         objectRequest.includesPendingChanges = request.includesPendingChanges
         objectRequest.includesSubentities = request.includesSubentities
+        objectRequest.requiresStoreEvaluation = request.requiresStoreEvaluation
         objectRequest.returnsObjectsAsFaults = false
         // The objects are sorted and windowed by the fetch when each dictionary is one object
         // and every sort key is the objects' own; otherwise the dictionaries are.
@@ -495,6 +498,11 @@ extension ManagedObjectContext {
         if grouped || aggregates, let groups = try groupsInStore(objectRequest, groupBy: groupKeys, properties: properties, entity: entity) {
             rows = groups.map { DictionaryRow(values: $0.values, object: nil, group: $0.groupValues) }
         } else {
+            if (grouped || aggregates) && request.requiresStoreEvaluation {
+                throw ArborError(.invalidFetchRequest, "the fetch of \(request.entityName) requires store evaluation, and its groups would be made of objects: "
+                                    + "a child context, unsaved changes in the context, a property or group key the store does not read on rows, or several stores",
+                                 entity: request.entityName)
+            }
             rows = try dictionaryRows(of: fetchObjects(objectRequest), groupBy: groupKeys, properties: properties,
                                       aggregates: aggregates, evaluator: evaluator)
         }

@@ -45,7 +45,7 @@ struct RequestPlan {
     /// What the context does after the source's rows, in order: `explain`'s last lines.
     var stepsOnObjects: [String] {
         var steps: [String] = []
-        if let residual = analysis.residual { steps.append("check each object: \(residual.predicateFormat)") }
+        for (term, reason) in analysis.onObjects { steps.append("check each object: \(term.predicateFormat) — on objects: \(reason)") }
         if !pending.isEmpty { steps.append("merge \(pending.count) objects with unsaved changes") }
         if generation?.rollsBack == true { steps.append("roll back the objects changed since the query generation, judged as they were") }
         if !rowsAnswer && !request.sortDescriptors.isEmpty {
@@ -93,11 +93,16 @@ extension ManagedObjectContext {
     /// it even if none of the request's entities had changed when it was last looked at.
     func plan<Result>(_ request: FetchRequest<Result>, rollingBack: Bool = false, joinsInMemory: Bool = false) throws -> RequestPlan {
         let (coordinator, analysis, generation) = try prepare(request, rollingBack: rollingBack, joinsInMemory: joinsInMemory)
+        try Self.requireStoreEvaluation(request, analysis)
         let rollsBack = generation?.rollsBack == true
         let pending = pendingObjects(of: analysis.entity, request)
         let planned = RequestPlan.PlannedRequest(resultType: request.resultType, sortDescriptors: request.sortDescriptors,
                                                  fetchLimit: request.fetchLimit, fetchOffset: request.fetchOffset)
         if let parent {
+            if request.requiresStoreEvaluation {
+                throw ArborError(.invalidFetchRequest, "the fetch of \(request.entityName) requires store evaluation, and a child context's fetches are answered by its parent's objects",
+                                 entity: request.entityName)
+            }
             return RequestPlan(coordinator: coordinator, analysis: analysis, source: .parent(parent), pending: pending,
                                rowsAnswer: pending.isEmpty, storeFetch: StoreFetch(analysis, request, window: false),
                                countFetch: nil, decodesRows: false, generation: nil, request: planned)
@@ -119,6 +124,17 @@ extension ManagedObjectContext {
         return RequestPlan(coordinator: coordinator, analysis: analysis, source: .stores(stores), pending: pending,
                            rowsAnswer: rowsAnswer, storeFetch: storeFetch, countFetch: countFetch,
                            decodesRows: rowsAnswer && generation == nil && !(request.includesPendingChanges && hasChanges), generation: generation, request: planned)
+    }
+
+    /// Refuses a request that requires store evaluation (``FetchRequest/requiresStoreEvaluation``)
+    /// when a term of its predicate would be judged on objects, naming the first and why.
+    ///
+    /// - Throws: ``ArborError/Code/invalidFetchRequest``.
+    static func requireStoreEvaluation<Result>(_ request: FetchRequest<Result>, _ analysis: FetchAnalysis) throws {
+        guard request.requiresStoreEvaluation, let (term, reason) = analysis.onObjects.first else { return }
+        throw ArborError(.invalidFetchRequest,
+                         "the fetch of \(request.entityName) requires store evaluation, and \(term.predicateFormat) would be judged on objects: \(reason)",
+                         entity: request.entityName, value: term.predicateFormat)
     }
 
     /// The plan a fetch follows, as text: each store's (``QueryPlan``) for what the request

@@ -11,7 +11,11 @@ struct FetchAnalysis {
     /// The conjuncts a store runs as joins through to-one relationships (``JoinTerm``).
     private(set) var joins: [JoinTerm] = []
     /// The conjuncts the context evaluates on objects (nil: none).
-    var residual: ObjectPredicate?
+    var residual: ObjectPredicate? {
+        onObjects.isEmpty ? nil : (onObjects.count == 1 ? onObjects[0].term : .and(onObjects.map(\.term)))
+    }
+    /// The same conjuncts, each with why it is judged on objects (``InMemoryReason``).
+    private(set) var onObjects: [(term: ObjectPredicate, reason: String)] = []
     /// Whether every sort key is a persistent attribute (a store can sort).
     var storeSorts: Bool
 
@@ -39,7 +43,7 @@ struct FetchAnalysis {
             guard let attribute = current.attributesByName[keys[keys.count - 1]] else { return false }
             return !attribute.isTransient
         }
-        var rowTerms: [ObjectPredicate] = [], objectTerms: [ObjectPredicate] = []
+        var rowTerms: [ObjectPredicate] = []
         let terms: [ObjectPredicate] = switch predicate {
         case .and(let terms)?: terms
         case let single?: [single]
@@ -51,20 +55,18 @@ struct FetchAnalysis {
             } else if let join = JoinTerm(term, entity: entity) {
                 joins.append(join)
             } else {
-                objectTerms.append(term)
+                onObjects.append((term, InMemoryReason.of(term, entity: entity)))
             }
         }
         storePredicate = rowTerms.isEmpty ? nil : (rowTerms.count == 1 ? rowTerms[0] : .and(rowTerms))
-        residual = objectTerms.isEmpty ? nil : (objectTerms.count == 1 ? objectTerms[0] : .and(objectTerms))
     }
 
     /// Keeps the joins with the context, on objects, when `inMemory`: a context with unsaved
     /// changes in the entities a join reaches judges objects by their in-memory values, which
     /// the store's rows do not hold (S000-22, S000-23).
-    mutating func keepJoins(inMemory: Bool) {
+    mutating func keepJoins(inMemory: Bool, because reason: String = "objects it reaches have unsaved changes, which the store's rows do not hold") {
         guard inMemory, !joins.isEmpty else { return }
-        let terms = (residual.map { if case .and(let terms) = $0 { terms } else { [$0] } } ?? []) + joins.map(\.term)
-        residual = terms.count == 1 ? terms[0] : .and(terms)
+        onObjects += joins.map { ($0.term, reason) }
         joins = []
     }
 

@@ -129,6 +129,14 @@ public struct FetchRequest<Result>: Sendable, Hashable {
     /// changed ones are judged by their in-memory values, deleted ones are left out (true, as
     /// in Core Data).
     public var includesPendingChanges = true
+    /// Whether the fetch must be answered by the store alone (false by default; Core Data has no
+    /// such option): when a term of the predicate would be judged on objects instead — every row
+    /// the store returns made into an object first (docs/predicates.md, "What runs on objects") —
+    /// or a grouped fetch grouped objects, the fetch throws
+    /// ``ArborError/Code/invalidFetchRequest`` naming the term and why, before anything is read.
+    /// Objects with unsaved changes are still merged, and judged, in memory: they are not in the
+    /// store.
+    public var requiresStoreEvaluation = false
     /// Whether objects of sub-entities are returned too.
     public var includesSubentities = true
     /// Whether objects not yet registered are returned as faults (their rows are in the row
@@ -170,6 +178,7 @@ public struct FetchRequest<Result>: Sendable, Hashable {
             && a.returnsDistinctResults == b.returnsDistinctResults && a.includesPendingChanges == b.includesPendingChanges
             && a.includesSubentities == b.includesSubentities && a.returnsObjectsAsFaults == b.returnsObjectsAsFaults
             && a.relationshipKeyPathsForPrefetching == b.relationshipKeyPathsForPrefetching
+            && a.requiresStoreEvaluation == b.requiresStoreEvaluation
     }
 
     public func hash(into hasher: inout Hasher) {

@@ -38,44 +38,149 @@ struct JoinTerm {
     /// term, at any hop; for a quantified one, after its first to-many hop (a nil before it
     /// leaves no elements at all).
     let matchesNil: Bool
-    /// For a count: the comparison, its counted side a placeholder for the count.
+    /// For a count: the comparison, its counted side `SELF`: evaluated on the count (or the
+    /// aggregate).
     private(set) var countComparison: ComparisonPredicate?
+    /// For a count: the to-many hop counted (the prefix before it is to-one relationships:
+    /// `project.issues.@count` counts `issues`, hop 1), and what is made of its destinations.
+    private(set) var countedHop = 0
+    private(set) var aggregation = Aggregation.count
+    /// For a count with a to-one prefix: whether an object whose prefix meets nil matches (the
+    /// comparison with nil for a key path, whose value is then nil; with the aggregate of no
+    /// destinations for a SUBQUERY, whose collection is then empty).
+    private(set) var prefixNilMatches = false
+    /// The entities the joins of a SUBQUERY's body reach (its to-one key paths).
+    private(set) var nestedReached: [EntityDescription] = []
+
+    /// What a count term makes of an owner's destinations (those matching the subquery's
+    /// predicate).
+    enum Aggregation: Equatable {
+        /// How many there are.
+        case count
+        /// The collection operator (`@sum`, `@avg`, `@min`, `@max`) of their `attribute`, under
+        /// a predicate's rules (``CollectionOperator``).
+        case apply(CollectionOperator, attribute: String)
+    }
 
     /// Whether `count` destinations make a count term true.
     func countMatches(_ count: Int) throws -> Bool {
-        guard var comparison = countComparison else { return false }
-        comparison.left = .constant(.int(Int64(count)))
-        return try PredicateEvaluator().evaluate(.comparison(comparison), on: .null)
+        try matches(.int(Int64(count)))
     }
 
-    /// A count term (see ``Quantifier/count``): `r.@count <op> constant` or
-    /// `SUBQUERY(r, $x, predicate).@count <op> constant`, `r` a to-many relationship of `entity`
-    /// and the subquery's predicate one a destination's row answers (its `$x.key` read as `key`).
+    /// Whether an owner whose destinations give `value` (their count or aggregate) makes a count
+    /// term true.
+    func matches(_ value: Operand) throws -> Bool {
+        guard let comparison = countComparison else { return false }
+        return try PredicateEvaluator().evaluate(.comparison(comparison), on: value)
+    }
+
+    /// What an owner with no destinations gives: 0 for a count, the aggregate of nothing else.
+    func emptyValue() throws -> Operand {
+        switch aggregation {
+        case .count: .int(0)
+        case .apply(let operation, _): try PredicateEvaluator().apply(operation, to: [])
+        }
+    }
+
+    /// The aggregate of the values `values` (nils left out) of one owner's destinations.
+    func aggregate(_ values: [Operand]) throws -> Operand {
+        switch aggregation {
+        case .count: .int(Int64(values.count))
+        case .apply(let operation, _): try PredicateEvaluator().apply(operation, to: values.filter { !$0.isNull })
+        }
+    }
+
+    /// A count term (see ``Quantifier/count``): `path.@count <op> constant`, `path.@sum.key <op>
+    /// constant` (and `@avg`, `@min`, `@max`), or `SUBQUERY(path, $x, predicate).@count <op>
+    /// constant` — `path` to-one relationships of `entity` (none or more) then a to-many one,
+    /// and the subquery's predicate one the destination's fetch answers in the store (its
+    /// `$x.key` read as `key`): row terms and joins of the destination, in a conjunction.
     init?(counting term: ObjectPredicate, entity: EntityDescription) {
         guard case .comparison(var comparison) = term, comparison.modifier == .direct, Self.isConstant(comparison.right) else { return nil }
-        let relationshipName: String
+        var path: [String]
         var filter: ObjectPredicate = .truePredicate
+        var aggregation = Aggregation.count
+        var subquery = false
         switch comparison.left {
-        case .keyPath(let keys) where keys.count == 2 && keys[1] == "@count":
-            relationshipName = keys[0]
-        case .keyPathOn(.subquery(.keyPath(let keys), let variable, let predicate), let after) where keys.count == 1 && after == ["@count"]:
-            relationshipName = keys[0]
+        case .keyPath(let keys) where keys.count >= 2 && keys.last == "@count":
+            path = Array(keys.dropLast())
+        case .keyPath(let keys) where keys.count >= 3 && ["@sum", "@avg", "@min", "@max"].contains(keys[keys.count - 2]):
+            guard let operation = CollectionOperator(rawValue: keys[keys.count - 2]) else { return nil }
+            path = Array(keys.dropLast(2))
+            aggregation = .apply(operation, attribute: keys[keys.count - 1])
+        case .keyPathOn(.subquery(.keyPath(let keys), let variable, let predicate), let after) where !keys.isEmpty && after == ["@count"]:
+            path = keys
+            subquery = true
             guard let bound = Self.binding(variable, in: predicate) else { return nil }
             filter = bound
         default:
             return nil
         }
-        guard let relationship = entity.relationshipsByName[relationshipName], relationship.isToMany,
-              let destination = relationship.destinationEntity, FetchAnalysis.isRowEvaluable(filter, destination) else { return nil }
-        if relationship.isManyToMany, relationship.isOrdered || relationship.inverseRelationship?.isOrdered == true { return nil }
-        comparison.left = .constant(.null)
+        guard !path.contains(where: { $0.hasPrefix("@") }), let (hops, destination) = Self.countedPath(path, from: entity),
+              let nested = Self.storeAnswers(filter, on: destination) else { return nil }
+        if case .apply(let operation, let key) = aggregation {
+            guard let attribute = destination.attributesByName[key], Self.aggregates(operation, attribute) else { return nil }
+        }
+        comparison.left = .evaluatedObject
         self.term = term
         quantifier = .count
-        hops = [relationship]
+        self.hops = hops
         self.destination = destination
         tail = filter
         matchesNil = false
         countComparison = comparison
+        countedHop = hops.count - 1
+        self.aggregation = aggregation
+        nestedReached = nested.flatMap(\.reachedEntities)
+        // A nil on the prefix: a key path's value is nil; a SUBQUERY's collection empty.
+        guard let nilMatches = try? (subquery ? matches(emptyValue()) : matches(.null)) else { return nil }
+        prefixNilMatches = nilMatches
+    }
+
+    /// The relationships of a counted path — to-one ones, then a to-many one that is not an
+    /// ordered many-to-many — and the destination (nil for any other path).
+    static func countedPath(_ path: [String], from entity: EntityDescription) -> ([RelationshipDescription], EntityDescription)? {
+        var hops: [RelationshipDescription] = []
+        var current = entity
+        for (position, key) in path.enumerated() {
+            guard let relationship = current.relationshipsByName[key], let next = relationship.destinationEntity,
+                  relationship.isToMany == (position == path.count - 1) else { return nil }
+            hops.append(relationship)
+            current = next
+        }
+        guard let counted = hops.last else { return nil }
+        if counted.isManyToMany, counted.isOrdered || counted.inverseRelationship?.isOrdered == true { return nil }
+        return (hops, current)
+    }
+
+    /// The joins of `predicate` — a conjunction of row terms and join terms of `entity` — when
+    /// a fetch of `entity` answers it in the store; nil when it does not (an OR or NOT around a
+    /// key path, a to-many path, a nested SUBQUERY…).
+    static func storeAnswers(_ predicate: ObjectPredicate, on entity: EntityDescription) -> [JoinTerm]? {
+        let conjuncts: [ObjectPredicate] = if case .and(let terms) = predicate { terms } else { [predicate] }
+        var joins: [JoinTerm] = []
+        for conjunct in conjuncts where !FetchAnalysis.isRowEvaluable(conjunct, entity) {
+            guard let join = JoinTerm(conjunct, entity: entity) else { return nil }
+            joins.append(join)
+        }
+        return joins
+    }
+
+    /// Whether the store aggregates `attribute` with `operation` as a predicate does: sums and
+    /// averages of numbers; minimums and maximums of integers, decimals, strings and dates
+    /// (floating-point values stay with objects: NaN orders apart).
+    static func aggregates(_ operation: CollectionOperator, _ attribute: AttributeDescription) -> Bool {
+        guard !attribute.isTransient else { return false }
+        switch (operation, attribute.type.kind) {
+        case (.sum, .integer16), (.sum, .integer32), (.sum, .integer64), (.sum, .decimal), (.sum, .double), (.sum, .float),
+             (.avg, .integer16), (.avg, .integer32), (.avg, .integer64), (.avg, .decimal), (.avg, .double), (.avg, .float):
+            return true
+        case (.min, .integer16), (.min, .integer32), (.min, .integer64), (.min, .decimal), (.min, .string), (.min, .date),
+             (.max, .integer16), (.max, .integer32), (.max, .integer64), (.max, .decimal), (.max, .string), (.max, .date):
+            return true
+        default:
+            return false
+        }
     }
 
     /// `predicate` with the subquery's variable read as the element (`$x.name` as `name`, `$x` as
@@ -209,8 +314,8 @@ struct JoinTerm {
     }
 
     /// The entities whose rows the join reads beyond the fetched entity's: each hop's
-    /// destination, with its sub-entities.
+    /// destination, with its sub-entities, and those a SUBQUERY's body reaches.
     var reachedEntities: [EntityDescription] {
-        hops.compactMap(\.destinationEntity).flatMap(\.selfAndDescendants)
+        hops.compactMap(\.destinationEntity).flatMap(\.selfAndDescendants) + nestedReached
     }
 }

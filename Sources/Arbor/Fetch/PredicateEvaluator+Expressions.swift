@@ -98,6 +98,13 @@ extension PredicateEvaluator {
         case .null:
             return .null
         case .object(let object):
+            // `relationship.@count` counts the IDs the object holds, without resolving each
+            // (the collection would have as many elements): a key path read per row stays linear.
+            if rest.count == 1, rest.first == "@count", let relationship = object.entity.relationshipsByName[key], relationship.isToMany {
+                try object.fireFault()
+                try object.loadRelationship(key)
+                return .int(Int64(object.values[key]?.objectIDs.count ?? 0))
+            }
             return try value(of: rest, on: try value(of: key, on: object))
         case .objectID(let id):
             guard let object = context?.resolve(id) else {

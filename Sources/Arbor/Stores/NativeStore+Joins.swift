@@ -13,11 +13,23 @@ struct JoinPlan {
     func description(source: EntityDescription) -> String {
         let destination = join.destination
         var text = "join \(join.term.predicateFormat): \(destination.name) "
-        if join.quantifier == .count, let relationship = join.hops.first {
+        if join.quantifier == .count {
+            let relationship = join.hops[join.countedHop]
+            let owner = relationship.entity ?? source
             let inverse = relationship.inverseRelationship
             let counted = inverse?.isToMany == true ? "through \(inverse.map(NativeStore.joinTree) ?? "?")" : "by their \(inverse?.name ?? "?")"
             let read = destinationPlan.index.map { "by \($0.tree)" } ?? "by a scan of \(NativeStore.rowsTree(destination))"
-            return text + "\(read)\(destinationPlan.filter.map { " checking \($0.predicateFormat)" } ?? ""), counted per \(source.name) \(counted)"
+            let what = if case .apply(let operation, let attribute) = join.aggregation { "\(operation.rawValue).\(attribute)" } else { "counted" }
+            text += "\(read)\(destinationPlan.filter.map { " checking \($0.predicateFormat)" } ?? ""), \(what) per \(owner.name) \(counted)"
+            // The to-one prefix, back to the fetched rows.
+            for position in stride(from: join.countedHop - 1, through: 0, by: -1) {
+                let hop = join.hops[position]
+                let from = position == 0 ? source : join.hops[position - 1].destinationEntity ?? source
+                text += NativeStore.isIndexedForeignKey(hop)
+                    ? "; \(from.name) through \(NativeStore.foreignKeyTree(hop)) for each key while under an eighth of \(hop.destinationEntityName)'s rows, else rows checked for their \(hop.name)"
+                    : "; \(from.name) rows checked for their \(hop.name)"
+            }
+            return text
         }
         switch destinationPlan.index {
         case let index?:
@@ -98,6 +110,7 @@ extension NativeStore {
             fetch.decodedProperties = Set([join.hops.last, join.hops.first].compactMap { hop in
                 hop?.inverseRelationship.flatMap { $0.isToMany ? nil : $0.name }
             })
+            if case .apply(_, let attribute) = join.aggregation { fetch.decodedProperties?.insert(attribute) }
             joins.append(JoinPlan(join: join, destinationFetch: fetch, destinationPlan: plan(fetch, entity: join.destination)))
         }
         return (joins, rest)
@@ -178,16 +191,40 @@ extension NativeStore {
             if ownersOfFirstHop { return .ownKey(keys: keys, negated: join.join.quantifier == .none) }
             return try check(for: join.join, keys: keys, transaction: transaction)
         }
-        // A count: the destinations (matching the subquery's predicate) counted per owner; the
-        // owners whose count decides the term against the count of an owner with none.
-        var counts: [Int64: Int] = [:]
-        guard let relationship = join.join.hops.first, let inverse = relationship.inverseRelationship else { return .ownKey(keys: [], negated: false) }
-        var matching: [Int64] = []
-        if join.destinationFetch.predicate == nil, Self.isIndexedForeignKey(inverse),
+        // A count: the destinations (matching the subquery's predicate) counted, or aggregated,
+        // per owner; the owners whose value decides the term against an owner with none.
+        let term = join.join
+        let values = try ownerValues(join, transaction: transaction)
+        let noneMatch = try term.matches(try term.emptyValue())
+        var keys = Set<Int64>()
+        for (owner, value) in values where try term.matches(value) != noneMatch { keys.insert(owner) }
+        guard term.countedHop > 0 else { return .ownKey(keys: keys, negated: noneMatch) }
+        // A to-one prefix (`project.issues.@count`): back along it to the fetched rows. A row
+        // whose prefix meets nil matches as the term says of nil; `keys` holds the owners that
+        // differ from an owner with none, so a nil is among them when that differs too.
+        let nilAmong = term.prefixNilMatches != noneMatch
+        for position in stride(from: term.countedHop - 1, through: 1, by: -1) {
+            guard let rowsEntity = term.hops[position - 1].destinationEntity else { return .ownKey(keys: [], negated: false) }
+            keys = try sourceKeys(of: rowsEntity, through: term.hops[position], in: keys, matchesNil: nilAmong, transaction: transaction)
+        }
+        return .foreignKey(relationship: term.hops[0].name, keys: keys, matchesNil: nilAmong, negated: noneMatch)
+    }
+
+    /// The value a count term's destinations give each owner that has some: their count, or the
+    /// aggregate of their attribute (``JoinTerm/Aggregation``), by the owner's key. A plain count
+    /// of a one-to-many is taken from the inverse's foreign-key tree, no row read; otherwise the
+    /// destinations the term's predicate matches are read once (their owner's key and the
+    /// aggregated attribute alone), and a many-to-many's owners found in its join tree.
+    func ownerValues(_ join: JoinPlan, transaction: ReadTransaction) throws -> [Int64: Operand] {
+        let term = join.join
+        let relationship = term.hops[term.countedHop]
+        guard let inverse = relationship.inverseRelationship else { return [:] }
+        if term.aggregation == .count, join.destinationFetch.predicate == nil, Self.isIndexedForeignKey(inverse),
            let tree = try transaction.tree(named: Self.foreignKeyTree(inverse)) {
             // Every destination counts: its foreign-key tree holds one entry per destination
             // with an owner, which is the entry's first component — counted from the keys
             // alone, no row read.
+            var counts: [Int64: Int64] = [:]
             try tree.forEach { entry, _ in
                 guard let owner = KeyEncoding.firstInteger(entry) else {
                     throw ArborError(.store, "an entry of \(tree.name) does not begin with an owner's key")
@@ -195,37 +232,48 @@ extension NativeStore {
                 counts[owner, default: 0] += 1
                 return true
             }
-        } else if let access = try open(join.destinationPlan, request: join.destinationFetch, entity: join.join.destination, transaction: transaction) {
-            try run(access, request: join.destinationFetch, entity: join.join.destination) { id, row in
+            return counts.mapValues { .int($0) }
+        }
+        // The matching destinations' values (none for a count), by owner, in the destinations'
+        // key order (the order a loaded relationship gives the evaluator).
+        var perOwner: [Int64: [Operand]] = [:]
+        var perDestination: [Int64: Operand] = [:]
+        let attribute: String? = if case .apply(_, let key) = term.aggregation { key } else { nil }
+        if let access = try open(join.destinationPlan, request: join.destinationFetch, entity: term.destination, transaction: transaction) {
+            try run(access, request: join.destinationFetch, entity: term.destination) { id, row in
+                let value: Operand = attribute.map { key in
+                    if case .attribute(let stored)? = row.values[key] { Operand(stored) } else { .null }
+                } ?? .null
                 if inverse.isToMany {
-                    matching.append(id.key)
+                    perDestination[id.key] = value
                 } else if case .object(let owner)? = row.values[inverse.name] {
-                    counts[owner.key, default: 0] += 1
+                    perOwner[owner.key, default: []].append(value)
                 }
                 return true
             }
         }
-        if inverse.isToMany, !matching.isEmpty, let tree = try transaction.tree(named: Self.joinTree(inverse)) {
-            try forEachSource(in: tree, of: Set(matching)) { owner in
-                counts[owner, default: 0] += 1
+        if inverse.isToMany, !perDestination.isEmpty, let tree = try transaction.tree(named: Self.joinTree(inverse)) {
+            try forEachSource(in: tree, of: Set(perDestination.keys)) { owner in
+                perOwner[owner, default: []].append(.null)
                 return true
             }
-        }
-        let noneMatch = try join.join.countMatches(0)
-        // Owners share few distinct counts: each is judged once.
-        var judged: [Int: Bool] = [:]
-        var keys = Set<Int64>()
-        for (owner, count) in counts {
-            let matches: Bool
-            if let known = judged[count] {
-                matches = known
-            } else {
-                matches = try join.join.countMatches(count)
-                judged[count] = matches
+            if attribute != nil {
+                // The owners' destinations, each with its value: the join tree again, owner by
+                // owner in destination order.
+                perOwner = [:]
+                for destination in perDestination.keys.sorted() {
+                    try forEachSource(in: tree, of: [destination]) { owner in
+                        perOwner[owner, default: []].append(perDestination[destination] ?? .null)
+                        return true
+                    }
+                }
             }
-            if matches != noneMatch { keys.insert(owner) }
         }
-        return .ownKey(keys: keys, negated: noneMatch)
+        // Owners share few distinct counts: each count is turned into a value once.
+        var values: [Int64: Operand] = [:]
+        values.reserveCapacity(perOwner.count)
+        for (owner, elements) in perOwner { values[owner] = try term.aggregate(elements) }
+        return values
     }
 
     /// The check of the fetched rows a join's keys make: their first relationship's foreign key

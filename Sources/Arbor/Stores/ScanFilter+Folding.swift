@@ -18,7 +18,7 @@ extension ScanFilter {
         case .asciiOnly:
             asciiPrefix = Self.asciiPrefix(text)
         case .lowercased:
-            (text, asciiPrefix) = lowercase(text)
+            (text, asciiPrefix) = lowercase(text, unicode: node.options == .caseInsensitive)
         }
         if asciiPrefix < text.count {
             // A string with other bytes: folding is the evaluator's, except where an ASCII
@@ -154,14 +154,18 @@ extension ScanFilter {
         return word | ((atLeastA & ~aboveZ & highBits) >> 2)
     }
 
-    /// `text` in the scratch buffer with its ASCII upper-case letters lowered (other bytes
-    /// kept), and the number of its leading ASCII bytes: all of it is the string's `[c]` fold
-    /// when that is its length.
+    /// `text` in the scratch buffer with its ASCII upper-case letters lowered, and the number of
+    /// its leading bytes that are folded: all of it is the string's `[c]` fold when that is its
+    /// length. With `unicode` (a `[c]` test), every other scalar is lowered too
+    /// (``UnicodeLowercase``), so the whole string is its fold unless its bytes are not
+    /// well-formed UTF-8; without (`[cd]`, whose diacritics the evaluator folds), other bytes are
+    /// kept and end the folded prefix.
     @inline(__always)
-    private func lowercase(_ text: UnsafeRawBufferPointer) -> (UnsafeRawBufferPointer, asciiPrefix: Int) {
-        if text.count > scratch.count {
+    private func lowercase(_ text: UnsafeRawBufferPointer, unicode: Bool) -> (UnsafeRawBufferPointer, asciiPrefix: Int) {
+        let needed = unicode ? UnicodeLowercase.capacity(for: text.count) : text.count
+        if needed > scratch.count {
             scratch.deallocate()
-            scratch = .allocate(byteCount: max(text.count, scratch.count * 2), alignment: 8)
+            scratch = .allocate(byteCount: max(needed, scratch.count * 2), alignment: 8)
         }
         var index = 0
         while index + 8 <= text.count {
@@ -170,18 +174,27 @@ extension ScanFilter {
             scratch.storeBytes(of: Self.lowercaseWord(word), toByteOffset: index, as: UInt64.self)
             index += 8
         }
-        var asciiPrefix = text.count
+        var written = index
+        var folded = text.count
         while index < text.count {
             let byte = text[index]
-            if byte >= 0x80 {
-                asciiPrefix = min(asciiPrefix, index)
-                scratch[index] = byte
+            if byte < 0x80 {
+                scratch[written] = byte &- 0x41 < 26 ? byte | 0x20 : byte
+                index += 1
+                written += 1
+            } else if unicode, folded == text.count,
+                      let step = UnicodeLowercase.lower(text, at: index, into: scratch, at: written, table: UnicodeLowercase.Table.shared) {
+                index += step.read
+                written += step.written
             } else {
-                scratch[index] = byte &- 0x41 < 26 ? byte | 0x20 : byte
+                // Kept as it is (and the string left to the evaluator's fold), from here on.
+                if folded == text.count { folded = written }
+                scratch[written] = byte
+                index += 1
+                written += 1
             }
-            index += 1
         }
-        return (UnsafeRawBufferPointer(rebasing: scratch[0..<text.count]), asciiPrefix)
+        return (UnsafeRawBufferPointer(rebasing: scratch[0..<written]), folded == text.count ? written : folded)
     }
 
     /// `LIKE` on bytes: the evaluator's wildcard matching (one backtrack point, linear for each

@@ -16,10 +16,13 @@ import Foundation
 /// **Folded comparisons** (`[c]`, `[d]`, `[cd]`) take an ASCII fast path: the constant is folded
 /// once, by the evaluator's own ``PredicateEvaluator/fold(_:_:)``; a row's string that is all
 /// ASCII folds to itself (`[d]`) or to its ASCII lowercase (`[c]`, `[cd]`), computed eight bytes
-/// at a time into a scratch buffer while checking that no byte is above 0x7F. A string with any
-/// other byte (including an escaped zero, `00 FF`) is left undecided, so Unicode folding stays
-/// the evaluator's — except that with an ASCII constant, `BEGINSWITH` is decided when the prefix
-/// lies in the string's ASCII start and `CONTAINS` when an occurrence is found. `LIKE`'s pattern is compiled to bytes with `*` as `FF` and `?` as `FE` (bytes
+/// at a time into a scratch buffer while checking that no byte is above 0x7F. For `[c]`, other
+/// scalars are lowered on the bytes too, through ``UnicodeLowercase`` (exactly the evaluator's
+/// `lowercased()`). For `[d]` and `[cd]`, a string with other scalars is folded by the
+/// evaluator's fold (``slowFold``, remembered) — except that with an ASCII constant, `BEGINSWITH`
+/// is decided when the prefix lies in the string's ASCII start and `CONTAINS` when an occurrence
+/// is found. Bytes that are not well-formed UTF-8, or an escaped zero (`00 FF`), leave the row
+/// undecided. `LIKE`'s pattern is compiled to bytes with `*` as `FF` and `?` as `FE` (bytes
 /// UTF-8 never holds); matched on bytes, `?` needs an ASCII string (one byte, one scalar), `*`
 /// and literals do not (UTF-8 literals only match at scalar boundaries).
 ///
@@ -52,7 +55,8 @@ final class ScanFilter {
         /// `[d]`, and a case-sensitive `LIKE` with `?`: an ASCII string is its own fold (and
         /// one byte per scalar); any other string is undecided.
         case asciiOnly
-        /// `[c]`, `[cd]`: an ASCII string folds to its ASCII lowercase; any other is undecided.
+        /// `[c]`, `[cd]`: a string's letters lowered (every scalar's for `[c]`, ASCII's for `[cd]`,
+        /// whose other scalars the evaluator's fold takes).
         case lowercased
     }
 

@@ -207,6 +207,29 @@ struct PredicateTests {
         #expect(try ObjectPredicate(format: "-(a + b) > 0").predicateFormat == "0 - (a + b) > 0")
     }
 
+    @Test("a unary minus counts as an arithmetic operator, as the `0 - x` it prints as does: a chain of them prints as a string that parses back, or does not parse (a fuzzer's find)", arguments: [
+        (terms: 150, negations: 60), (terms: 120, negations: 60), (terms: 2, negations: 90), (terms: 140, negations: 61), (terms: 140, negations: 60),
+    ])
+    func unaryMinusChainRoundTrip(terms: Int, negations: Int) throws {
+        // The fuzzer's kind of input: a chain of subtractions, then unary minus signs before a
+        // key. Each prints as `0 - (…`; counted as no operator, 150 terms and 60 signs parsed
+        // (149 operators) but printed with 209, and the printed string was refused.
+        let format = (0..<terms).map { "k\($0)" }.joined(separator: " - ") + " > " + String(repeating: "-", count: negations) + "x"
+        let operators = terms - 1 + negations
+        guard operators <= 200 else {
+            let error = try #require(throws: ArborError.self) { try ObjectPredicate(format: format) }
+            #expect(error.code == .predicateSyntax && error.message.contains("more than 200 arithmetic operators"), "\(error.message)")
+            return
+        }
+        let predicate = try ObjectPredicate(format: format)
+        let printed = predicate.predicateFormat
+        #expect(printed.hasSuffix(" > 0 - (0 - " + String(repeating: "(0 - ", count: negations - 2) + "x" + String(repeating: ")", count: negations - 1)),
+                "\(printed.suffix(80))")
+        #expect(try ObjectPredicate(format: printed) == predicate, "\(printed.suffix(120))")
+        // A minus sign folded into a number is no operator: it makes no node to print.
+        #expect(try ObjectPredicate(format: "x == " + String(repeating: "- ", count: 90) + "5").predicateFormat == "x == 5")
+    }
+
     @Test("constants with no literal print as CAST and come back")
     func castRoundTrip() throws {
         let id = ManagedObjectID(entityName: "Person", store: UUID(), key: 7)

@@ -267,6 +267,38 @@ struct PredicateTests {
         #expect(try matches("due < CAST('2026-12-01T00:00:00.001Z', 'NSDate')", ["due": Date(timeIntervalSince1970: 1_796_083_200)] as [String: Any]))
     }
 
+    @Test("ISO8601Date.exactString writes a date so that date(from:) reads it back bit for bit: every date of the years 0000…9999 but those in the last second of 2000; nil for the rest")
+    func exactISO8601() throws {
+        let seed: UInt64 = 0x1508_2026
+        var random = SplitMix64(seed: seed)
+        let earliest = -63_145_526_400.0, latest = 252_423_993_599.0  // 0000-01-01, 9999-12-31T23:59:59Z
+        var intervals: [Double] = [0, 1, -1, 0.5, -1.5, 1e-9, 86_400.25, 786_523_456.123_456_789, earliest, latest, latest + 0.999, -0.3, -1e-300]
+        for _ in 0..<20_000 {
+            // Whole seconds, fractions of every size, and doubles of any bits within the range.
+            let span = latest - earliest
+            switch random.next() % 3 {
+            case 0: intervals.append((earliest + Double(random.next() % UInt64(span))).rounded(.down))
+            case 1: intervals.append((earliest + Double(random.next() % UInt64(span))) + Double(random.next() % 1_000_000) / pow(10, Double(random.next() % 12)))
+            default: intervals.append(earliest + span * Double(random.next() >> 11) / Double(1 << 53))
+            }
+        }
+        for interval in intervals {
+            let date = Date(timeIntervalSinceReferenceDate: interval)
+            let text = ISO8601Date.exactString(from: date)
+            if let text {
+                let read = try ISO8601Date.date(from: text)
+                #expect(read.timeIntervalSinceReferenceDate.bitPattern == interval.bitPattern, "\(text) for \(interval) (seed \(seed))")
+            } else {
+                #expect((interval > -1 && interval < 0) || interval < earliest || interval >= latest + 1, "\(interval) (seed \(seed))")
+            }
+        }
+        #expect(ISO8601Date.exactString(from: Date(timeIntervalSinceReferenceDate: 86_400.25)) == "2001-01-02T00:00:00.25Z")
+        #expect(ISO8601Date.exactString(from: Date(timeIntervalSinceReferenceDate: 786_523_456.123_456_789)) == "2025-12-04T06:44:16.1234568Z",
+                "the count's own shortest digits")
+        #expect(ISO8601Date.exactString(from: Date(timeIntervalSinceReferenceDate: latest + 1)) == nil, "the year 10000")
+        #expect(ISO8601Date.exactString(from: Date(timeIntervalSinceReferenceDate: .infinity)) == nil)
+    }
+
     @Test("a malformed ISO-8601 date in CAST is a predicateSyntax error saying what is wrong, at the string", arguments: [
         ("2026-13-01", "month 13 is not 1…12"), ("2026-02-29", "day 29 is not 1…28 in 2026-02"),
         ("2026-12-01T09:30", "needs a time zone"), ("2026-12-01T24:00Z", "hour 24 is not 0…23"),

@@ -236,6 +236,32 @@ struct ExportImportCommandTests {
         #expect(try runArbor(["export", target]).stdout.isEmpty, "nothing was imported")
     }
 
+    @Test("import reads JSON as RFC 8259 writes it: white space anywhere, every escape (surrogate pairs joined), exponents; it refuses leading zeros, lone surrogates, duplicate keys and nesting past 32 levels")
+    func jsonText() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.cleanup() }
+        let target = dir.file("target.arbor")
+        try Self.makeEmpty(target)
+        let records = #"""
+             { "entity" : "Tag" , "id" : "t1" , "values" : { "name" : "caf\u00e9 \ud83d\ude00 \/ \"q\" \\ \b\f\n\r\t" } }  
+            {"entity":"Book","id":"b1","values":{"title":"x","rating":2.5E-3,"weight":-1e2,"tags":["t1"]}}
+            """#
+        let imported = try runArbor(["import", target], input: records)
+        #expect(imported.status == 0, "\(imported.stderr)")
+        let exported = try runArbor(["export", target])
+        #expect(exported.stdout.contains(#""name":"café 😀 / \"q\" \\ \b\f\n\r\t","books":["Book/1"]"#), "\(exported.stdout)")
+        #expect(exported.stdout.contains(#""rating":0.0025,"weight":-100.0,"#), "\(exported.stdout)")
+        for (bad, reason) in [(#"{"entity":"Book","id":"b","values":{"title":"x","pages":012}}"#, "no leading zeros"),
+                              (#"{"entity":"Tag","id":"t","values":{"name":"\udc00"}}"#, "a lone low surrogate"),
+                              (#"{"entity":"Tag","id":"t","id":"u","values":{}}"#, "the key \"id\" appears twice"),
+                              (String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000), "nest more than 32 levels")] {
+            let empty = dir.file("empty-\(UUID().uuidString).arbor")
+            try Self.makeEmpty(empty)
+            let result = try runArbor(["import", empty], input: bad)
+            #expect(result.status == 1 && result.stderr.contains("line 1: not JSON: ") && result.stderr.contains(reason), "\(result.stderr)")
+        }
+    }
+
     @Test("--format csv: a header line, then a row per object with CRLF line ends; commas, quotes and line breaks quoted, quotes doubled; nil empty, an empty string \"\"; to-many ids separated by spaces")
     func csv() throws {
         let dir = try TemporaryDirectory()

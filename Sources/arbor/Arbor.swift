@@ -16,7 +16,7 @@ struct ArborCommand: ParsableCommand {
             command reports what it did itself.
             """,
         version: "0.2.0",
-        subcommands: [Demo.self, Query.self, ModelCommand.self, Migrate.self, Info.self, Check.self, Recover.self, Backup.self, Vacuum.self, Get.self, Put.self, Delete.self, Scan.self, Dump.self, Load.self, Stress.self]
+        subcommands: [Demo.self, Query.self, ModelCommand.self, Migrate.self, Info.self, Check.self, Recover.self, Backup.self, Vacuum.self, Get.self, Put.self, Delete.self, Scan.self, Dump.self, Load.self, Export.self, Import.self, Stress.self]
     )
 
     /// Sets up the library's log (see the discussion above), then runs the command.

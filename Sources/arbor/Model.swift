@@ -10,14 +10,19 @@ struct ModelCommand: ParsableCommand {
         discussion: """
             Every Arbor store records its model's schema (docs/model.md): this prints it without \
             the application. For each entity: its parent and whether it is abstract; its own \
-            attributes with their type and options (required or optional, transient, default, \
-            minimum and maximum, length, pattern, indexed); its own relationships (destination, \
-            inverse, to-one or to-many, ordered, optional, counts, delete rule); the indexes and \
-            uniqueness constraints it adds; its version hash. Then the model's version hash. The \
-            hashes are the ones the store recorded: opening the store with this model checks \
-            they match. A store keeps no default values, and its bounds, lengths and patterns only \
-            in words, to check existing values when they change (validation is the \
-            application's), so those print only for a model that has them.
+            attributes with their type and options (required or optional, transient, indexed), \
+            their fill and their validation rules; its own relationships (destination, inverse, \
+            to-one or to-many, ordered, optional, counts, delete rule); the indexes and uniqueness \
+            constraints it adds; its version hash. Then the model's version hash. The hashes are \
+            the ones the store recorded: opening the store with this model checks they match.
+
+            A store keeps no default values: the application's model gives them to new objects. \
+            What it keeps is an attribute's fill (\"fill 1990\"): the value that the rows written \
+            before the attribute was added read for it, the default it was added with by a \
+            migration that did not rewrite those rows. Validation rules (minimum and maximum, \
+            length, pattern) print as the store records them, in words, after \"rules:\"; the \
+            store keeps them to check existing values when they change (validating new values is \
+            the application's). In JSON: "fill" and "rules", strings, absent when there are none.
             """
     )
 
@@ -42,7 +47,8 @@ struct ModelCommand: ParsableCommand {
             let model = try ManagedObjectModel.stored(in: file, options: options)
             // Opening the store compares the model's hashes with those the store recorded.
             let store = try NativeStore(path: file, model: model, options: options)
-            let described = StoredModel(model, file: file, identifier: store.identifier)
+            let described = StoredModel(model, file: file, identifier: store.identifier,
+                                        recorded: try NativeStore.recordedAttributes(at: file, options: options))
             switch format {
             case .text: print(described.text, terminator: "")
             case .json:
@@ -107,26 +113,27 @@ struct StoredModel: Encodable {
         var optional: Bool
         var transient: Bool
         var indexed: Bool
-        var defaultValue: String?
-        var minimum: String?
-        var maximum: String?
-        var minimumLength: Int?
-        var maximumLength: Int?
-        var pattern: String?
+        /// The value rows from before the attribute was added read for it, as text (strings
+        /// quoted).
+        var fill: String?
+        /// The validation rules, in words, as the store records them.
+        var rules: String?
 
-        /// `salary: decimal, optional, indexed, default 50000, minimum 0`.
+        /// `year: integer16, optional, indexed, fill 1990, rules: minimum 1450, maximum 2100`
+        /// (the rules last: a pattern may hold commas).
         var text: String {
             var options = [optional ? "optional" : "required"]
             if transient { options.append("transient") }
             if indexed { options.append("indexed") }
-            if let defaultValue { options.append("default \(defaultValue)") }
-            if let minimum { options.append("minimum \(minimum)") }
-            if let maximum { options.append("maximum \(maximum)") }
-            if minimumLength != nil || maximumLength != nil {
-                options.append("length \(minimumLength.map(String.init) ?? "0")…\(maximumLength.map(String.init) ?? "")")
-            }
-            if let pattern { options.append("pattern \(Cell.jsonString(pattern))") }
+            if let fill { options.append("fill \(fill)") }
+            if let rules { options.append("rules: \(rules)") }
             return "\(name): \(type), " + options.joined(separator: ", ")
+        }
+
+        /// A fill as text: a string quoted as JSON quotes it, a date in ISO-8601, data in base64.
+        static func text(_ fill: AttributeValue) -> String {
+            if case .string(let string) = fill { return Cell.jsonString(string) }
+            return Cell(fill).text ?? "nil"
         }
     }
 
@@ -175,7 +182,9 @@ struct StoredModel: Encodable {
     var configurations: [String: [String]]
     var entities: [Entity]
 
-    init(_ model: ManagedObjectModel, file: String, identifier: UUID) {
+    /// - Parameter recorded: what the store records of attributes besides the model, by entity
+    ///   and attribute name (``NativeStore/recordedAttributes(at:options:)``).
+    init(_ model: ManagedObjectModel, file: String, identifier: UUID, recorded: [String: [String: RecordedAttribute]]) {
         self.file = file
         self.identifier = identifier.uuidString
         versionHash = model.versionHashString
@@ -187,11 +196,10 @@ struct StoredModel: Encodable {
             return Entity(
                 name: entity.name, parent: entity.superentityName, abstract: entity.isAbstract, versionHash: entity.versionHashString,
                 attributes: entity.ownAttributes.map { attribute in
-                    Attribute(name: attribute.name, type: attribute.type.description, optional: attribute.isOptional,
-                              transient: attribute.isTransient, indexed: entity.indexes.contains { $0.keys.first == attribute.name },
-                              defaultValue: attribute.defaultValue?.description, minimum: attribute.minimum?.description,
-                              maximum: attribute.maximum?.description, minimumLength: attribute.minimumLength,
-                              maximumLength: attribute.maximumLength, pattern: attribute.pattern)
+                    let notes = recorded[entity.name]?[attribute.name]
+                    return Attribute(name: attribute.name, type: attribute.type.description, optional: attribute.isOptional,
+                                     transient: attribute.isTransient, indexed: entity.indexes.contains { $0.keys.first == attribute.name },
+                                     fill: notes?.fill.map(Attribute.text), rules: notes?.rules)
                 },
                 relationships: entity.ownRelationships.map {
                     Relationship(name: $0.name, destination: $0.destinationEntityName, inverse: $0.inverseName, toMany: $0.isToMany,

@@ -207,6 +207,29 @@ struct PredicateTests {
         #expect(try ObjectPredicate(format: "-(a + b) > 0").predicateFormat == "0 - (a + b) > 0")
     }
 
+    @Test("a unary minus counts as an arithmetic operator, as the `0 - x` it prints as does: a chain of them prints as a string that parses back, or does not parse (a fuzzer's find)", arguments: [
+        (terms: 150, negations: 60), (terms: 120, negations: 60), (terms: 2, negations: 90), (terms: 140, negations: 61), (terms: 140, negations: 60),
+    ])
+    func unaryMinusChainRoundTrip(terms: Int, negations: Int) throws {
+        // The fuzzer's kind of input: a chain of subtractions, then unary minus signs before a
+        // key. Each prints as `0 - (…`; counted as no operator, 150 terms and 60 signs parsed
+        // (149 operators) but printed with 209, and the printed string was refused.
+        let format = (0..<terms).map { "k\($0)" }.joined(separator: " - ") + " > " + String(repeating: "-", count: negations) + "x"
+        let operators = terms - 1 + negations
+        guard operators <= 200 else {
+            let error = try #require(throws: ArborError.self) { try ObjectPredicate(format: format) }
+            #expect(error.code == .predicateSyntax && error.message.contains("more than 200 arithmetic operators"), "\(error.message)")
+            return
+        }
+        let predicate = try ObjectPredicate(format: format)
+        let printed = predicate.predicateFormat
+        #expect(printed.hasSuffix(" > 0 - (0 - " + String(repeating: "(0 - ", count: negations - 2) + "x" + String(repeating: ")", count: negations - 1)),
+                "\(printed.suffix(80))")
+        #expect(try ObjectPredicate(format: printed) == predicate, "\(printed.suffix(120))")
+        // A minus sign folded into a number is no operator: it makes no node to print.
+        #expect(try ObjectPredicate(format: "x == " + String(repeating: "- ", count: 90) + "5").predicateFormat == "x == 5")
+    }
+
     @Test("constants with no literal print as CAST and come back")
     func castRoundTrip() throws {
         let id = ManagedObjectID(entityName: "Person", store: UUID(), key: 7)
@@ -242,6 +265,38 @@ struct PredicateTests {
         #expect(try matches("due == CAST(\"\(text)\", \"NSDate\")", ["due": date] as [String: Any]))
         #expect(try ObjectPredicate(format: predicate.predicateFormat) == predicate)
         #expect(try matches("due < CAST('2026-12-01T00:00:00.001Z', 'NSDate')", ["due": Date(timeIntervalSince1970: 1_796_083_200)] as [String: Any]))
+    }
+
+    @Test("ISO8601Date.exactString writes a date so that date(from:) reads it back bit for bit: every date of the years 0000…9999 but those in the last second of 2000; nil for the rest")
+    func exactISO8601() throws {
+        let seed: UInt64 = 0x1508_2026
+        var random = SplitMix64(seed: seed)
+        let earliest = -63_145_526_400.0, latest = 252_423_993_599.0  // 0000-01-01, 9999-12-31T23:59:59Z
+        var intervals: [Double] = [0, 1, -1, 0.5, -1.5, 1e-9, 86_400.25, 786_523_456.123_456_789, earliest, latest, latest + 0.999, -0.3, -1e-300]
+        for _ in 0..<20_000 {
+            // Whole seconds, fractions of every size, and doubles of any bits within the range.
+            let span = latest - earliest
+            switch random.next() % 3 {
+            case 0: intervals.append((earliest + Double(random.next() % UInt64(span))).rounded(.down))
+            case 1: intervals.append((earliest + Double(random.next() % UInt64(span))) + Double(random.next() % 1_000_000) / pow(10, Double(random.next() % 12)))
+            default: intervals.append(earliest + span * Double(random.next() >> 11) / Double(1 << 53))
+            }
+        }
+        for interval in intervals {
+            let date = Date(timeIntervalSinceReferenceDate: interval)
+            let text = ISO8601Date.exactString(from: date)
+            if let text {
+                let read = try ISO8601Date.date(from: text)
+                #expect(read.timeIntervalSinceReferenceDate.bitPattern == interval.bitPattern, "\(text) for \(interval) (seed \(seed))")
+            } else {
+                #expect((interval > -1 && interval < 0) || interval < earliest || interval >= latest + 1, "\(interval) (seed \(seed))")
+            }
+        }
+        #expect(ISO8601Date.exactString(from: Date(timeIntervalSinceReferenceDate: 86_400.25)) == "2001-01-02T00:00:00.25Z")
+        #expect(ISO8601Date.exactString(from: Date(timeIntervalSinceReferenceDate: 786_523_456.123_456_789)) == "2025-12-04T06:44:16.1234568Z",
+                "the count's own shortest digits")
+        #expect(ISO8601Date.exactString(from: Date(timeIntervalSinceReferenceDate: latest + 1)) == nil, "the year 10000")
+        #expect(ISO8601Date.exactString(from: Date(timeIntervalSinceReferenceDate: .infinity)) == nil)
     }
 
     @Test("a malformed ISO-8601 date in CAST is a predicateSyntax error saying what is wrong, at the string", arguments: [

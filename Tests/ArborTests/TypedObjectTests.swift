@@ -135,6 +135,50 @@ struct TypedObjectTests {
         try other.save()
     }
 
+    @Test("S000-32/S000-31: EntityDescription.insertNewObject(forEntityName:into:) returns an instance of the entity's class, registered with a temporary ID and inserted, with its defaults; saved by the next save")
+    func insertNewObjectByName() throws {
+        let stack = try Stack(model: try typedModel())
+        let context = stack.context()
+        let object = try EntityDescription.insertNewObject(forEntityName: "Employee", into: context)
+        let employee = try #require(object as? Employee, "an instance of the entity's class: \(type(of: object))")
+        #expect(employee.entity.name == "Employee" && employee.objectID.isTemporaryID && employee.isInserted)
+        #expect(context.insertedObjects.contains(employee) && context.registeredObject(for: employee.objectID) === employee)
+        #expect(employee.salary == 100, "the attribute's default value")
+        employee.firstName = "Ada"
+        employee.lastName = "Lovelace"
+        try context.save()
+        #expect(!employee.objectID.isTemporaryID && context.insertedObjects.isEmpty)
+        let other = stack.context()
+        #expect((other.object(with: employee.objectID) as? Employee)?.firstName == "Ada")
+
+        // An entity declared without a class: a plain ManagedObject.
+        let plain = try Stack(model: try ManagedObjectModel { Entity("Tag") { Attribute("name", .string) } })
+        let tag = try EntityDescription.insertNewObject(forEntityName: "Tag", into: plain.context())
+        #expect(type(of: tag) == ManagedObject.self && tag.isInserted)
+    }
+
+    @Test("insertNewObject(forEntityName:into:) throws for a name the model does not have, an abstract entity or a context without a coordinator (Core Data raises), and inserts nothing")
+    func insertNewObjectRefusals() throws {
+        let model = try ManagedObjectModel {
+            Entity("Person", abstract: true) { Attribute("name", .string) }
+            Entity("Author", parent: "Person") { Attribute("born", .date) }
+        }
+        let stack = try Stack(model: model)
+        let context = stack.context()
+        let unknown = try #require(throws: ArborError.self) { try EntityDescription.insertNewObject(forEntityName: "Book", into: context) }
+        #expect(unknown.code == .unknownEntity && unknown.entityName == "Book")
+        #expect(unknown.message.contains("no entity Book") && unknown.message.contains("Author, Person"), "\(unknown.message)")
+        let abstract = try #require(throws: ArborError.self) { try EntityDescription.insertNewObject(forEntityName: "Person", into: context) }
+        #expect(abstract.code == .abstractEntity)
+        #expect(context.insertedObjects.isEmpty && context.registeredObjects.isEmpty)
+        let author = try EntityDescription.insertNewObject(forEntityName: "Author", into: context)
+        #expect(author.entity.superentity?.name == "Person")
+
+        let detached = ManagedObjectContext()
+        let misuse = try #require(throws: ArborError.self) { try EntityDescription.insertNewObject(forEntityName: "Author", into: detached) }
+        #expect(misuse.code == .misuse)
+    }
+
     @Test("S002-08: what a validation method inserts or deletes is not lost: it stays pending, and the next save writes it")
     func changesMadeDuringValidation() throws {
         let model = try ManagedObjectModel {

@@ -19,9 +19,11 @@ let arborBinary: String = {
     return ".build/debug/arbor"
 }()
 
-/// Starts `arbor` with `arguments`; call `wait(_:)` on the returned process.
-func startArbor(_ arguments: [String]) throws -> (Process, Pipe, Pipe) {
+/// Starts `arbor` with `arguments` (and `input` as its standard input); call `wait(_:)` on the
+/// returned process.
+func startArbor(_ arguments: [String], input: FileHandle? = nil) throws -> (Process, Pipe, Pipe) {
     let process = Process()
+    if let input { process.standardInput = input }
     process.executableURL = URL(fileURLWithPath: arborBinary)
     process.arguments = arguments
     var environment = ProcessInfo.processInfo.environment
@@ -47,6 +49,15 @@ func finish(_ started: (Process, Pipe, Pipe)) -> RunResult {
 /// Runs `arbor` to completion.
 func runArbor(_ arguments: [String]) throws -> RunResult {
     finish(try startArbor(arguments))
+}
+
+/// Runs `arbor` to completion with `input` on its standard input (read from a file, as a shell
+/// redirection gives it).
+func runArbor(_ arguments: [String], input: String) throws -> RunResult {
+    let file = FileManager.default.temporaryDirectory.appendingPathComponent("arbor-input-\(UUID().uuidString)")
+    try Data(input.utf8).write(to: file)
+    defer { try? FileManager.default.removeItem(at: file) }
+    return finish(try startArbor(arguments, input: try FileHandle(forReadingFrom: file)))
 }
 
 /// A fresh temporary directory, removed by `cleanup()`.

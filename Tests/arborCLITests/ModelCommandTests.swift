@@ -8,10 +8,10 @@ import Testing
 struct ModelCommandTests {
     /// The library model (`year`: with Book.year, as every test but `history` has it; required
     /// with `yearRequired`).
-    static func libraryModel(year: Bool = true, yearRequired: Bool = false) throws -> ManagedObjectModel {
+    static func libraryModel(year: Bool = true, yearRequired: Bool = false, yearDefault: Int16? = nil) throws -> ManagedObjectModel {
         try ManagedObjectModel(configurations: ["Library": ["Person", "Author", "Book"]]) {
             Entity("Person", abstract: true) {
-                Attribute("name", .string).required()
+                Attribute("name", .string).required().pattern("^[A-Z][a-z, ]*$")
                 Attribute("nickname", .string).transient()
                 Unique("name")
             }
@@ -20,8 +20,12 @@ struct ModelCommandTests {
                 Relationship("books", to: "Book", inverse: "author").toMany(ordered: true).count(0...50).deleteRule(.cascade)
             }
             Entity("Book") {
-                Attribute("title", .string).required()
-                if year { Attribute("year", .integer16).optional(!yearRequired) }
+                Attribute("title", .string).required().length(1...200)
+                if year, let yearDefault {
+                    Attribute("year", .integer16).optional(!yearRequired).defaultValue(yearDefault).minimum(1450).maximum(2100)
+                } else if year {
+                    Attribute("year", .integer16).optional(!yearRequired)
+                }
                 Attribute("isbn", .uuid)
                 Relationship("author", to: "Author", inverse: "books").required().deleteRule(.deny)
                 Indexed("title", caseInsensitive: true)
@@ -50,7 +54,7 @@ struct ModelCommandTests {
               index         born
 
             entity Book  version hash \(hash("Book"))
-              attribute     title: string, required, indexed
+              attribute     title: string, required, indexed, rules: length ≥ 1, length ≤ 200
               attribute     year: integer16, optional
               attribute     isbn: uuid, optional
               relationship  author: to-one Author, inverse books, required, delete rule deny
@@ -58,7 +62,7 @@ struct ModelCommandTests {
               unique        isbn
 
             entity Person (abstract)  version hash \(hash("Person"))
-              attribute     name: string, required
+              attribute     name: string, required, rules: pattern ^[A-Z][a-z, ]*$
               attribute     nickname: string, optional, transient
               unique        name
 
@@ -103,6 +107,51 @@ struct ModelCommandTests {
         let index = try #require((book["indexes"] as? [[String: Any]])?.first)
         #expect(index["keys"] as? [String] == ["title"] && index["caseAndDiacriticInsensitive"] as? Bool == true)
         #expect(json["configurations"] as? [String: [String]] == ["Library": ["Author", "Book", "Person"]])
+    }
+
+    @Test("fills and rules: an attribute a migration added with a default shows the fill rows from before it read, and the rules the store records, in text and JSON; no default values, which a store does not keep")
+    func fillsAndRules() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.cleanup() }
+        let path = dir.file("library.arbor")
+        do {
+            // Version 1 has no Book.year; one book is written before it is added.
+            let coordinator = PersistentStoreCoordinator(managedObjectModel: try Self.libraryModel(year: false))
+            _ = try coordinator.addNativeStore(at: path)
+            let context = ManagedObjectContext(persistentStoreCoordinator: coordinator)
+            let author = try EntityDescription.insertNewObject(forEntityName: "Author", into: context)
+            try author.setValue("Herbert", forKey: "name")
+            let book = try EntityDescription.insertNewObject(forEntityName: "Book", into: context)
+            try book.setValue("Dune", forKey: "title")
+            try book.setValue(author, forKey: "author")
+            try context.save()
+        }
+        // Version 2 adds it with a default and rules: the old row is not rewritten, it reads the fill.
+        let later = try Self.libraryModel(yearDefault: 1990)
+        let store = try PersistentStoreCoordinator(managedObjectModel: later).addNativeStore(at: path)
+        #expect(store.migration?.entities.allSatisfy { $0.rewrittenRows == 0 } == true)
+
+        let text = try runArbor(["model", path])
+        #expect(text.status == 0, "\(text.stderr)")
+        let lines = text.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.contains("  attribute     year: integer16, optional, fill 1990, rules: minimum 1450, maximum 2100"), "\(text.stdout)")
+        #expect(lines.contains("  attribute     title: string, required, indexed, rules: length ≥ 1, length ≤ 200"), "\(text.stdout)")
+        #expect(lines.contains("  attribute     isbn: uuid, optional"), "no fill and no rules: nothing more")
+        #expect(!text.stdout.contains("default"), "a store keeps no default values")
+
+        let json = try runArbor(["model", path, "--format", "json"])
+        #expect(json.status == 0, "\(json.stderr)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        let entities = try #require(object["entities"] as? [[String: Any]])
+        let book = try #require(entities.first { $0["name"] as? String == "Book" })
+        let attributes = try #require(book["attributes"] as? [[String: Any]])
+        let year = try #require(attributes.first { $0["name"] as? String == "year" })
+        #expect(year["fill"] as? String == "1990" && year["rules"] as? String == "minimum 1450, maximum 2100", "\(year)")
+        let isbn = try #require(attributes.first { $0["name"] as? String == "isbn" })
+        #expect(isbn["fill"] == nil && isbn["rules"] == nil && isbn["defaultValue"] == nil)
+
+        let help = try runArbor(["model", "--help"])
+        #expect(help.stdout.replacingOccurrences(of: "\n", with: " ").contains("A store keeps no default values"), "\(help.stdout)")
     }
 
     @Test("--history: each version the store has been at, oldest first, with what changed from the one before; as JSON too")

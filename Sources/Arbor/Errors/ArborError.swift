@@ -96,6 +96,9 @@ public struct ArborError: Error, Sendable, CustomStringConvertible, LocalizedErr
         public static let unknownKey = Code("unknownKey", 134001)
         /// An abstract entity cannot be instantiated.
         public static let abstractEntity = Code("abstractEntity", 134002)
+        /// The model has no entity of the name given (Core Data raises an exception instead, so
+        /// there is no number).
+        public static let unknownEntity = Code("unknownEntity", 0)
         /// A call that is not valid in the current state (an object of another context, a
         /// context without a coordinator, a destroyed object).
         public static let misuse = Code("misuse", 134003)

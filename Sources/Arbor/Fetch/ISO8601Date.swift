@@ -14,7 +14,9 @@ import Foundation
 /// reader's local time, which a predicate stored or sent elsewhere must not depend on. Fields are
 /// checked (month 1…12, the month's days, hours 0…23, minutes and seconds 0…59, offsets up to
 /// 23:59). Years run 0000…9999, in the proleptic Gregorian calendar. No Foundation formatter is
-/// involved: the result is exact, and the same on every platform and locale.
+/// involved: the result is exact, and the same on every platform and locale. The fraction is
+/// added to the whole seconds since 2001-01-01, the count a `Date` holds, so a date written with
+/// ``exactString(from:)`` reads back to the same `Date`, bit for bit.
 package enum ISO8601Date {
     /// Why a string is not an ISO-8601 date.
     package struct Invalid: Error, CustomStringConvertible {
@@ -41,7 +43,7 @@ package enum ISO8601Date {
         guard (1...monthDays).contains(day) else { throw Invalid(reason: "day \(day) is not 1…\(monthDays) in \(text.prefix(7))") }
         var seconds = Int64(daysSince1970(year: year, month: month, day: day)) * 86_400
         var fraction = 0.0
-        if reader.atEnd { return Date(timeIntervalSince1970: Double(seconds)) }
+        if reader.atEnd { return date(secondsSince1970: seconds, fraction: fraction) }
 
         guard let separator = reader.next(), separator == UInt8(ascii: "T") || separator == UInt8(ascii: "t") || separator == UInt8(ascii: " ") else {
             throw Invalid(reason: "expected 'T' and a time after the date")
@@ -82,7 +84,65 @@ package enum ISO8601Date {
             throw Invalid(reason: "expected the time zone (Z or an offset such as +01:00) after the time")
         }
         guard reader.atEnd else { throw Invalid(reason: "unexpected text after the time zone") }
-        return Date(timeIntervalSince1970: Double(seconds) + fraction)
+        return date(secondsSince1970: seconds, fraction: fraction)
+    }
+
+    /// The seconds from 1970-01-01 to 2001-01-01, the reference date of `Date`.
+    static let referenceDateSince1970: Int64 = 978_307_200
+
+    /// The date `seconds` whole seconds after 1970-01-01 and `fraction` more: the fraction is
+    /// added to the whole seconds since the reference date (a whole number, exact), so that a
+    /// `Date`'s own fraction, written out in full, comes back exactly.
+    static func date(secondsSince1970 seconds: Int64, fraction: Double) -> Date {
+        Date(timeIntervalSinceReferenceDate: Double(seconds - referenceDateSince1970) + fraction)
+    }
+
+    /// `date` in UTC with the fraction of a second it has, in as few digits as read back to the
+    /// same `Date` (`2026-11-28T04:07:38.25Z`; none for a whole second): ``date(from:)`` gives
+    /// `date` back, bit for bit. Nil for a date this form cannot write exactly: outside the
+    /// years 0000…9999, not finite, or in the last second before 2001-01-01 (the fraction of
+    /// a negative count below one second is rounded when it is taken apart).
+    package static func exactString(from date: Date) -> String? {
+        let interval = date.timeIntervalSinceReferenceDate
+        guard interval.isFinite else { return nil }
+        let whole = interval.rounded(.down)
+        let fraction = interval - whole
+        // Years past 9999 (or before 0000) print as no date reads: the check below refuses them.
+        guard abs(whole) < 1e15, let seconds = Int64(exactly: whole) else { return nil }
+        let text = string(fromSecondsSince1970: seconds + referenceDateSince1970)
+        guard fraction > 0 else { return (try? Self.date(from: text)) == date ? text : nil }
+        // The digits of the count's own shortest form first (`.1234568`), which nearly always
+        // read back; else those of the fraction taken apart (`.12345683574676514`), which do.
+        var candidates: [String] = []
+        let count = "\(interval)"
+        if interval > 0, !count.contains("e"), let point = count.firstIndex(of: ".") {
+            candidates.append(String(count[count.index(after: point)...]))
+        }
+        if let digits = fractionDigits(fraction) { candidates.append(digits) }
+        for digits in candidates {
+            var written = text
+            written.insert(contentsOf: "." + digits, at: written.index(before: written.endIndex))
+            if (try? Self.date(from: written)) == date { return written }
+        }
+        return nil
+    }
+
+    /// The digits after "0." of `fraction` (0 < fraction < 1) in its shortest form that reads
+    /// back to it (Swift's `description`, which may be `2.5e-07`, written out: `00000025`).
+    static func fractionDigits(_ fraction: Double) -> String? {
+        let text = "\(fraction)"
+        let parts = text.split(separator: "e")
+        let mantissa = parts[0].replacingOccurrences(of: ".", with: "")
+        guard parts.count == 2, let exponent = Int(parts[1]) else {
+            // "0.25": the digits after the point.
+            guard text.hasPrefix("0.") else { return nil }
+            return String(text.dropFirst(2))
+        }
+        // "2.5e-07": the mantissa's digits, shifted right by -exponent - 1 zeros.
+        guard exponent < 0 else { return nil }
+        var digits = String(repeating: "0", count: -exponent - 1) + mantissa
+        while digits.hasSuffix("0") { digits.removeLast() }
+        return digits
     }
 
     /// `date` as `ISO8601DateFormatter` writes it by default, in UTC to the second
@@ -91,7 +151,11 @@ package enum ISO8601Date {
     package static func string(from date: Date) -> String {
         let interval = date.timeIntervalSince1970
         let limit = 253_402_300_799.0 // 9999-12-31T23:59:59Z
-        let seconds = Int64(interval.isNaN ? 0 : min(max(interval, -62_167_219_200), limit).rounded(.down))
+        return string(fromSecondsSince1970: Int64(interval.isNaN ? 0 : min(max(interval, -62_167_219_200), limit).rounded(.down)))
+    }
+
+    /// The whole second `seconds` after 1970-01-01 (before, when negative), in UTC.
+    static func string(fromSecondsSince1970 seconds: Int64) -> String {
         let days = Int(seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400)
         let time = Int(seconds - Int64(days) * 86_400)
         let (year, month, day) = civil(daysSince1970: days)

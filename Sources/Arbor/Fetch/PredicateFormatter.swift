@@ -60,7 +60,11 @@ enum PredicateFormatter {
     // Arithmetic prints with no more parentheses than the parser needs, so a predicate nested
     // close to the parser's depth limit prints as a string that parses back (each pair of
     // parentheses is a level of nesting): operators of one precedence associate to the left.
-    // A negation prints as `0 - x`, as the parser stores it: a unary minus costs a level too.
+    // A negation prints as `0 - x`, as the parser stores it. That costs no more than the `-x`
+    // it may have been: the parser counts a unary minus as an operator, as it does the `-` of
+    // `0 - x`, and a unary minus costs a level of nesting, as the parentheses `0 - x` needs
+    // in some places (`a - (0 - x)`, `(0 - x) * b`) do; elsewhere it needs none. Printing `-x`
+    // instead would add a level where `0 - x` was written.
 
     static func precedence(_ op: ObjectExpression.ArithmeticOperator) -> Int {
         op == .add || op == .subtract ? 1 : 2

@@ -49,6 +49,9 @@ extension PredicateParser {
                 let operand = try parseUnary()
                 if case .constant(.int(let n)) = operand, n != .min { return .constant(.int(-n)) }
                 if case .constant(.double(let d)) = operand { return .constant(.double(-d)) }
+                // Stored as `0 - x`, and counted as that subtraction: the printer writes it so,
+                // and what parses must print as a string that parses back.
+                try countOperator()
                 return .arithmetic(.subtract, .constant(.int(0)), operand)
             }
         }

@@ -53,7 +53,9 @@ struct PredicateParser {
     static let maximumDepth = 100
     /// Arithmetic operators met so far: a chain (`a + b + c`) nests one level per operator in the
     /// parsed tree without counting towards ``depth``, so chains have a bound of their own — the
-    /// evaluators, the printer and the tree's own release recurse through it.
+    /// evaluators, the printer and the tree's own release recurse through it. A unary minus
+    /// that is not folded into a number counts too: the tree holds it as `0 - x`, and that is
+    /// how it prints, so a string and its printed form have the same count.
     var operators = 0
     static let maximumOperators = 200
     /// Parenthesised predicates already read, by the token of their "(": the result, and the

@@ -96,23 +96,26 @@ public struct AttributeType: Sendable, Equatable, CustomStringConvertible {
     // MARK: Values
 
     /// Converts a Swift value to this type's stored value, or throws `wrongValueType` (and, for
-    /// integers that do not fit, `validationNumberTooLarge`/`TooSmall`).
+    /// integers that do not fit, `validationNumberTooLarge`/`TooSmall`). An `NSNumber` is taken
+    /// when its value fits (``FoundationNumber``), after the Swift types.
     func storedValue(from value: Any, entity: String, key: String) throws -> AttributeValue {
-        func wrong() -> ArborError {
-            ArborError(.wrongValueType,
-                       "\(entity).\(key) holds \(valueTypeName) values; \(type(of: value)) given (\(value))",
-                       entity: entity, key: key, value: "\(value)")
+        /// A value of none of the Swift types this type takes: an `NSNumber`, or the wrong type.
+        func other() throws -> AttributeValue {
+            if let number = FoundationNumber.number(value) { return try storedValue(from: number, entity: entity, key: key) }
+            throw ArborError(.wrongValueType,
+                             "\(entity).\(key) holds \(valueTypeName) values; \(type(of: value)) given (\(value))",
+                             entity: entity, key: key, value: "\(value)")
         }
         func integer(_ bounds: ClosedRange<Int64>) throws -> AttributeValue {
             // The common types first: a cast to a concrete type is a type comparison, one to
             // `any BinaryInteger` a protocol-conformance lookup.
-            // Exact types only: `as? Int` would also bridge an NSNumber, which the general
-            // path refuses.
+            // Exact types only: `as? Int` would also bridge an NSNumber (when its value fits),
+            // which `other()` reads by its value.
             if type(of: value) == Int.self, let int = value as? Int, bounds.contains(Int64(int)) { return .integer(Int64(int)) }
             if type(of: value) == Int64.self, let int = value as? Int64, bounds.contains(int) { return .integer(int) }
             if type(of: value) == Int32.self, let int = value as? Int32, bounds.contains(Int64(int)) { return .integer(Int64(int)) }
             if type(of: value) == Int16.self, let int = value as? Int16, bounds.contains(Int64(int)) { return .integer(Int64(int)) }
-            guard let number = value as? any BinaryInteger else { throw wrong() }
+            guard let number = value as? any BinaryInteger else { return try other() }
             guard let exact = Int64(exactly: number), bounds.contains(exact) else {
                 let tooLarge = !isNegative(number)
                 throw ArborError(tooLarge ? .validationNumberTooLarge : .validationNumberTooSmall,
@@ -125,41 +128,43 @@ public struct AttributeType: Sendable, Equatable, CustomStringConvertible {
         case .integer32: return try integer(Int64(Int32.min)...Int64(Int32.max))
         case .integer64: return try integer(Int64.min...Int64.max)
         case .decimal:
-            if let decimal = value as? Decimal { return .decimal(decimal) }
+            // Exactly a Decimal: `as? Decimal` may bridge an NSNumber, which `other()` reads.
+            if type(of: value) == Decimal.self, let decimal = value as? Decimal { return .decimal(decimal) }
             if let number = value as? any BinaryInteger, let exact = Int64(exactly: number) { return .decimal(Decimal(exact)) }
-            throw wrong()
+            return try other()
         case .double:
             // One NaN (whatever its payload), so that equal values hash alike.
             if type(of: value) == Double.self, let number = value as? Double { return .double(number.isNaN ? .nan : number) }
             if let number = value as? any BinaryFloatingPoint { return .double(number.isNaN ? .nan : Double(number)) }
             if let number = value as? any BinaryInteger { return .double(Double(number)) }
-            throw wrong()
+            return try other()
         case .float:
             if let number = value as? any BinaryFloatingPoint { return .float(number.isNaN ? .nan : Float(number)) }
             if let number = value as? any BinaryInteger { return .float(Float(number)) }
-            throw wrong()
+            return try other()
         case .string:
             if let string = value as? String { return .string(string) }
             if let string = value as? Substring { return .string(String(string)) }
-            throw wrong()
+            return try other()
         case .boolean:
-            guard let bool = value as? Bool else { throw wrong() }
+            // Exactly a Bool: `as? Bool` would bridge an NSNumber of 0 or 1 (and no other).
+            guard type(of: value) == Bool.self, let bool = value as? Bool else { return try other() }
             return .boolean(bool)
         case .date:
-            guard let date = value as? Date else { throw wrong() }
+            guard let date = value as? Date else { return try other() }
             return .date(date)
         case .binaryData:
             if let data = value as? Data { return .data(data) }
             if let bytes = value as? [UInt8] { return .data(Data(bytes)) }
-            throw wrong()
+            return try other()
         case .uuid:
-            guard let uuid = value as? UUID else { throw wrong() }
+            guard let uuid = value as? UUID else { return try other() }
             return .uuid(uuid)
         case .uri:
-            guard let url = value as? URL else { throw wrong() }
+            guard let url = value as? URL else { return try other() }
             return .uri(url)
         case .transformable:
-            guard let transformer, let encoded = try transformer.encode(value) else { throw wrong() }
+            guard let transformer, let encoded = try transformer.encode(value) else { return try other() }
             return .transformable(encoded)
         }
     }

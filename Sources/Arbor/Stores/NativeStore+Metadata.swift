@@ -284,6 +284,37 @@ extension NativeStore {
         return fills
     }
 
+    /// For each entity of the store at `path` (by name), what the store records of its own
+    /// attributes besides what ``ManagedObjectModel/stored(in:options:)`` makes of them: their
+    /// validation rules in words, and their fills. Only attributes with either are listed. A
+    /// store keeps no default values: a fill is the default an attribute was added with, kept
+    /// for the rows written before. Read-only, without the application's model: what
+    /// `arbor model` prints.
+    ///
+    /// - Throws: ``ArborError/Code/storeOpen`` when the file cannot be read, is not an Arbor
+    ///   store, or its metadata is damaged.
+    package static func recordedAttributes(at path: String, options: DatabaseOptions = DatabaseOptions()) throws -> [String: [String: RecordedAttribute]] {
+        try readingMetadata(at: path, options: options, "read the schema of \(path)") { metadata in
+            guard let bytes = try metadata.get(Array("schema".utf8)),
+                  let schema = try? JSONDecoder().decode(ModelSchema.self, from: Data(bytes)) else { return [:] }
+            let model = try schema.model()
+            var fills: [String: [String: AttributeValue]] = [:]
+            for entity in model.entities { fills[entity.name] = try recordedFills(metadata, entity: entity, path: path) }
+            var recorded: [String: [String: RecordedAttribute]] = [:]
+            for entity in schema.entities {
+                guard let described = model.entity(named: entity.name) else { continue }
+                for attribute in entity.attributes {
+                    // Fills are recorded by the entities whose rows hold the attribute: its own,
+                    // or (an abstract entity has no rows) its sub-entities'.
+                    let fill = described.selfAndDescendants.lazy.compactMap { fills[$0.name]?[attribute.name] }.first
+                    guard attribute.rules != nil || fill != nil else { continue }
+                    recorded[entity.name, default: [:]][attribute.name] = RecordedAttribute(rules: attribute.rules, fill: fill)
+                }
+            }
+            return recorded
+        }
+    }
+
     /// `fills` as a store records them (see ``recordedFills(_:entity:path:)``).
     static func fillsBytes(_ fills: [String: AttributeValue]) throws -> [UInt8] {
         var encoded: [String: String] = [:]
@@ -315,4 +346,16 @@ extension NativeStore {
         }
         return data
     }
+}
+
+
+/// What a store records of an attribute besides its type and options
+/// (``NativeStore/recordedAttributes(at:options:)``).
+package struct RecordedAttribute: Equatable, Sendable {
+    /// The value rules (minimum, maximum, length, pattern) in words, as the store keeps them for
+    /// migrations to compare (`minimum 0, length ≤ 40`); nil when the attribute has none.
+    package var rules: String?
+    /// The value the rows written before the attribute was added read for it: the default value
+    /// a migration added it with, without rewriting those rows. Nil when there is none.
+    package var fill: AttributeValue?
 }

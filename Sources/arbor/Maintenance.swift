@@ -8,7 +8,7 @@ struct Backup: ParsableCommand {
         discussion: """
             Copies FILE page by page into DEST (which must not exist) a step at a time, between \
             other connections' commits, starting again when one commits (after three restarts, \
-            the rest in one read transaction, which writers wait for). DEST holds FILE as one \
+            the whole file in one read transaction, which writers wait for). DEST holds FILE as one \
             commit left it, with a file ID of its own, synced (docs/commit-protocol.md, "Online \
             backup"). Prints the pages copied and the restarts.
             """

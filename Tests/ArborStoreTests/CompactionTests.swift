@@ -1,4 +1,4 @@
-import ArborStore
+@testable import ArborStore
 import ArborTestSupport
 import Foundation
 import Synchronization
@@ -254,5 +254,39 @@ struct CompactionTests {
         print("backups while writing: \(reports)")
         let error = try #require(throws: StoreError.self) { try database.backup(to: "/backup-0") }
         #expect(error.code == .invalidArgument)
+    }
+}
+
+extension CompactionTests {
+    /// A database whose last pages were allocated and freed in one transaction: free pages never
+    /// written (zeros, no checksum), as a large transaction that shrank again leaves them.
+    static func unwrittenFreePages(_ options: DatabaseOptions, path: String) throws -> Database {
+        let database = try Database(path: path, options: options)
+        try database.write { try $0.tree(named: "kept", create: true)!.put(bytes("k"), bytes("v")) }
+        try database.write { transaction in
+            let pages = try (0..<6).map { _ in try transaction.pager.allocatePage() }
+            for page in pages.reversed() { try transaction.pager.freePage(page) }
+        }
+        return database
+    }
+
+    @Test("free pages that were never written (freed at the end in the transaction that made them) are copied as they are: backup, compaction and restore succeed on such a healthy file")
+    func unwrittenFreePagesAreCopied() throws {
+        let disk = SimulatedDisk()
+        let options = simulatedOptions(disk)
+        let database = try Self.unwrittenFreePages(options, path: "/db")
+        defer { database.close() }
+        #expect(try database.read { $0.header.freelistCount } >= 6)
+        #expect(try database.checkIntegrity().isSound)
+        try database.backup(to: "/copy")
+        let copy = try Database(path: "/copy", options: options)
+        #expect(try copy.checkIntegrity().isSound)
+        copy.close()
+        let source = try Self.unwrittenFreePages(options, path: "/source")
+        source.close()
+        try database.replaceContents(withContentsOf: "/source", options: options)
+        #expect(try database.read { try $0.tree(named: "kept")!.get(bytes("k")) } == bytes("v"))
+        try database.compact()
+        #expect(try database.checkIntegrity().isSound)
     }
 }

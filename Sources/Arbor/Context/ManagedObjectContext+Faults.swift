@@ -58,6 +58,7 @@ extension ManagedObjectContext {
         }
         // A child's objects hold no snapshot: their rows come from the parent's objects.
         if parent != nil { object.releaseSnapshot() }
+        object.rowMissing = false
         populate(object, from: row)
         object.awakeFromFetch()
     }

@@ -45,6 +45,12 @@ final class MergeInbox: @unchecked Sendable {
     let drainScheduled = Atomic<Bool>(false)
     /// Whether a drain is running (read and written on the context's queue only).
     var draining = false
+    /// Operations during which a drain waits (a save: its phases must see one state), counted
+    /// on the context's queue.
+    var held = 0
+    /// Whether the context merges automatically (``ManagedObjectContext/automaticallyMergesChangesFromParent``),
+    /// readable from any thread: remote changes are posted only to such contexts.
+    let takesAutomaticMerges = Atomic<Bool>(false)
 }
 
 extension ManagedObjectContext {
@@ -97,15 +103,27 @@ extension ManagedObjectContext {
     }
 
     /// Merges every change the inbox holds, in the order posted (on the context's queue). Does
-    /// nothing inside a drain already running: a merge's own fetches and lookups do not start
-    /// another.
+    /// nothing inside a drain already running (a merge's own fetches and lookups do not start
+    /// another), or inside a save (``holdingMerges(_:)``: its conflict resolution and hooks fetch).
+    
     func drainMerges() {
-        guard !merges.pending.isEmpty, !merges.draining else { return }
+        guard !merges.pending.isEmpty, !merges.draining, merges.held == 0 else { return }
         merges.draining = true
         defer { merges.draining = false }
         while !merges.pending.isEmpty {
             for pending in merges.pending.take() { apply(pending) }
         }
+    }
+
+    /// Runs `body` with drains held off: what is posted meanwhile waits for the next drain point.
+    func holdingMerges<R>(_ body: () throws -> R) rethrows -> R {
+        merges.held += 1
+        defer {
+            merges.held -= 1
+            // Posted during the body: delivered now, or by a block queued for it.
+            if merges.held == 0 && !merges.pending.isEmpty { scheduleMergeDrain() }
+        }
+        return try body()
     }
 
     /// Merges one change, when the context still takes changes from its source.

@@ -70,6 +70,7 @@ extension ManagedObjectContext {
     /// else can see the context).
     func setMergesAutomatically(_ merges: Bool) {
         guard merges != (mergeObserver != nil) else { return }
+        self.merges.takesAutomaticMerges.store(merges, ordering: .releasing)
         if let mergeObserver {
             NotificationCenter.default.removeObserver(mergeObserver)
             self.mergeObserver = nil

@@ -163,7 +163,9 @@ extension ManagedObjectContext {
         let start = ContinuousClock.now
         let wrote: Bool
         do {
-            wrote = try saveChanges()
+            // What other contexts post meanwhile waits until the save is done (its phases, its
+            // conflict resolution and its hooks see one state).
+            wrote = try holdingMerges { try saveChanges() }
         } catch {
             persistentStoreCoordinator?.observer.saveFailed(error, context: name)
             throw error

@@ -5,9 +5,9 @@ import Foundation
 /// store files, backup and compaction (docs/store-lifecycle.md).
 extension PersistentStoreCoordinator {
     /// Takes `store` out of the coordinator and closes its file (Core Data's `remove(_:)`). The
-    /// coordinator saves nothing more to it; contexts' objects of the store can no longer load
-    /// what they do not hold, and a save of their changes fails. Add the store again (a new
-    /// store object) to go on with it.
+    /// coordinator saves nothing more to it and forgets its rows; contexts' objects of the store
+    /// can no longer load what they do not hold, and a save of their changes fails. Add the store
+    /// again (a new store object) to go on with it.
     ///
     /// - Throws: ``ArborError/Code/misuse`` when the store is not one of the coordinator's.
     public func remove(_ store: any PersistentStore) throws {
@@ -16,6 +16,7 @@ extension PersistentStoreCoordinator {
                 throw ArborError(.misuse, "the store \(store.identifier) (\(store.path ?? store.type)) is not one of the coordinator's")
             }
             removeStore(at: index)
+            forgetRows(of: store.identifier)
         }
         store.close()
         logger.debug("removed a store", metadata: ["arbor.store": "\(store.identifier)", "arbor.path": "\(store.path ?? store.type)"])
@@ -92,23 +93,40 @@ extension PersistentStoreCoordinator {
         guard let native = store as? any BackupSource else {
             throw ArborError(.misuse, "the store \(store.identifier) is a \(store.type) store: only native stores can be moved to a file")
         }
-        try native.backup(to: url.path, fileSystem: options.fileSystem)
-        let moved: NativeStore
-        do {
-            moved = try NativeStore(path: url.path, model: managedObjectModel, configuration: store.configurationName, options: options)
-        } catch {
-            try? options.fileSystem.delete(url.path)
-            throw error
-        }
-        try locked {
+        // Under the lock: no save of this coordinator lands in the old store after the copy.
+        let moved: NativeStore = try locked {
             guard let index = persistentStoresIndex(of: store) else {
                 throw ArborError(.misuse, "the store \(store.identifier) was taken out of the coordinator while it was being moved")
             }
+            try native.backup(to: url.path, fileSystem: options.fileSystem)
+            let moved: NativeStore
+            do {
+                moved = try NativeStore(path: url.path, model: managedObjectModel, configuration: store.configurationName, options: options)
+            } catch {
+                try? options.fileSystem.delete(url.path)
+                throw error
+            }
             replaceStore(at: index, with: moved)
+            return moved
         }
         store.close()
         observer.added(moved, model: managedObjectModel)
         return moved
+    }
+
+    /// The place of `store` among the stores (call with the lock held).
+    func persistentStoresIndex(of store: any PersistentStore) -> Int? {
+        stores.firstIndex { $0 === store }
+    }
+
+    /// Takes the store at `index` out (call with the lock held).
+    func removeStore(at index: Int) {
+        stores.remove(at: index)
+    }
+
+    /// Puts `store` in the place of the store at `index` (call with the lock held).
+    func replaceStore(at index: Int, with store: any PersistentStore) {
+        stores[index] = store
     }
 
     /// Takes out and closes every store of the coordinator whose file is `path`.

@@ -139,7 +139,8 @@ extension PersistentStoreCoordinator {
         change.insertedObjectIDs = changes.inserted
         change.updatedObjectIDs = changes.updated
         change.deletedObjectIDs = changes.deleted
-        let roots = liveContexts().filter { $0.parent == nil }
+        // Only contexts that merge automatically take them (read without their queue).
+        let roots = liveContexts().filter { $0.parent == nil && $0.merges.takesAutomaticMerges.load(ordering: .acquiring) }
         for context in roots { context.postMerge(PendingMerge(change: change, fromOwnCoordinator: false, source: .automatic)) }
         for context in roots { context.deliverMerges(.later) }
     }

@@ -29,7 +29,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// The model.
     public let managedObjectModel: ManagedObjectModel
     private let lock = NSRecursiveLock()
-    private var stores: [any PersistentStore] = []
+    /// The stores, in the order they were added: read and changed under `lock` only (here, and
+    /// in PersistentStoreCoordinator+Lifecycle.swift).
+    var stores: [any PersistentStore] = []
 
     // The row cache and its counters are read and changed only under `lock`, by code that calls
     // out to nothing while it does (freeing a snapshot frees only its row): no dynamic
@@ -104,21 +106,6 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     /// The stores, in the order they were added.
     public var persistentStores: [any PersistentStore] { locked { stores } }
-
-    /// The place of `store` among the stores (call with the lock held).
-    func persistentStoresIndex(of store: any PersistentStore) -> Int? {
-        stores.firstIndex { $0 === store }
-    }
-
-    /// Takes the store at `index` out (call with the lock held).
-    func removeStore(at index: Int) {
-        stores.remove(at: index)
-    }
-
-    /// Puts `store` in the place of the store at `index` (call with the lock held).
-    func replaceStore(at index: Int, with store: any PersistentStore) {
-        stores[index] = store
-    }
 
     /// Adds a store (objects of entities it accepts are saved to the first such store).
     public func addPersistentStore(_ store: any PersistentStore) {
@@ -274,6 +261,15 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         guard snapshot.isCached else { return }
         snapshot.markDropped()
         cache[snapshot.objectID] = nil
+    }
+
+    /// Takes the snapshots of `store`'s rows out of the cache (the store was taken out: a store
+    /// added again with the same identifier, a restored copy, must read its rows afresh). Call
+    /// with the lock held.
+    func forgetRows(of store: UUID) {
+        var gone: [RowSnapshot] = []
+        cache.forEachValue { if $0.objectID.storeIdentifier == store { gone.append($0) } }
+        for snapshot in gone { drop(snapshot) }
     }
 
     /// The age of a snapshot in seconds (compared as a `Double`, so that any staleness interval,

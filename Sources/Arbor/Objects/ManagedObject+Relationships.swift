@@ -128,7 +128,11 @@ public final class RelationshipSet: Sequence {
     public var objects: [ManagedObject] {
         get throws {
             let ids = try ids()
-            return owner.managedObjectContext?.resolveDestinations(ids) ?? []
+            guard let context = owner.managedObjectContext else {
+                if !ids.isEmpty, let cause = owner.inaccessibility { throw owner.inaccessible("the objects of \(relationship.name)", because: cause) }
+                return []
+            }
+            return context.resolveDestinations(ids)
         }
     }
 
@@ -147,6 +151,7 @@ public final class RelationshipSet: Sequence {
 
     /// Adds `object` at `index` (at the end when nil), and sets its inverse.
     func insert(_ object: ManagedObject, at index: Int?) throws {
+        if let failure = owner.inaccessibleFailure { throw failure }
         _ = try owner.destinations(object, for: relationship)
         try owner.fireFault()
         try owner.add(object, to: relationship, at: index)
@@ -154,6 +159,7 @@ public final class RelationshipSet: Sequence {
 
     /// Removes `object` (and clears its inverse).
     public func remove(_ object: ManagedObject) throws {
+        if let failure = owner.inaccessibleFailure { throw failure }
         try owner.fireFault()
         try owner.remove(object, from: relationship)
     }

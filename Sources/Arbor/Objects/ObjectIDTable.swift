@@ -238,6 +238,16 @@ struct ObjectIDTable<Value>: ~Copyable {
         UnsafeBufferPointer(start: tables, count: tableCount).reduce(0) { $0 + $1.chunks.count { $0 != nil } }
     }
 
+    /// Calls `body` with every value held (in no particular order).
+    func forEachValue(_ body: (Value) throws -> Void) rethrows {
+        for table in UnsafeBufferPointer(start: tables, count: tableCount) {
+            for case let chunk? in table.chunks {
+                for slot in 0..<Self.chunkSize { if let value = chunk[slot] { try body(value) } }
+            }
+        }
+        for value in others.values { try body(value) }
+    }
+
     /// Drops every value (released once the table is empty: their deinits may use it).
     mutating func removeAll() {
         let dropped = tables, droppedCount = tableCount

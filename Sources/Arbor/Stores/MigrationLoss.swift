@@ -152,11 +152,14 @@ struct PlannedLoss {
                 if !relationship.isToMany {
                     losses.append(PlannedLoss(kind: .links, entity: entity.name, property: relationship.name, allowedBy: allowedBy,
                                               counting: .values(tree: tree, entities: entities, column: relationship.name)))
-                } else if NativeStore.isJoined(relationship) {
-                    // Both sides' join trees hold every link: counted once, under the side whose
-                    // tree sorts first.
-                    let (side, tree) = NativeStore.joinTree(relationship) <= NativeStore.joinTree(inverse)
-                        ? (relationship, NativeStore.joinTree(relationship)) : (inverse, NativeStore.joinTree(inverse))
+                } else if inverse.isToMany {
+                    // A many-to-many: each side's tree (a join tree, or an ordered side's order
+                    // tree) holds every link once: counted once, under the side whose tree sorts
+                    // first.
+                    func linkTree(_ side: RelationshipDescription) -> String {
+                        NativeStore.isJoined(side) ? NativeStore.joinTree(side) : NativeStore.orderTree(side)
+                    }
+                    let (side, tree) = linkTree(relationship) <= linkTree(inverse) ? (relationship, linkTree(relationship)) : (inverse, linkTree(inverse))
                     guard joinsCounted.insert(tree).inserted, let sideEntity = side.entity else { continue }
                     losses.append(PlannedLoss(kind: .links, entity: sideEntity.name, property: side.name, allowedBy: allowedBy,
                                               counting: .entries(tree: tree)))

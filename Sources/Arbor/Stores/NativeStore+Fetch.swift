@@ -456,7 +456,10 @@ extension NativeStore {
                     return try !keyAdmitted(id) || deliver(id, .placeholder)
                 }
             case .keys(let keys):
+                // Keys a join took from other rows' foreign keys may name a row deleted since
+                // (a no-action delete rule): each is looked up, not read.
                 for key in keys.sorted() where keyAdmitted(objectID(entity, key)) {
+                    guard try withKey(key, { try rows.withValue(forKey: $0) { _ in true } }) == true else { continue }
                     guard try deliver(objectID(entity, key), .placeholder) else { break }
                 }
             }

@@ -197,7 +197,20 @@ extension NativeStore {
         let values = try ownerValues(join, transaction: transaction)
         let noneMatch = try term.matches(try term.emptyValue())
         var keys = Set<Int64>()
-        for (owner, value) in values where try term.matches(value) != noneMatch { keys.insert(owner) }
+        // Owners share few distinct counts: each count is judged once.
+        var judged: [Int64: Bool] = [:]
+        for (owner, value) in values {
+            let matches: Bool
+            if case .int(let count) = value, term.aggregation == .count {
+                if let known = judged[count] { matches = known } else {
+                    matches = try term.matches(value)
+                    judged[count] = matches
+                }
+            } else {
+                matches = try term.matches(value)
+            }
+            if matches != noneMatch { keys.insert(owner) }
+        }
         guard term.countedHop > 0 else { return .ownKey(keys: keys, negated: noneMatch) }
         // A to-one prefix (`project.issues.@count`): back along it to the fetched rows. A row
         // whose prefix meets nil matches as the term says of nil; `keys` holds the owners that
@@ -261,23 +274,16 @@ extension NativeStore {
             }
         }
         if inverse.isToMany, !perDestination.isEmpty, let tree = try transaction.tree(named: Self.joinTree(inverse)) {
-            try forEachSource(in: tree, of: Set(perDestination.keys)) { owner in
-                perOwner[owner, default: []].append(.null)
-                return true
-            }
-            if attribute != nil {
-                // The owners' destinations, each with its value: the join tree again, owner by
-                // owner in destination order.
-                perOwner = [:]
-                for destination in perDestination.keys.sorted() {
-                    try forEachSource(in: tree, of: [destination]) { owner in
-                        perOwner[owner, default: []].append(perDestination[destination] ?? .null)
-                        return true
-                    }
+            // Each destination's owners from the join tree, in destination order, each owner
+            // given the destination's value.
+            for destination in perDestination.keys.sorted() {
+                let value = perDestination[destination] ?? .null
+                try forEachSource(in: tree, of: [destination]) { owner in
+                    perOwner[owner, default: []].append(value)
+                    return true
                 }
             }
         }
-        // Owners share few distinct counts: each count is turned into a value once.
         var values: [Int64: Operand] = [:]
         values.reserveCapacity(perOwner.count)
         for (owner, elements) in perOwner { values[owner] = try term.aggregate(elements) }

@@ -233,7 +233,7 @@ extension NativeStore {
     /// - Throws: ``ArborError/Code/incompatibleModel``.
     static func refuseUnrelated(_ model: ManagedObjectModel, storeEntities: Set<String>, path: String) throws {
         let names = Set(model.entities.flatMap { [$0.name] + ($0.renamingIdentifier.map { [$0] } ?? []) })
-        guard names.isDisjoint(with: storeEntities) else { return }
+        guard !storeEntities.isEmpty, names.isDisjoint(with: storeEntities) else { return }
         throw ArborError(.incompatibleModel,
                          "\(path) holds the data of another model: none of its entities (\(storeEntities.sorted().joined(separator: ", "))) "
                             + "is in this model (\(model.entities.map(\.name).sorted().joined(separator: ", "))), so it is not opened and "

@@ -19,6 +19,8 @@ extension ScanFilter {
             asciiPrefix = Self.asciiPrefix(text)
         case .lowercased:
             (text, asciiPrefix) = lowercase(text, unicode: node.options == .caseInsensitive)
+            // `?` counts scalars: on bytes, only in an ASCII string.
+            if node.kind == .like && node.likeAny && asciiPrefix == text.count && !Self.isASCII(escaped) { return nil }
         }
         if asciiPrefix < text.count {
             // A string with other bytes: folding is the evaluator's, except where an ASCII

@@ -30,7 +30,7 @@ enum UnicodeLowercase {
             var supplementary: [UInt32: Entry] = [:]
             var pool: [UInt8] = []
             for value in UInt32(0x80)...0x10FFFF {
-                guard let scalar = Unicode.Scalar(value) else { continue }
+                guard let scalar = Unicode.Scalar(value), scalar.properties.changesWhenLowercased else { continue }
                 let mapping = scalar.properties.lowercaseMapping
                 guard mapping.unicodeScalars.count != 1 || mapping.unicodeScalars.first != scalar else { continue }
                 let entry = Entry(offset: UInt32(pool.count), length: UInt8(mapping.utf8.count))

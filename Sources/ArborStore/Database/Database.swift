@@ -159,7 +159,11 @@ public final class Database: Sendable {
     }
 
     private func checkout() throws -> PagerBox {
-        precondition(!closed.load(ordering: .sequentiallyConsistent), "the database at \(path) is closed")
+        // A store taken out of its coordinator while another thread still had a plan of it
+        // reaches here: an error, not a stop.
+        guard !closed.load(ordering: .sequentiallyConsistent) else {
+            throw StoreError(.misuse, "the database at \(path) is closed", path: path)
+        }
         if let connection = idle.withLock({ $0.popLast() }) { return connection }
         return try openConnection()
     }

@@ -130,6 +130,11 @@ extension Pager {
             throw error
         }
         // The commit point has passed: nothing below may throw or undo the transaction.
+        if write.shrinks {
+            // A replacement: pages and dictionaries cached by page number named other contents.
+            cache.dropAll()
+            dictionaries.removeAll()
+        }
         header = write.header
         cacheChangeCounter = header.changeCounter
         statistics.commits += 1
@@ -305,11 +310,16 @@ extension Pager {
     private func checkJournalMatchesDatabase(_ journalHeader: Journal.Header) throws {
         let size = try file.size()
         let original = Int64(journalHeader.originalPageCount) * Int64(journalHeader.pageSize)
-        guard original <= size || journalHeader.fileID != (0, 0) else {
-            throw StoreError(.corrupt, "the journal describes a database of \(original) bytes but the file holds \(size): it does not belong to this database; move it away to open the file", path: journal.path)
-        }
         var prefix = [UInt8](repeating: 0, count: DatabaseHeader.size)
         let complete = try prefix.withUnsafeMutableBytes { try file.readFully(into: $0, at: 0) }
+        // A longer original only for a journal naming this very file (a replacement shrank it):
+        // the file must begin with a header naming the journal's file ID.
+        let namesThisFile = complete && prefix.withUnsafeBytes { DatabaseHeader.hasMagic($0) }
+            && journalHeader.fileID != (0, 0)
+            && prefix.withUnsafeBytes { ($0.loadLE(UInt64.self, at: 48), $0.loadLE(UInt64.self, at: 56)) } == journalHeader.fileID
+        guard original <= size || namesThisFile else {
+            throw StoreError(.corrupt, "the journal describes a database of \(original) bytes but the file holds \(size): it does not belong to this database; move it away to open the file", path: journal.path)
+        }
         if complete, prefix.withUnsafeBytes({ DatabaseHeader.hasMagic($0) }) {
             let pageSize = Int(prefix.withUnsafeBytes { $0.loadLE(UInt32.self, at: 20) })
             guard pageSize == journalHeader.pageSize else {

@@ -11,7 +11,7 @@ extension Pager {
     /// - Throws: `misuse` when the transaction changed anything before, or `source` is in no
     ///   transaction; `invalidArgument` for a source of another page size; the engine's read and
     ///   write errors.
-    func replaceContents(with source: Pager) throws {
+    func replaceContents(with source: Pager, keepsUserVersion: Bool = true) throws {
         try requireWrite()
         guard !write.changed else { throw StoreError(.misuse, "a replacement of the file's contents must come first in its transaction", path: path) }
         guard source.state != .none else { throw StoreError(.misuse, "the source of a replacement must be in a transaction", path: path) }
@@ -22,6 +22,9 @@ extension Pager {
         let oldCount = write.originalPageCount
         let raw = UnsafeMutableRawBufferPointer.allocate(byteCount: pageSize, alignment: 16)
         defer { raw.deallocate() }
+        // The source's free pages need not hold pages at all (freed at its end, never written):
+        // copied raw, and sealed when written here.
+        let sourceFree = try source.freePages()
         write.header.pageCount = max(oldCount, newCount)
         for page in 1...max(oldCount, newCount) {
             if page <= oldCount && !write.journaled.contains(page) {
@@ -36,8 +39,12 @@ extension Pager {
             let frame = try frame(of: page)
             cache.pin(frame)
             defer { cache.unpin(frame) }
-            try source.withPage(page) { image in
-                cache.buffer(frame).copyMemory(from: image)
+            if sourceFree.contains(page) {
+                try source.readRaw(page, into: cache.buffer(frame))
+            } else {
+                try source.withPage(page) { image in
+                    cache.buffer(frame).copyMemory(from: image)
+                }
             }
             // Page 1 names this file even when spilled before the commit (recovery matches the
             // journal to the file by it); the commit writes the final header.
@@ -47,13 +54,22 @@ extension Pager {
         write.header.freelistHead = source.currentHeader.freelistHead
         write.header.freelistCount = source.currentHeader.freelistCount
         write.header.catalogRoot = source.currentHeader.catalogRoot
+        if !keepsUserVersion { write.header.userVersion = source.currentHeader.userVersion }
         write.freedInTransaction = []
         write.changed = true
         write.shrinks = true
     }
 
+    /// The free pages (trunks and leaves of the freelist) as this transaction sees them.
+    func freePages() throws -> Set<PageNumber> {
+        var problems: [IntegrityProblem] = []
+        let layout = try freelist(problems: &problems)
+        if let problem = problems.first { throw StoreError(.corrupt, "the freelist is damaged: \(problem)", path: path) }
+        return layout.all
+    }
+
     /// Page `page` as the file holds it, unverified (zeros past the file's end).
-    private func readRaw(_ page: PageNumber, into buffer: UnsafeMutableRawBufferPointer) throws {
+    func readRaw(_ page: PageNumber, into buffer: UnsafeMutableRawBufferPointer) throws {
         buffer.initializeMemory(as: UInt8.self, repeating: 0)
         _ = try file.readFully(into: buffer, at: Int64(page - 1) * Int64(pageSize))
     }

@@ -57,6 +57,8 @@ build: deps
 	$(SWIFT) build
 
 test: deps
+	@# The docs' Swift blocks, compiled by the build below (Tests/DocExampleTests).
+	python3 Scripts/doc-examples.py
 	$(SWIFT) build --build-tests
 	@set -o pipefail; $(SWIFT) test --skip-build 2>&1 | tee .build/test.log || Scripts/test-failures.sh .build/test.log
 	@# The object-graph tests again over stores of row layout 2 (fixed-size columns first), the

@@ -57,8 +57,6 @@ build: deps
 	$(SWIFT) build
 
 test: deps
-	@# The docs' Swift blocks, compiled by the build below (Tests/DocExampleTests).
-	python3 Scripts/doc-examples.py
 	$(SWIFT) build --build-tests
 	@set -o pipefail; $(SWIFT) test --skip-build 2>&1 | tee .build/test.log || Scripts/test-failures.sh .build/test.log
 	@# The object-graph tests again over stores of row layout 2 (fixed-size columns first), the
@@ -79,6 +77,13 @@ DOCC_OUTPUTS := .build/plugins/Swift-DocC/outputs
 docs: deps
 	$(SWIFT) package generate-documentation $(addprefix --target ,$(DOCC_TARGETS)) --warnings-as-errors
 	@Scripts/check-docc-topics.py $(foreach target,$(DOCC_TARGETS),$(DOCC_OUTPUTS)/$(target).doccarchive)
+
+# The Swift blocks of README.md and docs/*.md, written into Tests/DocExampleTests/Generated/ for
+# the test build to compile (an example that stops compiling fails `make test`; CONTRIBUTING.md).
+.PHONY: doc-examples
+doc-examples:
+	python3 Scripts/doc-examples.py
+test: doc-examples
 
 # The tests of contexts used from several threads (and two processes), built with Thread
 # Sanitizer in a build folder of their own: a data race fails the run. Scripts/tsan-suppressions.txt

@@ -43,6 +43,8 @@ OUTPUT = ROOT / "Tests" / "DocExampleTests" / "Generated"
 
 # Blocks tagged ```swift ignore, per page: how many, and why they cannot compile here.
 IGNORED = {
+    "README.md": (1, "a Package.swift snippet (PackageDescription is SwiftPM's, not a module tests link)"),
+    "docs/getting-started.md": (1, "a Package.swift snippet"),
     "docs/porting-from-core-data.md": (8, "Core Data code (import CoreData: Apple's platforms only)"),
 }
 

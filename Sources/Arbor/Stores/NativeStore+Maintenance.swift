@@ -18,7 +18,7 @@ extension NativeStore: BackupSource {
         try Self.storeError("copy \(self.path ?? "the store") to \(path)", code: .storeOpen) { _ = try database.backup(to: path, fileSystem: fileSystem) }
     }
 
-    /// Rewrites the store's file without its free pages (``Database/compact()``): smaller, with
+    /// Rewrites the store's file without its free pages (`Database.compact()`): smaller, with
     /// every object and link, in one write transaction that other connections wait for as for
     /// any save; a power cut leaves the file as it was or compacted.
     ///

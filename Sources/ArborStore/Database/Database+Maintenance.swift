@@ -105,7 +105,9 @@ extension Database {
     /// connections read and write: a consistent copy of one commit (docs/commit-protocol.md,
     /// "Online backup"). The copy gets a file ID of its own and is synced before this returns.
     ///
-    /// - Parameter fileSystem: where the copy is written (the database's own by default).
+    /// - Parameters:
+    ///   - destination: the path of the copy, which must not exist yet.
+    ///   - fileSystem: where the copy is written (the database's own by default).
     /// - Throws: `invalidArgument` when `destination` exists; the engine's read errors; I/O
     ///   errors writing the copy (which is then deleted).
     @discardableResult

@@ -21,6 +21,8 @@
 #   make bench-migration   schema migration (add a column; rewrite every row) against SQLite, 1M rows
 #                        (docs/performance.md); RELATIONAL_SCALE=0.1 of 100k employees, RELATIONAL_ROUNDS=3,
 #                        RELATIONAL_CACHES=default,128 (see Benchmarks/Sources/RelationalReport/main.swift)
+#   make bench-tracker   an issue tracker's relational shapes against SQLite, 2,500 and 20,000 issues
+#                        (TRACKER_ISSUES, TRACKER_ROUNDS, TRACKER_REPEATS)
 #   make fuzz-smoke      a short libFuzzer run of every fuzz target (Fuzz/, its own package)
 #   make tsan            the concurrency tests under Thread Sanitizer (.build-tsan)
 
@@ -40,7 +42,7 @@ FUZZ_TARGETS := FuzzPager FuzzPredicate FuzzPlanner
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := cd Fuzz && $(SWIFT) build -c release --sanitize=fuzzer -Xswiftc -sanitize=fuzzer,address
 
-.PHONY: all deps build test docs tsan demo crash-campaign model-campaign bench bench-report bench-engine bench-graph bench-fetch bench-floor bench-contexts bench-undo bench-relational bench-results bench-generations bench-migration fuzz-build fuzz-replay fuzz-smoke clean
+.PHONY: all deps build test docs tsan demo crash-campaign model-campaign bench bench-report bench-engine bench-graph bench-fetch bench-floor bench-contexts bench-undo bench-relational bench-results bench-generations bench-migration bench-tracker fuzz-build fuzz-replay fuzz-smoke clean
 
 all: build
 
@@ -146,6 +148,9 @@ bench-generations: deps-bench
 
 bench-migration: deps-bench
 	cd Benchmarks && $(SWIFT) run -c release MigrationReport
+
+bench-tracker: deps-bench
+	cd Benchmarks && $(SWIFT) run -c release TrackerReport
 
 # Fuzz targets are release builds with libFuzzer and AddressSanitizer (debug builds give the
 # fuzzer no guidance); the backtracer is off because it hangs under ASan. The cached build plan

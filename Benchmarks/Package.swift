@@ -9,6 +9,7 @@
 //   swift run -c release UndoReport [changes] [objects] [rounds]    # change tracking with and without undo
 //   swift run -c release RelationalReport                           # relational steps against GRDB (RELATIONAL_* settings)
 //   swift run -c release MigrationReport [rows] [rounds]            # schema migration against SQLite
+//   swift run -c release TrackerReport                              # an issue tracker's relational shapes against SQLite
 //
 // Needs libsqlite3-dev (the Makefile's `bench` and `bench-report` targets install it).
 
@@ -176,6 +177,18 @@ let package = Package(
         .executableTarget(
             name: "RelationalReport",
             dependencies: ["RelationalWorkloads", "CommitWorkloads", "EngineWorkloads"],
+            swiftSettings: swiftSettings
+        ),
+        // An issue tracker (another model): the shapes of docs/predicates.md that run in the
+        // store, against the SQL SQLite's planner gets for the same questions (through GRDB).
+        .executableTarget(
+            name: "TrackerReport",
+            dependencies: [
+                "CommitWorkloads",
+                .product(name: "Arbor", package: "Arbor"),
+                .product(name: "ArborStore", package: "Arbor"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             swiftSettings: swiftSettings
         ),
         // Durable saves from 1, 2 and 4 writers at once on one file (issue 6, item 10): private-queue

@@ -184,7 +184,11 @@ extension ManagedObjectContext {
     func fetchIDs<Result>(_ request: FetchRequest<Result>, plan given: RequestPlan? = nil) throws -> [ManagedObjectID] {
         let plan = try given ?? plan(request)
         if case .stores(let stores) = plan.source, plan.rowsAnswer {
-            let ids = try plan.coordinator.fetch(plan.storeFetch, in: stores).map(\.0)
+            // Only the IDs are read: no column needs decoding (the store orders before it hands
+            // rows over, so a sorted fetch still reads its sort keys).
+            var fetch = plan.storeFetch
+            if fetch.sortDescriptors.isEmpty { fetch.decodedProperties = [] }
+            let ids = try plan.coordinator.fetch(fetch, in: stores).map(\.0)
             guard let again = try replanned(request, after: plan) else { return ids }
             return try fetchObjects(request, plan: again).map(\.objectID)
         }

@@ -227,6 +227,7 @@ extension NativeStore {
         // Counted as read, none kept; the order does not change how many rows the window holds.
         var counting = request
         counting.sortDescriptors = []
+        counting.decodedProperties = []
         var count = 0
         try forEachRow(counting) { _, _ in
             count += 1
@@ -302,15 +303,20 @@ extension NativeStore {
         } else {
             access = OpenPlan(plan: plan, rows: rows)
         }
+        let keysAlone = Self.readsKeysAlone(request, entity: entity, plan: access.plan)
         for join in access.plan.joins {
             let check = try check(for: join, transaction: transaction)
             let indexIsEquality = access.plan.indexCost == 0
             if access.through == nil, !indexIsEquality {
                 // Few keys: the rows they name are read instead, and need no check of their own.
+                // When no row need be read at all, the foreign-key tree gives the keys whatever
+                // their number, in one pass over the ranges of the keys found.
                 switch check {
                 case .foreignKey(let relationship, let keys, false, false):
                     if let first = join.join.hops.first, first.name == relationship,
-                       let tree = try foreignKeyTree(for: first, keyCount: keys.count, transaction: transaction) {
+                       let tree = keysAlone && access.plan.joins.count == 1 && Self.isIndexedForeignKey(first)
+                        ? try transaction.tree(named: Self.foreignKeyTree(first))
+                        : try foreignKeyTree(for: first, keyCount: keys.count, transaction: transaction) {
                         access.through = .foreignKeyTree(tree, keys)
                         continue
                     }
@@ -334,6 +340,15 @@ extension NativeStore {
             access.plan.sort = request.sortDescriptors
         }
         return access
+    }
+
+    /// Whether a fetch of `entity` through a join's keys needs no row read: nothing of the rows
+    /// is asked for (`decodedProperties` empty: an ID fetch's, a count's), the plan checks
+    /// nothing on them and sorts nothing, and the entity is alone in its rows tree (a key there
+    /// is one of its objects).
+    static func readsKeysAlone(_ request: StoreFetch, entity: EntityDescription, plan: FetchPlan) -> Bool {
+        request.decodedProperties?.isEmpty == true && plan.filter == nil && request.sortDescriptors.isEmpty
+            && entity.superentity == nil && entity.subentities.isEmpty
     }
 
     /// The rows of an open plan in the request's order and window: read (stopping at the
@@ -430,7 +445,22 @@ extension NativeStore {
             return taken
         }
 
-        if let through = access.through {
+        // Rows found through a join's keys need not be read at all when nothing of them is asked
+        // for and nothing else checked: their IDs are the keys (an ID fetch's, a count's).
+        let keysAlone = rowChecks.isEmpty && Self.readsKeysAlone(request, entity: entity, plan: plan)
+        if let through = access.through, keysAlone {
+            switch through {
+            case .foreignKeyTree(let tree, let keys):
+                try forEachSource(in: tree, of: keys) { key in
+                    let id = objectID(entity, key)
+                    return try !keyAdmitted(id) || deliver(id, .placeholder)
+                }
+            case .keys(let keys):
+                for key in keys.sorted() where keyAdmitted(objectID(entity, key)) {
+                    guard try deliver(objectID(entity, key), .placeholder) else { break }
+                }
+            }
+        } else if let through = access.through {
             switch through {
             case .foreignKeyTree(let tree, let keys): try forEachSource(in: tree, of: keys) { try takeRow($0, from: tree.name) }
             case .keys(let keys):

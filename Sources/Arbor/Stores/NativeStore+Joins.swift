@@ -224,15 +224,23 @@ extension NativeStore {
             // Every destination counts: its foreign-key tree holds one entry per destination
             // with an owner, which is the entry's first component — counted from the keys
             // alone, no row read.
-            var counts: [Int64: Int64] = [:]
+            // The entries come in owner order: each owner's run is counted, then stored once.
+            var counts: [Int64: Operand] = [:]
+            var run: (owner: Int64, count: Int64)?
             try tree.forEach { entry, _ in
                 guard let owner = KeyEncoding.firstInteger(entry) else {
                     throw ArborError(.store, "an entry of \(tree.name) does not begin with an owner's key")
                 }
-                counts[owner, default: 0] += 1
+                if run?.owner == owner {
+                    run!.count += 1
+                } else {
+                    if let (previous, count) = run { counts[previous] = .int(count) }
+                    run = (owner, 1)
+                }
                 return true
             }
-            return counts.mapValues { .int($0) }
+            if let (previous, count) = run { counts[previous] = .int(count) }
+            return counts
         }
         // The matching destinations' values (none for a count), by owner, in the destinations'
         // key order (the order a loaded relationship gives the evaluator).

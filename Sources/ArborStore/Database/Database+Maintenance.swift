@@ -106,7 +106,7 @@ extension Database {
     /// "Online backup"). The copy gets a file ID of its own and is synced before this returns.
     ///
     /// - Parameters:
-    ///   - destination: the path of the copy, which must not exist yet.
+    ///   - destination: the new file's path.
     ///   - fileSystem: where the copy is written (the database's own by default).
     /// - Throws: `invalidArgument` when `destination` exists; the engine's read errors; I/O
     ///   errors writing the copy (which is then deleted).

@@ -80,6 +80,13 @@ docs: deps
 	$(SWIFT) package generate-documentation $(addprefix --target ,$(DOCC_TARGETS)) --warnings-as-errors
 	@Scripts/check-docc-topics.py $(foreach target,$(DOCC_TARGETS),$(DOCC_OUTPUTS)/$(target).doccarchive)
 
+# The Swift blocks of README.md and docs/*.md, written into Tests/DocExampleTests/Generated/ for
+# the test build to compile (an example that stops compiling fails `make test`; CONTRIBUTING.md).
+.PHONY: doc-examples
+doc-examples:
+	python3 Scripts/doc-examples.py
+test: doc-examples
+
 # The tests of contexts used from several threads (and two processes), built with Thread
 # Sanitizer in a build folder of their own: a data race fails the run. Scripts/tsan-suppressions.txt
 # says which reports are known false positives, and why. Not part of `make test` (a second,

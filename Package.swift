@@ -114,6 +114,13 @@ let package = Package(
             exclude: ["Fixtures"],
             swiftSettings: swiftSettings
         ),
+        // The Swift blocks of README.md and docs/*.md, compiled: Scripts/doc-examples.py (run by
+        // `make test` before the build) writes them into Tests/DocExampleTests/Generated/.
+        .testTarget(
+            name: "DocExampleTests",
+            dependencies: ["Arbor", "ArborStore"],
+            swiftSettings: swiftSettings
+        ),
         // End-to-end tests of the `arbor` binary (and the multi-process tests, which spawn it).
         .testTarget(
             name: "arborCLITests",

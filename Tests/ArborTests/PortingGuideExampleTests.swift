@@ -7,13 +7,13 @@ import Arbor
 // Arbor
 
 final class PortingDepartment: ManagedObject {
-    @Managed("name") var name: String?
+    @Managed("name") var name: String
     @ManagedSet("employees") var employees: Set<PortingEmployee>
 }
 
 final class PortingEmployee: ManagedObject {
-    @Managed("firstName") var firstName: String?
-    @Managed("lastName") var lastName: String?
+    @Managed("firstName") var firstName: String
+    @Managed("lastName") var lastName: String
     @Managed("salary") var salary: Decimal?
     @Managed("department") var department: PortingDepartment?
     @Managed("manager") var manager: PortingEmployee?
@@ -78,7 +78,7 @@ struct PortingGuideExampleTests {
             request.predicate = try ObjectPredicate(format: "department.name == %@ AND salary > %@",
                                                     "Engineering", Decimal(100_000))
             request.sortDescriptors = [ObjectSortDescriptor(key: "lastName", ascending: true)]
-            let names = try view.fetch(request).map { $0.lastName ?? "" }           // ["Hopper", "Lovelace"]
+            let names = try view.fetch(request).map(\.lastName)                     // ["Hopper", "Lovelace"]
             let ada = try view.existingObject(with: ids.ada) as! PortingEmployee
             let managerName = try ada.value(forKeyPath: "manager.lastName") as? String                 // "Hopper"
             let payroll = try ada.value(forKeyPath: "department.employees.@sum.salary") as? Decimal     // 250000

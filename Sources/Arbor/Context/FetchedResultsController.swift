@@ -53,8 +53,13 @@ public struct FetchedResultsChanges: Sendable, Hashable {
 
 /// Told of a ``FetchedResultsController``'s changes (Core Data's
 /// `NSFetchedResultsControllerDelegate`, its calls folded into one).
+///
+/// The controller holds its delegate weakly (``FetchedResultsController/delegate``): keep the
+/// delegate alive yourself.
 public protocol FetchedResultsControllerDelegate: AnyObject {
-    /// The controller's results changed as `changes` says (on the context's queue).
+    /// The controller's results changed as `changes` says: called once per round of the context
+    /// that changed them (the end of an event, a save, a merge), on the context's queue, when the
+    /// controller's sections already show the round.
     func controllerDidChangeContent(_ changes: FetchedResultsChanges)
 }
 
@@ -68,7 +73,7 @@ public protocol FetchedResultsControllerDelegate: AnyObject {
 ///
 /// ```swift
 /// var request = FetchRequest<Employee>(entityName: "Employee")
-/// request.sortDescriptors = [ObjectSortDescriptor(key: "department.name"), ObjectSortDescriptor(key: "name")]
+/// request.sortDescriptors = [ObjectSortDescriptor(key: "department.name"), ObjectSortDescriptor(key: "lastName")]
 /// let controller = FetchedResultsController(fetchRequest: request, managedObjectContext: context, sectionNameKeyPath: "department.name")
 /// try controller.performFetch()
 /// for await changes in controller.changes { apply(changes) }

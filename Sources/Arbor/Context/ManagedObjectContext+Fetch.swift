@@ -9,7 +9,7 @@ final class FaultBatch {
     init(ids: [ManagedObjectID]) { self.ids = ids }
 }
 
-/// Fetching: the store's part (index or scan, DESIGN §3 "Fetch"), then the seeds' rules for
+/// Fetching: the store's part (index or scan, docs/predicates.md), then the seeds' rules for
 /// pending changes (S000-20…S000-25): new objects that match are included, changed ones are judged
 /// by their in-memory values, deleted ones are left out, and registered objects keep their
 /// in-memory state.

@@ -152,7 +152,7 @@ extension ManagedObjectContext {
     /// failing after a later store committed (or a store of another kind, which commits on its
     /// own, followed by a failing one) leaves part of the save written — those objects are saved
     /// in the context too, and the rest of the changes stay pending, so saving again after
-    /// fixing the cause completes it (docs/object-graph.md, "Several stores").
+    /// fixing the cause completes it (docs/object-graph-internals.md, "Several stores").
     ///
     /// - Throws: validation errors (``ArborError/Code/validationMultipleErrors`` for several),
     ///   ``ArborError/Code/mergeConflict`` when another context changed or deleted a row since it
@@ -173,7 +173,7 @@ extension ManagedObjectContext {
         if wrote, let coordinator = persistentStoreCoordinator { coordinator.observer.saved(duration: ContinuousClock.now - start, coordinator) }
     }
 
-    /// The work of ``save()``, in its phases (docs/object-graph.md, "A save in phases"):
+    /// The work of ``save()``, in its phases (docs/object-graph-internals.md, "Saving, step by step"):
     /// prepare (``prepareSave()``), then for a child context the push to the parent, for a root
     /// context the batch (``buildBatch(_:_:)``), the coordinator's save of it with the merge
     /// policy settling conflicts (``writeToStores(_:_:)``), and the finish

@@ -449,7 +449,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
     }
 
-    /// The coordinator's phase of a save (docs/object-graph.md, "A save in phases"): writes
+    /// The coordinator's phase of a save (docs/object-graph-internals.md, "Saving, step by step"): writes
     /// `parts`, one per store, and brings the row cache up to date. Returns, for each part, what
     /// its store's save did (``PersistentStore/save(_:)``).
     ///

@@ -1,8 +1,8 @@
 import ArborStore
 import Foundation
 
-/// What a native store records about itself in `arbor.metadata` (docs/object-graph.md, "The
-/// native store"; docs/migration.md): reading and checking it when the store opens — identifier,
+/// What a native store records about itself in `arbor.metadata` (docs/object-graph-internals.md, "The
+/// native store's trees"; docs/migration.md): reading and checking it when the store opens — identifier,
 /// model hashes, row layout, column orders, fills, the entity list, the rules' fingerprint — and
 /// recording what an older store lacks.
 extension NativeStore {

@@ -3,7 +3,7 @@ import Foundation
 /// The store's schema: the trees a model's entities live in (their names) and what each holds —
 /// rows, index entries, foreign keys, joins, uniqueness — as the planner, the fetch executor and
 /// the row writer all read it. The one place that knows a tree's name or an index entry's bytes
-/// (docs/object-graph.md lists the trees).
+/// (docs/object-graph-internals.md lists the trees).
 extension NativeStore {
     static func rowsTree(_ entity: EntityDescription) -> String { rowsTree(root: entity.rootEntity.name) }
     static func foreignKeyTree(_ relationship: RelationshipDescription) -> String {

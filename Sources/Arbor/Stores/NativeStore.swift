@@ -2,8 +2,8 @@ import Foundation
 import OrderedCollections
 import Synchronization
 
-/// Arbor's store: rows in an ArborStore database (DESIGN §3 "Store mapping"; layout in
-/// docs/object-graph.md, "The native store").
+/// Arbor's store: rows in an ArborStore database (the layout:
+/// docs/object-graph-internals.md, "The native store's trees").
 ///
 /// - one tree per entity hierarchy, `rows.<Root>`, keyed by the 64-bit primary key; a row holds
 ///   the entity, the version number, the persistent attributes, the to-one foreign keys and the
@@ -577,7 +577,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
     /// Writes one save's changes in one engine write transaction, then calls `beforeCommit` in
     /// it: the transaction commits when `beforeCommit` returns, and rolls back when it throws.
     /// A conflict of either kind rolls the transaction back before `beforeCommit` is called,
-    /// and the error lists every conflict of its kind the write met (docs/object-graph.md,
+    /// and the error lists every conflict of its kind the write met (docs/object-graph-internals.md,
     /// "Conflicts in one pass").
     public func save(_ changes: StoreChanges, beforeCommit: (StoreSaveResult) throws -> Void) throws -> StoreSaveResult {
         guard !changes.isEmpty else {

@@ -203,7 +203,7 @@ final class RowWriter {
     @exclusivity(unchecked) private(set) var rebasedVersions: [ManagedObjectID: Int64] = [:]
 
     /// Writes the changes. Every conflict the pass meets is gathered, not thrown at the first
-    /// (docs/object-graph.md, "Conflicts in one pass"): the rows that must be as read are all
+    /// (docs/object-graph-internals.md, "Conflicts in one pass"): the rows that must be as read are all
     /// read and checked first, and the optimistic-locking conflicts among them thrown together
     /// (nothing after them is written); then the rows are written, and every uniqueness conflict
     /// met on the way is thrown together at the end. The caller's transaction rolls back.

@@ -15,8 +15,8 @@ struct Migrate: ParsableCommand {
             when it opens it with its new model. A migration never drops data unless a plan's \
             stage names it; --drop names such data here, in the store's names (Entity or \
             Entity.property), to check the migration that plan would run. A stored model keeps \
-            the structure, not defaults or validation rules, so those are checked by the \
-            application's own NativeStore.verifyMigration. Exit status 1 when the migration \
+            the structure and defaults; validation rules only in words, so those are checked by \
+            the application's own NativeStore.verifyMigration. Exit status 1 when the migration \
             would fail.
             """
     )

@@ -16,13 +16,16 @@ struct ModelCommand: ParsableCommand {
             constraints it adds; its version hash. Then the model's version hash. The hashes are \
             the ones the store recorded: opening the store with this model checks they match.
 
-            A store keeps no default values: the application's model gives them to new objects. \
-            What it keeps is an attribute's fill (\"fill 1990\"): the value that the rows written \
-            before the attribute was added read for it, the default it was added with by a \
-            migration that did not rewrite those rows. Validation rules (minimum and maximum, \
-            length, pattern) print as the store records them, in words, after \"rules:\"; the \
-            store keeps them to check existing values when they change (validating new values is \
-            the application's). In JSON: "fill" and "rules", strings, absent when there are none.
+            An attribute's default ("default 0") is the value a new object gets, as the model \
+            that last opened the store for writing declared it (stores written before defaults \
+            were recorded show none until then; a transformable attribute's default is not \
+            recorded, since reading it needs the application's transformer). Its fill \
+            ("fill 1990") is the value that the rows written before the attribute was added read \
+            for it: the default it was added with by a migration that did not rewrite those \
+            rows. Validation rules (minimum and maximum, length, pattern) print as the store \
+            records them, in words, after "rules:"; the store keeps them to check existing values \
+            when they change (validating new values is the application's). In JSON: "default", \
+            "fill" and "rules", strings, absent when there are none.
             """
     )
 
@@ -113,24 +116,34 @@ struct StoredModel: Encodable {
         var optional: Bool
         var transient: Bool
         var indexed: Bool
+        /// The value a new object gets, as text (strings quoted).
+        var defaultValue: String?
         /// The value rows from before the attribute was added read for it, as text (strings
         /// quoted).
         var fill: String?
         /// The validation rules, in words, as the store records them.
         var rules: String?
 
-        /// `year: integer16, optional, indexed, fill 1990, rules: minimum 1450, maximum 2100`
+        enum CodingKeys: String, CodingKey {
+            case name, type, optional, transient, indexed, fill, rules
+            case defaultValue = "default"
+        }
+
+        /// `year: integer16, optional, indexed, default 2000, fill 1990, rules: minimum 1450,
+        /// maximum 2100`
         /// (the rules last: a pattern may hold commas).
         var text: String {
             var options = [optional ? "optional" : "required"]
             if transient { options.append("transient") }
             if indexed { options.append("indexed") }
+            if let defaultValue { options.append("default \(defaultValue)") }
             if let fill { options.append("fill \(fill)") }
             if let rules { options.append("rules: \(rules)") }
             return "\(name): \(type), " + options.joined(separator: ", ")
         }
 
-        /// A fill as text: a string quoted as JSON quotes it, a date in ISO-8601, data in base64.
+        /// A default or fill as text: a string quoted as JSON quotes it, a date in ISO-8601, data
+        /// in base64.
         static func text(_ fill: AttributeValue) -> String {
             if case .string(let string) = fill { return Cell.jsonString(string) }
             return Cell(fill).text ?? "nil"
@@ -199,7 +212,8 @@ struct StoredModel: Encodable {
                     let notes = recorded[entity.name]?[attribute.name]
                     return Attribute(name: attribute.name, type: attribute.type.description, optional: attribute.isOptional,
                                      transient: attribute.isTransient, indexed: entity.indexes.contains { $0.keys.first == attribute.name },
-                                     fill: notes?.fill.map(Attribute.text), rules: notes?.rules)
+                                     defaultValue: notes?.defaultValue.map(Attribute.text), fill: notes?.fill.map(Attribute.text),
+                                     rules: notes?.rules)
                 },
                 relationships: entity.ownRelationships.map {
                     Relationship(name: $0.name, destination: $0.destinationEntityName, inverse: $0.inverseName, toMany: $0.isToMany,

@@ -160,7 +160,12 @@ struct StoreLifecycleTests {
         let stack = try Stack(path: path)
         let store = try #require(stack.coordinator.persistentStores.first as? NativeStore)
         var backups: [String] = []
+        // Each round waits until the other process has made a share of its saves, so the
+        // backups are taken while it is saving, each after more of them.
+        let landed = [10, 25, 40, 55]
         for round in 0..<4 {
+            while try stack.context().count(for: FetchRequest<Int>(entityName: "Department", format: "name BEGINSWITH 'P'")) < landed[round],
+                  Date() < deadline { usleep(1_000) }
             let backup = path + ".backup-\(round)"
             try store.backup(to: backup)
             backups.append(backup)
@@ -179,6 +184,7 @@ struct StoreLifecycleTests {
             #expect(names.filter { $0.hasPrefix("D") }.count == 50)
             seen.append(saved.count)
         }
+        #expect(zip(seen, landed).allSatisfy { $0 >= $1 }, "each backup holds the saves that had landed before it: \(seen)")
         print("backups while another process saves: \(seen) of \(saves) saves")
     }
 }

@@ -109,7 +109,7 @@ struct ModelCommandTests {
         #expect(json["configurations"] as? [String: [String]] == ["Library": ["Author", "Book", "Person"]])
     }
 
-    @Test("fills and rules: an attribute a migration added with a default shows the fill rows from before it read, and the rules the store records, in text and JSON; no default values, which a store does not keep")
+    @Test("defaults, fills and rules: an attribute a migration added with a default shows that default, the fill rows from before it read, and the rules the store records, in text and JSON; a changed default is recorded by the next writable open")
     func fillsAndRules() throws {
         let dir = try TemporaryDirectory()
         defer { dir.cleanup() }
@@ -134,10 +134,9 @@ struct ModelCommandTests {
         let text = try runArbor(["model", path])
         #expect(text.status == 0, "\(text.stderr)")
         let lines = text.stdout.split(separator: "\n").map(String.init)
-        #expect(lines.contains("  attribute     year: integer16, optional, fill 1990, rules: minimum 1450, maximum 2100"), "\(text.stdout)")
+        #expect(lines.contains("  attribute     year: integer16, optional, default 1990, fill 1990, rules: minimum 1450, maximum 2100"), "\(text.stdout)")
         #expect(lines.contains("  attribute     title: string, required, indexed, rules: length ≥ 1, length ≤ 200"), "\(text.stdout)")
-        #expect(lines.contains("  attribute     isbn: uuid, optional"), "no fill and no rules: nothing more")
-        #expect(!text.stdout.contains("default"), "a store keeps no default values")
+        #expect(lines.contains("  attribute     isbn: uuid, optional"), "no default, no fill and no rules: nothing more")
 
         let json = try runArbor(["model", path, "--format", "json"])
         #expect(json.status == 0, "\(json.stderr)")
@@ -146,12 +145,24 @@ struct ModelCommandTests {
         let book = try #require(entities.first { $0["name"] as? String == "Book" })
         let attributes = try #require(book["attributes"] as? [[String: Any]])
         let year = try #require(attributes.first { $0["name"] as? String == "year" })
-        #expect(year["fill"] as? String == "1990" && year["rules"] as? String == "minimum 1450, maximum 2100", "\(year)")
+        #expect(year["default"] as? String == "1990" && year["fill"] as? String == "1990", "\(year)")
+        #expect(year["rules"] as? String == "minimum 1450, maximum 2100", "\(year)")
         let isbn = try #require(attributes.first { $0["name"] as? String == "isbn" })
-        #expect(isbn["fill"] == nil && isbn["rules"] == nil && isbn["defaultValue"] == nil)
+        #expect(isbn["default"] == nil && isbn["fill"] == nil && isbn["rules"] == nil)
+
+        // The same model with another default: no new version, but the store records it; the
+        // fill (what the old row reads) stays.
+        _ = try PersistentStoreCoordinator(managedObjectModel: try Self.libraryModel(yearDefault: 2000)).addNativeStore(at: path)
+        let changed = try runArbor(["model", path])
+        #expect(changed.stdout.contains("year: integer16, optional, default 2000, fill 1990,"), "\(changed.stdout)")
+        let reopened = PersistentStoreCoordinator(managedObjectModel: try Self.libraryModel(yearDefault: 2000))
+        _ = try reopened.addNativeStore(at: path)
+        let context = ManagedObjectContext(persistentStoreCoordinator: reopened)
+        let books = try context.fetch(FetchRequest<ManagedObject>(entityName: "Book"))
+        #expect(try books.map { try $0.value(forKey: "year") as? Int16 } == [1990], "the row from before the attribute reads its fill")
 
         let help = try runArbor(["model", "--help"])
-        #expect(help.stdout.replacingOccurrences(of: "\n", with: " ").contains("A store keeps no default values"), "\(help.stdout)")
+        #expect(help.stdout.replacingOccurrences(of: "\n", with: " ").contains("the model that last opened the store for writing"), "\(help.stdout)")
     }
 
     @Test("--history: each version the store has been at, oldest first, with what changed from the one before; as JSON too")

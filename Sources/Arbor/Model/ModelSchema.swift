@@ -3,8 +3,9 @@ import Foundation
 /// A model's structure as JSON, kept in every store's metadata so that tools (`arbor query`) can
 /// read a store without the application's code: entities, their own attributes (type,
 /// optionality, transience), relationships, uniqueness constraints and indexes — everything the
-/// version hashes cover. Validation rules, default values and classes are not kept; a model made
-/// from a schema has the same version hashes as the model that wrote it.
+/// version hashes cover — and, for tools, attributes' default values and validation rules (in
+/// words). Classes are not kept; a model made from a schema has the same version hashes as the
+/// model that wrote it, and its attributes' default values (not its rules).
 struct ModelSchema: Codable, Equatable {
     struct AttributeSchema: Codable, Equatable {
         var name: String
@@ -19,6 +20,17 @@ struct ModelSchema: Codable, Equatable {
         /// (schemas recorded before they were kept have none): a migration checks existing
         /// values against rules that changed.
         var rules: String?
+        /// The default value (``ModelSchema/recordedDefault(_:)``), when there is one (schemas
+        /// recorded before they were kept have none).
+        var defaultValue: String?
+    }
+
+    /// The default value of `attribute` as a schema records it: the column a row would hold,
+    /// in hexadecimal (nil for none, a transient attribute, or a transformable one, whose value
+    /// needs the application's transformer to read).
+    static func recordedDefault(_ attribute: AttributeDescription) -> String? {
+        guard !attribute.isTransient, attribute.type.kind != .transformable, let value = attribute.defaultValue else { return nil }
+        return RowFormat.columnText(of: value)
     }
 
     struct RelationshipSchema: Codable, Equatable {
@@ -63,7 +75,7 @@ struct ModelSchema: Codable, Equatable {
                     AttributeSchema(name: $0.name, type: $0.type.kind.rawValue,
                                     valueType: $0.type.kind == .transformable ? $0.type.valueTypeName : nil,
                                     optional: $0.isOptional, transient: $0.isTransient, renaming: $0.renamingIdentifier,
-                                    rules: Validation.rulesDescription($0))
+                                    rules: Validation.rulesDescription($0), defaultValue: Self.recordedDefault($0))
                 },
                 relationships: entity.ownRelationships.map {
                     RelationshipSchema(name: $0.name, destination: $0.destinationEntityName, inverse: $0.inverseName,
@@ -93,6 +105,9 @@ struct ModelSchema: Codable, Equatable {
                     : AttributeType(kind)
                 var member = Attribute(attribute.name, type).optional(attribute.optional)
                 if attribute.transient { member = member.transient() }
+                if let text = attribute.defaultValue, let value = RowFormat.attributeValue(ofColumnText: text, kind: kind) {
+                    member = member.defaultValue(value.sendableValue)
+                }
                 if let previous = attribute.renaming { member = member.renamingIdentifier(previous) }
                 members.append(member)
             }

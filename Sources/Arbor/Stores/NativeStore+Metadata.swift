@@ -93,8 +93,13 @@ extension NativeStore {
     /// fingerprint of the rules its values were checked against, and one opened with other rules
     /// checks its values again (docs/migration.md). Empty when the model has no such rules.
     static func rulesFingerprint(_ model: ManagedObjectModel) -> [UInt8] {
+        // The default values too: the schema records them (for tools), so a changed one is
+        // recorded as a changed rule is, with no new version.
         let lines = model.entities.flatMap { entity in
             entity.ownAttributes.compactMap { attribute in Validation.rulesDescription(attribute).map { "\(entity.name).\(attribute.name) \($0)" } }
+                + entity.ownAttributes.compactMap { attribute in
+                    ModelSchema.recordedDefault(attribute).map { "\(entity.name).\(attribute.name) default \($0)" }
+                }
         }
         return lines.isEmpty ? [] : Array(VersionHash.of(lines.sorted().joined(separator: "\n")))
     }
@@ -277,8 +282,8 @@ extension NativeStore {
         guard let encoded = try? JSONDecoder().decode([String: String].self, from: Data(stored)) else { throw damaged }
         var fills: [String: AttributeValue] = [:]
         for (name, hex) in encoded {
-            guard let attribute = entity.attributesByName[name], let column = bytes(fromHex: hex).map(Array.init),
-                  let value = RowFormat.attributeValue(ofColumn: column, kind: attribute.type.kind) else { throw damaged }
+            guard let attribute = entity.attributesByName[name],
+                  let value = RowFormat.attributeValue(ofColumnText: hex, kind: attribute.type.kind) else { throw damaged }
             fills[name] = value
         }
         return fills
@@ -286,10 +291,11 @@ extension NativeStore {
 
     /// For each entity of the store at `path` (by name), what the store records of its own
     /// attributes besides what ``ManagedObjectModel/stored(in:options:)`` makes of them: their
-    /// validation rules in words, and their fills. Only attributes with either are listed. A
-    /// store keeps no default values: a fill is the default an attribute was added with, kept
-    /// for the rows written before. Read-only, without the application's model: what
-    /// `arbor model` prints.
+    /// validation rules in words, their default values and their fills. Only attributes with
+    /// any of these are listed. A default is what the model that last opened the store for
+    /// writing gives new objects; a fill is the default an attribute was added with, kept for
+    /// the rows written before, and does not follow later changes of the default. Read-only,
+    /// without the application's model: what `arbor model` prints.
     ///
     /// - Throws: ``ArborError/Code/storeOpen`` when the file cannot be read, is not an Arbor
     ///   store, or its metadata is damaged.
@@ -307,8 +313,9 @@ extension NativeStore {
                     // Fills are recorded by the entities whose rows hold the attribute: its own,
                     // or (an abstract entity has no rows) its sub-entities'.
                     let fill = described.selfAndDescendants.lazy.compactMap { fills[$0.name]?[attribute.name] }.first
-                    guard attribute.rules != nil || fill != nil else { continue }
-                    recorded[entity.name, default: [:]][attribute.name] = RecordedAttribute(rules: attribute.rules, fill: fill)
+                    let defaultValue = described.attributesByName[attribute.name]?.defaultValue
+                    guard attribute.rules != nil || fill != nil || defaultValue != nil else { continue }
+                    recorded[entity.name, default: [:]][attribute.name] = RecordedAttribute(rules: attribute.rules, fill: fill, defaultValue: defaultValue)
                 }
             }
             return recorded
@@ -318,9 +325,7 @@ extension NativeStore {
     /// `fills` as a store records them (see ``recordedFills(_:entity:path:)``).
     static func fillsBytes(_ fills: [String: AttributeValue]) throws -> [UInt8] {
         var encoded: [String: String] = [:]
-        for (name, value) in fills {
-            encoded[name] = RowFormat.column(of: value).map { String(format: "%02x", $0) }.joined()
-        }
+        for (name, value) in fills { encoded[name] = RowFormat.columnText(of: value) }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         return Array(try encoder.encode(encoded))
@@ -358,4 +363,7 @@ package struct RecordedAttribute: Equatable, Sendable {
     /// The value the rows written before the attribute was added read for it: the default value
     /// a migration added it with, without rewriting those rows. Nil when there is none.
     package var fill: AttributeValue?
+    /// The default value a new object gets, as the model that last opened the store for
+    /// writing declared it (nil: none, or recorded before stores kept defaults).
+    package var defaultValue: AttributeValue? = nil
 }

@@ -88,6 +88,18 @@ extension RowFormat {
         return header + payload
     }
 
+    /// `value` as a store's metadata writes it (a fill, a schema's default value): its column,
+    /// in hexadecimal.
+    static func columnText(of value: AttributeValue) -> String {
+        column(of: value).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// The value of `text` (``columnText(of:)``) as an attribute of `kind` reads it; nil when it
+    /// is not one.
+    static func attributeValue(ofColumnText text: String, kind: AttributeType.Kind) -> AttributeValue? {
+        NativeStore.bytes(fromHex: text).flatMap { attributeValue(ofColumn: Array($0), kind: kind) }
+    }
+
     /// The value of a column of its own (``column(of:)``) read as `kind`; nil when the bytes are
     /// not one column, or it holds nil or no `kind`.
     static func attributeValue(ofColumn column: [UInt8], kind: AttributeType.Kind) -> AttributeValue? {

@@ -23,8 +23,13 @@
 #                        RELATIONAL_CACHES=default,128 (see Benchmarks/Sources/RelationalReport/main.swift)
 #   make fuzz-smoke      a short libFuzzer run of every fuzz target (Fuzz/, its own package)
 #   make tsan            the concurrency tests under Thread Sanitizer (.build-tsan)
+#
+# Every build and test run of Arbor's own here turns on its `Checks` trait (Package.swift):
+# queue checks and invariants in debug builds. `swift test` must be given the same `--traits`
+# as the `swift build` before it, or it builds again.
 
 SWIFT ?= swift
+CHECKS := --traits Checks
 CRASH_TRANSACTIONS ?= 400
 MODEL_OPERATIONS ?= 2000000
 CONTEXT_SAVES ?= 2000
@@ -54,15 +59,16 @@ deps:
 	fi
 
 build: deps
-	$(SWIFT) build
+	$(SWIFT) build $(CHECKS)
 
 test: deps
-	$(SWIFT) build --build-tests
-	@set -o pipefail; $(SWIFT) test --skip-build 2>&1 | tee .build/test.log || Scripts/test-failures.sh .build/test.log
+	@$(SWIFT) package dump-package | Scripts/check-default-traits.py
+	$(SWIFT) build --build-tests $(CHECKS)
+	@set -o pipefail; $(SWIFT) test --skip-build $(CHECKS) 2>&1 | tee .build/test.log || Scripts/test-failures.sh .build/test.log
 	@# The object-graph tests again over stores of row layout 2 (fixed-size columns first), the
 	@# default before records (docs/row-format.md), which stores made then keep; tests of one
 	@# layout's bytes name their layout.
-	@ARBOR_NEW_ROW_LAYOUT=2 $(SWIFT) test --skip-build --filter ArborTests > .build/test-layout2.log 2>&1 || Scripts/test-failures.sh .build/test-layout2.log
+	@ARBOR_NEW_ROW_LAYOUT=2 $(SWIFT) test --skip-build $(CHECKS) --filter ArborTests > .build/test-layout2.log 2>&1 || Scripts/test-failures.sh .build/test-layout2.log
 	@tail -n 3 .build/test-layout2.log
 	$(MAKE) fuzz-replay
 	$(MAKE) docs
@@ -84,8 +90,8 @@ docs: deps
 # instrumented build).
 TSAN_TESTS ?= Registry|Concurrency|ConcurrentSaveStress|ParentContext|Notification|Container|Conflict|Undo|MultiStore|RowSnapshot|RemoteChange|QueryGeneration
 tsan: deps
-	$(SWIFT) build --build-tests --sanitize=thread --build-path .build-tsan
-	set -o pipefail; TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/Scripts/tsan-suppressions.txt" $(SWIFT) test --skip-build --sanitize=thread --build-path .build-tsan --filter "$(TSAN_TESTS)" 2>&1 | tee .build-tsan/tsan.log
+	$(SWIFT) build --build-tests $(CHECKS) --sanitize=thread --build-path .build-tsan
+	set -o pipefail; TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/Scripts/tsan-suppressions.txt" $(SWIFT) test --skip-build $(CHECKS) --sanitize=thread --build-path .build-tsan --filter "$(TSAN_TESTS)" 2>&1 | tee .build-tsan/tsan.log
 
 demo: deps
 	$(SWIFT) build -c release --product arbor

@@ -581,6 +581,7 @@ extension ManagedObjectContext {
             for object in deletedObjects { deleted.remove(object) }
         }
         if !partial { conflictChecked.removeAll() }
+        checkInvariants()
         for objects in [insertedObjects, updatedObjects, deletedObjects] {
             for object in objects { object.didSave() }
         }

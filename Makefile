@@ -23,6 +23,10 @@
 #                        RELATIONAL_CACHES=default,128 (see Benchmarks/Sources/RelationalReport/main.swift)
 #   make fuzz-smoke      a short libFuzzer run of every fuzz target (Fuzz/, its own package)
 #   make tsan            the concurrency tests under Thread Sanitizer (.build-tsan)
+#   make check-dependent a package depending on Arbor builds it without Arbor's checks, and with
+#                        them when it names the `Checks` trait (Benchmarks/DependentImport; minutes)
+#   make bench-debug     an import by a dependent package in its debug and release builds
+#                        (Benchmarks/DependentImport; docs/debug-builds.md)
 #
 # Every build and test run of Arbor's own here turns on its `Checks` trait (Package.swift):
 # queue checks and invariants in debug builds. `swift test` must be given the same `--traits`
@@ -45,7 +49,7 @@ FUZZ_TARGETS := FuzzPager FuzzPredicate FuzzPlanner
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := cd Fuzz && $(SWIFT) build -c release --sanitize=fuzzer -Xswiftc -sanitize=fuzzer,address
 
-.PHONY: all deps build test docs tsan demo crash-campaign model-campaign bench bench-report bench-engine bench-graph bench-fetch bench-floor bench-contexts bench-undo bench-relational bench-results bench-generations bench-migration fuzz-build fuzz-replay fuzz-smoke clean
+.PHONY: all deps build test docs tsan check-dependent bench-debug demo crash-campaign model-campaign bench bench-report bench-engine bench-graph bench-fetch bench-floor bench-contexts bench-undo bench-relational bench-results bench-generations bench-migration fuzz-build fuzz-replay fuzz-smoke clean
 
 all: build
 
@@ -92,6 +96,30 @@ TSAN_TESTS ?= Registry|Concurrency|ConcurrentSaveStress|ParentContext|Notificati
 tsan: deps
 	$(SWIFT) build --build-tests $(CHECKS) --sanitize=thread --build-path .build-tsan
 	set -o pipefail; TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/Scripts/tsan-suppressions.txt" $(SWIFT) test --skip-build $(CHECKS) --sanitize=thread --build-path .build-tsan --filter "$(TSAN_TESTS)" 2>&1 | tee .build-tsan/tsan.log
+
+# A package depending on Arbor (Benchmarks/DependentImport, by path) builds it without Arbor's
+# checks unless it names the `Checks` trait: its ChecksProbe uses a context off its queue, which
+# must go unnoticed in its plain debug build and stop the program when it asks for the trait (its
+# own `ArborChecks` trait passes `Checks` on). Two debug builds of Arbor, a few minutes each: not
+# part of `make test`, which checks the manifest's defaults instead (Scripts/check-default-traits.py).
+DEPENDENT := Benchmarks/DependentImport
+check-dependent: deps
+	cd $(DEPENDENT) && $(SWIFT) build --product ChecksProbe
+	cd $(DEPENDENT) && "$$($(SWIFT) build --show-bin-path)/ChecksProbe"
+	cd $(DEPENDENT) && $(SWIFT) build --product ChecksProbe --traits ArborChecks --build-path .build-checks
+	@cd $(DEPENDENT) && if "$$($(SWIFT) build --traits ArborChecks --build-path .build-checks --show-bin-path)/ChecksProbe" 2> .build-checks/probe.log; then \
+		echo "ChecksProbe went on with the ArborChecks trait: Arbor's checks are not on"; exit 1; fi; \
+		grep -q "Arbor concurrency violation" .build-checks/probe.log && echo "with the Checks trait: $$(grep -o 'Arbor concurrency violation[^;]*' .build-checks/probe.log)"
+
+# An import of 20,000 issues by a dependent package (Benchmarks/DependentImport) in its debug
+# build, with and without Arbor's checks, and in its release build (docs/debug-builds.md);
+# DEPENDENT_ISSUES=N issues, DEPENDENT_ROUNDS=N rounds.
+DEPENDENT_ISSUES ?= 20000
+DEPENDENT_ROUNDS ?= 5
+bench-debug: deps
+	cd $(DEPENDENT) && $(SWIFT) run DependentImport $(DEPENDENT_ISSUES) $(DEPENDENT_ROUNDS)
+	cd $(DEPENDENT) && $(SWIFT) run --traits ArborChecks --build-path .build-checks DependentImport $(DEPENDENT_ISSUES) $(DEPENDENT_ROUNDS)
+	cd $(DEPENDENT) && $(SWIFT) run -c release DependentImport $(DEPENDENT_ISSUES) $(DEPENDENT_ROUNDS)
 
 demo: deps
 	$(SWIFT) build -c release --product arbor
@@ -172,4 +200,4 @@ fuzz-smoke: fuzz-build
 	done
 
 clean:
-	rm -rf .build Benchmarks/.build Fuzz/.build
+	rm -rf .build Benchmarks/.build Fuzz/.build $(DEPENDENT)/.build $(DEPENDENT)/.build-checks

@@ -177,7 +177,7 @@ extension BTree {
         try pager.withMutablePage(rightPage) { body in
             let writer = NodeWriter(body: body)
             key.withUnsafeBytes { key in
-                writer.initialize(leaf: true, prefix: UnsafeRawBufferPointer(rebasing: key[..<NodeLayout.prefixForFirstKey(key.count)]))
+                writer.initialize(leaf: true, prefix: UnsafeRawBufferPointer(rebasing: key[0..<NodeLayout.prefixForFirstKey(key.count)]))
                 _ = payload.withUnsafeBytes { writer.insertLeaf(key: key, payload: $0, at: 0) }
             }
         }

@@ -99,7 +99,8 @@ struct NameIndex: @unchecked Sendable {
         return name.withUTF8 { bytes -> Int? in
             var hash: UInt64 = 0xcbf2_9ce4_8422_2325
             var all: UInt8 = 0
-            for byte in bytes {
+            for index in 0..<bytes.count {
+                let byte = bytes[index]
                 hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
                 all |= byte
             }

@@ -487,7 +487,8 @@ struct NodeWriter {
             image.withEntry(range.lowerBound) { key, _ in initialize(leaf: image.leaf, prefix: UnsafeRawBufferPointer(rebasing: key[0..<p])) }
         }
         setRightChild(image.rightChild)
-        for (position, index) in range.enumerated() {
+        for position in 0..<range.count {
+            let index = range.lowerBound + position
             let fitted = image.withEntry(index) { key, payload in
                 guard view.relation(of: key) == .shares else { return false }
                 return image.leaf ? insertLeaf(key: key, payload: payload, at: position)
@@ -564,7 +565,7 @@ enum Varint {
 /// `memcmp` per binary-search probe cost more than the comparison itself.
 @inlinable @inline(__always)
 func compareBytes(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
-    let n = min(a.count, b.count)
+    let n = a.count < b.count ? a.count : b.count
     var i = 0
     if n > 0 {
         let pa = a.baseAddress!, pb = b.baseAddress!

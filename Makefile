@@ -112,13 +112,15 @@ check-dependent: deps
 		grep -q "Arbor concurrency violation" .build-checks/probe.log && echo "with the Checks trait: $$(grep -o 'Arbor concurrency violation[^;]*' .build-checks/probe.log)"
 
 # An import of 20,000 issues by a dependent package (Benchmarks/DependentImport) in its debug
-# build, with and without Arbor's checks, and in its release build (docs/debug-builds.md);
+# build, with and without Arbor's checks, with Arbor optimised (the `OptimizedInDebug` trait),
+# and in its release build (docs/debug-builds.md); four builds of Arbor, minutes each;
 # DEPENDENT_ISSUES=N issues, DEPENDENT_ROUNDS=N rounds.
 DEPENDENT_ISSUES ?= 20000
 DEPENDENT_ROUNDS ?= 5
 bench-debug: deps
 	cd $(DEPENDENT) && $(SWIFT) run DependentImport $(DEPENDENT_ISSUES) $(DEPENDENT_ROUNDS)
 	cd $(DEPENDENT) && $(SWIFT) run --traits ArborChecks --build-path .build-checks DependentImport $(DEPENDENT_ISSUES) $(DEPENDENT_ROUNDS)
+	cd $(DEPENDENT) && $(SWIFT) run --traits ArborOptimized --build-path .build-optimized DependentImport $(DEPENDENT_ISSUES) $(DEPENDENT_ROUNDS)
 	cd $(DEPENDENT) && $(SWIFT) run -c release DependentImport $(DEPENDENT_ISSUES) $(DEPENDENT_ROUNDS)
 
 demo: deps
@@ -200,4 +202,4 @@ fuzz-smoke: fuzz-build
 	done
 
 clean:
-	rm -rf .build Benchmarks/.build Fuzz/.build $(DEPENDENT)/.build $(DEPENDENT)/.build-checks
+	rm -rf .build Benchmarks/.build Fuzz/.build $(DEPENDENT)/.build $(DEPENDENT)/.build-checks $(DEPENDENT)/.build-optimized

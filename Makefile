@@ -25,8 +25,17 @@
 #                        (TRACKER_ISSUES, TRACKER_ROUNDS, TRACKER_REPEATS)
 #   make fuzz-smoke      a short libFuzzer run of every fuzz target (Fuzz/, its own package)
 #   make tsan            the concurrency tests under Thread Sanitizer (.build-tsan)
+#   make check-dependent a package depending on Arbor builds it without Arbor's checks, and with
+#                        them when it names the `Checks` trait (Benchmarks/DependentImport; minutes)
+#   make bench-debug     an import by a dependent package in its debug and release builds
+#                        (Benchmarks/DependentImport; docs/debug-builds.md)
+#
+# Every build and test run of Arbor's own here turns on its `Checks` trait (Package.swift):
+# queue checks and invariants in debug builds. `swift test` must be given the same `--traits`
+# as the `swift build` before it, or it builds again.
 
 SWIFT ?= swift
+CHECKS := --traits Checks
 CRASH_TRANSACTIONS ?= 400
 MODEL_OPERATIONS ?= 2000000
 CONTEXT_SAVES ?= 2000
@@ -42,7 +51,7 @@ FUZZ_TARGETS := FuzzPager FuzzPredicate FuzzPlanner
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := cd Fuzz && $(SWIFT) build -c release --sanitize=fuzzer -Xswiftc -sanitize=fuzzer,address
 
-.PHONY: all deps build test docs tsan demo crash-campaign model-campaign bench bench-report bench-engine bench-graph bench-fetch bench-floor bench-contexts bench-undo bench-relational bench-results bench-generations bench-migration bench-tracker fuzz-build fuzz-replay fuzz-smoke clean
+.PHONY: all deps build test docs tsan check-dependent bench-debug demo crash-campaign model-campaign bench bench-report bench-engine bench-graph bench-fetch bench-floor bench-contexts bench-undo bench-relational bench-results bench-generations bench-migration bench-tracker fuzz-build fuzz-replay fuzz-smoke clean
 
 all: build
 
@@ -56,15 +65,16 @@ deps:
 	fi
 
 build: deps
-	$(SWIFT) build
+	$(SWIFT) build $(CHECKS)
 
 test: deps
-	$(SWIFT) build --build-tests
-	@set -o pipefail; $(SWIFT) test --skip-build 2>&1 | tee .build/test.log || Scripts/test-failures.sh .build/test.log
+	@$(SWIFT) package dump-package | Scripts/check-default-traits.py
+	$(SWIFT) build --build-tests $(CHECKS)
+	@set -o pipefail; $(SWIFT) test --skip-build $(CHECKS) 2>&1 | tee .build/test.log || Scripts/test-failures.sh .build/test.log
 	@# The object-graph tests again over stores of row layout 2 (fixed-size columns first), the
 	@# default before records (docs/row-format.md), which stores made then keep; tests of one
 	@# layout's bytes name their layout.
-	@ARBOR_NEW_ROW_LAYOUT=2 $(SWIFT) test --skip-build --filter ArborTests > .build/test-layout2.log 2>&1 || Scripts/test-failures.sh .build/test-layout2.log
+	@ARBOR_NEW_ROW_LAYOUT=2 $(SWIFT) test --skip-build $(CHECKS) --filter ArborTests > .build/test-layout2.log 2>&1 || Scripts/test-failures.sh .build/test-layout2.log
 	@tail -n 3 .build/test-layout2.log
 	$(MAKE) fuzz-replay
 	$(MAKE) docs
@@ -93,8 +103,34 @@ test: doc-examples
 # instrumented build).
 TSAN_TESTS ?= Registry|Concurrency|ConcurrentSaveStress|ParentContext|Notification|Container|Conflict|Undo|MultiStore|RowSnapshot|RemoteChange|QueryGeneration
 tsan: deps
-	$(SWIFT) build --build-tests --sanitize=thread --build-path .build-tsan
-	set -o pipefail; TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/Scripts/tsan-suppressions.txt" $(SWIFT) test --skip-build --sanitize=thread --build-path .build-tsan --filter "$(TSAN_TESTS)" 2>&1 | tee .build-tsan/tsan.log
+	$(SWIFT) build --build-tests $(CHECKS) --sanitize=thread --build-path .build-tsan
+	set -o pipefail; TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/Scripts/tsan-suppressions.txt" $(SWIFT) test --skip-build $(CHECKS) --sanitize=thread --build-path .build-tsan --filter "$(TSAN_TESTS)" 2>&1 | tee .build-tsan/tsan.log
+
+# A package depending on Arbor (Benchmarks/DependentImport, by path) builds it without Arbor's
+# checks unless it names the `Checks` trait: its ChecksProbe uses a context off its queue, which
+# must go unnoticed in its plain debug build and stop the program when it asks for the trait (its
+# own `ArborChecks` trait passes `Checks` on). Two debug builds of Arbor, a few minutes each: not
+# part of `make test`, which checks the manifest's defaults instead (Scripts/check-default-traits.py).
+DEPENDENT := Benchmarks/DependentImport
+check-dependent: deps
+	cd $(DEPENDENT) && $(SWIFT) build --product ChecksProbe
+	cd $(DEPENDENT) && "$$($(SWIFT) build --show-bin-path)/ChecksProbe"
+	cd $(DEPENDENT) && $(SWIFT) build --product ChecksProbe --traits ArborChecks --build-path .build-checks
+	@cd $(DEPENDENT) && if "$$($(SWIFT) build --traits ArborChecks --build-path .build-checks --show-bin-path)/ChecksProbe" 2> .build-checks/probe.log; then \
+		echo "ChecksProbe went on with the ArborChecks trait: Arbor's checks are not on"; exit 1; fi; \
+		grep -q "Arbor concurrency violation" .build-checks/probe.log && echo "with the Checks trait: $$(grep -o 'Arbor concurrency violation[^;]*' .build-checks/probe.log)"
+
+# An import of 20,000 issues by a dependent package (Benchmarks/DependentImport) in its debug
+# build, with and without Arbor's checks, with Arbor optimised (the `OptimizedInDebug` trait),
+# and in its release build (docs/debug-builds.md); four builds of Arbor, minutes each;
+# DEPENDENT_ISSUES=N issues, DEPENDENT_ROUNDS=N rounds.
+DEPENDENT_ISSUES ?= 20000
+DEPENDENT_ROUNDS ?= 5
+bench-debug: deps
+	cd $(DEPENDENT) && $(SWIFT) run DependentImport $(DEPENDENT_ISSUES) $(DEPENDENT_ROUNDS)
+	cd $(DEPENDENT) && $(SWIFT) run --traits ArborChecks --build-path .build-checks DependentImport $(DEPENDENT_ISSUES) $(DEPENDENT_ROUNDS)
+	cd $(DEPENDENT) && $(SWIFT) run --traits ArborOptimized --build-path .build-optimized DependentImport $(DEPENDENT_ISSUES) $(DEPENDENT_ROUNDS)
+	cd $(DEPENDENT) && $(SWIFT) run -c release DependentImport $(DEPENDENT_ISSUES) $(DEPENDENT_ROUNDS)
 
 demo: deps
 	$(SWIFT) build -c release --product arbor
@@ -178,4 +214,4 @@ fuzz-smoke: fuzz-build
 	done
 
 clean:
-	rm -rf .build Benchmarks/.build Fuzz/.build
+	rm -rf .build Benchmarks/.build Fuzz/.build $(DEPENDENT)/.build $(DEPENDENT)/.build-checks $(DEPENDENT)/.build-optimized

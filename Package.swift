@@ -1,20 +1,41 @@
-// swift-tools-version: 6.1
+// swift-tools-version: 6.2
 //
 // Arbor: Core Data's object-graph programming model for Swift on Linux (and any Swift platform),
 // on a storage engine of its own. See README.md and docs/architecture.md.
+//
+// Tools version 6.2: traits need 6.1, and from 6.2 on SwiftPM lets a package that depends on
+// Arbor by version accept the unsafe flag of the `OptimizedInDebug` trait (swift-package-manager
+// PR #8951; before, it refused any package with unsafe flags unless it was a local path).
 
 import PackageDescription
 
-/// Settings shared by every target: Swift 6 language mode everywhere.
+/// Settings shared by every target: Swift 6 language mode everywhere, and Arbor's own checks
+/// when the `Checks` trait is on (see `traits` below).
 ///
-/// `ARBOR_INVARIANTS` compiles in expensive invariant checks (`checkInvariants()`) in debug builds
-/// only; release builds never pay for them. `ARBOR_QUEUE_CHECKS` (debug only) checks every
-/// context and managed-object entry point runs on its context's queue.
+/// - `ARBOR_QUEUE_CHECKS`: every context and managed-object entry point checks that it runs on
+///   its context's queue, and stops the program naming the context and the call when it does
+///   not (docs/concurrency.md, "Checks in debug builds"). About 570 instructions a check in a
+///   debug build, under 1 % of a debug import's (docs/debug-builds.md).
+/// - `ARBOR_INVARIANTS`: `checkInvariants()` of a context's change lists at the end of every
+///   event, and of every B-tree node the engine rewrites whole (splits, merges, batches): a
+///   broken invariant stops the program where it broke instead of corrupting a save later.
+///
+/// Both need the `Checks` trait *and* a debug build: a dependent's debug build has neither
+/// unless it asks for the trait, and release builds never have them.
 let swiftSettings: [SwiftSetting] = [
     .swiftLanguageMode(.v6),
-    .define("ARBOR_INVARIANTS", .when(configuration: .debug)),
-    // Debug builds check that contexts and managed objects are used on their context's queue.
-    .define("ARBOR_QUEUE_CHECKS", .when(configuration: .debug)),
+    .define("ARBOR_QUEUE_CHECKS", .when(configuration: .debug, traits: ["Checks"])),
+    .define("ARBOR_INVARIANTS", .when(configuration: .debug, traits: ["Checks"])),
+]
+
+/// The library targets' settings (ArborStore, Arbor): those above, and `-O` in debug builds when
+/// the `OptimizedInDebug` trait is on. SwiftPM passes `-Onone` first and a target's own flags
+/// after it, so the last wins: Arbor's code is optimised while the application's own stays
+/// unoptimised and debuggable (`DEBUG` stays defined). Debug builds are not whole-module, so
+/// this is slower than a release build, but several times faster than plain debug
+/// (docs/debug-builds.md has the figures).
+let librarySettings: [SwiftSetting] = swiftSettings + [
+    .unsafeFlags(["-O"], .when(configuration: .debug, traits: ["OptimizedInDebug"])),
 ]
 
 let package = Package(
@@ -27,6 +48,24 @@ let package = Package(
         .library(name: "Arbor", targets: ["Arbor"]),
         .library(name: "ArborTestSupport", targets: ["ArborTestSupport"]),
         .executable(name: "arbor", targets: ["arbor"]),
+    ],
+    // Package traits (SwiftPM 6.1). None is on by default: a package depending on Arbor builds
+    // it as it is unless it names a trait, as in
+    // `.package(url: "…/Arbor", from: "…", traits: ["Checks"])`, or with
+    // `swift build --traits Checks` when Arbor is the root package. Arbor's own `make test`,
+    // `make tsan` and CI build with `Checks` (docs/debug-builds.md). Traits are unified across a
+    // package graph: one package asking for a trait turns it on for all.
+    traits: [
+        // `librarySettings` above: Arbor optimised in an application's debug builds.
+        .trait(
+            name: "OptimizedInDebug",
+            description: "Debug builds compile ArborStore and Arbor optimised (-O) while the application's own code stays unoptimised: for debug builds that import or fetch much."
+        ),
+        // `swiftSettings` above: ARBOR_QUEUE_CHECKS and ARBOR_INVARIANTS in debug builds.
+        .trait(
+            name: "Checks",
+            description: "Debug builds check that contexts and managed objects are used on their queue (ARBOR_QUEUE_CHECKS) and check the change lists' and B-tree nodes' invariants (ARBOR_INVARIANTS)."
+        ),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -62,7 +101,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: librarySettings
         ),
         // The object graph (Core Data's programming model) on the engine.
         .target(
@@ -74,7 +113,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: librarySettings
         ),
         // Shared by the tests, Fuzz/ and Benchmarks/: the simulated disk, seeded generators, oracles.
         .target(

@@ -45,6 +45,7 @@ OUTPUT = ROOT / "Tests" / "DocExampleTests" / "Generated"
 IGNORED = {
     "README.md": (1, "a Package.swift snippet (PackageDescription is SwiftPM's, not a module tests link)"),
     "docs/getting-started.md": (1, "a Package.swift snippet"),
+    "docs/debug-builds.md": (3, "Package.swift snippets (traits of a dependency)"),
     "docs/porting-from-core-data.md": (8, "Core Data code (import CoreData: Apple's platforms only)"),
 }
 

@@ -151,9 +151,11 @@ struct ConcurrentSaveStressTests {
             let tally = try! ConcurrentSaveStressTests.increment(id, times: times, on: coordinator)
             if tally.unexplained > 0 { exit(2) }
         }
-        // Wait (bounded) for the other process to be ready, then increment alongside it.
-        let deadline = Date().addingTimeInterval(30)
-        while !FileManager.default.fileExists(atPath: path + ".ready") && Date() < deadline { usleep(1_000) }
+        // Wait (bounded) for the other process to be ready, then increment alongside it. The
+        // wait sleeps as a task: blocking a thread of the cooperative pool could keep the task
+        // that starts the other process from running until the wait ran out.
+        let deadline = Date().addingTimeInterval(120)
+        while !FileManager.default.fileExists(atPath: path + ".ready") && Date() < deadline { try await Task.sleep(for: .milliseconds(1)) }
         let tallies = Tallies()
         DispatchQueue.concurrentPerform(iterations: 2) { _ in
             tallies.add(Result { try Self.increment(id, times: times, on: coordinator) })

@@ -127,6 +127,7 @@ struct InaccessibleObjectTests {
         #expect(realized.accessFailure?.code == .objectInaccessible)
     }
 
+    #if ARBOR_QUEUE_CHECKS
     @Test("in builds with Arbor's checks, a typed read of an object that cannot load stops the program, naming the object and the cause")
     func stopsInCheckedBuilds() async {
         await #expect(processExitsWith: .failure) {
@@ -139,6 +140,7 @@ struct InaccessibleObjectTests {
             _ = fault.title
         }
     }
+    #endif
 
     @Test("the temporary ID of a rolled-back insertion: object(with:) says at once that its row is missing; it follows shouldDeleteInaccessibleFaults in a root context as in a child",
           arguments: [true, false], [false, true])

@@ -153,10 +153,14 @@ struct StoreLifecycleTests {
                 let context = stack.context()
                 _ = try! stack.insert("Department", in: context, ["name": "P\(i)", "budget": Int32(1000 + i)])
                 try! context.save()
+                usleep(10_000)                // paced, so that the backups fall between saves
             }
         }
-        let deadline = Date().addingTimeInterval(30)
-        while !FileManager.default.fileExists(atPath: path + ".ready") && Date() < deadline { usleep(1_000) }
+        // The waits sleep as tasks: blocking a thread of the (two-thread) cooperative pool
+        // would keep the task that starts the other process from running. A wait that runs out
+        // is reported by the expectations below, not a hang.
+        var deadline = Date().addingTimeInterval(180)
+        while !FileManager.default.fileExists(atPath: path + ".ready") && Date() < deadline { try await Task.sleep(for: .milliseconds(1)) }
         let stack = try Stack(path: path)
         let store = try #require(stack.coordinator.persistentStores.first as? NativeStore)
         var backups: [String] = []
@@ -164,8 +168,9 @@ struct StoreLifecycleTests {
         // backups are taken while it is saving, each after more of them.
         let landed = [10, 25, 40, 55]
         for round in 0..<4 {
+            deadline = Date().addingTimeInterval(60)
             while try stack.context().count(for: FetchRequest<Int>(entityName: "Department", format: "name BEGINSWITH 'P'")) < landed[round],
-                  Date() < deadline { usleep(1_000) }
+                  Date() < deadline { try await Task.sleep(for: .milliseconds(1)) }
             let backup = path + ".backup-\(round)"
             try store.backup(to: backup)
             backups.append(backup)

@@ -504,6 +504,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         if propagatingDeletes { propagateDeletes() }
         registerPendingUndo()
         postObjectsDidChange()
+        checkInvariants()
     }
 
     /// Discards every unsaved change: new objects leave the context, deleted ones come back, and

@@ -177,6 +177,22 @@ struct ChangeList: Sequence {
         for (slot, object) in slots.enumerated() { object!.changeSlot = Int32(slot) }
     }
 
+    /// Appends to `problems` what is wrong with the list's bookkeeping (its count, each member's
+    /// ``ManagedObject/changeSlot``) and with its members, as `member` judges them (nil: nothing),
+    /// naming the list `name` (``ManagedObjectContext/invariantViolations()``).
+    func checkBookkeeping(_ name: String, into problems: inout [String], _ member: (ManagedObject) -> String?) {
+        var members = 0
+        for (slot, object) in slots.enumerated() {
+            guard let object else { continue }
+            members += 1
+            if Int(object.changeSlot) != slot {
+                problems.append("\(object.objectID) sits at \(slot) of the \(name) objects, but its changeSlot is \(object.changeSlot)")
+            }
+            if let problem = member(object) { problems.append("\(object.objectID), among the \(name) objects, \(problem)") }
+        }
+        if members != count { problems.append("the \(name) objects count \(count), but the list holds \(members)") }
+    }
+
     /// The objects, in order.
     var objects: [ManagedObject] { count == slots.count ? slots.map { $0.unsafelyUnwrapped } : slots.compactMap { $0 } }
 

@@ -209,7 +209,8 @@ public enum AttributeValue: Hashable, Sendable, CustomStringConvertible {
     /// A transformable value's encoding.
     case transformable(Data)
 
-    /// ``anyValue``, as a `Sendable` value (what a model builder's default value takes).
+    /// The plain Swift value wrapped, as a `Sendable` value (what a model builder's default value
+    /// takes); ``anyValue`` is the same value.
     var sendableValue: any Sendable {
         switch self {
         case .integer(let v): v
@@ -227,21 +228,7 @@ public enum AttributeValue: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The value as the plain Swift value it wraps.
-    public var anyValue: Any {
-        switch self {
-        case .integer(let v): v
-        case .decimal(let v): v
-        case .double(let v): v
-        case .float(let v): v
-        case .string(let v): v
-        case .boolean(let v): v
-        case .date(let v): v
-        case .data(let v): v
-        case .uuid(let v): v
-        case .uri(let v): v
-        case .transformable(let v): v
-        }
-    }
+    public var anyValue: Any { sendableValue }
 
     /// Whether two values hold the same thing. Unlike `Double`'s `==`, NaN equals NaN (the store
     /// keeps one NaN), so setting NaN again is not a change.

@@ -131,9 +131,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         }
     }
 
-    /// Replaces IDs in every relationship value, each by the ID `newID` gives for it (temporary
-    /// IDs saved as permanent):
-    /// in the values and the committed values, once when they are one (they stay one).
+    /// Replaces temporary IDs in every relationship value, each by the ID `newID` gives for it
+    /// (IDs saved as permanent; `newID` is asked about temporary IDs only): in the values and the
+    /// committed values, once when they are one (they stay one).
     func replaceObjectIDs(_ newID: (ManagedObjectID) -> ManagedObjectID?) {
         storedValues.replaceObjectIDs(newID)
         if !committedIsValues { storedCommitted?.replaceObjectIDs(newID) }

@@ -93,7 +93,9 @@ enum Validation {
         var errors: [ArborError] = object.refusedValues.map { $0.sorted { $0.key < $1.key }.map(\.value) } ?? []
         let entity = object.entity
         // Only properties with a rule can fail (most attributes of most models have none).
-        for (attribute, slot) in entity.validatedAttributes {
+        let attributes = entity.validatedAttributes
+        for index in 0..<attributes.count {
+            let (attribute, slot) = attributes[index]
             let value: AttributeValue?
             if case .attribute(let stored)? = object.values[slot: slot] { value = stored } else { value = nil }
             do { try check(value, attribute: attribute, object: object) } catch let error as ArborError { errors.append(error) } catch {}

@@ -106,7 +106,7 @@ extension RowFormat {
         column.withUnsafeBytes { raw in
             var position = 0
             guard let type = RecordEncoding.readVarint(raw, &position), RecordEncoding.payloadSize(type) == raw.count - position else { return nil }
-            return attributeValue(type, UnsafeRawBufferPointer(rebasing: raw[position...]), kind: kind)
+            return attributeValue(type, UnsafeRawBufferPointer(rebasing: raw[position..<raw.count]), kind: kind)
         }
     }
 

@@ -143,7 +143,7 @@ final class RowFormat: @unchecked Sendable {
                     var position = 0
                     let serialType = column.withUnsafeBytes { RecordEncoding.readVarint($0, &position) } ?? 0
                     let payload = UnsafeMutableRawBufferPointer.allocate(byteCount: column.count - position, alignment: 8)
-                    column.withUnsafeBytes { payload.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[position...])) }
+                    column.withUnsafeBytes { payload.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[position..<$0.count])) }
                     fills[component - Self.firstColumnComponent] = Fill(value: fill, type: serialType, payload: UnsafeRawBufferPointer(payload),
                                                                         component: KeyEncoding.encode([NativeStore.component(fill)]))
                 }

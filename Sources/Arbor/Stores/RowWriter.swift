@@ -191,9 +191,11 @@ final class RowWriter {
         for (root, runs, count) in groups {
             let tree = try rowsTree(root)
             var keys = try tree.nextSequence(reserving: count).makeIterator()
-            for position in runs.joined() {
-                guard let key = keys.next() else { throw ArborError(.store, "\(tree.name) reserved fewer keys than asked") }
-                insertedIDs[position] = store.objectID(try entity(of: insertedIDs[position]), try NativeStore.primaryKey(fromSequence: key, of: tree))
+            for run in runs {
+                for position in run {
+                    guard let key = keys.next() else { throw ArborError(.store, "\(tree.name) reserved fewer keys than asked") }
+                    insertedIDs[position] = store.objectID(try entity(of: insertedIDs[position]), try NativeStore.primaryKey(fromSequence: key, of: tree))
+                }
             }
         }
     }
@@ -261,8 +263,8 @@ final class RowWriter {
         // (A batch insert's only: a context's import puts them as it goes, which leaves its
         // trees smaller and is as fast — measured, docs/performance.md.)
         deferredPuts = changes.origin.kind == .batchInsert && insertedIDs.count >= Self.putsDeferredFrom ? [:] : nil
-        for (position, id) in insertedIDs.enumerated() {
-            let row = changes.insertedRow(at: position)
+        for position in 0..<insertedIDs.count {
+            let id = insertedIDs[position], row = changes.insertedRow(at: position)
             if let history { try history.inserted(id, row, entity: try entity(row.entityName), permanent: permanent) }
             try write(id, row, newAs: changes.insertedID(at: position))
         }

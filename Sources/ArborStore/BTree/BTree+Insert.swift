@@ -76,7 +76,8 @@ extension BTree {
     /// Whether every step of `path` took the last position of its node (the leaf's checked first:
     /// for random inserts it is almost never at the end).
     private func isRightmostEnd(_ path: [PathEntry]) throws -> Bool {
-        for entry in path.reversed() {
+        for position in 0..<path.count {
+            let entry = path[path.count - 1 - position]
             let count = try pager.withPage(entry.page) { NodeView(body: $0).count }
             if entry.index != count { return false }
         }
@@ -177,7 +178,7 @@ extension BTree {
         try pager.withMutablePage(rightPage) { body in
             let writer = NodeWriter(body: body)
             key.withUnsafeBytes { key in
-                writer.initialize(leaf: true, prefix: UnsafeRawBufferPointer(rebasing: key[..<NodeLayout.prefixForFirstKey(key.count)]))
+                writer.initialize(leaf: true, prefix: UnsafeRawBufferPointer(rebasing: key[0..<NodeLayout.prefixForFirstKey(key.count)]))
                 _ = payload.withUnsafeBytes { writer.insertLeaf(key: key, payload: $0, at: 0) }
             }
         }
@@ -327,7 +328,14 @@ extension BTree {
     /// bytes, each fitting a page with `base` bytes of header and prefix; nil when they do not.
     static func cuts(_ sizes: [Int], parts: Int, base: Int, usable: Int) -> [Int]? {
         guard sizes.count >= parts else { return nil }
-        let total = sizes.reduce(0, +)
+        // Sums by index, not `reduce`: its generic closure calls were most of this function's
+        // time in a debug build.
+        func sum(_ range: Range<Int>) -> Int {
+            var total = 0
+            for index in range { total += sizes[index] }
+            return total
+        }
+        let total = sum(0..<sizes.count)
         var cuts: [Int] = []
         var running = 0, index = 0, start = 0
         for part in 1..<parts {
@@ -342,7 +350,7 @@ extension BTree {
         }
         var from = 0
         for cut in cuts + [sizes.count] {
-            guard cut > from, base + sizes[from..<cut].reduce(0, +) <= usable else { return nil }
+            guard cut > from, base + sum(from..<cut) <= usable else { return nil }
             from = cut
         }
         return cuts

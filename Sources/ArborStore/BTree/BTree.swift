@@ -247,5 +247,6 @@ struct BTree {
         guard written else {
             throw StoreError.corrupt(page: page, "a rewritten node does not fit its page", path: pager.path)
         }
+        try checkInvariants(of: page, writtenFrom: node, range)
     }
 }

@@ -43,7 +43,7 @@ struct LeafCell {
             inline = []
         } else {
             overflow = 0
-            inline = Array(payload[position...])
+            inline = Array(payload[position..<payload.count])
         }
     }
 

@@ -124,7 +124,7 @@ struct NodeImage {
         let limit = min(first.keyLength, last.keyLength)
         while common < limit && storage[first.start + common] == storage[last.start + common] { common += 1 }
         var longest = 0
-        for index in range { longest = max(longest, entries[index].keyLength) }
+        for index in range where entries[index].keyLength > longest { longest = entries[index].keyLength }
         return max(0, min(common, longest - 2, NodeLayout.maxPrefix))
     }
 
@@ -149,7 +149,7 @@ struct NodeImage {
     func size(_ index: Int, prefix: Int) -> Int {
         let entry = entries[index]
         let suffix = entry.keyLength - prefix
-        let keyPart = NodeLayout.suffixFieldSize(suffix) + max(0, suffix - 2)
+        let keyPart = NodeLayout.suffixFieldSize(suffix) + (suffix > 2 ? suffix - 2 : 0)
         return NodeLayout.slotSize + keyPart + (leaf ? entry.payloadLength - 1 : 4)
     }
 

@@ -229,7 +229,7 @@ struct NodeView {
         // Equal heads: when either suffix is two bytes or less, the shorter is a prefix of the other.
         if keySuffix <= 2 || suffix <= 2 { return suffix - keySuffix }
         return compareBytes(UnsafeRawBufferPointer(rebasing: body[tail..<end]),
-                            UnsafeRawBufferPointer(rebasing: key[(p + 2)...]))
+                            UnsafeRawBufferPointer(rebasing: key[(p + 2)..<key.count]))
     }
 
     /// The order of entry `index` against any `key`.
@@ -385,7 +385,7 @@ struct NodeWriter {
         if suffix > 2 {
             let tail = suffix - 2
             UnsafeMutableRawBufferPointer(rebasing: body[position..<(position + tail)])
-                .copyMemory(from: UnsafeRawBufferPointer(rebasing: key[(p + 2)...]))
+                .copyMemory(from: UnsafeRawBufferPointer(rebasing: key[(p + 2)..<key.count]))
             position += tail
         }
         let head = NodeView.head(of: key, prefix: p)
@@ -404,7 +404,7 @@ struct NodeWriter {
         guard let start = reserve(size, at: index) else { return false }
         let position = writeKeyPart(key, flags: payload[0] & NodeLayout.flagMask, at: start, slot: index)
         UnsafeMutableRawBufferPointer(rebasing: body[position..<(position + payload.count - 1)])
-            .copyMemory(from: UnsafeRawBufferPointer(rebasing: payload[1...]))
+            .copyMemory(from: UnsafeRawBufferPointer(rebasing: payload[1..<payload.count]))
         return true
     }
 
@@ -484,10 +484,11 @@ struct NodeWriter {
         if range.isEmpty {
             initialize(leaf: image.leaf)
         } else {
-            image.withEntry(range.lowerBound) { key, _ in initialize(leaf: image.leaf, prefix: UnsafeRawBufferPointer(rebasing: key[..<p])) }
+            image.withEntry(range.lowerBound) { key, _ in initialize(leaf: image.leaf, prefix: UnsafeRawBufferPointer(rebasing: key[0..<p])) }
         }
         setRightChild(image.rightChild)
-        for (position, index) in range.enumerated() {
+        for position in 0..<range.count {
+            let index = range.lowerBound + position
             let fitted = image.withEntry(index) { key, payload in
                 guard view.relation(of: key) == .shares else { return false }
                 return image.leaf ? insertLeaf(key: key, payload: payload, at: position)
@@ -564,7 +565,7 @@ enum Varint {
 /// `memcmp` per binary-search probe cost more than the comparison itself.
 @inlinable @inline(__always)
 func compareBytes(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
-    let n = min(a.count, b.count)
+    let n = a.count < b.count ? a.count : b.count
     var i = 0
     if n > 0 {
         let pa = a.baseAddress!, pb = b.baseAddress!

@@ -213,7 +213,7 @@ public enum KeyEncoding {
             return Int64(bitPattern: raw ^ (1 << 63))
         }
         guard tag >= Tag.compactInteger, tag <= Tag.lastCompactInteger, bytes.count == 1 + Int(tag - Tag.compactInteger) else { return nil }
-        return compactInteger(UnsafeRawBufferPointer(rebasing: bytes[1...]))
+        return compactInteger(UnsafeRawBufferPointer(rebasing: bytes[1..<bytes.count]))
     }
 
     /// The value of a compact integer's payload (`bytes`, 0…8 big-endian bytes); nil when it

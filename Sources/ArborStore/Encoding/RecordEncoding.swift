@@ -131,8 +131,12 @@ public enum RecordEncoding {
         case -140_737_488_355_328...140_737_488_355_327: header.append(5); size = 6
         default: header.append(6); size = 8
         }
-        for shift in stride(from: (size - 1) * 8, through: 0, by: -8) {
-            payload.append(UInt8(truncatingIfNeeded: value >> Int64(shift)))
+        // A countdown, not `stride`: a debug build's generic stride iterator cost more than the
+        // bytes it appended.
+        var shift = Int64(size - 1) * 8
+        while shift >= 0 {
+            payload.append(UInt8(truncatingIfNeeded: value >> shift))
+            shift -= 8
         }
     }
 }

@@ -127,7 +127,7 @@ extension StoreFile {
     func readFully(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws -> Bool {
         var done = 0
         while done < buffer.count {
-            let n = try read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[done...]), at: offset + Int64(done))
+            let n = try read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[done..<buffer.count]), at: offset + Int64(done))
             if n == 0 { return false }
             done += n
         }

@@ -20,7 +20,7 @@ public enum PageLayout {
     /// The checksum of a page: XXH64 of everything but the trailer, seeded with the page number so
     /// that a page written to the wrong place is detected too.
     static func checksum(_ page: UnsafeRawBufferPointer, pageNumber: PageNumber) -> UInt64 {
-        XXH64.hash(UnsafeRawBufferPointer(rebasing: page[..<(page.count - trailerSize)]), seed: UInt64(pageNumber))
+        XXH64.hash(UnsafeRawBufferPointer(rebasing: page[0..<(page.count - trailerSize)]), seed: UInt64(pageNumber))
     }
 
     /// Writes the checksum into the page's trailer.

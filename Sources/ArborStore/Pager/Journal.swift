@@ -245,7 +245,7 @@ final class Journal {
         let bytes = pendingCount * recordSize
         let offset = Self.headerSize + pendingFirst * recordSize
         pendingCount = 0
-        try pending.withUnsafeBytes { try file.write(UnsafeRawBufferPointer(rebasing: $0[..<bytes]), at: Int64(offset)) }
+        try pending.withUnsafeBytes { try file.write(UnsafeRawBufferPointer(rebasing: $0[0..<bytes]), at: Int64(offset)) }
         extendLength(to: Int64(offset + bytes))
     }
 

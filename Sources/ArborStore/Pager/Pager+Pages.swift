@@ -17,7 +17,7 @@ extension Pager {
         let frame = try frame(of: page)
         cache.pin(frame)
         defer { cache.unpin(frame) }
-        return try body(UnsafeRawBufferPointer(rebasing: cache.buffer(frame)[..<usableSize]))
+        return try body(UnsafeRawBufferPointer(rebasing: cache.buffer(frame)[0..<usableSize]))
     }
 
     /// Calls `body` with the mutable bytes of page `page` (its body, without the trailer), inside a
@@ -29,7 +29,7 @@ extension Pager {
         try makeWritable(frame, page: page)
         cache.pin(frame)
         defer { cache.unpin(frame) }
-        return try body(UnsafeMutableRawBufferPointer(rebasing: cache.buffer(frame)[..<usableSize]))
+        return try body(UnsafeMutableRawBufferPointer(rebasing: cache.buffer(frame)[0..<usableSize]))
     }
 
     /// Allocates a page, from the freelist when it has one, else at the end of the file. The new
@@ -185,7 +185,7 @@ extension Pager {
                 throw StoreError.corrupt(page: page, "checksum mismatch", path: path)
             }
             if let pageValidator,
-               let problem = pageValidator(page, UnsafeRawBufferPointer(rebasing: buffer[..<usableSize]), currentHeader.pageCount) {
+               let problem = pageValidator(page, UnsafeRawBufferPointer(rebasing: buffer[0..<usableSize]), currentHeader.pageCount) {
                 throw StoreError.corrupt(page: page, problem, path: path)
             }
         } catch {

@@ -74,7 +74,7 @@ final class LZ4Dictionary {
     init(bytes source: [UInt8]) {
         let bytes = UnsafeMutableRawBufferPointer.allocate(byteCount: max(source.count, 1), alignment: 16)
         source.withUnsafeBytes { bytes.copyMemory(from: $0) }
-        self.bytes = UnsafeMutableRawBufferPointer(rebasing: bytes[..<source.count])
+        self.bytes = UnsafeMutableRawBufferPointer(rebasing: bytes[0..<source.count])
         loaded = LZ4_createStream()
         working = LZ4_createStream()
         LZ4_loadDict(loaded, bytes.baseAddress!.assumingMemoryBound(to: CChar.self), Int32(source.count))

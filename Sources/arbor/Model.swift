@@ -17,9 +17,10 @@ struct ModelCommand: ParsableCommand {
             the ones the store recorded: opening the store with this model checks they match.
 
             An attribute's default ("default 0") is the value a new object gets, as the model \
-            that last opened the store for writing declared it (stores written before defaults \
-            were recorded show none until then; a transformable attribute's default is not \
-            recorded, since reading it needs the application's transformer). Its fill \
+            declared it when the store last recorded its schema: when it was made, migrated, or \
+            opened with changed validation rules (a changed default alone is not recorded; a \
+            transformable attribute's default never is, since reading it needs the \
+            application's transformer). Its fill \
             ("fill 1990") is the value that the rows written before the attribute was added read \
             for it: the default it was added with by a migration that did not rewrite those \
             rows. Validation rules (minimum and maximum, length, pattern) print as the store \

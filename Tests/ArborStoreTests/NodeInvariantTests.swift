@@ -7,7 +7,8 @@ import Testing
 /// trait): the whole test suite runs with them.
 @Suite("Invariants of rewritten nodes")
 struct NodeInvariantTests {
-    /// The bytes of the root leaf of a one-leaf tree of `count` keys on 512-byte pages.
+    /// The bytes of the root leaf of a one-leaf tree of `count` keys on 512-byte pages (with
+    /// more keys than a leaf holds, the root is an interior node).
     func leafBytes(count: Int) throws -> [UInt8] {
         let disk = SimulatedDisk()
         let database = try Database(path: "/db", options: simulatedOptions(disk, pageSize: 512))
@@ -40,15 +41,16 @@ struct NodeInvariantTests {
         }
     }
 
-    @Test("a node whose keys do not ascend is named")
-    func keysOutOfOrder() throws {
-        var page = try leafBytes(count: 6)
-        // Swaps the slots of entries 0 and 1: the page stays sound, its order does not.
-        let slot = NodeLayout.headerSize + Int(page[1])
-        for offset in 0..<NodeLayout.slotSize { page.swapAt(slot + offset, slot + NodeLayout.slotSize + offset) }
+    @Test("an interior node whose right-most child is not the one written is named")
+    func rightChild() throws {
+        let page = try leafBytes(count: 200)
         page.withUnsafeBytes { body in
             let view = NodeView(body: body)
-            #expect(view.invariantViolation(writtenFrom: view.image(), 0..<6) == "key 1 does not sort after key 0")
+            #expect(!view.isLeaf)
+            var image = view.image()
+            #expect(view.invariantViolation(writtenFrom: image, 0..<view.count) == nil)
+            image.rightChild += 1
+            #expect(view.invariantViolation(writtenFrom: image, 0..<view.count) == "has another right-most child than the one written")
         }
     }
 }

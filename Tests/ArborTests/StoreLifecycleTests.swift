@@ -146,35 +146,51 @@ struct StoreLifecycleTests {
             try context.execute(BatchDeleteRequest(fetchRequest: FetchRequest<ManagedObject>(entityName: "Department", format: "budget >= 50")))
         }
         let saves = 60
-        async let other = #expect(processExitsWith: .success) { [path = path as String, saves = saves as Int] in
+        // A handshake through marker files: after each of these saves the other process waits
+        // until this one starts a backup, then saves on while the backup and the compaction run.
+        let landed = [10, 25, 40, 55]
+        /// The path of the marker file `name`.
+        @Sendable func marker(_ name: String) -> String { path + "." + name }
+        async let other = #expect(processExitsWith: .success) { [path = path as String, saves = saves as Int, landed = landed as [Int]] in
             let stack = try! Stack(path: path)
-            _ = FileManager.default.createFile(atPath: path + ".ready", contents: Data())
-            for i in 0..<saves {
+            for i in 1...saves {
                 let context = stack.context()
-                _ = try! stack.insert("Department", in: context, ["name": "P\(i)", "budget": Int32(1000 + i)])
+                _ = try! stack.insert("Department", in: context, ["name": "P\(i - 1)", "budget": Int32(1000 + i)])
                 try! context.save()
-                usleep(10_000)                // paced, so that the backups fall between saves
+                guard landed.contains(i) else { continue }
+                _ = FileManager.default.createFile(atPath: "\(path).saved-\(i)", contents: Data())
+                let deadline = Date().addingTimeInterval(600)
+                while !FileManager.default.fileExists(atPath: "\(path).started-\(i)") {
+                    guard Date() < deadline else { exit(3) }
+                    usleep(1_000)
+                }
             }
         }
-        // The waits sleep as tasks: blocking a thread of the (two-thread) cooperative pool
-        // would keep the task that starts the other process from running. A wait that runs out
-        // is reported by the expectations below, not a hang.
-        var deadline = Date().addingTimeInterval(180)
-        while !FileManager.default.fileExists(atPath: path + ".ready") && Date() < deadline { try await Task.sleep(for: .milliseconds(1)) }
         let stack = try Stack(path: path)
         let store = try #require(stack.coordinator.persistentStores.first as? NativeStore)
-        var backups: [String] = []
-        // Each round waits until the other process has made a share of its saves, so the
-        // backups are taken while it is saving, each after more of them.
-        let landed = [10, 25, 40, 55]
-        for round in 0..<4 {
-            deadline = Date().addingTimeInterval(60)
-            while try stack.context().count(for: FetchRequest<Int>(entityName: "Department", format: "name BEGINSWITH 'P'")) < landed[round],
-                  Date() < deadline { try await Task.sleep(for: .milliseconds(1)) }
-            let backup = path + ".backup-\(round)"
-            try store.backup(to: backup)
-            backups.append(backup)
-            try store.compact()
+        // This side of the handshake runs on a thread of its own: the test's task shares the
+        // cooperative pool with every other test, which may keep it waiting for minutes, while
+        // the other process waits on it. (The waits are bounded, generously: a child process
+        // of a loaded run can be slow to start.)
+        let backups: [String] = try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(with: Result {
+                    var backups: [String] = []
+                    for (round, count) in landed.enumerated() {
+                        let deadline = Date().addingTimeInterval(600)
+                        while !FileManager.default.fileExists(atPath: marker("saved-\(count)")) {
+                            guard Date() < deadline else { throw ArborError(.misuse, "the other process did not make \(count) saves") }
+                            usleep(1_000)
+                        }
+                        _ = FileManager.default.createFile(atPath: marker("started-\(count)"), contents: Data())
+                        let backup = path + ".backup-\(round)"
+                        try store.backup(to: backup)
+                        backups.append(backup)
+                        try store.compact()
+                    }
+                    return backups
+                })
+            }
         }
         _ = await other
         #expect(try stack.context().count(for: FetchRequest<Int>(entityName: "Department", format: "name BEGINSWITH 'P'")) == saves)
@@ -189,7 +205,7 @@ struct StoreLifecycleTests {
             #expect(names.filter { $0.hasPrefix("D") }.count == 50)
             seen.append(saved.count)
         }
-        #expect(zip(seen, landed).allSatisfy { $0 >= $1 }, "each backup holds the saves that had landed before it: \(seen)")
+        #expect(zip(seen, landed).allSatisfy { $0 >= $1 }, "each backup holds at least the saves made before it started: \(seen)")
         print("backups while another process saves: \(seen) of \(saves) saves")
     }
 }

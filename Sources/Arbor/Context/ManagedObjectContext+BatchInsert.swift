@@ -77,7 +77,7 @@ struct BatchInsertRows {
     private(set) var rows: [(id: ManagedObjectID, row: StoreRow, given: [String: PropertyValue])] = []
     /// The destinations the rows name, with a key naming each: checked in the store all at
     /// once, in the write's own transaction (``StoreChanges/requiredRows``; before the write,
-    /// ``checkDestinations()``, for a store of another kind).
+    /// ``checkDestinations(_:)``, for a store of another kind).
     private var destinations: [ManagedObjectID: String] = [:]
     /// The space of the rows' temporary IDs (interned once, not per row).
     private let temporarySpace: ObjectIDSpace
@@ -246,13 +246,13 @@ struct BatchInsertRows {
     }
 
     /// Checks that every destination the rows name is a row of the store (of the ID's own
-    /// entity), in one read for a native store.
+    /// entity), in one read when the store can.
     ///
     /// - Throws: ``ArborError/Code/misuse`` naming the first one missing.
-    func checkDestinations() throws {
+    func checkDestinations(_ coordinator: PersistentStoreCoordinator) throws {
         guard !destinations.isEmpty else { return }
         let ids = Array(destinations.keys)
-        let missing = try (store as? NativeStore)?.missingRows(ids) ?? ids.filter { try store.row(for: $0) == nil }
+        let missing = try coordinator.missingRows(ids, in: store)
         if let id = missing.min(by: { ($0.primaryKey ?? 0) < ($1.primaryKey ?? 0) }), let key = destinations[id] {
             throw ArborError(.misuse, "\(entity.name).\(key) of a batch insert names \(id), which the store does not hold", entity: entity.name, key: key, objectID: id)
         }
@@ -283,7 +283,7 @@ struct BatchInsertRows {
         throws -> ([ManagedObjectID], [ManagedObjectID], Set<ManagedObjectID>) {
         // Non-native stores check the destinations first; a native store checks them in the
         // write's own transaction (`requiredRows`), in one read in key order.
-        if !(store is NativeStore) { try checkDestinations() }
+        if !coordinator.checksRequiredRows(in: store) { try checkDestinations(coordinator) }
         var dropped: Set<ManagedObjectID> = []
         var upserts: [ManagedObjectID: (row: StoreRow, expected: RowExpectation)] = [:]
         var upsertOrder: [ManagedObjectID] = []

@@ -34,7 +34,7 @@ extension ManagedObjectContext {
         }
     }
 
-    /// In debug builds, stops the program when the calling thread may not use the context now,
+    /// In debug builds with the `Checks` trait, stops the program when the calling thread may not use the context now,
     /// naming the context and the call: the check Core Data makes only with
     /// `-com.apple.CoreData.ConcurrencyDebug 1`. Release builds compile it away.
     @inline(__always)

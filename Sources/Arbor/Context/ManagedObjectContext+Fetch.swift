@@ -303,7 +303,7 @@ extension ManagedObjectContext {
             // The objects that existed at the generation and changed since, judged as they were
             // (their faults fire with their rows of then).
             var changed: [ManagedObject] = []
-            for overlay in rollingBack.overlays.values where plan.stores.contains(where: { $0.identifier == overlay.store.identifier }) {
+            for overlay in rollingBack.overlays.values where plan.stores.contains(where: { $0.identifier == overlay.store }) {
                 for id in overlay.changedObjects(of: analysis.entity, subentities: request.includesSubentities) {
                     guard let entity = modelEntity(of: id) else { continue }
                     let object = registeredObjectOrFault(id, entity: entity)
@@ -539,14 +539,14 @@ extension ManagedObjectContext {
     /// several stores.
     func groupsInStore(_ objectRequest: FetchRequest<ManagedObject>, groupBy: [String], properties: [PropertyToFetch],
                        entity: EntityDescription) throws -> [StoreGroup]? {
-        guard parent == nil, NativeStore.canGroup(properties, by: groupBy, of: entity) else { return nil }
+        guard parent == nil else { return nil }
         let plan = try plan(objectRequest)
         guard plan.analysis.residual == nil, !(objectRequest.includesPendingChanges && hasChanges), plan.generation?.rollsBack != true,
-              plan.stores.count == 1, let store = plan.stores[0] as? NativeStore else { return nil }
+              plan.stores.count == 1 else { return nil }
         var rows = plan.storeFetch
         (rows.offset, rows.limit) = (0, 0)
         let grouping = StoreGrouping(rows: rows, groupBy: groupBy, properties: properties)
-        let groups = try plan.coordinator.locked { try store.groups(grouping) }
+        guard let groups = try plan.coordinator.groups(grouping, in: plan.stores[0], entity: entity) else { return nil }
         // Objects changed since the pinned generation meanwhile: the objects answer.
         return try replanned(objectRequest, after: plan) != nil ? nil : groups
     }

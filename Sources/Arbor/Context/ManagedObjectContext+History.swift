@@ -18,64 +18,22 @@ extension ManagedObjectContext {
     public func execute(_ request: PersistentHistoryChangeRequest) throws -> PersistentHistoryResult {
         checkQueue()
         let coordinator = try requireCoordinator("read persistent history in")
-        let stores = coordinator.persistentStores.compactMap { $0 as? NativeStore }.filter(\.tracksHistory)
         switch request.operation {
         case .fetch(let bound):
             let evaluator = PredicateEvaluator()
             let subject = HistoryTransactionRow()
-            var found: [PersistentHistoryTransaction] = []
-            for store in stores {
-                var after: Int64 = 0
-                var date: Date?
-                var named = false
-                switch bound {
-                case .token(let token):
-                    // A token that does not name this store (another store's transaction's) reads it from the start.
-                    if let number = token?.transactionNumbers[store.identifier] {
-                        after = number
-                        named = true
-                    }
-                case .date(let moment): date = moment
-                }
-                found += try store.fetchHistory(after: after, token: named, date: date, changes: request.resultType == .transactionsAndChanges) { transaction in
-                    guard let predicate = request.predicate else { return true }
-                    subject.transaction = transaction
-                    return try evaluator.evaluate(predicate, on: .row(subject))
-                }
-            }
-            if stores.count > 1 {
-                found.sort { ($0.timestamp, $0.storeID.uuidString, $0.transactionNumber) < ($1.timestamp, $1.storeID.uuidString, $1.transactionNumber) }
+            let found = try coordinator.fetchHistory(after: bound, changes: request.resultType == .transactionsAndChanges) { transaction in
+                guard let predicate = request.predicate else { return true }
+                subject.transaction = transaction
+                return try evaluator.evaluate(predicate, on: .row(subject))
             }
             return PersistentHistoryResult(resultType: request.resultType, count: found.count, transactions: found)
         case .delete(let bound):
-            var deleted = 0
-            for store in stores {
-                // The history a pinned context of the coordinator reads stays.
-                let keeping = coordinator.oldestPinnedGeneration(in: store.identifier)
-                switch bound {
-                case .token(let token?): deleted += try store.deleteHistory(before: token.transactionNumber(in: store.identifier), date: nil, keeping: keeping)
-                case .token(nil): deleted += try store.deleteHistory(before: nil, date: nil, keeping: keeping)
-                case .date(let moment): deleted += try store.deleteHistory(before: nil, date: moment, keeping: keeping)
-                }
-            }
+            // The history a pinned context of the coordinator reads stays.
+            let deleted = try coordinator.deleteHistory(before: bound)
             coordinator.logger.debug("deleted \(deleted) transactions of persistent history", metadata: name.map { ["arbor.context": .string($0)] } ?? [:])
             return PersistentHistoryResult(resultType: request.resultType, count: deleted, transactions: nil)
         }
-    }
-}
-
-extension PersistentStoreCoordinator {
-    /// The token covering every transaction recorded so far in `stores` (nil: every store of
-    /// the coordinator) that record persistent history; nil when none does (Core Data's
-    /// `currentPersistentHistoryToken(fromStores:)`).
-    ///
-    /// - Throws: ``ArborError/Code/store`` for damaged history records.
-    public func currentPersistentHistoryToken(fromStores stores: [any PersistentStore]? = nil) throws -> PersistentHistoryToken? {
-        let tracking = (stores ?? persistentStores).compactMap { $0 as? NativeStore }.filter(\.tracksHistory)
-        guard !tracking.isEmpty else { return nil }
-        var numbers: [UUID: Int64] = [:]
-        for store in tracking { numbers[store.identifier] = try store.lastHistoryTransaction() }
-        return PersistentHistoryToken(transactionNumbers: numbers)
     }
 }
 

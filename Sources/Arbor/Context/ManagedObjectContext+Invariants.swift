@@ -34,7 +34,7 @@ extension ManagedObjectContext {
 
     /// In builds with Arbor's checks (`ARBOR_INVARIANTS`), stops the program when the change
     /// lists break a rule of ``invariantViolations()``, naming the rule and the object; other
-    /// builds compile it away. Called at the end of every event and of every save.
+    /// builds compile it away. Called at the end of every event with changes and of every save.
     @inline(__always)
     func checkInvariants() {
         #if ARBOR_INVARIANTS

@@ -47,29 +47,20 @@ extension ManagedObjectContext {
             throw ArborError(.misuse, "a child context reads its parent's objects: pin its root context to a query generation instead")
         }
         let coordinator = try requireCoordinator("pin to a query generation")
-        let stores = coordinator.persistentStores
-        let untracked = stores.filter { !(($0 as? NativeStore)?.tracksHistory ?? false) }
-        guard !stores.isEmpty, untracked.isEmpty else {
-            let names = untracked.map { ($0 as? NativeStore)?.path ?? $0.identifier.uuidString }
-            throw ArborError(.misuse, stores.isEmpty
-                ? "the coordinator has no store to pin a query generation of"
-                : "a query generation reads the stores as they were from their persistent history, and \(names.joined(separator: ", ")) "
-                    + "records none: add the stores with persistentHistoryTracking on")
-        }
+        let lasts = try coordinator.lastHistoryTransactions()
         var overlays: [UUID: GenerationOverlay] = [:]
         var numbers: [UUID: Int64] = [:]
-        for case let store as NativeStore in stores {
-            let last = try store.lastHistoryTransaction()
+        for (store, last) in lasts {
             var number = last
             if let wanted = token.transactionNumbers {
-                guard let named = wanted[store.identifier], named >= 0, named <= last else {
-                    throw ArborError(.misuse, "the query generation token \(token) does not name a transaction that store \(store.identifier) made "
+                guard let named = wanted[store], named >= 0, named <= last else {
+                    throw ArborError(.misuse, "the query generation token \(token) does not name a transaction that store \(store) made "
                                         + "(its last is \(last)): a token comes from a context of the same stores")
                 }
                 number = named
             }
-            numbers[store.identifier] = number
-            overlays[store.identifier] = GenerationOverlay(store: store, model: coordinator.managedObjectModel, generation: number)
+            numbers[store] = number
+            overlays[store] = GenerationOverlay(store: store, coordinator: coordinator, generation: number)
         }
         let generation = QueryGeneration(token: QueryGenerationToken(transactionNumbers: numbers), overlays: overlays)
         // The history after the generation is read now: a token whose history is gone fails here.

@@ -503,8 +503,11 @@ public final class ManagedObjectContext: @unchecked Sendable {
     func endEvent(propagatingDeletes: Bool) {
         if propagatingDeletes { propagateDeletes() }
         registerPendingUndo()
+        // An event without changes cannot have broken the change lists: a fetch, which ends
+        // one first, is not charged a pass over them.
+        let changed = !event.isEmpty
         postObjectsDidChange()
-        checkInvariants()
+        if changed { checkInvariants() }
     }
 
     /// Discards every unsaved change: new objects leave the context, deleted ones come back, and

@@ -147,7 +147,7 @@ extension ManagedObjectContext {
         let counts = request.resultType == .count
         var plans: [String] = []
         for store in stores {
-            var storePlan = try store.explain(counts ? plan.countFetch ?? plan.storeFetch : plan.storeFetch)
+            var storePlan = try plan.coordinator.explain(counts ? plan.countFetch ?? plan.storeFetch : plan.storeFetch, in: store)
             if counts, plan.countFetch != nil {
                 storePlan.inMemory.append("count in the store")
             } else {

@@ -100,7 +100,7 @@ extension PersistentStoreCoordinator {
         remoteChecking.processing.lock()
         defer { remoteChecking.processing.unlock() }
         let found = try locked {
-            try persistentStores.compactMap { $0 as? NativeStore }.compactMap { store in try store.remoteChanges(refreshing: refreshing).map { (store, $0) } }
+            try persistentStores.compactMap { $0 as? any RemoteChangeStore }.compactMap { store in try store.remoteChanges(refreshing: refreshing).map { (store, $0) } }
         }
         // Each store's changes are accounted for once announced and handed to the contexts: a
         // failure leaves them to be found again, and the other stores' go on.
@@ -148,7 +148,7 @@ extension PersistentStoreCoordinator {
     /// After an access (under the lock): when a store's transactions saw a change counter it
     /// has not accounted for, processes the remote changes on another thread (one at a time).
     func noticeRemoteChanges(_ stores: [any PersistentStore]) {
-        guard stores.contains(where: { ($0 as? NativeStore)?.mayHaveRemoteChanges ?? false }),
+        guard stores.contains(where: { ($0 as? any RemoteChangeStore)?.mayHaveRemoteChanges ?? false }),
               !remoteChecking.scheduled.exchange(true, ordering: .acquiringAndReleasing) else { return }
         DispatchQueue.global().async { [weak self] in
             guard let self else { return }

@@ -437,7 +437,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// `parts`, one per store, and brings the row cache up to date. Returns, for each part, what
     /// its store's save did (``PersistentStore/save(_:)``).
     ///
-    /// Native stores write their parts nested, each inside the previous one's transaction, and
+    /// Stores that nest (``NestingStore``) write their parts nested, each inside the previous one's transaction, and
     /// commit from the last back to the first: every store's conflicts are found in the one
     /// pass, a conflict or a failure before the commits leaves every store as it was, and only
     /// a commit failing after a later store committed saves part of the save. Another kind of
@@ -487,11 +487,11 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                     if !constraints.isEmpty { throw ArborError.constraintConflicts(constraints) }
                     return
                 }
-                if let native = stores[index] as? NativeStore {
+                if let nesting = stores[index] as? any NestingStore {
                     var wrote = false
                     do {
-                        // A native store makes the new rows as it writes them.
-                        results[index] = try native.save(parts[index].changes) { result in
+                        // A nesting store makes the new rows as it writes them.
+                        results[index] = try nesting.save(parts[index].changes) { result in
                             wrote = true
                             _ = try checked(result, index)
                             try write(from: index + 1)
@@ -525,15 +525,12 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// rows' snapshots are dropped, the nullified rows' replaced (docs/batch-requests.md).
     func batchDelete(entity: EntityDescription?, fetch: StoreFetch?, objectIDs: [ManagedObjectID], origin: TransactionOrigin) throws -> BatchDeletion {
         try locked {
-            var parts: [(NativeStore, StoreFetch?, [ManagedObjectID])] = []
-            func native(_ store: any PersistentStore) throws -> NativeStore {
-                guard let native = store as? NativeStore else {
-                    throw ArborError(.misuse, "a batch delete runs in Arbor's stores; the store \(store.identifier) is a \(store.type) store")
-                }
-                return native
+            var parts: [(any BatchRequestStore, StoreFetch?, [ManagedObjectID])] = []
+            func batchStore(_ store: any PersistentStore) throws -> any BatchRequestStore {
+                try capability((any BatchRequestStore).self, of: store, for: "a batch delete")
             }
             if let entity, let fetch {
-                for store in stores(holding: entity) { parts.append((try native(store), fetch, [])) }
+                for store in stores(holding: entity) { parts.append((try batchStore(store), fetch, [])) }
             } else {
                 var byStore: [UUID: [ManagedObjectID]] = [:]
                 var order: [UUID] = []
@@ -544,7 +541,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                     if byStore[identifier] == nil { order.append(identifier) }
                     byStore[identifier, default: []].append(id)
                 }
-                for identifier in order { parts.append((try native(self.store(identified: identifier)!), nil, byStore[identifier]!)) }
+                for identifier in order { parts.append((try batchStore(self.store(identified: identifier)!), nil, byStore[identifier]!)) }
             }
             var total = BatchDeletion()
             for (store, fetch, ids) in parts {
@@ -558,17 +555,14 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
     }
 
-    /// Runs a batch update in every store holding `entity` (``NativeStore`` only), each in one
+    /// Runs a batch update in every store holding `entity` (each a ``BatchRequestStore``), each in one
     /// transaction, and gives the row cache the rows written. Returns the IDs updated.
     func batchUpdate(entity: EntityDescription, fetch: StoreFetch, excluding excluded: Set<ManagedObjectID>, changing: Set<String>,
                      origin: TransactionOrigin, _ change: (ManagedObjectID, StoreRow) throws -> StoreRow?) throws -> [ManagedObjectID] {
         try locked {
             var updated: [ManagedObjectID] = []
             for store in stores(holding: entity) {
-                guard let native = store as? NativeStore else {
-                    throw ArborError(.misuse, "a batch update runs in Arbor's stores; the store \(store.identifier) is a \(store.type) store")
-                }
-                let changes = try native.batchUpdate(matching: fetch, excluding: excluded, changing: changing, origin: origin, change)
+                let changes = try capability((any BatchRequestStore).self, of: store, for: "a batch update").batchUpdate(matching: fetch, excluding: excluded, changing: changing, origin: origin, change)
                 refreshCache(after: changes, saved: StoreSaveResult(insertedIDs: []))
                 updated += changes.updated.map(\.0)
             }

@@ -127,6 +127,11 @@ public struct ArborError: Error, Sendable, CustomStringConvertible, LocalizedErr
         public static let storeSave = Code("storeSave", 134030)
         /// Any other failure of a store; ``ArborError/storeError`` says why.
         public static let store = Code("store", 134070)
+        /// A request the store cannot carry out: it lacks the capability (persistent history,
+        /// batch requests, grouping in the store, …) the request needs
+        /// (`NSPersistentStoreUnsupportedRequestTypeError`). The message names the store and the
+        /// request.
+        public static let unsupported = Code("unsupported", 134091)
 
         // Fetching.
 

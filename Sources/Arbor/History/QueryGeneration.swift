@@ -57,13 +57,15 @@ enum PastRow {
 ///
 /// Confined to its context's queue.
 final class GenerationOverlay {
-    let store: NativeStore
+    /// The store's identifier; its history is read through the coordinator.
+    let store: UUID
+    let coordinator: PersistentStoreCoordinator
     let model: ManagedObjectModel
     /// The last transaction of the generation.
     let generation: Int64
     /// The last transaction read into the overlay.
     private(set) var covered: Int64
-    /// The file's change counter when the overlay was last brought up to date (nil: never).
+    /// The store's change counter when the overlay was last brought up to date (nil: never).
     private var counter: UInt64?
     /// The objects changed since the generation.
     private(set) var past: [ManagedObjectID: PastState] = [:]
@@ -83,35 +85,35 @@ final class GenerationOverlay {
         let relationship: String
     }
 
-    init(store: NativeStore, model: ManagedObjectModel, generation: Int64) {
+    init(store: UUID, coordinator: PersistentStoreCoordinator, generation: Int64) {
         self.store = store
-        self.model = model
+        self.coordinator = coordinator
+        model = coordinator.managedObjectModel
         self.generation = generation
         covered = generation
     }
 
     /// Reads the history written since the overlay was last brought up to date — only when the
-    /// file's change counter moved (no I/O otherwise). Called after the rows a read uses were
+    /// store's change counter moved (no I/O otherwise). Called after the rows a read uses were
     /// read: the overlay then covers at least what they hold.
     ///
     /// - Throws: ``ArborError/Code/persistentHistoryTokenExpired`` when history after the
     ///   generation was deleted (by another process: this one keeps what its pins need).
     func catchUp() throws {
-        let latest = store.database.latestChangeCounter
-        guard latest != counter else { return }
-        let transactions: [PersistentHistoryTransaction]
+        let found: (counter: UInt64, transactions: [PersistentHistoryTransaction])
         do {
-            transactions = try store.fetchHistory(after: covered, token: true, date: nil, changes: true) { _ in true }
+            guard let history = try coordinator.history(ofStore: store, after: covered, unlessCounterIs: counter) else { return }
+            found = history
         } catch let error as ArborError where error.code == .persistentHistoryTokenExpired {
             throw ArborError(.persistentHistoryTokenExpired,
                              "the persistent history the query generation of this context reads from (after transaction \(covered) of store "
-                                + "\(store.identifier)) was deleted by another process: move the context on with setQueryGenerationFrom(.current)")
+                                + "\(store)) was deleted by another process: move the context on with setQueryGenerationFrom(.current)")
         }
-        for transaction in transactions {
+        for transaction in found.transactions {
             for change in transaction.changes ?? [] { note(change) }
             covered = transaction.transactionNumber
         }
-        counter = latest
+        counter = found.counter
     }
 
     /// Rolls one change (after the generation, oldest first) into the overlay.

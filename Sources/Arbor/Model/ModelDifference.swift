@@ -6,8 +6,9 @@
 /// that names an entity or property of the store's model (a rename), else by name. Everything a model's schema keeps is compared:
 /// entities' parents and abstractness; attributes' types, optionality and transience;
 /// relationships' destinations, inverses, cardinality, ordering, optionality, counts and delete
-/// rules; uniqueness constraints and indexes. (Validation rules and default values are not kept
-/// by a store, so they never differ here.)
+/// rules; uniqueness constraints and indexes. (Validation rules and default values are not
+/// compared: a store checks its values against changed rules itself, and defaults concern new
+/// objects only.)
 public struct ModelDifference: Sendable, Equatable, CustomStringConvertible {
     /// One difference.
     public struct Change: Sendable, Equatable, CustomStringConvertible {

@@ -105,7 +105,10 @@ struct ModelSchema: Codable, Equatable {
                     : AttributeType(kind)
                 var member = Attribute(attribute.name, type).optional(attribute.optional)
                 if attribute.transient { member = member.transient() }
-                if let text = attribute.defaultValue, let value = RowFormat.attributeValue(ofColumnText: text, kind: kind) {
+                // A recorded default only informs tools: one that does not fit its type (a
+                // damaged schema) is left out rather than making the whole model unreadable.
+                if let text = attribute.defaultValue, let value = RowFormat.attributeValue(ofColumnText: text, kind: kind),
+                   (try? type.storedValue(from: value.sendableValue, entity: entity.name, key: attribute.name)) != nil {
                     member = member.defaultValue(value.sendableValue)
                 }
                 if let previous = attribute.renaming { member = member.renamingIdentifier(previous) }

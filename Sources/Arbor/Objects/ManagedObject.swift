@@ -292,7 +292,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     // MARK: State
 
-    /// In debug builds, stops the program when the object's context may not be used on the
+    /// In debug builds with the `Checks` trait, stops the program when the object's context may not be used on the
     /// calling thread (see ``ManagedObjectContext/isOnContextQueue``).
     @inline(__always)
     func checkQueue(_ call: StaticString = #function) {

@@ -214,7 +214,7 @@ struct PropertyStorage: Equatable, Sequence, Sendable {
     private static func replace(in ids: inout OrderedSet<ManagedObjectID>, from first: Int,
                                 _ newID: (ManagedObjectID) -> ManagedObjectID?) {
         let tail = Array(ids.elements[first..<ids.count])
-        ids.removeSubrange(first...)
+        ids.removeSubrange(first..<ids.count)
         for id in tail { ids.append(id.isTemporaryID ? newID(id) ?? id : id) }
     }
 

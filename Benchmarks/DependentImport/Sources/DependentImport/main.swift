@@ -113,7 +113,7 @@ extension Duration {
 let arguments = CommandLine.arguments.dropFirst().compactMap { Int($0) }
 var workload = Workload()
 if let issues = arguments.first { workload.issues = issues }
-let rounds = arguments.dropFirst().first ?? 3
+let rounds = max(1, arguments.dropFirst().first ?? 3)
 
 #if DEBUG
 let configuration = "debug"

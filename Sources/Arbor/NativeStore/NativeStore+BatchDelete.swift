@@ -1,16 +1,6 @@
 import ArborStore
 import Foundation
 
-/// What a batch delete did in one store: the rows it deleted (those the request matched first,
-/// then those its cascade rules reached) and the changes it wrote — the deletions and the rows
-/// its nullify rules rewrote — for the coordinator's row cache.
-struct BatchDeletion {
-    var deleted: [ManagedObjectID] = []
-    var changes = StoreChanges()
-    /// The rows a nullify rule rewrote.
-    var updated: [ManagedObjectID] { changes.updated.map(\.0) }
-}
-
 extension NativeStore {
     /// Deletes, in one write transaction, the rows `fetch` matches (or, without one, the rows of
     /// `objectIDs` that exist) and applies the model's delete rules to every deleted row in the

@@ -93,13 +93,10 @@ extension NativeStore {
     /// fingerprint of the rules its values were checked against, and one opened with other rules
     /// checks its values again (docs/migration.md). Empty when the model has no such rules.
     static func rulesFingerprint(_ model: ManagedObjectModel) -> [UInt8] {
-        // The default values too: the schema records them (for tools), so a changed one is
-        // recorded as a changed rule is, with no new version.
+        // Not the default values: a model may compute one as it is built (`Date()`), and a
+        // store must not take each launch's for a change of its rules.
         let lines = model.entities.flatMap { entity in
             entity.ownAttributes.compactMap { attribute in Validation.rulesDescription(attribute).map { "\(entity.name).\(attribute.name) \($0)" } }
-                + entity.ownAttributes.compactMap { attribute in
-                    ModelSchema.recordedDefault(attribute).map { "\(entity.name).\(attribute.name) default \($0)" }
-                }
         }
         return lines.isEmpty ? [] : Array(VersionHash.of(lines.sorted().joined(separator: "\n")))
     }
@@ -292,8 +289,8 @@ extension NativeStore {
     /// For each entity of the store at `path` (by name), what the store records of its own
     /// attributes besides what ``ManagedObjectModel/stored(in:options:)`` makes of them: their
     /// validation rules in words, their default values and their fills. Only attributes with
-    /// any of these are listed. A default is what the model that last opened the store for
-    /// writing gives new objects; a fill is the default an attribute was added with, kept for
+    /// any of these are listed. A default is what the model gave new objects when the store
+    /// last recorded its schema (made, migrated, or opened with changed rules); a fill is the default an attribute was added with, kept for
     /// the rows written before, and does not follow later changes of the default. Read-only,
     /// without the application's model: what `arbor model` prints.
     ///
@@ -363,7 +360,7 @@ package struct RecordedAttribute: Equatable, Sendable {
     /// The value the rows written before the attribute was added read for it: the default value
     /// a migration added it with, without rewriting those rows. Nil when there is none.
     package var fill: AttributeValue?
-    /// The default value a new object gets, as the model that last opened the store for
-    /// writing declared it (nil: none, or recorded before stores kept defaults).
+    /// The default value a new object gets, as the model declared it when the store last
+    /// recorded its schema (nil: none, or recorded before stores kept defaults).
     package var defaultValue: AttributeValue? = nil
 }

@@ -91,7 +91,7 @@ extension RowFormat {
     /// `value` as a store's metadata writes it (a fill, a schema's default value): its column,
     /// in hexadecimal.
     static func columnText(of value: AttributeValue) -> String {
-        column(of: value).map { String(format: "%02x", $0) }.joined()
+        VersionHash.hex(Data(column(of: value)))
     }
 
     /// The value of `text` (``columnText(of:)``) as an attribute of `kind` reads it; nil when it

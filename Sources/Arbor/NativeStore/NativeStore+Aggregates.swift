@@ -61,25 +61,6 @@ struct RowPathReader {
     }
 }
 
-/// A dictionary fetch that groups or aggregates, as a store runs it: one pass over the matching
-/// rows into a table of groups, no managed objects (docs/relational-planning.md, "Aggregates in
-/// the store").
-struct StoreGrouping {
-    /// The rows: the fetch's predicate (its joins included), no order, no window.
-    var rows: StoreFetch
-    /// The key paths grouped by (none: one group of every row).
-    var groupBy: [String]
-    /// The properties each group gives.
-    var properties: [PropertyToFetch]
-}
-
-/// One group of a ``StoreGrouping``: its dictionary, and the values of its group-by keys (for
-/// sorting by a key it groups by but does not fetch).
-struct StoreGroup {
-    var values: [String: any Sendable]
-    var groupValues: [String: Operand]
-}
-
 /// One aggregate of a group, computed a row at a time with the evaluator's own steps (so that it
 /// equals the collection operator over the group's values).
 struct Accumulator {

@@ -17,29 +17,6 @@ struct RemoteWatch {
     var pending: [ObjectIdentifier: Int64] = [:]
 }
 
-/// What a store found since it last looked, and what to account for once it is processed.
-struct FoundRemoteChanges: Sendable {
-    /// The file's change counter it found.
-    let counter: UInt64
-    /// The last history transaction it read (nil: the store records no history).
-    let lastHistory: Int64?
-    /// The commits of others (nil: only the store's own moved the counter).
-    let changes: RemoteChanges?
-}
-
-/// The commits of others a store found since it last looked.
-struct RemoteChanges: Sendable {
-    /// The store.
-    let store: UUID
-    /// The token of the last transaction found (nil: the store records no history).
-    let token: PersistentHistoryToken?
-    /// The objects the transactions of others inserted, updated and deleted (empty without
-    /// history).
-    var inserted: Set<ManagedObjectID> = []
-    var updated: Set<ManagedObjectID> = []
-    var deleted: Set<ManagedObjectID> = []
-}
-
 extension NativeStore {
     /// Runs one write transaction of this store's own, accounting for its commit: the change
     /// counter it leaves is known (unless others committed since this store last looked: then

@@ -241,7 +241,7 @@ final class GenerationOverlay {
                 return now
             }
         }
-        if NativeStore.isJoined(relationship) {
+        if relationship.isUnorderedManyToMany {
             guard let then = links[LinkKey(id: owner, relationship: relationship.name)] else { return now }
             let present = Set(now)
             return now.filter { then[$0] ?? true } + then.compactMap { other, was in was && !present.contains(other) ? other : nil }

@@ -137,6 +137,11 @@ public final class RelationshipDescription: @unchecked Sendable, CustomStringCon
     /// Whether it and its inverse are both to-many.
     public var isManyToMany: Bool { isToMany && inverseRelationship?.isToMany == true }
 
+    /// Whether this is an unordered many-to-many relationship: its links belong to neither
+    /// end's row, so stores keep them apart (a native store in a join tree) and history records
+    /// them as links made and broken.
+    var isUnorderedManyToMany: Bool { isManyToMany && !isOrdered }
+
     /// The entity that declares it.
     public var entity: EntityDescription? { references?.entity.object }
     /// The entity it points at.

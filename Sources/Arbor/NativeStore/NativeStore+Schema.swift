@@ -66,7 +66,7 @@ extension NativeStore {
 
     /// Whether a to-many relationship is kept in a join tree (an unordered many-to-many).
     static func isJoined(_ relationship: RelationshipDescription) -> Bool {
-        relationship.isToMany && !relationship.isOrdered && relationship.inverseRelationship?.isToMany == true
+        relationship.isUnorderedManyToMany
     }
 }
 

@@ -85,7 +85,8 @@ final class RowFormat: @unchecked Sendable {
     let destinationSpaces: [ObjectIDSpace]
     /// Layout 3: what a record shorter than its columns holds in each missing column that is
     /// not nil — the default of an attribute a migration appended without rewriting the rows
-    /// (recorded as `fills.<Entity>`; docs/row-format.md, "Appended columns"). By record column.
+    /// (recorded as `fills.<Entity>`; docs/row-format.md, "The column order is recorded in the
+    /// store"). By record column.
     let fills: [Int: Fill]
     /// The fills' values, by decode step (empty when there are none).
     let stepFills: [PropertyValue?]

@@ -111,9 +111,9 @@ public struct MigrationReport: Sendable, CustomStringConvertible {
 
 /// A lightweight migration of a store from the model it records to another, planned from the two
 /// models and the store's metadata before anything is read or written (docs/migration.md,
-/// "Lightweight migration"): which changes can be inferred, the new recorded column orders,
-/// fills and entity list, which hierarchies' rows are rewritten or checked, and what becomes of
-/// every tree. ``NativeStore`` runs it (NativeStore+Migration.swift).
+/// "Lightweight migration (inferred)"): which changes can be inferred, the new recorded column
+/// orders, fills and entity list, which hierarchies' rows are rewritten or checked, and what
+/// becomes of every tree. ``NativeStore`` runs it (NativeStore+Migration.swift).
 struct StoreMigration {
     /// The store's model (from its recorded schema) and the new one.
     let old: ManagedObjectModel

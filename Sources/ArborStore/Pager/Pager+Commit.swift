@@ -305,8 +305,8 @@ extension Pager {
     /// header's page size (in the first sector, which is never torn) must agree, and so must the
     /// file ID the journal names. A journal naming none (written by builds before journals named
     /// their file) must also describe a file no longer than this one: only a replacement of the
-    /// file's contents shrinks a file (docs/commit-protocol.md, "Replacing a file's contents"),
-    /// and its journal names the file.
+    /// file's contents shrinks a file (docs/commit-protocol.md, "Replacing a file's contents:
+    /// compaction and restore"), and its journal names the file.
     private func checkJournalMatchesDatabase(_ journalHeader: Journal.Header) throws {
         let size = try file.size()
         let original = Int64(journalHeader.originalPageCount) * Int64(journalHeader.pageSize)

@@ -281,6 +281,8 @@ struct BatchInsertRows {
     /// destinations the rows written name, and those the upserted rows named before.
     func write(_ coordinator: PersistentStoreCoordinator, policy: MergePolicyType, origin: TransactionOrigin)
         throws -> ([ManagedObjectID], [ManagedObjectID], Set<ManagedObjectID>) {
+        // Long: one retry loop: each refused save's conflicts are settled into `dropped`, `upserts`
+        // and `upsertOrder`, from which the next attempt's changes are built.
         // Non-native stores check the destinations first; a native store checks them in the
         // write's own transaction (`requiredRows`), in one read in key order.
         if !coordinator.checksRequiredRows(in: store) { try checkDestinations(coordinator) }

@@ -198,6 +198,9 @@ extension ManagedObjectContext {
     /// Managed objects: the store's rows made into (or matched with) registered objects, then the
     /// pending changes, the residual predicate, the order and the window.
     func fetchObjects<Result>(_ request: FetchRequest<Result>, plan given: RequestPlan? = nil) throws -> [ManagedObject] {
+        // Long: the fetch pipeline in its order (rows, objects, snapshots, residual, pending,
+        // generation, sort, window): each step reads `results`, `fresh` and `freshRows` as the step
+        // before left them.
         let plan = try given ?? plan(request)
         let (coordinator, analysis, pending, pushdown) = (plan.coordinator, plan.analysis, plan.pending, plan.rowsAnswer)
         var rows: [(ManagedObjectID, StoreRow)]

@@ -447,6 +447,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     ///   there are optimistic-locking conflicts, else ``ArborError/Code/constraintConflict``),
     ///   a store's error, or ``PartialSave`` when some parts were saved and another failed.
     func save(_ parts: [(store: UUID, changes: StoreChanges)]) throws -> [StoreSaveResult] {
+        // Long: the nested `gather`, `checked` and `write(from:)` share `results` and the conflicts
+        // gathered across the recursion that nests each store's write in the previous one's
+        // transaction.
         try locked {
             let stores = try parts.map { part in
                 guard let store = store(identified: part.store) else { throw ArborError(.misuse, "a save names a store the coordinator does not have") }

@@ -155,6 +155,8 @@ extension NativeStore {
     /// its aggregates over all its rows. Without group-by keys, one group of every row (even of
     /// none).
     func groups(_ grouping: StoreGrouping) throws -> [StoreGroup] {
+        // Long: one pass over the rows in one read transaction: the per-row closure and the helpers
+        // it calls share the pass's state and the slots and group-by paths worked out before it.
         let entity = try entity(grouping.rows.entityName)
         var request = grouping.rows
         request.sortDescriptors = []

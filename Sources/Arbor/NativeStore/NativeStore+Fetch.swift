@@ -377,6 +377,9 @@ extension NativeStore {
     /// sort are their callers'.
     func run(_ access: OpenPlan, request: StoreFetch, entity: EntityDescription,
              _ deliver: (ManagedObjectID, consuming StoreRow) throws -> Bool) throws {
+        // Long: the one reading loop of every fetch: its four ways to rows (join keys alone, join
+        // keys read, index ranges, a scan) share the checks, the projection and the closures set up
+        // first, and hand rows to the same `deliver`.
         let plan = access.plan, rows = access.rows
         let evaluator = PredicateEvaluator()
         let decoded = DecodedRow()

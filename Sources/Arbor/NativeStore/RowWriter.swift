@@ -213,6 +213,9 @@ final class RowWriter {
     /// - Throws: ``ArborError/Code/mergeConflict`` with ``ArborError/conflicts``, or
     ///   ``ArborError/Code/constraintConflict`` with ``ArborError/constraintConflicts``.
     func apply() throws {
+        // Long: the pass's order is its correctness: checks, deletions, every updated row's entries
+        // removed before any is written back (rows may trade unique values), then insertions and
+        // links.
         // Deletions first (their unique values and links go), then updates, then insertions.
         for (id, expected) in changes.checked { try check(try readRow(id), of: id, expected: expected) }
         // Many deletions are gathered and made tree by tree in key order (``flushDeletions()``).

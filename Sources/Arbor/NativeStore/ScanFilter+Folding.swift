@@ -9,6 +9,8 @@ extension ScanFilter {
     /// escaped UTF-8 (without its component's tag and terminator): the constants are raw folded
     /// UTF-8. Nil when the row's string leaves the fast path (see the type's notes).
     func foldedTest(_ node: Node, _ escaped: UnsafeRawBufferPointer) -> Bool? {
+        // Long: one string test on one row's bytes, in the scan's loop: the text is folded (or the
+        // ASCII path decides) once, then one case per kind of test reads the folded bytes.
         var text = escaped
         // How many leading bytes are ASCII (the fold of those is known).
         var asciiPrefix = text.count

@@ -184,6 +184,9 @@ final class ScanFilter {
 
     /// Compiles `predicate` (nil: no filter) for rows of `format`'s entity.
     init(_ predicate: ObjectPredicate?, format: RowFormat, accepted: Bool) {
+        // Long: the compiled filter's buffers are allocated and filled here, once each, the later
+        // ones sized from the earlier (nodes, conjunction, head, head tests, prefilter); no method
+        // may run before all are set.
         self.format = format
         self.accepted = accepted
         let encodedName = format.entityPrefix

@@ -186,6 +186,9 @@ struct BTreeCursor {
                        prefilter: CompiledPrefilter? = nil,
                        select: (UnsafeRawBufferPointer) throws -> Bool,
                        _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws -> Bool {
+        // Long: the scan loop over one leaf, inside the page's lending closure: the page, the key
+        // buffer and its prefix are valid only there, and the per-cell checks run with no call
+        // between them.
         guard isValid, let leaf = path.last else { return false }
         return try pager.withPage(leaf.page) { page -> Bool in
             let node = NodeView(body: page)

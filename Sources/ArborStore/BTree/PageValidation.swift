@@ -47,6 +47,8 @@ enum PageValidation {
     }
 
     static func validateNode(_ body: UnsafeRawBufferPointer, pageCount: PageNumber) -> String? {
+        // Long: the node check walks the page in its layout's order, header to last cell, one guard
+        // per field it checks and one cursor (`position`) through each cell.
         let size = body.count
         let leaf = body[0] == NodeLayout.leafType
         let prefix = Int(body[1])

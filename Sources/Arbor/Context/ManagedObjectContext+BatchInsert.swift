@@ -1,6 +1,9 @@
 import Foundation
 import Logging
 
+// Safety: `checkedSpace.address` is an ID space's address, only compared with other IDs' (spaces
+// are interned and never freed); it is never dereferenced.
+
 extension ManagedObjectContext {
     /// Runs a batch insert in the store (Core Data's `execute(_:)` with an
     /// `NSBatchInsertRequest`): one row per dictionary (or per call of the request's handler),

@@ -1,5 +1,11 @@
 import Foundation
 
+// Safety: On the context's queue, the rows' and objects' buffers are used only inside their
+// `withUnsafe…BufferPointer` closures, and `results` holds every object they point at; entities are
+// used unretained because the model holds them (and the context's coordinator the model); each
+// snapshot reference `holdSnapshots` counts (`passRetained`) is carried into one object, or
+// released when the object holds that snapshot already.
+
 /// Faults a fetch returned together (``FetchRequest/fetchBatchSize``): the first to fire loads the
 /// rows of all.
 final class FaultBatch {

@@ -2,6 +2,11 @@ import Foundation
 import Logging
 import Synchronization
 
+// Safety: The row cache and its statistics are read and changed only under `lock`, by code that
+// calls out to nothing meanwhile (freeing a snapshot frees only its row); the row pointers
+// `retainSnapshots` takes point into a buffer its caller lends for the call (its own, unshared rows
+// when consuming).
+
 /// The coordinator: the model, the stores, and the row cache every context of the coordinator
 /// shares. It serialises store access (contexts on different threads may use it at once).
 ///

@@ -1,6 +1,10 @@
 import ArborStore
 import Foundation
 
+// Safety: A `GroupingPass` is made by one `groups(_:)` call and used only inside its read
+// transaction, on the calling thread, so its unchecked fields are never accessed from two places at
+// once.
+
 /// Reads key paths through to-one relationships on a store's rows, inside one read transaction:
 /// each destination's row is read once (docs/relational-planning.md). The one place that follows a
 /// key path from row to row: sorts and aggregates in the store use it.

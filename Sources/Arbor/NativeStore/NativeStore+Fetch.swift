@@ -1,5 +1,10 @@
 import Foundation
 
+// Safety: Row and entry bytes are lent by the engine to the closure they are passed to and not
+// kept; ID-space addresses are only compared; the projection's flags and the scan's two state
+// pointers are allocated and freed (`defer`) inside `run`, and the scan filters they name
+// unretained are held by `filters` until the scan ends (`withExtendedLifetime`).
+
 extension NativeStore {
     // MARK: Fetching
 

@@ -3,6 +3,9 @@ import CoreMetrics
 import Foundation
 import Logging
 
+// Safety: The row bytes `rewrite` and `migratedRow` read are lent by the engine for the call and
+// not kept.
+
 /// Running a lightweight migration (``StoreMigration``; docs/migration.md): one engine write
 /// transaction that checks the rows first and writes nothing when they do not allow the new model,
 /// then moves the trees, rewrites the rows that need it, builds the new derived trees and records

@@ -1,6 +1,11 @@
 import ArborStore
 import Foundation
 
+// Safety: `stepBuffer` and each fill's payload are allocated when the format is made, never
+// changed, and freed in `deinit`; row bytes are lent for the call, and the slices returned of them
+// are used by the callers within the same lending; layouts are used unretained because they are
+// never freed.
+
 /// The one statement of an entity's stored row in a store (docs/row-format.md; the bytes in
 /// docs/file-format.md, "Rows"): the header, the column order, where each property's value sits
 /// among a row's components, encoding, decoding, the lookup of one component, and the fixed

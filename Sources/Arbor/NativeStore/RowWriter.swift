@@ -1,5 +1,9 @@
 import Foundation
 
+// Safety: A writer lives inside one write transaction, on the thread running it, so its unchecked
+// fields are never accessed from two places at once; `lastSpace` is an interned ID space's address,
+// only compared.
+
 /// Applies one save's changes to a ``NativeStore`` inside one engine write transaction: rows,
 /// foreign-key indexes, join trees, order trees and uniqueness constraints, with the version
 /// checks of optimistic locking.

@@ -1,6 +1,10 @@
 import ArborStore
 import Foundation
 
+// Safety: `scratch` is the filter's own buffer, grown (freed and allocated again) only here, and a
+// folded view into it is used before the next fold; row bytes are lent for the call; a filter
+// serves one scan, on one thread.
+
 /// Folded string tests (`[c]`, `[d]`, `[cd]`) and `LIKE` on a row's bytes: the ASCII fast path,
 /// the evaluator's fold for other text (remembered), and the byte-level `LIKE` matcher (the
 /// type's notes in ScanFilter.swift say when a row is decided here).

@@ -1,6 +1,9 @@
 import ArborStore
 import Foundation
 
+// Safety: The row bytes `oldEntity(of:key:oldRoot:)` reads are lent by the engine for the call and
+// not kept.
+
 /// How a store opened with a model other than its own may migrate (Core Data's
 /// `NSMigratePersistentStoresAutomaticallyOption` and `NSInferMappingModelAutomaticallyOption`;
 /// docs/migration.md).

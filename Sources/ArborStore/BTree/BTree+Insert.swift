@@ -1,5 +1,8 @@
 import Foundation
 
+// Safety: Keys and values are lent by callers for the call, and a new leaf's prefix is a slice of
+// the key lent with it.
+
 /// Putting entries into a B+tree: appends, inserts, sharing with a sibling, splits up to the
 /// root (docs/file-format.md, "Splitting a node"). Lookups and the helpers are in BTree.swift,
 /// deletion in BTree+Delete.swift.

@@ -1,4 +1,10 @@
 import CLZ4
+
+// Safety: `forEachInLeaf` lends keys (assembled in the caller's key buffer, overwritten cell by
+// cell) and values (slices of the pinned page, or an overflow value assembled in memory) to `body`
+// for its call only, inside `withPage`; each offset is checked against the page before a slice is
+// made.
+
 /// A position in a B+tree: the path from the root to a leaf cell.
 ///
 /// Moves first, last, to the first key ≥ k, next and previous. The path is only valid while the

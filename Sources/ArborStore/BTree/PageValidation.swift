@@ -1,3 +1,6 @@
+// Safety: The checks read a page body lent by the pager for the call, each read bounded by the
+// body's size first.
+
 /// Structural validation of typed pages, run by the pager on every page it reads from the file
 /// (see ``Pager/pageValidator``), so that no number read from disk indexes anything unchecked.
 ///

@@ -1,5 +1,8 @@
 import Foundation
 
+// Safety: The page buffers of a backup and of a new file ID are allocated for one call and freed on
+// the way out (`defer`).
+
 /// Keeping a database file: compaction, restoring it from another file, and online backup
 /// (docs/commit-protocol.md, "Replacing a file's contents: compaction and restore" and
 /// "Online backup").

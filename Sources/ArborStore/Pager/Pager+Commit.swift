@@ -1,3 +1,6 @@
+// Safety: The gathering write passes the buffers of dirty cache frames, which the cache never
+// evicts while they are dirty, and marks them clean only after the write.
+
 /// The commit protocol: journaling, spilling, commit, rollback, and hot-journal recovery.
 ///
 /// `docs/commit-protocol.md` numbers the steps; the comments below cite those numbers.

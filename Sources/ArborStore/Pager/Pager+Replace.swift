@@ -1,3 +1,6 @@
+// Safety: The raw page buffer is allocated for one call and freed (`defer`); a frame copied out is
+// pinned while it is read.
+
 /// Replacing a file's contents with another file's pages in one write transaction (compaction, a
 /// restore), and copying pages out (online backup): docs/commit-protocol.md, "Replacing a file's
 /// contents: compaction and restore" and "Online backup".

@@ -69,6 +69,7 @@ build: deps
 
 test: deps
 	@$(SWIFT) package dump-package | Scripts/check-default-traits.py
+	@python3 Scripts/check-habits.py
 	$(SWIFT) build --build-tests $(CHECKS)
 	@set -o pipefail; $(SWIFT) test --skip-build $(CHECKS) 2>&1 | tee .build/test.log || Scripts/test-failures.sh .build/test.log
 	@# The object-graph tests again over stores of row layout 2 (fixed-size columns first), the

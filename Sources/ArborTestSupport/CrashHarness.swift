@@ -81,6 +81,9 @@ public struct CrashHarness {
     /// damage pattern and verifies the recovered file. Every `recoveryEvery`-th image also crashes
     /// during recovery, at every operation of the recovery, before recovering for good.
     public func run(seed: UInt64, transactions: Int, recoveryEvery: Int = 7) -> Report {
+        // Long: one loop per transaction (dry run, a cut at every operation with each damage,
+        // replay) sharing the disk snapshot, the model and the commit point a failure's message
+        // names.
         var report = Report()
         let disk = SimulatedDisk()
         var model = PageModel()

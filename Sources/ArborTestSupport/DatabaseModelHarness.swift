@@ -59,6 +59,9 @@ public struct DatabaseModelHarness {
 
     /// Runs until `operations` tree operations have been checked.
     public func run(seed: UInt64, operations target: Int) -> Report {
+        // Long: one random step per iteration (reopen, commit, rollback, power cut), each outcome
+        // checked against the model where it happens; the branches share the database, the model
+        // and its working copy.
         var report = Report()
         var random = SplitMix64(seed: seed)
         let disk = SimulatedDisk()
@@ -311,6 +314,9 @@ extension DatabaseModelHarness {
     /// every recovery the full integrity check runs and the trees must equal the last
     /// acknowledged commit (or the in-flight one, when the cut fell on the final sync).
     public func crashEverywhere(seed: UInt64, transactions: Int) -> CrashHarness.Report {
+        // Long: one loop per transaction (dry run, a cut at every operation with each damage,
+        // replay) sharing the disk snapshot, the model and the commit point, as CrashHarness.run
+        // does for pages.
         var report = CrashHarness.Report()
         var random = SplitMix64(seed: seed)
         let disk = SimulatedDisk()

@@ -5,8 +5,8 @@ import Foundation
 /// attribute kind but transformable, with nils, zero bytes and non-ASCII text; a uniqueness
 /// constraint and an index; a to-one and its to-many inverse; a many-to-many; a to-one whose
 /// destination has a sub-entity (rows name the destination's entity). The same source is built
-/// against earlier releases to write their fixtures (docs/row-format.md, "Compatibility"), so it
-/// uses only public API that release 0.1.0 already had.
+/// against earlier releases to write their fixtures (docs/row-format.md, "Compatibility and
+/// versions"), so it uses only public API that release 0.1.0 already had.
 public enum FixtureStore {
     /// The number of books a fixture holds when written.
     public static let bookCount = 40

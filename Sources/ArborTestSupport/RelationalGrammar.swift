@@ -216,6 +216,8 @@ public enum RelationalGrammar {
 
     /// One comparison (or count, subquery, collection operator) of the grammar.
     public static func term<R: RandomNumberGenerator>(for entity: String, _ random: inout R) -> String {
+        // Long: one case per shape of term, weighted by its share of the roll: the switch is the
+        // grammar's table of terms, and a new shape is one more case.
         let shape = shapes[entity]!
         switch Int.random(in: 0..<43, using: &random) {
         case 0..<16:

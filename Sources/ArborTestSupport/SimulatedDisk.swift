@@ -2,6 +2,9 @@ import ArborStore
 import Synchronization
 import SystemPackage
 
+// Safety: Bytes are copied between the caller's buffer and the simulated file's array within both
+// bounds, inside `withNode` (the disk's lock), for the call.
+
 /// A file system in memory that models what a real disk does on power loss, and fails on demand.
 ///
 /// Every file keeps its *durable* bytes apart from the writes made since its last sync. A power cut

@@ -91,6 +91,8 @@ struct Demo: ParsableCommand {
     func step(_ title: String) { print("\n== \(title)") }
 
     func demonstrate() throws {
+        // Long: a script: the demonstration's steps in the order `arbor demo` prints them, a few
+        // lines under each `step` title, reading the objects earlier steps made.
         for suffix in ["", "-journal"] { try? FileManager.default.removeItem(atPath: file + suffix) }
         let model = try demoModel()
         step("The model (version hash \(model.versionHashString))")

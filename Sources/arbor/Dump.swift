@@ -67,6 +67,9 @@ struct Load: ParsableCommand {
     }
 
     func run() throws {
+        // Long: one reader of the dump's grammar, line by line, in the order the dump writes it
+        // (header, trees, entries): the nested `next` and `fail` share the line number every error
+        // names.
         var reader = LineReader()
         var lineNumber = 0
         func next() -> String? {

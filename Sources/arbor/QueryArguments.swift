@@ -171,6 +171,8 @@ struct PredicateArguments {
 
     /// `text`, argument `number`, as `target` needs it.
     func read(_ text: String, number: Int, as target: Target?) throws -> PredicateValue {
+        // Long: one case per kind the argument may need to be: the switch is the table of how
+        // `--arg` text is read.
         func unreadable(_ what: String, _ why: String? = nil) -> Unreadable {
             Unreadable(description: "--arg \(number) \"\(text)\" is not \(what)\(why.map { ": \($0)" } ?? "")")
         }

@@ -5,7 +5,8 @@ import Synchronization
 import Testing
 
 /// Compaction, restoring a file's contents from another, and online backup
-/// (docs/commit-protocol.md, "Replacing a file's contents" and "Online backup").
+/// (docs/commit-protocol.md, "Replacing a file's contents: compaction and restore" and
+/// "Online backup").
 @Suite("Compaction, restore and backup")
 struct CompactionTests {
     /// Every tree's name, sequence and entries.

@@ -4,8 +4,8 @@ import Testing
 @testable import Arbor
 
 /// Counts and aggregates of a to-many relationship reached through to-one ones, and SUBQUERY
-/// bodies with to-one key paths, run in the store (docs/relational-planning.md, "Counts and
-/// aggregates through to-one relationships"), equal to the in-memory evaluator's answers, and
+/// bodies with to-one key paths, run in the store (docs/relational-planning.md, "Through
+/// to-one relationships first"), equal to the in-memory evaluator's answers, and
 /// batch deletes accept them.
 @Suite("Counts through to-one paths, and SUBQUERY bodies with joins")
 struct PrefixedJoinTests {

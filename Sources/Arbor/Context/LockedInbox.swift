@@ -1,6 +1,9 @@
 import Foundation
 import Synchronization
 
+// Safety: `items` is read and changed only inside `lock` (`post`, `take`), and nothing is called
+// while the lock is held, so its unchecked accesses never overlap.
+
 /// Items posted from any thread and taken on one (a context's queue): a lock around the list,
 /// and an atomic count so that the taker skips the lock when nothing was posted — it looks on
 /// every registry lookup.

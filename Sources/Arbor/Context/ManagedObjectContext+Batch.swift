@@ -73,6 +73,9 @@ extension ManagedObjectContext {
     ///   fit (with nothing written); ``ArborError/Code/constraintConflict`` listing the
     ///   conflicts; ``ArborError/Code/storeSave`` for an engine failure.
     public func execute(_ request: BatchUpdateRequest) throws -> BatchUpdateResult {
+        // Long: one request from its checks to its write: the nested `change` reads the checked
+        // updates and the evaluator, and the retry loop that leaves out colliding rows hands it to
+        // every attempt.
         checkQueue()
         let coordinator = try requireCoordinator("run a batch update in")
         var fetchRequest = FetchRequest<ManagedObject>(entityName: request.entityName)

@@ -1,6 +1,9 @@
 import Foundation
 import Logging
 
+// Safety: `checkedSpace.address` is an ID space's address, only compared with other IDs' (spaces
+// are interned and never freed); it is never dereferenced.
+
 extension ManagedObjectContext {
     /// Runs a batch insert in the store (Core Data's `execute(_:)` with an
     /// `NSBatchInsertRequest`): one row per dictionary (or per call of the request's handler),
@@ -281,6 +284,8 @@ struct BatchInsertRows {
     /// destinations the rows written name, and those the upserted rows named before.
     func write(_ coordinator: PersistentStoreCoordinator, policy: MergePolicyType, origin: TransactionOrigin)
         throws -> ([ManagedObjectID], [ManagedObjectID], Set<ManagedObjectID>) {
+        // Long: one retry loop: each refused save's conflicts are settled into `dropped`, `upserts`
+        // and `upsertOrder`, from which the next attempt's changes are built.
         // Non-native stores check the destinations first; a native store checks them in the
         // write's own transaction (`requiredRows`), in one read in key order.
         if !coordinator.checksRequiredRows(in: store) { try checkDestinations(coordinator) }

@@ -1,6 +1,10 @@
 import Dispatch
 import Foundation
 
+// Safety: A thread's `HeldQueues` is retained once when its thread-local slot is set
+// (`passRetained`), read unretained while that reference lives, and released once by the key's
+// destructor when the thread ends.
+
 extension ManagedObjectContext {
     /// How a context is used from threads (docs/concurrency.md).
     public enum ConcurrencyType: Sendable, Hashable {

@@ -1,5 +1,11 @@
 import Foundation
 
+// Safety: On the context's queue, the rows' and objects' buffers are used only inside their
+// `withUnsafe…BufferPointer` closures, and `results` holds every object they point at; entities are
+// used unretained because the model holds them (and the context's coordinator the model); each
+// snapshot reference `holdSnapshots` counts (`passRetained`) is carried into one object, or
+// released when the object holds that snapshot already.
+
 /// Faults a fetch returned together (``FetchRequest/fetchBatchSize``): the first to fire loads the
 /// rows of all.
 final class FaultBatch {
@@ -198,6 +204,9 @@ extension ManagedObjectContext {
     /// Managed objects: the store's rows made into (or matched with) registered objects, then the
     /// pending changes, the residual predicate, the order and the window.
     func fetchObjects<Result>(_ request: FetchRequest<Result>, plan given: RequestPlan? = nil) throws -> [ManagedObject] {
+        // Long: the fetch pipeline in its order (rows, objects, snapshots, residual, pending,
+        // generation, sort, window): each step reads `results`, `fresh` and `freshRows` as the step
+        // before left them.
         let plan = try given ?? plan(request)
         let (coordinator, analysis, pending, pushdown) = (plan.coordinator, plan.analysis, plan.pending, plan.rowsAnswer)
         var rows: [(ManagedObjectID, StoreRow)]

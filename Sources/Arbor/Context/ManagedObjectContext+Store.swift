@@ -216,6 +216,9 @@ extension ManagedObjectContext {
     /// what they guard, and every object is validated (all failures in one error). Returns the
     /// objects to save, or nil when there is nothing to save.
     private func prepareSave() throws -> SaveLists? {
+        // Long: the save's first phase in the order it must run: the event, the willSave rounds
+        // until none announces a new object, the deny rules' loads, then every validation, on the
+        // same change lists.
         takePermanentIDs()
         // Only this save's own event may hand its set of new objects to its did-save.
         lastInsertedSet = nil
@@ -295,6 +298,9 @@ extension ManagedObjectContext {
     /// never holds them all (nor their copies of the objects' values: an import's largest
     /// arrays).
     private func buildBatch(_ lists: SaveLists, _ coordinator: PersistentStoreCoordinator) throws -> SaveBatch {
+        // Long: the nested `part(…)` helpers share the batch and the cache of each entity's store;
+        // every list of the save (inserted, updated, deleted, links, lock checks) is placed into
+        // the same parts.
         var batch = SaveBatch()
         func part(_ store: UUID) -> Int {
             if let index = batch.parts.firstIndex(where: { $0.store == store }) { return index }
@@ -467,6 +473,9 @@ extension ManagedObjectContext {
     /// versions, deleted ones leave — and did-save is posted. A partial save's failure is thrown
     /// at the end.
     private func finishRootSave(_ written: StoresWritten) throws {
+        // Long: the permanent-ID mapping (and whether it is a run) is made, applied to the saved
+        // objects and the rest of the changed ones, sent to descendants and dropped, all in one
+        // scope.
         let (insertedObjects, updatedObjects, deletedObjects) = (written.lists.inserted, written.lists.updated, written.lists.deleted)
         let (assigned, newParts, rebasedVersions) = (written.assigned, written.newParts, written.rebasedVersions)
         // New objects take their permanent IDs (in the registry too), also in the changed

@@ -1,5 +1,10 @@
 import Foundation
 
+// Safety: A `ValueReader` serves one fetch on its context's queue, the only place its unchecked
+// fields are used; entities, attributes and relationships are held unretained (`Unmanaged`,
+// `unowned(unsafe)`) because the model owns them and outlives the fetch; layout and entity
+// addresses are only compared, never dereferenced.
+
 /// Fetches of `Decodable` values (``FetchResultType/values``, issue 26, item 5): the rows a fetch
 /// matches decoded straight into the caller's type, by coding key, with no managed object and no
 /// row-cache snapshot; the values are plain Swift values that may leave the context's queue.

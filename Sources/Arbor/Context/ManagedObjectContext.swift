@@ -2,6 +2,10 @@ import Dispatch
 import Foundation
 import OrderedCollections
 
+// Safety: The unchecked fields (registry, change lists, event, held destinations, last key path,
+// observation flag) are used only on the context's queue, by code that calls out to no hook,
+// observer or subclass while it changes them, so no two accesses overlap.
+
 /// A scratch pad of managed objects: it registers the objects you insert and fetch (one instance
 /// per object ID: uniquing), tracks their changes, applies delete rules, validates, saves them
 /// through its coordinator and fires their faults.

@@ -1,6 +1,10 @@
 import Logging
 import Synchronization
 
+// Safety: `ContextLink.contextReference` holds the context unretained: the context sets it and
+// clears it in its `deinit`, and it is read on the context's queue while the context is alive (a
+// context must not end on another thread while its objects are in use: docs/contexts.md).
+
 /// A context's registered objects, by ID: one instance per object ID (uniquing).
 ///
 /// An object is held strongly while it has changes or the context retains all its objects, and

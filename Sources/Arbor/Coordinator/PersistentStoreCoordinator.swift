@@ -2,6 +2,11 @@ import Foundation
 import Logging
 import Synchronization
 
+// Safety: The row cache and its statistics are read and changed only under `lock`, by code that
+// calls out to nothing meanwhile (freeing a snapshot frees only its row); the row pointers
+// `retainSnapshots` takes point into a buffer its caller lends for the call (its own, unshared rows
+// when consuming).
+
 /// The coordinator: the model, the stores, and the row cache every context of the coordinator
 /// shares. It serialises store access (contexts on different threads may use it at once).
 ///
@@ -447,6 +452,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     ///   there are optimistic-locking conflicts, else ``ArborError/Code/constraintConflict``),
     ///   a store's error, or ``PartialSave`` when some parts were saved and another failed.
     func save(_ parts: [(store: UUID, changes: StoreChanges)]) throws -> [StoreSaveResult] {
+        // Long: the nested `gather`, `checked` and `write(from:)` share `results` and the conflicts
+        // gathered across the recursion that nests each store's write in the previous one's
+        // transaction.
         try locked {
             let stores = try parts.map { part in
                 guard let store = store(identified: part.store) else { throw ArborError(.misuse, "a save names a store the coordinator does not have") }

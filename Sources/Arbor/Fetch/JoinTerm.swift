@@ -227,6 +227,8 @@ struct JoinTerm {
     /// ordered many-to-many hop, a last key that is not a stored attribute or to-one
     /// relationship, or a comparison that cannot be evaluated with nil in the key path's place.
     init?(_ term: ObjectPredicate, entity: EntityDescription) {
+        // Long: one decision read top to bottom: each guard is one of the reasons above for a term
+        // not to be a join, and the fields are set only once every one has passed.
         if let counting = JoinTerm(counting: term, entity: entity) {
             self = counting
             return

@@ -2,7 +2,7 @@ import Foundation
 
 /// A row a store hands the predicate evaluator in place of a managed object: a decoded row, or
 /// one read in place by a scan. The one way the evaluator reaches rows, so that it names no
-/// store type (docs/predicates.md, "One evaluator"). Class-bound: an operand holding a row is
+/// store type (docs/predicates.md, "Semantics"). Class-bound: an operand holding a row is
 /// one reference (no copy of the row, no box), and a store reuses one row object for every row
 /// of a fetch.
 protocol EvaluatedRow: AnyObject {

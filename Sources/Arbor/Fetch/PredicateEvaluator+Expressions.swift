@@ -1,5 +1,8 @@
 import Foundation
 
+// Safety: An attribute is used unretained through its entity's `attributeInSlot` while the object
+// evaluated holds its entity, and the entity its attributes.
+
 /// Expressions: constants, variables, arithmetic, SUBQUERY, key paths and collection operators.
 extension PredicateEvaluator {
 

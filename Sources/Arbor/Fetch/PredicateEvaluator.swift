@@ -78,6 +78,8 @@ final class PredicateEvaluator {
     }
 
     func compare(_ a: Operand, _ op: ComparisonPredicate.Operator, _ b: Operand, _ options: ComparisonPredicate.Options) throws -> Bool {
+        // Long: one case per operator, each a few lines: the switch is the table of what each
+        // operator does with nil, NaN and values of mismatched kinds.
         switch op {
         case .equalTo: return Self.equal(a, b, options)
         case .notEqualTo: return !Self.equal(a, b, options)

@@ -135,6 +135,8 @@ extension PredicateParser {
     }
 
     mutating func parsePrimary() throws -> ObjectExpression {
+        // Long: one case per kind of token a value can start with: the switch is the grammar's rule
+        // for a primary expression.
         let token = current
         switch token.kind {
         case .integer(let text):

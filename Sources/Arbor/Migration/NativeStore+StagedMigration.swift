@@ -134,6 +134,8 @@ private struct StagedMigration {
     }
 
     private func migrate(_ store: WriteTransaction, _ workFiles: [String], started: ContinuousClock.Instant) throws -> MigrationReport {
+        // Long: the run's three numbered steps (copy, stages, replace) under the one write
+        // transaction the caller holds; the working file's name passes from step to step.
         for file in workFiles { try remove(file) }
         // The store was read at a version of the plan before the lock was taken: checked again.
         guard let metadata = try store.tree(named: "arbor.metadata"), let hashes = try NativeStore.recordedEntityHashes(metadata) else {
@@ -228,6 +230,8 @@ private struct CustomStage {
     let report: (String, Int, Int) -> Void
 
     func run() throws -> MigrationReport {
+        // Long: the stage's order is its argument: open both stores, copy and run the stage's code,
+        // save, count, then write the source's identity and history last.
         let started = ContinuousClock.now
         var readOnly = options
         readOnly.readOnly = true
@@ -304,6 +308,8 @@ private struct CustomStage {
     /// Copies every object whose entity the new model keeps, with the attributes whose type is
     /// the same or wider, then the relationships between copies.
     private func copyInferred(_ context: MigrationContext, _ difference: ModelDifference) throws {
+        // Long: a plan per entity, then the copies, then the relationships between them: the second
+        // and third passes read the plans and source IDs the first one made.
         let destination = context.destination
         // Each new concrete entity continuing an old one, with the attributes copied (new name,
         // old name, widened to) and the relationships (new name, old name).

@@ -99,6 +99,8 @@ public struct AttributeType: Sendable, Equatable, CustomStringConvertible {
     /// integers that do not fit, `validationNumberTooLarge`/`TooSmall`). An `NSNumber` is taken
     /// when its value fits (``FoundationNumber``), after the Swift types.
     func storedValue(from value: Any, entity: String, key: String) throws -> AttributeValue {
+        // Long: one case per attribute kind, each the few Swift types it takes: the switch is the
+        // conversion table (docs/model.md, "Attribute types").
         /// A value of none of the Swift types this type takes: an `NSNumber`, or the wrong type.
         func other() throws -> AttributeValue {
             if let number = FoundationNumber.number(value) { return try storedValue(from: number, entity: entity, key: key) }

@@ -1,5 +1,9 @@
 import Foundation
 
+// Safety: `attributeInSlot` is the entity's own buffer, (re)allocated only while the model is built
+// and freed in `deinit`, of unretained references to the attributes its `attributes` array holds;
+// `layoutReference` is unretained because property layouts are never freed.
+
 /// An entity of a model: a kind of managed object, with its attributes, relationships,
 /// uniqueness constraints and indexes — its own and those it inherits.
 ///

@@ -49,6 +49,9 @@ public final class ManagedObjectModel: Sendable, CustomStringConvertible {
     ///   ``ArborError/Code/wrongValueType`` per accessor, naming the class, the Swift property,
     ///   the declared type and the property's type.
     public init(entities specs: [Entity], configurations: [String: Set<String>] = [:]) throws {
+        // Long: the checks run in passes that build on each other (names, inheritance, flattening,
+        // relationships, configurations) and gather every problem into one list that only the end
+        // throws.
         var problems: [String] = []
         var byName: [String: EntityDescription] = [:]
         var entities: [EntityDescription] = []

@@ -199,6 +199,8 @@ public struct ModelDifference: Sendable, Equatable, CustomStringConvertible {
     // MARK: Comparing
 
     private static func changes(from old: ModelSchema.EntitySchema, to new: ModelSchema.EntitySchema, _ renames: Renames) -> [Change] {
+        // Long: one entity's comparison: its own aspects, then each property pair (one case per way
+        // a pair can differ), then constraints and indexes in the new names the pairs matched.
         let entity = new.name
         var changes: [Change] = []
         var aspects: [String] = []

@@ -132,6 +132,8 @@ enum HistoryRecords {
     /// primary key, the number of properties, then for each its name place, its old value
     /// (updates and deletes) and its new value (inserts and updates).
     static func change(key: [UInt8], value: [UInt8], names: [String], objectID: (String, Int64) -> ManagedObjectID) throws -> PersistentHistoryChange {
+        // Long: the change record's decoder: the nested readers share one cursor (`position`) over
+        // the decoded parts, read in the record's order.
         let damaged = ArborError(.store, "the persistent history holds a damaged change record")
         guard let keyParts = try? KeyEncoding.decode(key), keyParts.count == 2, case .int(let number) = keyParts[0],
               case .int(let index) = keyParts[1], let changeID = Int(exactly: index),

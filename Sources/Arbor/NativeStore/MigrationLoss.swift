@@ -1,5 +1,7 @@
 import ArborStore
 
+// Safety: The row bytes are lent by the engine for the call and read only during it.
+
 /// Data a migration may drop, named in the store's model: the objects of an entity the new model
 /// removes, or the values or links of a property it removes (or makes transient).
 ///

@@ -1,6 +1,10 @@
 import ArborStore
 import Foundation
 
+// Safety: A `GroupingPass` is made by one `groups(_:)` call and used only inside its read
+// transaction, on the calling thread, so its unchecked fields are never accessed from two places at
+// once.
+
 /// Reads key paths through to-one relationships on a store's rows, inside one read transaction:
 /// each destination's row is read once (docs/relational-planning.md). The one place that follows a
 /// key path from row to row: sorts and aggregates in the store use it.
@@ -155,6 +159,8 @@ extension NativeStore {
     /// its aggregates over all its rows. Without group-by keys, one group of every row (even of
     /// none).
     func groups(_ grouping: StoreGrouping) throws -> [StoreGroup] {
+        // Long: one pass over the rows in one read transaction: the per-row closure and the helpers
+        // it calls share the pass's state and the slots and group-by paths worked out before it.
         let entity = try entity(grouping.rows.entityName)
         var request = grouping.rows
         request.sortDescriptors = []

@@ -1,5 +1,10 @@
 import Foundation
 
+// Safety: Row and entry bytes are lent by the engine to the closure they are passed to and not
+// kept; ID-space addresses are only compared; the projection's flags and the scan's two state
+// pointers are allocated and freed (`defer`) inside `run`, and the scan filters they name
+// unretained are held by `filters` until the scan ends (`withExtendedLifetime`).
+
 extension NativeStore {
     // MARK: Fetching
 
@@ -377,6 +382,9 @@ extension NativeStore {
     /// sort are their callers'.
     func run(_ access: OpenPlan, request: StoreFetch, entity: EntityDescription,
              _ deliver: (ManagedObjectID, consuming StoreRow) throws -> Bool) throws {
+        // Long: the one reading loop of every fetch: its four ways to rows (join keys alone, join
+        // keys read, index ranges, a scan) share the checks, the projection and the closures set up
+        // first, and hand rows to the same `deliver`.
         let plan = access.plan, rows = access.rows
         let evaluator = PredicateEvaluator()
         let decoded = DecodedRow()

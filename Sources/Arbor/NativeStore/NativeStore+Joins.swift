@@ -229,6 +229,9 @@ extension NativeStore {
     /// destinations the term's predicate matches are read once (their owner's key and the
     /// aggregated attribute alone), and a many-to-many's owners found in its join tree.
     func ownerValues(_ join: JoinPlan, transaction: ReadTransaction) throws -> [Int64: Operand] {
+        // Long: the keys-only count of a foreign-key tree and the read of the matching destinations
+        // (with a many-to-many's join tree) are two ways to the same per-owner values, side by
+        // side.
         let term = join.join
         let relationship = term.hops[term.countedHop]
         guard let inverse = relationship.inverseRelationship else { return [:] }

@@ -1,7 +1,8 @@
 import ArborStore
 
 /// Backup and compaction of a native store's file (docs/store-lifecycle.md), through the engine's
-/// (docs/commit-protocol.md, "Replacing a file's contents" and "Online backup").
+/// (docs/commit-protocol.md, "Replacing a file's contents: compaction and restore"
+/// and "Online backup").
 extension NativeStore: BackupSource {
     /// Copies the store into a new file at `path` while other contexts, connections and
     /// processes read and write it: a consistent copy of one commit, itself a store that opens

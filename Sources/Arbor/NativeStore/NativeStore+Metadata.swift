@@ -142,6 +142,9 @@ extension NativeStore {
     ///   layout this build does not know.
     static func recordedIdentifier(_ transaction: ReadTransaction, model: ManagedObjectModel, path: String,
                                    migration options: MigrationOptions = .never) throws -> Recorded? {
+        // Long: what opening finds, decided in order (not an Arbor store, damaged, a model to
+        // migrate from, a change of rules only, as recorded), each branch making its `Recorded`
+        // from the same metadata reads.
         guard let metadata = try transaction.tree(named: "arbor.metadata") else {
             let trees = try transaction.trees()
             guard trees.isEmpty else {

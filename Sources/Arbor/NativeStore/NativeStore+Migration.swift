@@ -3,6 +3,9 @@ import CoreMetrics
 import Foundation
 import Logging
 
+// Safety: The row bytes `rewrite` and `migratedRow` read are lent by the engine for the call and
+// not kept.
+
 /// Running a lightweight migration (``StoreMigration``; docs/migration.md): one engine write
 /// transaction that checks the rows first and writes nothing when they do not allow the new model,
 /// then moves the trees, rewrites the rows that need it, builds the new derived trees and records
@@ -145,6 +148,9 @@ private struct MigrationRun {
     }
 
     func run(started: ContinuousClock.Instant) throws -> MigrationReport {
+        // Long: the five numbered steps of one lightweight migration in one write transaction, in
+        // the order that keeps it all-or-nothing: check, trees, rows, derived trees, and the
+        // metadata last.
         guard let metadata = try transaction.tree(named: "arbor.metadata"), try metadata.get(Array("hashes".utf8)) == plan.oldHashBytes else {
             throw ArborError(.storeOpen, "\(store.path ?? "memory") changed while it was being opened (another connection migrated it); open it again")
         }
@@ -282,6 +288,9 @@ private struct MigrationRun {
     /// breaks it: nils that become required, duplicates under the uniqueness trees being built,
     /// rows of entities that can have none.
     func check(_ rows: Tree, oldRoot: EntityDescription, into findings: inout Findings) throws {
+        // Long: one pass over the hierarchy's rows gathering nils, rule failures and duplicates,
+        // then the problems written from what it gathered; the gathering maps live only for the
+        // pass.
         var nils: [String: [ManagedObjectID]] = [:]
         var nilCounts: [String: Int] = [:]
         var holders: [String: [[UInt8]: Int64]] = [:]
@@ -457,6 +466,8 @@ private struct MigrationRun {
     /// their new type, which widens the old), new ones their default (or nil), to-ones pointing
     /// at the same primary key under the destination's new entity name.
     func migratedRow(_ bytes: UnsafeRawBufferPointer, key: Int64, oldRoot: EntityDescription) throws -> MigratedRow {
+        // Long: one row read into the new model's layout: its attributes then its to-ones, both
+        // read from the same old format and bytes into the same storage.
         func damaged(_ why: String) -> ArborError {
             ArborError(.store, "the row \(key) of \(NativeStore.rowsTree(oldRoot)) is malformed: \(why)")
         }

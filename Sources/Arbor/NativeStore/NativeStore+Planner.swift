@@ -91,6 +91,9 @@ extension NativeStore {
     /// Chooses how to run `request`: the cheapest index condition among the predicate's
     /// top-level conjuncts, or an index giving the requested order, or a scan.
     func plan(_ request: StoreFetch, entity: EntityDescription) -> FetchPlan {
+        // Long: one choice of access path, step by step (joins out, index candidates, the cheapest
+        // merged with its neighbours on the same index, then the sort index), each step refining
+        // the same `plan`.
         var plan = FetchPlan(filter: request.predicate, sort: request.sortDescriptors)
         let paths = accessPaths[ObjectIdentifier(entity)] ?? Self.accessPaths(of: entity)
         let conjuncts: [ObjectPredicate]
@@ -166,6 +169,8 @@ extension NativeStore {
     /// The index condition of one conjunct, if it has one: `key <op> constant` (either way
     /// round) with a constant of the key's kind.
     func condition(_ predicate: ObjectPredicate, entity: EntityDescription) -> Condition? {
+        // Long: one conjunct to key ranges: the key's component encoder is chosen first (an
+        // attribute's or a to-one's), then one case per operator builds its ranges with it.
         guard case .comparison(let comparison) = predicate, comparison.modifier == .direct else { return nil }
         var op = comparison.operator
         let key: String, constant: PredicateValue

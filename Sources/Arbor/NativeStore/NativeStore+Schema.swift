@@ -1,5 +1,7 @@
 import Foundation
 
+// Safety: `withKey` lends a key encoded on the stack to `body` only, for its call.
+
 /// The store's schema: the trees a model's entities live in (their names) and what each holds —
 /// rows, index entries, foreign keys, joins, uniqueness — as the planner, the fetch executor and
 /// the row writer all read it. The one place that knows a tree's name or an index entry's bytes

@@ -2,6 +2,10 @@ import Foundation
 import OrderedCollections
 import Synchronization
 
+// Safety: Row and entry bytes (`decode`, `entityName(ofRow:hierarchy:)`, `lastKey(of:in:)`) are
+// lent by the engine for the call and not kept; a projection mask is the caller's, valid during the
+// call.
+
 /// Arbor's store: rows in an ArborStore database (the layout:
 /// docs/object-graph-internals.md, "The native store's trees").
 ///

@@ -1,5 +1,7 @@
 import Foundation
 
+// Safety: `load(_:)` copies the lent row bytes into the row's own array; no pointer is kept.
+
 /// A stored row read in place by a scan's filter: its components are located once per row (into
 /// buffers reused from row to row) and decoded only when the predicate reads them; only rows
 /// that match are decoded whole.

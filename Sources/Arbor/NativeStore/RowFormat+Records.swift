@@ -1,6 +1,10 @@
 import ArborStore
 import Foundation
 
+// Safety: Row bytes are lent for the call, and `RecordColumns` and the payload slices it returns
+// are used within it; a transcoding's constants are lent from its own array, inside
+// `withUnsafeBytes`; layouts are used unretained because they are never freed.
+
 /// Row layout 3, records (docs/row-format.md, "Layout 3: records"; bytes in docs/file-format.md,
 /// "Rows"): a row is
 ///

@@ -1,6 +1,11 @@
 import ArborStore
 import Foundation
 
+// Safety: `stepBuffer` and each fill's payload are allocated when the format is made, never
+// changed, and freed in `deinit`; row bytes are lent for the call, and the slices returned of them
+// are used by the callers within the same lending; layouts are used unretained because they are
+// never freed.
+
 /// The one statement of an entity's stored row in a store (docs/row-format.md; the bytes in
 /// docs/file-format.md, "Rows"): the header, the column order, where each property's value sits
 /// among a row's components, encoding, decoding, the lookup of one component, and the fixed
@@ -85,7 +90,8 @@ final class RowFormat: @unchecked Sendable {
     let destinationSpaces: [ObjectIDSpace]
     /// Layout 3: what a record shorter than its columns holds in each missing column that is
     /// not nil — the default of an attribute a migration appended without rewriting the rows
-    /// (recorded as `fills.<Entity>`; docs/row-format.md, "Appended columns"). By record column.
+    /// (recorded as `fills.<Entity>`; docs/row-format.md, "The column order is recorded in the
+    /// store"). By record column.
     let fills: [Int: Fill]
     /// The fills' values, by decode step (empty when there are none).
     let stepFills: [PropertyValue?]

@@ -1,5 +1,9 @@
 import Foundation
 
+// Safety: A writer lives inside one write transaction, on the thread running it, so its unchecked
+// fields are never accessed from two places at once; `lastSpace` is an interned ID space's address,
+// only compared.
+
 /// Applies one save's changes to a ``NativeStore`` inside one engine write transaction: rows,
 /// foreign-key indexes, join trees, order trees and uniqueness constraints, with the version
 /// checks of optimistic locking.
@@ -213,6 +217,9 @@ final class RowWriter {
     /// - Throws: ``ArborError/Code/mergeConflict`` with ``ArborError/conflicts``, or
     ///   ``ArborError/Code/constraintConflict`` with ``ArborError/constraintConflicts``.
     func apply() throws {
+        // Long: the pass's order is its correctness: checks, deletions, every updated row's entries
+        // removed before any is written back (rows may trade unique values), then insertions and
+        // links.
         // Deletions first (their unique values and links go), then updates, then insertions.
         for (id, expected) in changes.checked { try check(try readRow(id), of: id, expected: expected) }
         // Many deletions are gathered and made tree by tree in key order (``flushDeletions()``).

@@ -1,6 +1,10 @@
 import ArborStore
 import Foundation
 
+// Safety: `scratch` is the filter's own buffer, grown (freed and allocated again) only here, and a
+// folded view into it is used before the next fold; row bytes are lent for the call; a filter
+// serves one scan, on one thread.
+
 /// Folded string tests (`[c]`, `[d]`, `[cd]`) and `LIKE` on a row's bytes: the ASCII fast path,
 /// the evaluator's fold for other text (remembered), and the byte-level `LIKE` matcher (the
 /// type's notes in ScanFilter.swift say when a row is decided here).
@@ -9,6 +13,8 @@ extension ScanFilter {
     /// escaped UTF-8 (without its component's tag and terminator): the constants are raw folded
     /// UTF-8. Nil when the row's string leaves the fast path (see the type's notes).
     func foldedTest(_ node: Node, _ escaped: UnsafeRawBufferPointer) -> Bool? {
+        // Long: one string test on one row's bytes, in the scan's loop: the text is folded (or the
+        // ASCII path decides) once, then one case per kind of test reads the folded bytes.
         var text = escaped
         // How many leading bytes are ASCII (the fold of those is known).
         var asciiPrefix = text.count

@@ -1,6 +1,9 @@
 import ArborStore
 import Foundation
 
+// Safety: A component written into `componentScratch`, and a slice of the lent row bytes, are used
+// within the test of that row; a filter serves one scan, on one thread.
+
 /// A scan's filter on rows of layout 3, records (docs/row-format.md, "What the scan filter does
 /// with it"): each tested column is handed to the byte tests as the component layout 2 stores,
 /// and a conjunction's leading integer comparisons go to the engine's record prefilter.

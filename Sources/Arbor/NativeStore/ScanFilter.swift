@@ -1,6 +1,10 @@
 import ArborStore
 import Foundation
 
+// Safety: The compiled buffers are allocated in `init`, never resized (the two scratch buffers only
+// grow by reallocation, in the functions that use them) and freed in `deinit`; row bytes are lent
+// by the engine for each test; a filter is made by one scan and used on its thread.
+
 /// A scan's filter decided on a row's encoded bytes, where the predicate allows: comparisons of
 /// an integer or string attribute with a constant (`==`, `!=`, `<`, `<=`, `>`, `>=`, `BETWEEN`,
 /// `IN` a list, and `BEGINSWITH`, `ENDSWITH`, `CONTAINS`, `LIKE`), joined by `AND`, `OR` and
@@ -184,6 +188,9 @@ final class ScanFilter {
 
     /// Compiles `predicate` (nil: no filter) for rows of `format`'s entity.
     init(_ predicate: ObjectPredicate?, format: RowFormat, accepted: Bool) {
+        // Long: the compiled filter's buffers are allocated and filled here, once each, the later
+        // ones sized from the earlier (nodes, conjunction, head, head tests, prefilter); no method
+        // may run before all are set.
         self.format = format
         self.accepted = accepted
         let encodedName = format.entityPrefix

@@ -1,6 +1,9 @@
 import ArborStore
 import Foundation
 
+// Safety: The row bytes `oldEntity(of:key:oldRoot:)` reads are lent by the engine for the call and
+// not kept.
+
 /// How a store opened with a model other than its own may migrate (Core Data's
 /// `NSMigratePersistentStoresAutomaticallyOption` and `NSInferMappingModelAutomaticallyOption`;
 /// docs/migration.md).
@@ -111,9 +114,9 @@ public struct MigrationReport: Sendable, CustomStringConvertible {
 
 /// A lightweight migration of a store from the model it records to another, planned from the two
 /// models and the store's metadata before anything is read or written (docs/migration.md,
-/// "Lightweight migration"): which changes can be inferred, the new recorded column orders,
-/// fills and entity list, which hierarchies' rows are rewritten or checked, and what becomes of
-/// every tree. ``NativeStore`` runs it (NativeStore+Migration.swift).
+/// "Lightweight migration (inferred)"): which changes can be inferred, the new recorded column
+/// orders, fills and entity list, which hierarchies' rows are rewritten or checked, and what
+/// becomes of every tree. ``NativeStore`` runs it (NativeStore+Migration.swift).
 struct StoreMigration {
     /// The store's model (from its recorded schema) and the new one.
     let old: ManagedObjectModel

@@ -1,3 +1,6 @@
+// Safety: `lower` reads the lent text within bounds it checks first, and writes into an output its
+// caller sizes with `capacity(for:)` (at most three bytes out per byte in).
+
 /// The `[c]` fold of non-ASCII text, scalar by scalar, on UTF-8 bytes (``ScanFilter`` uses it in
 /// a scan): Swift's `String.lowercased()` maps each scalar to its `lowercaseMapping`, whatever
 /// is around it, so a table of the scalars whose mapping differs folds a row's bytes exactly as

@@ -1,6 +1,10 @@
 import Foundation
 import OrderedCollections
 
+// Safety: Attributes are used unretained through the entity's `attributeInSlot` (the object holds
+// its entity, the entity its attributes); the snapshot is used unretained while the object holds
+// it, and the context through the link while the context is alive, on its queue.
+
 /// Key-value coding: properties by name, key paths with collection operators, and to-many
 /// relationships mutated through proxies. Setting either end of a relationship updates the other.
 extension ManagedObject {

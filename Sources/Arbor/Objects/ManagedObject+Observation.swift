@@ -1,5 +1,8 @@
 import Observation
 
+// Safety: The context is read unretained through the object's link, which names it only while it is
+// alive, on its queue (the only place the object is used).
+
 /// Managed objects are observable with Swift's Observation framework (docs/observation.md):
 /// `withObservationTracking` (and SwiftUI) sees the properties a closure read — through
 /// ``ManagedObject/value(forKey:)`` or the typed property wrappers — and is told when one of

@@ -2,6 +2,12 @@ import Foundation
 import Observation
 import OrderedCollections
 
+// Safety: The unchecked fields are changed only by Arbor's own code on the context's queue, which
+// calls out to no hook, observer or subclass meanwhile; the snapshot and the link are used
+// unretained only while the object holds them (in `deinit` too, just before its fields go);
+// `hold(retained:)` takes over a reference its caller counted; the object's address is hashed,
+// never dereferenced.
+
 /// A property's value inside a managed object.
 ///
 /// Relationships hold object IDs, not objects: objects never keep each other alive, the context

@@ -1,6 +1,9 @@
 import Foundation
 import Synchronization
 
+// Safety: An ID holds its space unretained because spaces are interned and never freed, so the
+// reference stays valid, and their addresses tell spaces apart.
+
 /// The serial numbers of temporary IDs (the last one given).
 private let temporarySerial = Atomic<Int64>(0)
 

@@ -1,5 +1,9 @@
 import Foundation
 
+// Safety: The table owns its tables and chunks (allocated and freed only here, and noncopyable so
+// that no copy frees them twice), reads them only within their counts, and is guarded by its owner
+// (the coordinator's lock, the context's queue); space addresses are only compared.
+
 /// Values by object ID, found without hashing: the row cache's snapshots and a context's
 /// registered objects. A store hands out primary keys in sequence, so the keys of one entity in
 /// one store are nearly dense: each (entity, store) pair has a table of chunks of 256 slots

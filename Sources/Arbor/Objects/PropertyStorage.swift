@@ -1,5 +1,9 @@
 import OrderedCollections
 
+// Safety: A `NameIndex`'s buffers belong to a property layout and, like layouts, are never freed,
+// which is why storage holds its layout `unowned(unsafe)`; `sharesSlots` only compares two arrays'
+// addresses.
+
 /// The order of an entity's properties (all of them, inherited ones included, sorted by name):
 /// the slots of ``PropertyStorage``. One per list of names, shared by every entity and row with
 /// those names, and kept for the life of the process (``named(_:)``): storage refers to its

@@ -6,7 +6,7 @@ import Foundation
 /// between the declared type and the stored value. The one owner of that rule: the model's check
 /// and the accessors both ask it.
 ///
-/// The rule, for `@Managed` (docs/model.md, "Typed subclasses"):
+/// The rule, for `@Managed` (docs/object-graph.md, "Typed subclasses"):
 /// - an integer attribute takes any Swift integer type that holds every value of its width
 ///   (`Int16`, `Int32`, `Int64` or `Int` on `.integer16`; `Int32`, `Int64` or `Int` on
 ///   `.integer32`; `Int64` or `Int` on `.integer64`); writes are checked against the width;

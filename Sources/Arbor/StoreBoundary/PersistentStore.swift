@@ -322,7 +322,8 @@ public protocol PersistentStore: AnyObject, Sendable {
     func save(_ changes: StoreChanges) throws -> StoreSaveResult
     /// The ID of row `primaryKey` of `entityName` in this store.
     func objectID(entityName: String, primaryKey: Int64) -> ManagedObjectID
-    /// The rows matching a fetch, in its order and window (docs/predicates.md, "Execution").
+    /// The rows matching a fetch, in its order and window (docs/predicates.md, "Execution in the
+    /// store").
     ///
     /// - Throws: ``ArborError/Code/store`` for an engine failure or a damaged row or index.
     func fetch(_ request: StoreFetch) throws -> [(ManagedObjectID, StoreRow)]

@@ -1,5 +1,9 @@
 import CSwiftRuntime
 
+// Safety: The `unowned(safe)` field keeps the object's memory allocated while the reference lives,
+// so its address stays valid for `swift_tryRetain`, which declines an object whose strong count
+// reached zero; the reference a successful try-retain counts is taken over by `takeRetainedValue`.
+
 /// A weak reference that gives its object no side table.
 ///
 /// Swift's `weak` gives the object it names a side table the first time one is made, and from

@@ -1,5 +1,8 @@
 import Foundation
 
+// Safety: Keys and values are lent by callers for the call, and a new leaf's prefix is a slice of
+// the key lent with it.
+
 /// Putting entries into a B+tree: appends, inserts, sharing with a sibling, splits up to the
 /// root (docs/file-format.md, "Splitting a node"). Lookups and the helpers are in BTree.swift,
 /// deletion in BTree+Delete.swift.
@@ -469,6 +472,9 @@ extension BTree {
     /// - Throws: `invalidArgument` when the keys are not strictly ascending (nothing is written)
     ///   or a key is longer than ``maxKeySize``.
     func put(sortedBatch entries: [(key: [UInt8], value: [UInt8])]) throws {
+        // Long: one loop over the batch, a leaf's group at a time: the descent's path, the leaf's
+        // image and the position in it carry from entry to entry, and each way out continues the
+        // same loop.
         // Every key is checked before anything is written.
         let limit = NodeLayout.maxKeySize(usable: usable)
         for (index, entry) in entries.enumerated() {

@@ -1,5 +1,8 @@
 import CLZ4
 
+// Safety: A batch's keys are lent from its own array inside `withKey`, and values are lent to
+// `body` from pages the pager pins for the call; neither is kept.
+
 /// Lookups of many keys at once. A lookup of one key waits on memory at each node it reads: the
 /// page cache's slot, the node's header, the probes of its slot array, the cell it finds. On
 /// random keys each of those is a miss, and one lookup's misses come one after the other. A batch

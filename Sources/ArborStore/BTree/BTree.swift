@@ -1,3 +1,6 @@
+// Safety: Descents read keys lent for the call, and `visitValue` lends a slice of a page to `body`
+// only inside the pager's `withPage`, which pins the page meanwhile.
+
 /// A B+tree of byte keys and byte values over the pager: lookups, inserts, updates and deletes,
 /// with splits on insert and merge or redistribution on delete. Its root page never moves (the
 /// catalog records it), so a root split copies the root into a new child.

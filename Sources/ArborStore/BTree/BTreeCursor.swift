@@ -1,4 +1,10 @@
 import CLZ4
+
+// Safety: `forEachInLeaf` lends keys (assembled in the caller's key buffer, overwritten cell by
+// cell) and values (slices of the pinned page, or an overflow value assembled in memory) to `body`
+// for its call only, inside `withPage`; each offset is checked against the page before a slice is
+// made.
+
 /// A position in a B+tree: the path from the root to a leaf cell.
 ///
 /// Moves first, last, to the first key ≥ k, next and previous. The path is only valid while the
@@ -186,6 +192,9 @@ struct BTreeCursor {
                        prefilter: CompiledPrefilter? = nil,
                        select: (UnsafeRawBufferPointer) throws -> Bool,
                        _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws -> Bool {
+        // Long: the scan loop over one leaf, inside the page's lending closure: the page, the key
+        // buffer and its prefix are valid only there, and the per-cell checks run with no call
+        // between them.
         guard isValid, let leaf = path.last else { return false }
         return try pager.withPage(leaf.page) { page -> Bool in
             let node = NodeView(body: page)

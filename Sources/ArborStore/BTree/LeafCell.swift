@@ -1,3 +1,6 @@
+// Safety: Overflow pages are read and written through the pager's page-lending closures, within the
+// page body's bounds.
+
 /// A leaf cell's value, parsed out of its page: inline bytes, or an overflow chain; possibly
 /// LZ4-compressed.
 struct LeafCell {

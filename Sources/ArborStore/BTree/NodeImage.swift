@@ -1,3 +1,6 @@
+// Safety: Entries are lent from the image's own array, inside `withUnsafeBytes`, for `body`'s call
+// only.
+
 /// A node decoded for the slow paths (splits, merges, redistribution), independent of the prefix
 /// of the page it came from: every entry's whole key and its payload, back to back in one buffer.
 ///

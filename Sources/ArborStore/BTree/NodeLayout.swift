@@ -1,3 +1,7 @@
+// Safety: `NodeView` and `NodeWriter` are views of a page body the pager lends (`withPage`,
+// `withMutablePage`) and live only inside those closures; the offsets they slice at are bounded by
+// the node's header, which every page read from the file passed `PageValidation` for.
+
 /// The layout of B+tree pages (leaves and interior nodes) and overflow pages — format version 2.
 ///
 /// Body of a node page (the page less its checksum trailer), little-endian:

@@ -1,3 +1,6 @@
+// Safety: The checks read a page body lent by the pager for the call, each read bounded by the
+// body's size first.
+
 /// Structural validation of typed pages, run by the pager on every page it reads from the file
 /// (see ``Pager/pageValidator``), so that no number read from disk indexes anything unchecked.
 ///
@@ -47,6 +50,8 @@ enum PageValidation {
     }
 
     static func validateNode(_ body: UnsafeRawBufferPointer, pageCount: PageNumber) -> String? {
+        // Long: the node check walks the page in its layout's order, header to last cell, one guard
+        // per field it checks and one cursor (`position`) through each cell.
         let size = body.count
         let leaf = body[0] == NodeLayout.leafType
         let prefix = Int(body[1])

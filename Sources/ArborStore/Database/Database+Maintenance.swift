@@ -1,7 +1,11 @@
 import Foundation
 
+// Safety: The page buffers of a backup and of a new file ID are allocated for one call and freed on
+// the way out (`defer`).
+
 /// Keeping a database file: compaction, restoring it from another file, and online backup
-/// (docs/commit-protocol.md, "Replacing a file's contents" and "Online backup").
+/// (docs/commit-protocol.md, "Replacing a file's contents: compaction and restore" and
+/// "Online backup").
 extension Database {
     /// What ``compact()`` did: the file's pages and bytes before and after.
     public struct CompactionReport: Sendable, Equatable, CustomStringConvertible {

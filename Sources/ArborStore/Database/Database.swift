@@ -9,6 +9,10 @@ import CoreMetrics
 import Logging
 import Synchronization
 
+// Safety: A `Gate`'s mutex is allocated once and never moves (a pthread mutex must not), and is
+// destroyed and freed in `deinit`; `PagerBox.reported` is used only by the thread the pool lends
+// the connection to.
+
 /// How a ``Database`` opens its file.
 public struct DatabaseOptions: Sendable {
     /// The page size of a new file (an existing file keeps its own): a power of two, 512…65536.

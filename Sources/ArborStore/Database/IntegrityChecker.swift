@@ -122,6 +122,9 @@ struct IntegrityChecker {
     /// `name` is the tree as problems name their owner: `tree "rows.Book"`, `the catalog`.
     func walk(_ tree: BTree, name: String, usage: inout PageUsage, statistics: inout TreeStatistics,
               problems: inout [IntegrityProblem], verifyValues: Bool) {
+        // Long: one loop over the tree's pages by an explicit stack (no recursion on a damaged
+        // tree): each page's checks need the bounds and depth the stack carries, and mark the same
+        // usage and statistics.
         var leafDepth: Int?
         // (page, depth, lower bound inclusive, upper bound exclusive)
         var stack: [(PageNumber, Int, [UInt8]?, [UInt8]?)] = [(tree.root, 1, nil, nil)]

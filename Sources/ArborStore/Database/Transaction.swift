@@ -1,3 +1,6 @@
+// Safety: A transaction's unchecked state is used only inside the closure of `read` or `write`, on
+// the thread running it; `rewriteValues` lends slices of its own arrays to `put` for the call.
+
 /// A read transaction: a consistent view of the database as committed when it began.
 ///
 /// Valid only inside the closure given to ``Database/read(_:)``; calls after it fail with

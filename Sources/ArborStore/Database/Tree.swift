@@ -1,3 +1,8 @@
+// Safety: A tree and its cursors belong to one transaction, used on its thread, so their unchecked
+// fields are never accessed from two places at once; lent keys and values are valid only in the
+// closure they are passed to, and the scan's key buffer is allocated and freed (`defer`) around the
+// scan.
+
 /// A named, ordered map from byte keys to byte values, inside a transaction.
 ///
 /// Keys compare as bytes (`memcmp`); build typed, composite keys with ``KeyEncoding``. Keys may be

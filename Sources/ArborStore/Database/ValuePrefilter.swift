@@ -6,6 +6,9 @@ import Musl
 import Darwin
 #endif
 
+// Safety: A `CompiledPrefilter` owns its buffers (allocated in `init`, freed in `deinit`), and each
+// test reads a value lent for the call within its count.
+
 /// Byte tests on a tree's values that a scan (``Tree/forEach(from:prefilter:selecting:_:)``)
 /// runs inside its leaf loop, before it assembles a key or calls anything: the cheapest way to
 /// pass over the many values of a table that a filter turns down on a few fixed bytes.

@@ -1,5 +1,8 @@
 import Foundation
 
+// Safety: Encoded bytes are lent for the call, and `withEncodedInteger` lends a buffer on the stack
+// to `body` only.
+
 /// One component of a typed key tuple.
 ///
 /// Tuples of components encode (``KeyEncoding/encode(_:compactIntegers:)``) to bytes whose `memcmp` order is the

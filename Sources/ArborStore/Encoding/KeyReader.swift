@@ -1,5 +1,9 @@
 import Foundation
 
+// Safety: A reader reads bytes its caller lends and must not outlive the lending closure (as its
+// documentation says); a string body read in place is a slice of those bytes, decoded before the
+// reader returns it.
+
 /// Reads an encoded tuple (``KeyEncoding``) one component at a time, in place: no copy of the
 /// bytes and no array of components. A row decoder walks a stored row with it straight out of
 /// the page the B-tree hands over.

@@ -1,3 +1,5 @@
+// Safety: Reads bytes lent for the call, each read bounded by their count.
+
 /// The parts of a *record*, after SQLite's record format: the one statement of them that the
 /// engine's prefilter (``ValuePrefilter/RecordComparison``) and Arbor's row layout 3 both read.
 ///

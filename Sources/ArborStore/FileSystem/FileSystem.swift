@@ -1,3 +1,6 @@
+// Safety: The buffers of `read` and `write` are the caller's, valid for the call; no implementation
+// keeps them.
+
 /// The operations the pager needs from a file system.
 ///
 /// The pager never calls the operating system directly: it goes through a `FileSystem`, so that

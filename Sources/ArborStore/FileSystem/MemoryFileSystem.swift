@@ -1,5 +1,8 @@
 import Synchronization
 
+// Safety: Bytes are copied between the caller's buffer and the file's array within both bounds,
+// inside `withNode` (the file system's lock), for the call.
+
 /// A file system in memory: files are byte arrays that live as long as the file system, syncs do
 /// nothing, locks behave as open-file-description locks between handles.
 ///

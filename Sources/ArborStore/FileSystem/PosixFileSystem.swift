@@ -7,6 +7,9 @@ import Darwin
 #endif
 import SystemPackage
 
+// Safety: The caller's buffers are passed to `pread`, `pwrite` and `pwritev` with their counts, for
+// the call only.
+
 /// The real file system, through POSIX calls.
 ///
 /// Every call retries on `EINTR` and reports failures as ``StoreError`` carrying the `Errno`.

@@ -1,3 +1,6 @@
+// Safety: Checksums, encoding and decoding read and write a page buffer lent for the call, at
+// offsets within the header's fixed size and the page's trailer.
+
 /// A page number. Pages are numbered from 1; 0 means "no page".
 public typealias PageNumber = UInt32
 

@@ -1,3 +1,6 @@
+// Safety: Records are read and written through the journal's own arrays, slices of which are lent
+// for the call; images written are the caller's, valid for the call.
+
 /// The rollback journal, `<database>-journal`: the original images of the pages a write
 /// transaction changes, so that an interrupted commit can be undone. See
 /// `docs/commit-protocol.md` for the protocol and `docs/file-format.md` for the bytes.

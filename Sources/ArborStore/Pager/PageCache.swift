@@ -7,6 +7,11 @@ import Darwin
 #endif
 import CLZ4
 
+// Safety: The cache owns its frames, images and table (allocated at capacity, freed in `deinit`),
+// indexes them only below capacity, and never evicts a pinned or dirty frame, so a buffer lent
+// while pinned stays valid; it belongs to one pager, used from one thread at a time and never
+// re-entered, hence the unchecked fields.
+
 /// Counters of a page cache.
 public struct PageCacheStatistics: Sendable, Equatable {
     /// Lookups that found the page in the cache.

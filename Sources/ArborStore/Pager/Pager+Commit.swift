@@ -1,3 +1,6 @@
+// Safety: The gathering write passes the buffers of dirty cache frames, which the cache never
+// evicts while they are dirty, and marks them clean only after the write.
+
 /// The commit protocol: journaling, spilling, commit, rollback, and hot-journal recovery.
 ///
 /// `docs/commit-protocol.md` numbers the steps; the comments below cite those numbers.
@@ -305,8 +308,8 @@ extension Pager {
     /// header's page size (in the first sector, which is never torn) must agree, and so must the
     /// file ID the journal names. A journal naming none (written by builds before journals named
     /// their file) must also describe a file no longer than this one: only a replacement of the
-    /// file's contents shrinks a file (docs/commit-protocol.md, "Replacing a file's contents"),
-    /// and its journal names the file.
+    /// file's contents shrinks a file (docs/commit-protocol.md, "Replacing a file's contents:
+    /// compaction and restore"), and its journal names the file.
     private func checkJournalMatchesDatabase(_ journalHeader: Journal.Header) throws {
         let size = try file.size()
         let original = Int64(journalHeader.originalPageCount) * Int64(journalHeader.pageSize)

@@ -1,3 +1,6 @@
+// Safety: `withPage` and `withMutablePage` pin the frame for the body's call, so the buffer lent
+// cannot be evicted or reused meanwhile; the pager is used from one thread at a time.
+
 /// Page access, allocation and the freelist.
 ///
 /// The freelist is a chain of *trunk* pages (layout in ``FreelistTrunk``). Leaves are

@@ -1,6 +1,9 @@
+// Safety: The raw page buffer is allocated for one call and freed (`defer`); a frame copied out is
+// pinned while it is read.
+
 /// Replacing a file's contents with another file's pages in one write transaction (compaction, a
 /// restore), and copying pages out (online backup): docs/commit-protocol.md, "Replacing a file's
-/// contents" and "Online backup".
+/// contents: compaction and restore" and "Online backup".
 extension Pager {
     /// Steps 3 and 4 of a replacement: every page the new contents change or remove is journaled
     /// (read raw: a free page's content need not be a page), then pages 1 … `source`'s page count

@@ -7,6 +7,10 @@ import Musl
 import Darwin
 #endif
 
+// Safety: A pager is one connection, used from one thread at a time and never re-entered, so its
+// unchecked fields are never accessed from two places at once; the header is checked in its own
+// scratch bytes, lent for the call.
+
 /// How a ``Pager`` opens its file.
 public struct PagerOptions: Sendable {
     /// The page size of a new file (an existing file keeps its own). A power of two, 512…65536.

@@ -1,5 +1,9 @@
 import CLZ4
 
+// Safety: A dictionary's bytes are allocated once and never move while LZ4's stream state points
+// into them, and are freed with the streams in `deinit`; compression and decompression pass lent
+// buffers with their counts as bounds; a dictionary belongs to one connection.
+
 /// LZ4 block compression through the system liblz4. The one file that rebinds bytes to `CChar`.
 enum LZ4 {
     /// Compresses `bytes`; nil when liblz4 fails (it does not for valid input), or when `bytes`

@@ -8,6 +8,9 @@
 // (measured with Swift 6.3; the pages' headers and cell offsets are read on every B-tree step).
 // Call sites read the same: `body.loadLE(UInt16.self, at: 2)`.
 
+// Safety: The loads and stores are unaligned accesses at offsets their callers keep inside the
+// buffer (which checks its bounds in debug builds).
+
 extension UnsafeRawBufferPointer {
     @inline(__always)
     func loadLE(_: UInt16.Type, at offset: Int) -> UInt16 {

@@ -1,3 +1,5 @@
+// Safety: Hashes bytes lent for the call, reading within their count.
+
 /// XXH64, the 64-bit xxHash function, implemented from its published specification.
 ///
 /// The engine checksums every page and every journal record with it. Why XXH64 and not CRC32C:

@@ -158,16 +158,7 @@ UNSAFE_FILES = {
 }
 
 # Check 6: broken references left alone for now, by (citing file, target file, section).
-DOC_REFERENCES = {
-    # Headings of docs/performance.md cited by their short names (its headings carry dates now).
-    ("docs/architecture.md", "docs/performance.md", "Batched lookups"): "performance.md is being rewritten",
-    ("docs/history.md", "docs/performance.md", "Query generations"): "performance.md is being rewritten",
-    ("docs/row-format.md", "docs/performance.md", "Row layout 3 becomes the default"): "performance.md is being rewritten",
-    # docs/performance.md's own references to headings renamed since.
-    ("docs/performance.md", "docs/file-format.md", "Node pages"): "performance.md is being rewritten",
-    ("docs/performance.md", "docs/file-format.md", "B-tree"): "performance.md is being rewritten",
-    ("docs/performance.md", "docs/migration.md", "How it runs"): "performance.md is being rewritten",
-}
+DOC_REFERENCES: dict = {}
 
 # --- The Swift sources, lexed once ------------------------------------------------------------
 

@@ -114,8 +114,8 @@ struct Load: ParsableCommand {
                         }
                         let tree = try transaction.createTree(named: name, kind: kind)
                         // The tree is new (sequence 0): one reservation of `sequence` numbers sets
-                        // it, in one catalog update (one call per number took minutes for a
-                        // sequence in the millions, and centuries near 2^63).
+                        // it, in one catalog update (one call per number would take time in
+                        // proportion to a sequence that may be near 2^63).
                         if sequence > 0 { _ = try tree.nextSequence(reserving: Int(sequence)) }
                         while true {
                             guard let keyLine = next() else { throw fail("the dump ends inside tree \"\(name)\" (no \"end\")") }

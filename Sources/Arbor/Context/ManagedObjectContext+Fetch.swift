@@ -245,8 +245,8 @@ extension ManagedObjectContext {
         var freshRows: [Int] = []
         fresh.reserveCapacity(rows.count)
         freshRows.reserveCapacity(rows.count)
-        // The IDs are read in place (`rows[position].0` copied the whole row first: a generic
-        // copy of the tuple, a tenth of a fetch's time).
+        // The IDs are read in place (`rows[position].0` copies the whole row first, through a
+        // generic copy of the tuple, for every row fetched).
         // The entity of the last new fault's ID space (rows come in runs of one entity): told
         // by the space's address, with no name compared.
         // (Held unretained: the model holds its entities.)

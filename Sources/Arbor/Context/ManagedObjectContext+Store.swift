@@ -111,8 +111,8 @@ extension ManagedObjectContext {
     func persistentRow(of object: ManagedObject, version: Int64) -> StoreRow {
         let entity = object.entity
         var values = object.values
-        // Index loops, not `zip`: in a debug build `zip` cost ten times as much per element
-        // (its iterator is generic), and this runs for every saved object.
+        // Index loops, not `zip`: a debug build does not specialise `zip`'s generic iterator,
+        // and this runs for every saved object.
         let attributes = entity.attributes, attributeSlots = entity.attributeSlots
         for index in 0..<attributes.count {
             let attribute = attributes[index], slot = attributeSlots[index]

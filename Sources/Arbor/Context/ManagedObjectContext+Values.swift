@@ -109,7 +109,7 @@ final class ValueReader {
     final class Path {
         let steps: [Step]
         // Read and written once per value decoded, by one fetch on the context's queue: no
-        // dynamic exclusivity check (as the engine's per-row state; they were 7 % of decoding).
+        // dynamic exclusivity check (as the engine's per-row state).
         @exclusivity(unchecked) var layouts: [UnsafeMutableRawPointer?]
         @exclusivity(unchecked) var slots: [Int]
 

@@ -226,7 +226,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// (docs/observation.md). True by default for a main-queue context (the one a user
     /// interface reads), false for the others: an object reports its first read by making an
     /// `ObservationRegistrar`, a few allocations that a background context reading thousands of
-    /// objects need not pay (15–25 % of a walk over 100,000 objects' values, measured).
+    /// objects need not pay.
     public var isObservationEnabled: Bool {
         get { observationEnabled }
         set { onQueue { observationEnabled = newValue } }

@@ -12,7 +12,7 @@ import Synchronization
 /// reading its ID again makes a new fault.
 ///
 /// Not through a `weak` reference: a weak reference gives every managed object a side table,
-/// which slows each retain and release of it (measured: a quarter of a bulk insert's time).
+/// which sends each retain and release of it through the runtime's slow path.
 /// The registry keeps a ``LeanWeakReference`` instead (weak, without the side table), and the
 /// object reports its end: its `deinit` appends its ID to the context's ``RetiredObjects``
 /// (through its ``ContextLink``), and the registry drops those entries before it is next read.
@@ -90,11 +90,10 @@ typealias RetiredObjects = LockedInbox<(ManagedObjectID, ObjectIdentifier)>
 ///
 /// Not a `weak` reference in each object: that gives the context a side table, and then every
 /// retain and release of it — one for each `setValue`, fault fire and fetched object — takes
-/// the runtime's slow path (measured: a twentieth of a bulk insert, and of a fetch). The context
-/// clears ``context`` as it ends, once for all its objects; an object taken out of its context
-/// drops its link. The link itself is held strongly by the objects, so an object ending on any
-/// thread, even while its context ends, reports to an inbox that is still there and never
-/// reaches the context.
+/// the runtime's slow path. The context clears ``context`` as it ends, once for all its objects;
+/// an object taken out of its context drops its link. The link itself is held strongly by the
+/// objects, so an object ending on any thread, even while its context ends, reports to an inbox
+/// that is still there and never reaches the context.
 final class ContextLink: @unchecked Sendable {
     /// The context; nil once it has ended. Read on the context's queue (its objects never cross
     /// queues), and cleared by its `deinit`, wherever that runs: the context must not end on

@@ -24,7 +24,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 
     // The row cache and its counters are read and changed only under `lock`, by code that calls
     // out to nothing while it does (freeing a snapshot frees only its row): no dynamic
-    // exclusivity check, which took a few percent of every fetch.
+    // exclusivity check, which every fetch would pay on each access.
     @exclusivity(unchecked) private var cache = ObjectIDTable<RowSnapshot>()
     @exclusivity(unchecked) private var statistics = RowCacheStatistics()
     /// Hits of faults that fired from the values a fetch gave them (counted without the lock).

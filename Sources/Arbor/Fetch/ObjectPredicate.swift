@@ -259,7 +259,7 @@ extension PredicateValue {
     static func from(_ value: Any?) throws -> PredicateValue {
         guard let value else { return .null }
         // The common argument types first, by exact type: a cast to a protocol existential
-        // searches the runtime's conformance tables (a tenth of parsing a format).
+        // searches the runtime's conformance tables, for every argument.
         switch ObjectIdentifier(type(of: value)) {
         case ObjectIdentifier(Int.self): return .int(Int64(value as! Int))
         case ObjectIdentifier(Int64.self): return .int(value as! Int64)

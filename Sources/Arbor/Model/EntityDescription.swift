@@ -90,7 +90,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     private(set) var hasToManyRelationships = false
     /// The names of the to-many relationships (inherited ones included): a filled fault's
     /// unloaded relationships, shared by every such fault (one set, no allocation or hashing per
-    /// object — building it per object was an eighth of fetching employees).
+    /// object fetched).
     private(set) var toManyRelationshipNames: Set<String> = []
 
     init(_ spec: Entity, problems: inout [String]) {

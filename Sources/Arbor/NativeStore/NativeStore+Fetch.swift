@@ -428,8 +428,7 @@ extension NativeStore {
         /// Takes one row read through an index (its key, and its bytes lent from the page):
         /// false to stop. Such rows mostly match, so each is decoded whole at once; a scan
         /// (below) mostly rejects rows and tests them on their bytes, through a `RawRow`, before
-        /// decoding any (measured: testing index rows that way first cost index fetches a third
-        /// of their speed).
+        /// decoding any, which for rows that mostly match would be work done twice.
         func take(_ key: Int64, _ bytes: UnsafeRawBufferPointer) throws -> Bool {
             let rowEntity = try rowEntity(bytes) { key }
             if rowEntity !== entity {

@@ -82,8 +82,8 @@ final class RowWriter {
     /// Temporary IDs' serial numbers are handed out in sequence, so the new objects of a save
     /// made one after the other have consecutive ones: a new object's position among the inserted
     /// rows is then its serial number's distance from the first's (checked against the row
-    /// there). Only IDs out of that run make the mapping (an import's largest table otherwise:
-    /// 19 MB for 400,000 objects, at the save's peak).
+    /// there). Only IDs out of that run make the mapping (otherwise an import's largest table,
+    /// an entry per new object at the save's peak).
     func permanent(_ id: ManagedObjectID) -> ManagedObjectID {
         guard id.isTemporaryID else { return id }
         if !insertedIDs.isEmpty, let first = firstInsertedID, first.isTemporaryID {
@@ -171,8 +171,8 @@ final class RowWriter {
         insertedIDs = (0..<changes.insertedCount).map(changes.insertedID(at:))
         // Positions of the temporary IDs, by hierarchy (a handful of hierarchies at most: a
         // list, and the last one met tried first), as runs of consecutive positions (an
-        // import's new objects come in runs of one entity: a position each was 7 MB for
-        // 400,000 objects, at the save's peak).
+        // import's new objects come in runs of one entity: a range per run, where a position
+        // per object would add to the save's peak memory).
         var groups: [(root: EntityDescription, runs: [Range<Int>], count: Int)] = []
         var last = -1
         for position in insertedIDs.indices where insertedIDs[position].isTemporaryID {
@@ -268,7 +268,7 @@ final class RowWriter {
         // A new row made on demand lives only while it is written. The foreign-key and index
         // entries of many new rows are gathered and put tree by tree in key order (``flushPuts()``).
         // (A batch insert's only: a context's import puts them as it goes, which leaves its
-        // trees smaller and is as fast — measured, docs/performance.md.)
+        // trees smaller at no extra cost; docs/performance.md.)
         deferredPuts = changes.origin.kind == .batchInsert && insertedIDs.count >= Self.putsDeferredFrom ? [:] : nil
         for position in 0..<insertedIDs.count {
             let id = insertedIDs[position], row = changes.insertedRow(at: position)

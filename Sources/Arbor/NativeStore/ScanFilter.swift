@@ -339,10 +339,9 @@ final class ScanFilter {
     /// (including a row whose components cannot be located: the evaluator reports it).
     ///
     /// Components are located lazily, only as far as the tests evaluated read: a test that
-    /// rejects a row on an early component spares locating the later ones (measured: skipping a
-    /// string to reach the component after it was a sixth of a scan). A row rejected that way
-    /// is not checked beyond what was read; rows that match are decoded whole, which checks
-    /// every component.
+    /// rejects a row on an early component spares locating the later ones (each string before a
+    /// component is skipped to reach it). A row rejected that way is not checked beyond what
+    /// was read; rows that match are decoded whole, which checks every component.
     func decide(_ row: UnsafeRawBufferPointer) -> Bool? {
         guard compiled else { return nil }
         recordLocated = -1

@@ -3,9 +3,9 @@
 /// IDs and translates their relationships with it.
 ///
 /// Kept in an ``ObjectIDTable`` (temporary IDs' serial numbers come in sequence, so they index
-/// chunks of slots, no hashing), with the old IDs in a list for going through the pairs: about
-/// 40 bytes per ID, where a `[ManagedObjectID: ManagedObjectID]` took 125 — 50 MB of a
-/// 400,000-object import's peak, twice (docs/performance.md, "Memory").
+/// chunks of slots, no hashing), with the old IDs in a list for going through the pairs: a
+/// fraction of a `[ManagedObjectID: ManagedObjectID]`'s bytes per ID, which counts at an
+/// import's peak memory (docs/performance.md, "Memory").
 ///
 /// Not thread-safe: it belongs to the save that made it (what crosses to child contexts is
 /// ``dictionary``).
@@ -41,8 +41,8 @@ final class IDMapping {
     /// `first` — the old ID at position `i` is the temporary ID of `first`'s namespace whose key
     /// is `first.key - i`, every one of them the caller's (serial numbers are unique in a
     /// namespace) — becoming `new`, in order: no table and no list (an import's new objects,
-    /// made one after another and saved to one store, are such a run: a table was 19 MB for
-    /// 400,000 objects, at the save's peak). More pairs may be added to it.
+    /// made one after another and saved to one store, are such a run, which then holds nothing
+    /// per object at the save's peak). More pairs may be added to it.
     convenience init(run first: ManagedObjectID, new: [ManagedObjectID]) {
         self.init()
         runFirst = first

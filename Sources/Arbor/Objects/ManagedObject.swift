@@ -69,9 +69,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     @exclusivity(unchecked) var link: ContextLink?
 
     // The values, the committed values and the changed slots are changed in place on every
-    // `setValue`: their storage has no dynamic exclusivity check (about a tenth of a bulk
-    // insert's time). Only Arbor's own code changes them, and none of it calls out — to hooks,
-    // observers or subclasses — while it does.
+    // `setValue`: their storage has no dynamic exclusivity check, a runtime call per access.
+    // Only Arbor's own code changes them, and none of it calls out — to hooks, observers or
+    // subclasses — while it does.
 
     /// The values in memory: persistent and transient, as the application sees them.
     var values: PropertyStorage {
@@ -107,7 +107,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// values gives the committed values their own reference first.
     @exclusivity(unchecked) private var committedIsValues = false
     // The flags follow one another: a class's fields are laid out in the order declared, and a
-    // flag between two 8-byte fields took 8 bytes (24 bytes of padding per object, measured).
+    // flag between two 8-byte fields takes 8 bytes, 7 of them padding.
     /// Whether the persistent values have not been loaded.
     var faulted = false
     var insertedFlag = false
@@ -120,8 +120,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// Whether the object's row is known to be gone (a fault fired and found none, or the object
     /// names a temporary ID its context does not have): ``Inaccessibility/rowMissing``.
     var rowMissing = false
-    // Two 32-bit numbers after the flags fill their word (an object's instance size decides an
-    // import's memory: 176 bytes took a 192-byte block of malloc's, 152 bytes take 160).
+    // Two 32-bit numbers after the flags fill their word (an object's instance size, rounded up
+    // to one of malloc's block sizes, decides an import's memory).
     /// The object's place in its context's inserted, updated or deleted ``ChangeList`` (-1: none).
     var changeSlot: Int32 = -1
     /// The last save (by the context's count of saves, ``ManagedObjectContext/saveCount``) whose

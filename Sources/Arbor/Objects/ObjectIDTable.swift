@@ -10,16 +10,16 @@ import Foundation
 /// indexed by key, a chunk made when a key in it is first stored. IDs come in runs of one
 /// entity, so the pair last used is checked first; the others are few and searched in order. A
 /// lookup is then a comparison and two array reads — against a hash of the ID, a probe and a
-/// comparison of 40-byte keys (a fifth of a fault fire's time, measured). Temporary IDs'
+/// comparison of 40-byte keys, on every fault fire. Temporary IDs'
 /// serial numbers are sequential too, and go into tables of their own (a key's sign is part of a
 /// table's identity). A table spans the keys it has seen; keys too far from them go to a
 /// dictionary. A chunk left empty is freed, a few kept for reuse.
 ///
 /// The table owns its memory: the tables are one allocation and a chunk's slots another, read
 /// and written in place. A set is then one store into its slot, where nested arrays of arrays
-/// checked each level's uniqueness (copy on write) and retained and released each level's
-/// buffer several times per set: a tenth of a range query's instructions, measured. The table
-/// is therefore noncopyable (a copy would share, and free, the same memory).
+/// would check each level's uniqueness (copy on write) and retain and release each level's
+/// buffer several times per set. The table is therefore noncopyable (a copy would share, and
+/// free, the same memory).
 ///
 /// Not thread-safe: its owner guards it (the coordinator's lock, the context's queue).
 struct ObjectIDTable<Value>: ~Copyable {

@@ -40,7 +40,7 @@ final class PropertyLayout: Sendable {
     /// Reserved and appended to: that path is specialized here and finds the array's storage
     /// type through a cached accessor, where `init(unsafeUninitializedCapacity:)` and
     /// `init(repeating:count:)` look it up in the runtime's generic metadata table for every
-    /// array (measured: about a third faster to make).
+    /// array.
     @inline(__always)
     func makeSlots() -> [PropertyValue?] {
         var slots: [PropertyValue?] = []
@@ -52,8 +52,8 @@ final class PropertyLayout: Sendable {
 
 /// The slots of names, by name: an open-addressing table, each candidate compared with `==`.
 /// Every `value(forKey:)` and `setValue(_:forKey:)` looks its key up here: a `[String: Int]`
-/// hashed each key with SipHash, about 360 instructions a lookup (measured); ASCII names are
-/// hashed here over their bytes (FNV-1a), in a fraction of that.
+/// would hash each key with SipHash, a keyed hash far costlier than these short names need;
+/// ASCII names are hashed here over their bytes (FNV-1a).
 ///
 /// Strings are equal when canonically equivalent, and some non-ASCII strings equal ASCII ones
 /// (the Kelvin sign is "K"), so bytes hash only where that cannot matter: a table with a
@@ -97,8 +97,8 @@ struct NameIndex: @unchecked Sendable {
     /// FNV-1a over an ASCII name's bytes; nil for a name that is not ASCII.
     @inline(__always)
     private static func byteHash(_ name: String) -> Int? {
-        // Through the contiguous bytes (a small string's on the stack): iterating `utf8` took
-        // as long as SipHash.
+        // Through the contiguous bytes (a small string's on the stack): iterating `utf8`
+        // advances a `String.Index` per byte, undoing the gain over SipHash.
         var name = name
         return name.withUTF8 { bytes -> Int? in
             var hash: UInt64 = 0xcbf2_9ce4_8422_2325
@@ -138,7 +138,7 @@ struct NameIndex: @unchecked Sendable {
 struct PropertyStorage: Equatable, Sequence, Sendable {
     /// The layout of the slots. Not counted: layouts are never freed (``PropertyLayout/named(_:)``),
     /// and storage is copied and dropped with every row and object, where counting the shared
-    /// layout took a dozen atomic operations per fetched object.
+    /// layout would add atomic operations to each copy and drop.
     unowned(unsafe) let layout: PropertyLayout
     /// One value per name of the layout — or none at all, for storage never written: the empty
     /// array is the runtime's shared one, whose reference counts cost nothing (a new fault's
@@ -212,9 +212,8 @@ struct PropertyStorage: Equatable, Sequence, Sendable {
     ///
     /// New objects join a to-many value at its end, so only the run from the first replaced ID
     /// on is taken off and appended again: a save's new objects cost their own number of
-    /// hashings, not the whole set's. Rebuilding the whole set, after asking `newID` about every
-    /// member, was 23 % of the instructions of a dependent's debug-build import of 20,000
-    /// issues into 50 projects, saved every 1,000 (Benchmarks/DependentImport).
+    /// hashings, not the whole set's; rebuilding it would ask `newID` about, and hash, every
+    /// member on every save, work that grows with the set as an import fills it.
     private static func replace(in ids: inout OrderedSet<ManagedObjectID>, from first: Int,
                                 _ newID: (ManagedObjectID) -> ManagedObjectID?) {
         let tail = Array(ids.elements[first..<ids.count])

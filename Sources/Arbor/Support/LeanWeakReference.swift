@@ -10,8 +10,7 @@ import CSwiftRuntime
 /// then on every retain and release of the object takes the runtime's slow path. Contexts (held
 /// weakly by their coordinator and parent) and model descriptions (an entity's superentity, a
 /// relationship's entities and inverse) are retained and released for every object a save,
-/// fetch or insert handles: their slow path was an eighth of an import's time and of a batch
-/// insert's (measured with perf, RelationalReport).
+/// fetch or insert handles, so the runtime's slow path there would be paid per object.
 ///
 /// This reference behaves like `weak` — ``object`` is nil once the object has ended, on any
 /// thread, and never traps — without the side table: it holds an `unowned` reference, which

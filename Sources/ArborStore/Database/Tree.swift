@@ -224,7 +224,7 @@ public final class Tree {
         // page is, so the next scan finds it there (docs/architecture.md, "Page cache"). The
         // first leaves are read as any page is, before the tree's size is asked: most scans
         // (a prefix, a range of a few entries) end there, and counting a large tree's pages
-        // read its interior nodes each time (a ninth of a cascading delete's time).
+        // would read all its interior nodes for each of them.
         let cache = transaction.pager.cache
         if cache.scanning {
             _ = try visit(nil)

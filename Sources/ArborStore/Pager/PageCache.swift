@@ -43,11 +43,11 @@ public struct PageCacheStatistics: Sendable, Equatable {
 /// table (linear probing, backward-shift deletion, multiplicative hash) from page number to frame.
 /// Frame images live in one page-aligned block allocated at capacity; the system maps its pages
 /// only when they are first touched, so a large budget costs nothing until it is used. (One
-/// 4 KiB `malloc` per frame, as before, put every image 16 bytes past a page boundary and made a
-/// full scan 35 % slower: copies into such buffers run into the CPU's 4 KiB aliasing.) The
-/// properties are `@exclusivity(unchecked)`: the cache belongs to one pager, which is used from one
-/// thread at a time and never re-enters it, and dynamic exclusivity checks were a fifth of the
-/// instructions of a cached lookup (see docs/performance.md).
+/// 4 KiB `malloc` per frame would put every image 16 bytes past a page boundary, where copies
+/// into it run into the CPU's 4 KiB aliasing.) The properties are `@exclusivity(unchecked)`:
+/// the cache belongs to one pager, which is used from one thread at a time and never re-enters
+/// it, and dynamic exclusivity checks would add runtime calls to that hot path (see
+/// docs/performance.md).
 final class PageCache {
     struct Frame {
         var page: PageNumber = 0

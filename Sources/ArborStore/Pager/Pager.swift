@@ -391,8 +391,8 @@ public final class Pager {
         // decode to the header this connection has, change counter included, nothing else needs
         // checking. Every commit changes the counter, so page 1 is then as it was when its
         // checksum was verified; the page itself is read and verified only when they differ
-        // (hashing all of it took about 4,000 instructions each time: a small query's 1% when it
-        // takes its lock afresh, as every query does once retained locks have expired).
+        // (hashing all of it would add a whole page's checksum to every query that takes its lock
+        // afresh, as every query does once retained locks have expired).
         if cacheChangeCounter != nil {
             let unchanged = try headerScratch.withUnsafeMutableBytes { bytes -> Bool in
                 guard try file.readFully(into: bytes, at: 0),

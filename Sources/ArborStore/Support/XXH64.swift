@@ -3,10 +3,10 @@
 /// XXH64, the 64-bit xxHash function, implemented from its published specification.
 ///
 /// The engine checksums every page and every journal record with it. Why XXH64 and not CRC32C:
-/// Swift has no portable access to the SSE4.2 CRC instruction, and a table-driven CRC32C runs at
-/// well under 1 GB/s, while XXH64 in plain Swift processes 8 bytes per multiply and runs at
-/// several GB/s (see `docs/file-format.md`, "Checksums", for the measurement). Its 64 bits also
-/// make an accidental match on a torn page vanishingly unlikely.
+/// Swift has no portable access to the SSE4.2 CRC instruction, and a table-driven CRC32C takes a
+/// table lookup per byte, while XXH64 in plain Swift processes 8 bytes per multiply (see
+/// `docs/file-format.md`, "Checksums"). Its 64 bits also make an accidental match on a torn page
+/// vanishingly unlikely.
 package enum XXH64 {
     static let prime1: UInt64 = 0x9E37_79B1_85EB_CA87
     static let prime2: UInt64 = 0xC2B2_AE3D_27D4_EB4F

@@ -59,14 +59,7 @@ METADATA_USERS = {
 
 # Check 3: files splitting key paths at dots themselves, with their count.
 KEY_PATH_OWNER = "Sources/Arbor/Objects/KeyPathEvaluator.swift"
-KEY_PATH_SPLITS = {
-    "Sources/Arbor/Context/ManagedObjectContext+Fetch.swift": (2, "to call KeyPathEvaluator.keys(of:)"),
-    "Sources/Arbor/Context/ManagedObjectContext+Values.swift": (1, "to call KeyPathEvaluator.keys(of:)"),
-    "Sources/Arbor/Fetch/FetchAnalysis.swift": (1, "to call KeyPathEvaluator.keys(of:)"),
-    "Sources/Arbor/Fetch/ObjectPredicate.swift": (2, "to call KeyPathEvaluator.keys(of:)"),
-    "Sources/Arbor/Fetch/ObjectSortDescriptor.swift": (1, "to call KeyPathEvaluator.keys(of:)"),
-    "Sources/Arbor/NativeStore/NativeStore+Aggregates.swift": (4, "to call KeyPathEvaluator.keys(of:)"),
-}
+KEY_PATH_SPLITS: dict = {}
 
 # Check 4: writes of a managed object's internal fields from Context/, by file. Each is a
 # place where the context reaches into the object's state instead of asking the object; to

@@ -442,7 +442,7 @@ extension ManagedObjectContext {
     func prefetch(_ keyPaths: [String], of objects: [ManagedObject]) throws {
         for keyPath in keyPaths {
             var level = objects
-            for key in keyPath.split(separator: ".").map(String.init) {
+            for key in KeyPathEvaluator.components(of: keyPath) where !key.isEmpty {
                 var next: [ManagedObject] = []
                 var seen = Set<ObjectIdentifier>()
                 // A to-many's destinations for every object of the level in one read (faults
@@ -565,7 +565,7 @@ extension ManagedObjectContext {
     func dictionaryRows(of objects: [ManagedObject], groupBy groupKeys: [String], properties: [PropertyToFetch], aggregates: Bool,
                         evaluator: PredicateEvaluator) throws -> [DictionaryRow] {
         func plain(_ object: ManagedObject, _ keyPath: String) throws -> Operand {
-            try evaluator.value(of: keyPath.split(separator: ".", omittingEmptySubsequences: false).map(String.init)[...], on: .object(object))
+            try evaluator.value(of: KeyPathEvaluator.components(of: keyPath)[...], on: .object(object))
         }
         func dictionary(_ members: [ManagedObject]) throws -> [String: any Sendable] {
             var result: [String: any Sendable] = [:]

@@ -225,7 +225,7 @@ final class ValueReader {
     private static func compile(_ keyPath: String, from entity: EntityDescription) -> [Step]? {
         var steps: [Step] = []
         var current: EntityDescription? = entity
-        let keys = keyPath.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        let keys = KeyPathEvaluator.components(of: keyPath)
         for (position, key) in keys.enumerated() {
             guard let entity = current else { steps = []; break }
             let last = position == keys.count - 1

@@ -106,7 +106,7 @@ struct FetchAnalysis {
             ArborError(.invalidFetchRequest, "\(entity.name) cannot be sorted by \(key): \(why) (a sort key is an attribute or a key path through to-one relationships)",
                        entity: entity.name, key: key)
         }
-        let keys = key.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        let keys = KeyPathEvaluator.components(of: key)
         guard keys.count <= KeyPathEvaluator.maximumKeys else { throw refuse("it has more than \(KeyPathEvaluator.maximumKeys) keys") }
         var current = entity
         for (position, name) in keys.enumerated() {

@@ -158,7 +158,7 @@ public indirect enum ObjectExpression: Sendable, Hashable {
 
     /// The key path `path` (keys separated by dots), on the evaluated object.
     public static func key(_ path: String) -> ObjectExpression {
-        .keyPath(path.split(separator: ".", omittingEmptySubsequences: false).map(String.init))
+        .keyPath(KeyPathEvaluator.components(of: path))
     }
 
     /// A constant.
@@ -168,7 +168,7 @@ public indirect enum ObjectExpression: Sendable, Hashable {
 
     /// This expression followed by the key path `path` (`$x.name`, `SUBQUERY(…).@count`).
     public func key(_ path: String) -> ObjectExpression {
-        let keys = path.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        let keys = KeyPathEvaluator.components(of: path)
         switch self {
         case .keyPath(let head): return .keyPath(head + keys)
         case .keyPathOn(let base, let head): return .keyPathOn(base, head + keys)

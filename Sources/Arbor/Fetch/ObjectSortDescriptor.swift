@@ -30,7 +30,7 @@ public struct ObjectSortDescriptor: Sendable, Hashable, CustomStringConvertible 
     }
 
     /// The keys of ``key``.
-    var keys: [String] { key.split(separator: ".", omittingEmptySubsequences: false).map(String.init) }
+    var keys: [String] { KeyPathEvaluator.components(of: key) }
 
     public var description: String {
         var text = key + (ascending ? " ascending" : " descending")

@@ -142,11 +142,11 @@ extension NativeStore {
     /// Whether this store can run `properties` grouped by `groupBy` for rows of `entity` on its
     /// rows: every key path readable on rows, every expression evaluable on a row.
     static func canGroup(_ properties: [PropertyToFetch], by groupBy: [String], of entity: EntityDescription) -> Bool {
-        var paths = groupBy.map { $0.split(separator: ".", omittingEmptySubsequences: false).map(String.init) }
+        var paths = groupBy.map { KeyPathEvaluator.components(of: $0) }
         for property in properties {
             switch property.kind {
             case .key(let path), .aggregate(_, let path):
-                paths.append(path.split(separator: ".", omittingEmptySubsequences: false).map(String.init))
+                paths.append(KeyPathEvaluator.components(of: path))
             case .expression(let expression):
                 guard FetchAnalysis.isRowEvaluable(expression, entity) else { return false }
             }
@@ -168,12 +168,12 @@ extension NativeStore {
         request.limit = 0
         try request.checkWindow()
         let plan = plan(request, entity: entity)
-        let groupPaths = grouping.groupBy.map { $0.split(separator: ".", omittingEmptySubsequences: false).map(String.init)[...] }
+        let groupPaths = grouping.groupBy.map { KeyPathEvaluator.components(of: $0)[...] }
         let properties = grouping.properties
         // Each property's key path (empty for an expression).
         let paths = properties.map { property -> ArraySlice<String> in
             switch property.kind {
-            case .key(let path), .aggregate(_, let path): path.split(separator: ".", omittingEmptySubsequences: false).map(String.init)[...]
+            case .key(let path), .aggregate(_, let path): KeyPathEvaluator.components(of: path)[...]
             case .expression: []
             }
         }

@@ -17,10 +17,9 @@ enum KeyPathEvaluator {
     /// checked against it.
     static let maximumKeys = 100
 
-    /// The keys of `keyPath`, split at dots.
-    ///
-    /// - Throws: ``ArborError/Code/unknownKey`` for a path of more than ``maximumKeys`` keys.
-    static func keys(of keyPath: String) throws -> [String] {
+    /// The keys of `keyPath`, split at dots: the one place a key path is split (empty keys
+    /// kept, so that a malformed path fails on its empty key, not silently).
+    static func components(of keyPath: String) -> [String] {
         // Split over the UTF-8 bytes (a dot is one byte, never inside another scalar): the
         // generic `split` and a `String` per `Substring` allocate per key on the hot path of
         // every key-path read.
@@ -36,6 +35,14 @@ enum KeyPathEvaluator {
             index = utf8.index(after: index)
         }
         keys.append(String(keyPath[start..<utf8.endIndex]))
+        return keys
+    }
+
+    /// The keys of `keyPath` (``components(of:)``), at most ``maximumKeys`` of them.
+    ///
+    /// - Throws: ``ArborError/Code/unknownKey`` for a path of more than ``maximumKeys`` keys.
+    static func keys(of keyPath: String) throws -> [String] {
+        let keys = components(of: keyPath)
         guard keys.count <= maximumKeys else {
             throw ArborError(.unknownKey, "a key path has \(keys.count) keys, more than the \(maximumKeys) allowed", key: String(keyPath.prefix(80)))
         }

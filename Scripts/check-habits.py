@@ -48,14 +48,7 @@ LONG_FUNCTIONS = {
 
 # Check 2: files other than the owner naming the metadata tree, with their count of uses.
 METADATA_OWNER = "Sources/Arbor/NativeStore/NativeStore+Metadata.swift"
-METADATA_USERS = {
-    "Sources/Arbor/Migration/NativeStore+StagedMigration.swift": (6, "to move into the metadata owner"),
-    "Sources/Arbor/NativeStore/NativeStore+History.swift": (2, "to move into the metadata owner"),
-    "Sources/Arbor/NativeStore/NativeStore+Migration.swift": (1, "to move into the metadata owner"),
-    "Sources/Arbor/NativeStore/NativeStore+PersistentHistory.swift": (4, "to move into the metadata owner"),
-    "Sources/Arbor/NativeStore/NativeStore+RemoteChanges.swift": (1, "to move into the metadata owner"),
-    "Sources/Arbor/NativeStore/NativeStore.swift": (1, "to move into the metadata owner"),
-}
+METADATA_USERS: dict = {}
 
 # Check 3: files splitting key paths at dots themselves, with their count.
 KEY_PATH_OWNER = "Sources/Arbor/Objects/KeyPathEvaluator.swift"

@@ -57,7 +57,7 @@ extension NativeStore {
         let recorded = try storeError("read the model of \(path)", code: .storeOpen) {
             try database.read { transaction -> [String: String]? in
                 // Not an Arbor store (yet): the ordinary open makes it, or says why it cannot.
-                try transaction.tree(named: "arbor.metadata").flatMap(recordedEntityHashes)
+                try NativeStore.metadata(in: transaction).flatMap(recordedEntityHashes)
             }
         }
         guard let recorded, let start = plan.version(withEntityHashes: recorded), start < plan.versions.count - 1 else { return .notNeeded }
@@ -138,7 +138,7 @@ private struct StagedMigration {
         // transaction the caller holds; the working file's name passes from step to step.
         for file in workFiles { try remove(file) }
         // The store was read at a version of the plan before the lock was taken: checked again.
-        guard let metadata = try store.tree(named: "arbor.metadata"), let hashes = try NativeStore.recordedEntityHashes(metadata) else {
+        guard let metadata = try NativeStore.metadata(in: store), let hashes = try NativeStore.recordedEntityHashes(metadata) else {
             throw ArborError(.storeOpen, "the Arbor metadata of \(path) is missing or damaged")
         }
         guard plan.version(withEntityHashes: hashes) == start else {
@@ -188,7 +188,7 @@ private struct StagedMigration {
         let result = try Database(path: working, options: workingOptions(pageSize: pageSize))
         defer { result.close() }
         try result.read { from in
-            guard let hashes = try from.tree(named: "arbor.metadata").flatMap(NativeStore.recordedEntityHashes) else {
+            guard let hashes = try NativeStore.metadata(in: from).flatMap(NativeStore.recordedEntityHashes) else {
                 throw ArborError(.storeOpen, "the migrated copy of \(path) has no Arbor metadata; the store is as it was")
             }
             guard hashes == StoreModelVersion.entityHashes(of: plan.versions.last!) else {
@@ -239,7 +239,7 @@ private struct CustomStage {
                                           migration: .never)
         defer { sourceStore.close() }
         let (identifier, history) = try sourceStore.database.read { transaction -> ([UInt8], [StoreModelVersion]) in
-            let metadata = try transaction.tree(named: "arbor.metadata")!
+            let metadata = try NativeStore.requiredMetadata(in: transaction)
             return (try metadata.get(Array("uuid".utf8)) ?? [], try NativeStore.recordedHistory(metadata, path: source) ?? [])
         }
         let destinationStore = try NativeStore(path: destination, type: "native", model: new, configuration: configuration, options: options,
@@ -277,12 +277,12 @@ private struct CustomStage {
         context.destination.reset()
         context.source.reset()
         try destinationStore.database.write { transaction in
-            let metadata = try transaction.tree(named: "arbor.metadata")!
+            let metadata = try NativeStore.requiredMetadata(in: transaction)
             if identifier.count == 16 { try metadata.put(Array("uuid".utf8), identifier) }
             // Persistent history goes on where it was (its numbering too: tokens stay valid);
             // the stage's own writes are not recorded (docs/history.md, "Migrations").
             try sourceStore.database.read { from in
-                guard try from.tree(named: "arbor.metadata")?.get(NativeStore.trackingKey) != nil else { return }
+                guard try NativeStore.metadata(in: from)?.get(NativeStore.trackingKey) != nil else { return }
                 for name in [HistoryRecords.transactionsTree, HistoryRecords.changesTree] {
                     if let tree = try from.tree(named: name) { _ = try transaction.copyTree(tree) }
                 }

@@ -116,7 +116,7 @@ extension NativeStore {
     func recordMissingHistory() throws {
         try Self.storeError("record the model history of \(path ?? "memory")", code: .storeOpen) {
             try database.write { transaction in
-                let metadata = try transaction.tree(named: "arbor.metadata", create: true)!
+                let metadata = try NativeStore.metadata(creatingIn: transaction)
                 guard try metadata.get(Self.historyKey) == nil else { return }
                 try metadata.put(Self.historyKey, try Self.historyBytes([StoreModelVersion(first: model, recorded: Date(), synthesized: true)]))
             }
@@ -166,7 +166,7 @@ extension NativeStore {
         defer { database.close() }
         return try storeError(what(), code: .storeOpen) {
             try database.read { transaction -> R in
-                guard let metadata = try transaction.tree(named: "arbor.metadata") else {
+                guard let metadata = try NativeStore.metadata(in: transaction) else {
                     throw ArborError(.storeOpen, "\(path) is not an Arbor store: it has no arbor.metadata tree")
                 }
                 return try body(metadata)

@@ -6,6 +6,34 @@ import Foundation
 /// model hashes, row layout, column orders, fills, the entity list, the rules' fingerprint — and
 /// recording what an older store lacks.
 extension NativeStore {
+    /// The name of the tree that holds a native store's metadata; only this file names it.
+    private static let metadataTreeName = "arbor.metadata"
+
+    /// The metadata tree in `transaction` (nil: the file records none, as an empty one).
+    static func metadata(in transaction: ReadTransaction) throws -> Tree? {
+        try transaction.tree(named: metadataTreeName)
+    }
+
+    /// The metadata tree in `transaction`, which a store that is being written must have.
+    ///
+    /// - Throws: ``ArborError/Code/store`` when the file records none.
+    static func requiredMetadata(in transaction: ReadTransaction) throws -> Tree {
+        guard let tree = try metadata(in: transaction) else {
+            throw ArborError(.store, "the store file records no \(metadataTreeName) tree: it is not an Arbor store, or it is damaged")
+        }
+        return tree
+    }
+
+    /// The metadata tree in `transaction`, made when missing.
+    static func metadata(creatingIn transaction: WriteTransaction) throws -> Tree {
+        guard let tree = try transaction.tree(named: metadataTreeName, create: true) else {
+            throw ArborError(.storeSave, "the store's \(metadataTreeName) tree could not be made")
+        }
+        return tree
+    }
+}
+
+extension NativeStore {
     /// The entity version hashes (hexadecimal, by entity name) in a store's recorded `hashes`:
     /// the row-layout and fills markers left out.
     static func entityHashes(_ recorded: [String: String]) -> [String: String] {
@@ -76,7 +104,7 @@ extension NativeStore {
         guard !orders.isEmpty else { return }
         try Self.storeError("record the column order of \(path ?? "memory")", code: .storeOpen) {
             try database.write { transaction in
-                let metadata = try transaction.tree(named: "arbor.metadata", create: true)!
+                let metadata = try NativeStore.metadata(creatingIn: transaction)
                 for (entity, order) in orders where try metadata.get(Self.columnsKey(entity)) == nil {
                     try metadata.put(Self.columnsKey(entity), Array(try JSONEncoder().encode(order)))
                 }
@@ -113,7 +141,7 @@ extension NativeStore {
     func recordMissingSchema() throws {
         try Self.storeError("record the schema of \(path ?? "memory")", code: .storeOpen) {
             try database.write { transaction in
-                try transaction.tree(named: "arbor.metadata", create: true)!.put(Array("schema".utf8), try Self.schemaBytes(model))
+                try NativeStore.metadata(creatingIn: transaction).put(Array("schema".utf8), try Self.schemaBytes(model))
             }
         }
     }
@@ -145,7 +173,7 @@ extension NativeStore {
         // Long: what opening finds, decided in order (not an Arbor store, damaged, a model to
         // migrate from, a change of rules only, as recorded), each branch making its `Recorded`
         // from the same metadata reads.
-        guard let metadata = try transaction.tree(named: "arbor.metadata") else {
+        guard let metadata = try NativeStore.metadata(in: transaction) else {
             let trees = try transaction.trees()
             guard trees.isEmpty else {
                 throw ArborError(.storeOpen, "\(path) is a database but not an Arbor store: it has \(trees.count) trees and no arbor.metadata")

@@ -151,7 +151,7 @@ private struct MigrationRun {
         // Long: the five numbered steps of one lightweight migration in one write transaction, in
         // the order that keeps it all-or-nothing: check, trees, rows, derived trees, and the
         // metadata last.
-        guard let metadata = try transaction.tree(named: "arbor.metadata"), try metadata.get(Array("hashes".utf8)) == plan.oldHashBytes else {
+        guard let metadata = try NativeStore.metadata(in: transaction), try metadata.get(Array("hashes".utf8)) == plan.oldHashBytes else {
             throw ArborError(.storeOpen, "\(store.path ?? "memory") changed while it was being opened (another connection migrated it); open it again")
         }
         // 1. The rows allow the new model? Nothing is written before this is known.

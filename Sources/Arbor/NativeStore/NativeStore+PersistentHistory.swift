@@ -35,7 +35,7 @@ extension NativeStore {
         case (.on, false):
             try storeError("start recording the persistent history of \(path)", code: .storeOpen) {
                 try database.write { transaction in
-                    let metadata = try transaction.tree(named: "arbor.metadata", create: true)!
+                    let metadata = try NativeStore.metadata(creatingIn: transaction)
                     try metadata.put(trackingKey, [1])
                     try setTrackingHash(true, metadata: metadata)
                 }
@@ -45,7 +45,7 @@ extension NativeStore {
         case (.dropRecorded, true):
             try storeError("delete the persistent history of \(path)", code: .storeOpen) {
                 try database.write { transaction in
-                    let metadata = try transaction.tree(named: "arbor.metadata", create: true)!
+                    let metadata = try NativeStore.metadata(creatingIn: transaction)
                     if let transactions = try transaction.tree(named: HistoryRecords.transactionsTree) {
                         // The tree stays, emptied: its sequence goes on, so that a number is never
                         // handed out twice, and every token up to the last number has expired.
@@ -130,7 +130,7 @@ extension NativeStore {
         try Self.storeError("read the persistent history of \(path ?? "memory")") {
             try database.read { transaction in
                 if token {
-                    let trimmed = try Self.trimmedMark(metadata: transaction.tree(named: "arbor.metadata"))
+                    let trimmed = try Self.trimmedMark(metadata: NativeStore.metadata(in: transaction))
                     if after < trimmed {
                         throw ArborError(.persistentHistoryTokenExpired,
                                          "the history token names transaction \(after) of store \(identifier), but the history up to transaction \(trimmed) was deleted: "
@@ -196,7 +196,7 @@ extension NativeStore {
                     return true
                 }
                 guard let last else { return 0 }
-                try Self.raiseTrimmedMark(to: last, metadata: transaction.tree(named: "arbor.metadata", create: true)!)
+                try Self.raiseTrimmedMark(to: last, metadata: NativeStore.metadata(creatingIn: transaction))
                 if let changes = try transaction.tree(named: HistoryRecords.changesTree) {
                     var keys: [[UInt8]] = []
                     try changes.forEach { key, _ in

@@ -57,7 +57,7 @@ extension NativeStore {
     /// Throws when the file's tracking flag says otherwise than ``tracksHistory``.
     private func checkTracking(_ transaction: WriteTransaction) throws {
         guard !historySuspended else { return }
-        let recorded = try transaction.tree(named: "arbor.metadata")?.get(Self.trackingKey) != nil
+        let recorded = try NativeStore.metadata(in: transaction)?.get(Self.trackingKey) != nil
         guard recorded != tracksHistory else { return }
         let file = path ?? "memory"
         throw ArborError(.storeSave, recorded

@@ -133,7 +133,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
             if let recorded = try database.read({ try Self.recordedIdentifier($0, model: model, path: path, migration: migrating) }) { return recorded }
             return try database.write { transaction -> Recorded in
                 if let recorded = try Self.recordedIdentifier(transaction, model: model, path: path, migration: migrating) { return recorded }
-                let metadata = try transaction.tree(named: "arbor.metadata", create: true)!
+                let metadata = try NativeStore.metadata(creatingIn: transaction)
                 let uuid = UUID()
                 try metadata.put(Array("uuid".utf8), withUnsafeBytes(of: uuid.uuid) { Array($0) })
                 if newRowLayout != .declared { try metadata.put(Array("rows".utf8), [newRowLayout.rawValue]) }

@@ -19,10 +19,8 @@ struct Backup: ParsableCommand {
 
     func run() throws {
         try reportingErrors {
-            var options = DatabaseOptions()
-            options.create = false
-            options.busyTimeout = .seconds(30)
-            let database = try Database(path: file, options: options)
+            // Other processes may hold the file for a while: a copy or a compaction waits longer.
+            let database = try openDatabase(file, readOnly: false, busyTimeout: .seconds(30))
             defer { database.close() }
             let report = try database.backup(to: destination)
             print("\(file): copied into \(destination): \(report)")
@@ -47,10 +45,8 @@ struct Vacuum: ParsableCommand {
 
     func run() throws {
         try reportingErrors {
-            var options = DatabaseOptions()
-            options.create = false
-            options.busyTimeout = .seconds(30)
-            let database = try Database(path: file, options: options)
+            // Other processes may hold the file for a while: a copy or a compaction waits longer.
+            let database = try openDatabase(file, readOnly: false, busyTimeout: .seconds(30))
             defer { database.close() }
             let report = try database.compact()
             print("\(file): compacted: \(report)")

@@ -57,12 +57,12 @@ func hexString(_ bytes: [UInt8]) -> String {
     return String(decoding: output, as: UTF8.self)
 }
 
-/// Opens a database for a command.
-func openDatabase(_ path: String, readOnly: Bool, create: Bool = false) throws -> Database {
+/// Opens a database for a command, waiting up to `busyTimeout` for other connections' locks.
+func openDatabase(_ path: String, readOnly: Bool, create: Bool = false, busyTimeout: Duration = .seconds(5)) throws -> Database {
     var options = DatabaseOptions()
     options.readOnly = readOnly
     options.create = create
-    options.busyTimeout = .seconds(5)
+    options.busyTimeout = busyTimeout
     return try Database(path: path, options: options)
 }
 

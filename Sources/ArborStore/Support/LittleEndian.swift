@@ -27,6 +27,8 @@ extension UnsafeRawBufferPointer {
     }
 }
 
+// The mutable buffer's loads repeat the immutable ones rather than forward to them: forwarding
+// would add a conversion and a call per load in unoptimised builds, on the same hot paths.
 extension UnsafeMutableRawBufferPointer {
     @inline(__always)
     func loadLE(_: UInt16.Type, at offset: Int) -> UInt16 {

@@ -19,9 +19,12 @@ Six checks:
    starting `// Safety:`;
 6. a doc reference (`docs/X.md, "Section"`, `[X.md](X.md), "Section"`) naming a heading, or a
    bold run-in label (`**Section.**` opening a paragraph or a list item), that the file does not
-   have.
+   have;
+7. key paths walked over the model by hand: a `for` loop in Sources/Arbor that looks properties
+   up by name (`relationshipsByName[…]`, `attributesByName[…]`) and steps a variable along
+   (`current = next`) outside the walker's owner, `ModelKeyPath`.
 
-Checks 2 to 5 hold today's uses in allow-lists below, by file and count: a new file or a higher
+Checks 2 to 5 and 7 hold today's uses in allow-lists below, by file and count: a new file or a higher
 count fails; a lower count is noted (lower the number in the same commit). `--report` prints
 what every check counted, file by file. Python 3 only, no dependencies; well under a second.
 
@@ -53,6 +56,16 @@ METADATA_USERS: dict = {}
 # Check 3: files splitting key paths at dots themselves, with their count.
 KEY_PATH_OWNER = "Sources/Arbor/Objects/KeyPathEvaluator.swift"
 KEY_PATH_SPLITS: dict = {}
+
+# Check 7: `for` loops stepping over the model by property names, by file and count (with why).
+MODEL_WALK_OWNER = "Sources/Arbor/Model/ModelKeyPath.swift"
+MODEL_WALKS = {
+    "Sources/Arbor/Context/ManagedObjectContext+Fetch.swift":
+        (1, "prefetch(_:of:) walks objects level by level, each object's own entity naming the next key"),
+    "Sources/Arbor/Objects/ManagedObject+KeyValueCoding.swift":
+        (1, "setValue(_:forKeyPath:) walks objects, not descriptions: each object's own entity (a "
+            "sub-entity's, perhaps) names the next key, so the path cannot be resolved once"),
+}
 
 # Check 4: writes of a managed object's internal fields from Context/, by file. Each is a
 # place where the context reaches into the object's state instead of asking the object; to
@@ -268,7 +281,8 @@ findings = []
 notes = []
 report = {}
 # The check running, and how many findings each check made (for the summary).
-CHECKS = ["long functions", "metadata key", "key path splits", "object fields", "unsafe constructs", "doc references"]
+CHECKS = ["long functions", "metadata key", "key path splits", "object fields", "unsafe constructs", "doc references",
+          "model walks"]
 per_check = dict.fromkeys(CHECKS, 0)
 running = [CHECKS[0]]
 
@@ -544,6 +558,47 @@ def check_doc_references():
     report["doc references"] = {"allow-listed": len(allowed_seen), "total": count}
 
 
+# --- 7. Model walks --------------------------------------------------------------------------
+
+FOR_LOOP = re.compile(r"^[ \t]*for\b[^{\n]*\{", re.M)
+BY_NAME = re.compile(r"\b(?:relationshipsByName|attributesByName)\[")
+STEP = re.compile(r"^[ \t]*\w+\s*=(?!=)\s*[\w.!?]+\s*$", re.M)
+
+
+def check_model_walks():
+    """A `for` loop whose body looks properties up by name and steps a variable to the next
+    (a bare `name = other` line) walks a key path over the model: ModelKeyPath's job."""
+    uses = {}
+    for path in (p for p in SWIFT if p.startswith("Sources/Arbor/") and p != MODEL_WALK_OWNER):
+        source = SOURCES[path]
+        code = source.code
+        flagged_until = -1
+        for match in FOR_LOOP.finditer(code):
+            if match.start() < flagged_until:
+                continue  # inside a loop already counted
+            depth, end = 0, match.end() - 1
+            for end in range(match.end() - 1, len(code)):
+                depth += {"{": 1, "}": -1}.get(code[end], 0)
+                if depth == 0:
+                    break
+            body = code[match.end():end]
+            if BY_NAME.search(body) and STEP.search(body):
+                flagged_until = end
+                uses.setdefault(path, []).append(source.line_of(match.start()) + (1 if code[match.start()] == "\n" else 0))
+    what = "a key path walked over the model by hand: resolve it with ModelKeyPath"
+    for path, lines in sorted(uses.items()):
+        limit = MODEL_WALKS.get(path, (0, ""))[0]
+        if len(lines) > limit:
+            for line in lines:
+                finding(path, line, what + ("" if path in MODEL_WALKS else " (a file not in the allow-list)"))
+        elif len(lines) < limit:
+            notes.append(f"note: {path} has {len(lines)} model walks, the allow-list {limit}: lower it")
+    for path in sorted(set(MODEL_WALKS) - set(uses)):
+        notes.append(f"note: {path} has no model walks any more: remove it from the allow-list")
+    report[running[0]] = {path: len(lines) for path, lines in sorted(uses.items())}
+    report[running[0]]["total"] = sum(len(lines) for lines in uses.values())
+
+
 # --- Run --------------------------------------------------------------------------------------
 
 def main():
@@ -560,6 +615,7 @@ def main():
                               text="code"),
         check_unsafe,
         check_doc_references,
+        check_model_walks,
     ]
     for name, step in zip(CHECKS, steps):
         running[0] = name

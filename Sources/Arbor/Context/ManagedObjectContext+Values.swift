@@ -223,23 +223,18 @@ final class ValueReader {
 
     /// `keyPath`'s hops from `entity` (see ``steps(_:from:)``).
     private static func compile(_ keyPath: String, from entity: EntityDescription) -> [Step]? {
-        var steps: [Step] = []
-        var current: EntityDescription? = entity
-        let keys = KeyPathEvaluator.components(of: keyPath)
-        for (position, key) in keys.enumerated() {
-            guard let entity = current else { steps = []; break }
-            let last = position == keys.count - 1
-            if let attribute = entity.attributesByName[key], last {
-                steps.append(Step(kind: .attribute, name: key, attribute: attribute, relationship: nil))
-            } else if let relationship = entity.relationshipsByName[key], last || !relationship.isToMany {
-                steps.append(Step(kind: relationship.isToMany ? .toMany : .toOne, name: key, attribute: nil, relationship: relationship))
-                current = relationship.destinationEntity
-            } else {
-                steps = []
-                break
-            }
+        let path = ModelKeyPath(KeyPathEvaluator.components(of: keyPath), from: entity)
+        guard path.throughToOne else { return nil }
+        var steps = path.hops.map { Step(kind: .toOne, name: $0.name, attribute: nil, relationship: $0) }
+        switch path.end {
+        case .attribute(let attribute):
+            steps.append(Step(kind: .attribute, name: attribute.name, attribute: attribute, relationship: nil))
+        case .relationship(let relationship):
+            steps.append(Step(kind: relationship.isToMany ? .toMany : .toOne, name: relationship.name, attribute: nil, relationship: relationship))
+        default:
+            return nil
         }
-        return steps.isEmpty ? nil : steps
+        return steps
     }
 
     /// Whether `keyPath` names a property along a path of to-one relationships of `entity`.

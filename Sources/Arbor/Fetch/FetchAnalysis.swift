@@ -34,14 +34,8 @@ struct FetchAnalysis {
         // A store sorts by its rows' attributes, and by key paths through to-one relationships
         // to a stored attribute (reading the destinations' rows; checkSortKey refused the rest).
         storeSorts = sortDescriptors.allSatisfy { descriptor in
-            var current = entity
-            let keys = descriptor.keys
-            for key in keys.dropLast() {
-                guard let next = current.relationshipsByName[key]?.destinationEntity else { return false }
-                current = next
-            }
-            guard let attribute = current.attributesByName[keys[keys.count - 1]] else { return false }
-            return !attribute.isTransient
+            let path = ModelKeyPath(descriptor.keys, from: entity)
+            return path.throughToOne && path.attribute.map { !$0.isTransient } == true
         }
         var rowTerms: [ObjectPredicate] = []
         let terms: [ObjectPredicate] = switch predicate {
@@ -84,16 +78,7 @@ struct FetchAnalysis {
     /// The entities whose rows a store's sort by `descriptors` reads beyond the fetched entity's:
     /// each to-one hop's destination, with its sub-entities (none for sorts by attributes).
     func sortedEntities(_ descriptors: [ObjectSortDescriptor]) -> [EntityDescription] {
-        var reached: [EntityDescription] = []
-        for descriptor in descriptors where descriptor.key.utf8.contains(UInt8(ascii: ".")) {
-            var current = entity
-            for key in descriptor.keys.dropLast() {
-                guard let next = current.relationshipsByName[key]?.destinationEntity else { break }
-                reached += next.selfAndDescendants
-                current = next
-            }
-        }
-        return reached
+        descriptors.flatMap { ModelKeyPath($0.keys, from: entity).reachedEntities }
     }
 
     /// Checks a sort key of `entity`'s objects: an attribute, or a key path through to-one
@@ -108,18 +93,17 @@ struct FetchAnalysis {
         }
         let keys = KeyPathEvaluator.components(of: key)
         guard keys.count <= KeyPathEvaluator.maximumKeys else { throw refuse("it has more than \(KeyPathEvaluator.maximumKeys) keys") }
-        var current = entity
-        for (position, name) in keys.enumerated() {
-            if name.hasPrefix("@") { throw refuse("\(name) is a collection operator") }
-            if current.attributesByName[name] != nil {
-                guard position == keys.count - 1 else { throw refuse("\"\(keys[position + 1])\" cannot follow the attribute \(current.name).\(name)") }
-                return
-            }
-            guard let relationship = current.relationshipsByName[name], let destination = relationship.destinationEntity else {
-                throw refuse("\(current.name) has no property \"\(name)\"")
-            }
-            guard !relationship.isToMany else { throw refuse("it goes through the to-many relationship \(current.name).\(name)") }
-            current = destination
+        let path = ModelKeyPath(keys, from: entity)
+        if let toMany = path.hops.first(where: \.isToMany) {
+            throw refuse("it goes through the to-many relationship \(toMany.entity?.name ?? entity.name).\(toMany.name)")
+        }
+        switch path.end {
+        case .attribute: return
+        case .relationship(let relationship):
+            guard !relationship.isToMany else { throw refuse("it goes through the to-many relationship \(path.lastEntity.name).\(relationship.name)") }
+        case .collectionOperator(let name, _): throw refuse("\(name) is a collection operator")
+        case .unknownKey(let name, _): throw refuse("\(path.lastEntity.name) has no property \"\(name)\"")
+        case .pastAttribute(let attribute, let name, _): throw refuse("\"\(name)\" cannot follow the attribute \(path.lastEntity.name).\(attribute.name)")
         }
     }
 
@@ -204,47 +188,45 @@ struct FetchAnalysis {
         }
     }
 
-    /// Follows keys from `start` through the model.
+    /// Follows keys from `start` through the model (``ModelKeyPath``): past a to-many hop, the
+    /// key path is a collection, whose attributes are values of unknown type; a collection
+    /// operator applies to a collection, and the keys after it to its elements.
     static func resolve(_ keys: ArraySlice<String>, from start: End, scope: [String: End], what: @autoclosure () -> String) throws -> End {
         guard keys.count <= KeyPathEvaluator.maximumKeys else {
             throw ArborError(.invalidFetchRequest, "\(what()): more than \(KeyPathEvaluator.maximumKeys) keys")
         }
-        var current = start
-        for (position, key) in zip(keys.indices, keys) {
-            if key.hasPrefix("@") {
-                guard case .collection(let element) = current else {
-                    if case .value = current { return .value }
-                    throw ArborError(.invalidFetchRequest, "\(what()): \(key) applies to a to-many relationship", key: key)
-                }
-                if key == "@count" {
-                    guard position == keys.index(before: keys.endIndex) else {
-                        throw ArborError(.invalidFetchRequest, "\(what()): nothing can follow @count", key: key)
-                    }
-                    return .value
-                }
-                let rest = try resolve(keys[(position + 1)...], from: .entity(element), scope: scope, what: what())
-                if key == "@distinctUnionOfObjects" { return rest }
-                return .value
-            }
-            switch current {
-            case .entity(let entity), .collection(let entity):
-                let many: Bool
-                if case .collection = current { many = true } else { many = false }
-                if let attribute = entity.attributesByName[key] {
-                    current = many ? .value : .attribute(attribute)
-                } else if let relationship = entity.relationshipsByName[key], let destination = relationship.destinationEntity {
-                    current = relationship.isToMany || many ? .collection(destination) : .entity(destination)
-                } else {
-                    throw ArborError(.unknownKey, "\(what()): \(entity.name) has no property \"\(key)\"", entity: entity.name, key: key)
-                }
-            case .attribute(let attribute):
-                throw ArborError(.unknownKey, "\(what()): \"\(key)\" cannot follow the attribute \(attribute.name) (\(attribute.type))",
-                                 key: key)
-            case .value:
-                return .value
-            }
+        guard let first = keys.first else { return start }
+        let entity: EntityDescription, startsMany: Bool
+        switch start {
+        case .value: return .value
+        case .attribute(let attribute):
+            if first.hasPrefix("@") { throw ArborError(.invalidFetchRequest, "\(what()): \(first) applies to a to-many relationship", key: first) }
+            throw ArborError(.unknownKey, "\(what()): \"\(first)\" cannot follow the attribute \(attribute.name) (\(attribute.type))", key: first)
+        case .entity(let start): (entity, startsMany) = (start, false)
+        case .collection(let start): (entity, startsMany) = (start, true)
         }
-        return current
+        let path = ModelKeyPath(keys, from: entity)
+        let many = startsMany || !path.throughToOne
+        switch path.end {
+        case .attribute(let attribute):
+            return many ? .value : .attribute(attribute)
+        case .relationship(let relationship):
+            guard let destination = relationship.destinationEntity else { return .value }
+            return relationship.isToMany || many ? .collection(destination) : .entity(destination)
+        case .unknownKey(let key, _):
+            throw ArborError(.unknownKey, "\(what()): \(path.lastEntity.name) has no property \"\(key)\"", entity: path.lastEntity.name, key: key)
+        case .pastAttribute(let attribute, let key, _):
+            if many { return .value }
+            throw ArborError(.unknownKey, "\(what()): \"\(key)\" cannot follow the attribute \(attribute.name) (\(attribute.type))", key: key)
+        case .collectionOperator(let key, let offset):
+            guard many else { throw ArborError(.invalidFetchRequest, "\(what()): \(key) applies to a to-many relationship", key: key) }
+            if key == "@count" {
+                guard offset == keys.count - 1 else { throw ArborError(.invalidFetchRequest, "\(what()): nothing can follow @count", key: key) }
+                return .value
+            }
+            let rest = try resolve(keys.dropFirst(offset + 1), from: .entity(path.lastEntity), scope: scope, what: what())
+            return key == "@distinctUnionOfObjects" ? rest : .value
+        }
     }
 
     /// Checks that constants compared with an attribute suit its type, and string operators

@@ -44,35 +44,30 @@ enum InMemoryReason {
     }
 
     private static func of(_ keys: [String], comparison: ComparisonPredicate, entity: EntityDescription) -> String {
-        var current = entity
-        var crossedToMany = false
-        for (position, key) in keys.enumerated() {
-            if key.hasPrefix("@") {
-                guard let operation = CollectionOperator(rawValue: key) else { return "an unknown collection operator \(key)" }
-                if operation == .distinctUnionOfObjects { return "@distinctUnionOfObjects" }
-                if JoinTerm.countedPath(Array(keys[..<position]), from: entity) == nil {
-                    return "\(key) of a collection that is not to-one relationships then one to-many relationship (two to-many hops, or an ordered many-to-many)"
-                }
-                if operation != .count, let attribute = keys.last.flatMap({ current.attributesByName[$0] }), !JoinTerm.aggregates(operation, attribute) {
-                    return "\(key) of a \(attribute.type.kind) attribute (the store sums and averages numbers, and takes minimums and maximums of integers, decimals, strings and dates)"
-                }
-                return "\(key) compared other than with a constant"
-            }
-            if let relationship = current.relationshipsByName[key] {
-                if relationship.isManyToMany, relationship.isOrdered || relationship.inverseRelationship?.isOrdered == true {
-                    return "an ordered many-to-many relationship (\(current.name).\(key))"
-                }
-                if position == keys.count - 1 && relationship.isToMany {
-                    return "the key path ends at a to-many relationship (compare its members through ANY, or its @count)"
-                }
-                crossedToMany = crossedToMany || relationship.isToMany
-                guard let next = relationship.destinationEntity else { return "an unknown relationship" }
-                current = next
-            } else if let attribute = current.attributesByName[key], attribute.isTransient {
-                return "the transient attribute \(current.name).\(key) (it is not stored)"
-            }
+        let path = ModelKeyPath(keys, from: entity)
+        let relationships = path.hops + (path.relationship.map { [$0] } ?? [])
+        if let ordered = relationships.first(where: { $0.isManyToMany && ($0.isOrdered || $0.inverseRelationship?.isOrdered == true) }) {
+            return "an ordered many-to-many relationship (\(ordered.entity?.name ?? entity.name).\(ordered.name))"
         }
-        if crossedToMany && comparison.modifier == .direct {
+        switch path.end {
+        case .collectionOperator(let key, let offset):
+            guard let operation = CollectionOperator(rawValue: key) else { return "an unknown collection operator \(key)" }
+            if operation == .distinctUnionOfObjects { return "@distinctUnionOfObjects" }
+            if JoinTerm.countedPath(Array(keys[..<offset]), from: entity) == nil {
+                return "\(key) of a collection that is not to-one relationships then one to-many relationship (two to-many hops, or an ordered many-to-many)"
+            }
+            if operation != .count, let attribute = keys.last.flatMap({ path.lastEntity.attributesByName[$0] }), !JoinTerm.aggregates(operation, attribute) {
+                return "\(key) of a \(attribute.type.kind) attribute (the store sums and averages numbers, and takes minimums and maximums of integers, decimals, strings and dates)"
+            }
+            return "\(key) compared other than with a constant"
+        case .relationship(let relationship) where relationship.isToMany:
+            return "the key path ends at a to-many relationship (compare its members through ANY, or its @count)"
+        case .attribute(let attribute) where attribute.isTransient:
+            return "the transient attribute \(path.lastEntity.name).\(attribute.name) (it is not stored)"
+        default:
+            break
+        }
+        if !path.throughToOne && comparison.modifier == .direct {
             return "a key path through a to-many relationship without ANY, ALL or NONE"
         }
         return "this comparison"

@@ -140,17 +140,10 @@ struct JoinTerm {
     /// The relationships of a counted path — to-one ones, then a to-many one that is not an
     /// ordered many-to-many — and the destination (nil for any other path).
     static func countedPath(_ path: [String], from entity: EntityDescription) -> ([RelationshipDescription], EntityDescription)? {
-        var hops: [RelationshipDescription] = []
-        var current = entity
-        for (position, key) in path.enumerated() {
-            guard let relationship = current.relationshipsByName[key], let next = relationship.destinationEntity,
-                  relationship.isToMany == (position == path.count - 1) else { return nil }
-            hops.append(relationship)
-            current = next
-        }
-        guard let counted = hops.last else { return nil }
+        let walk = ModelKeyPath(path, from: entity)
+        guard walk.throughToOne, let counted = walk.relationship, counted.isToMany, let destination = counted.destinationEntity else { return nil }
         if counted.isManyToMany, counted.isOrdered || counted.inverseRelationship?.isOrdered == true { return nil }
-        return (hops, current)
+        return (walk.hops + [counted], destination)
     }
 
     /// The joins of `predicate` — a conjunction of row terms and join terms of `entity` — when
@@ -246,23 +239,14 @@ struct JoinTerm {
             return nil
         }
         guard keys.count >= 2, !keys.contains(where: { $0.hasPrefix("@") }) else { return nil }
-        var hops: [RelationshipDescription] = []
-        var current = entity
-        for key in keys.dropLast() {
-            guard let relationship = current.relationshipsByName[key], let next = relationship.destinationEntity else { return nil }
-            if relationship.isToMany {
-                guard comparison.modifier != .direct else { return nil }
-                if relationship.isManyToMany, relationship.isOrdered || relationship.inverseRelationship?.isOrdered == true { return nil }
-            }
-            hops.append(relationship)
-            current = next
+        let walk = ModelKeyPath(keys, from: entity)
+        for relationship in walk.hops where relationship.isToMany {
+            guard comparison.modifier != .direct else { return nil }
+            if relationship.isManyToMany, relationship.isOrdered || relationship.inverseRelationship?.isOrdered == true { return nil }
         }
+        guard walk.endsAtStoredValue else { return nil }
+        let hops = walk.hops, current = walk.lastEntity
         let last = keys[keys.count - 1]
-        if let attribute = current.attributesByName[last] {
-            guard !attribute.isTransient else { return nil }
-        } else {
-            guard let relationship = current.relationshipsByName[last], !relationship.isToMany else { return nil }
-        }
         var cut = comparison, nilled = comparison
         cut.modifier = .direct
         nilled.modifier = .direct

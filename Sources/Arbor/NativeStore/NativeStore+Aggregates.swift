@@ -51,17 +51,7 @@ struct RowPathReader {
     /// Whether every key path of `paths` can be read on rows of `entity`: attributes, or key paths
     /// through to-one relationships to a stored attribute or a to-one relationship.
     static func reads(_ paths: [[String]], from entity: EntityDescription) -> Bool {
-        paths.allSatisfy { keys in
-            var current = entity
-            for key in keys.dropLast() {
-                guard let relationship = current.relationshipsByName[key], !relationship.isToMany,
-                      let next = relationship.destinationEntity else { return false }
-                current = next
-            }
-            guard let last = keys.last else { return false }
-            if let attribute = current.attributesByName[last] { return !attribute.isTransient }
-            return current.relationshipsByName[last].map { !$0.isToMany } ?? false
-        }
+        paths.allSatisfy { ModelKeyPath($0, from: entity).readsRows }
     }
 }
 

@@ -405,6 +405,12 @@ def check_counted(title, pattern, needles, paths, allowed, owner, what, text="li
         lines = source.matches(pattern, getattr(source, text), needles)
         if lines:
             uses[path] = lines
+    judge_uses(uses, allowed, title, what)
+
+
+def judge_uses(uses, allowed, title, what):
+    """Holds `uses` (path: lines) against `allowed` (path: count, or (count, reason)): findings
+    for a new file or a higher count, notes for a lower one; the counts go to the report."""
     for path, lines in sorted(uses.items()):
         entry = allowed.get(path, 0)
         limit = entry[0] if isinstance(entry, tuple) else entry
@@ -585,18 +591,7 @@ def check_model_walks():
             if BY_NAME.search(body) and STEP.search(body):
                 flagged_until = end
                 uses.setdefault(path, []).append(source.line_of(match.start()) + (1 if code[match.start()] == "\n" else 0))
-    what = "a key path walked over the model by hand: resolve it with ModelKeyPath"
-    for path, lines in sorted(uses.items()):
-        limit = MODEL_WALKS.get(path, (0, ""))[0]
-        if len(lines) > limit:
-            for line in lines:
-                finding(path, line, what + ("" if path in MODEL_WALKS else " (a file not in the allow-list)"))
-        elif len(lines) < limit:
-            notes.append(f"note: {path} has {len(lines)} model walks, the allow-list {limit}: lower it")
-    for path in sorted(set(MODEL_WALKS) - set(uses)):
-        notes.append(f"note: {path} has no model walks any more: remove it from the allow-list")
-    report[running[0]] = {path: len(lines) for path, lines in sorted(uses.items())}
-    report[running[0]]["total"] = sum(len(lines) for lines in uses.values())
+    judge_uses(uses, MODEL_WALKS, "model walks", "a key path walked over the model by hand: resolve it with ModelKeyPath")
 
 
 # --- Run --------------------------------------------------------------------------------------

@@ -194,6 +194,33 @@ struct JoinTests {
         }
     }
 
+    @Test("a store plans a context's fetch from the split the context made: the same joins and row terms, and the same plan as the fetch made by hand; a new predicate is split again")
+    func storePlansFromTheContextsSplit() throws {
+        let graph = try Graph(seed: 7, people: 60)
+        let format = "department.name == 'Sales' AND salary > 1000 AND manager.department.budget >= 2000 AND name BEGINSWITH 'p'"
+        let request = try FetchRequest<ManagedObjectID>(entityName: "Person", format: format)
+        let analysis = try FetchAnalysis(entityName: "Person", predicate: request.predicate, sortDescriptors: [], model: graph.stack.model)
+        let person = try #require(graph.stack.model.entity(named: "Person"))
+        var carried = StoreFetch(analysis, request, window: false)
+        let split = carried.split(for: person)
+        #expect(split.joins.map(\.term.predicateFormat) == analysis.joins.map(\.term.predicateFormat))
+        #expect(split.joins.count == 2 && split.rowTerms.count == 2 && split.onObjects.isEmpty)
+        // The same fetch made by hand is split by the store, and planned alike.
+        var byHand = StoreFetch(entityName: "Person")
+        byHand.predicate = carried.predicate
+        #expect(byHand == carried)
+        let store = try #require(graph.stack.coordinator.persistentStores.first)
+        #expect(try store.explain(byHand) == store.explain(carried))
+        #expect(try Set(store.fetch(byHand).map(\.0)) == Set(store.fetch(carried).map(\.0)))
+        // A predicate set afterwards is the one planned: the carried split is dropped.
+        carried.predicate = try ObjectPredicate(format: "salary > 1000")
+        #expect(carried.split(for: person).joins.isEmpty && carried.split(for: person).rowTerms.count == 1)
+        #expect(try store.explain(carried).joins.isEmpty)
+        // A hand-made fetch's term that a context would judge on objects is checked on rows.
+        byHand.predicate = try ObjectPredicate(format: "salary > 1000 OR department.name == 'Sales'")
+        #expect(byHand.split(for: person).rowTerms.count == 1 && byHand.split(for: person).onObjects.isEmpty)
+    }
+
     @Test("sorting by a to-one key path happens in the store (with its window): the order the in-memory sort gives, nils first ascending", arguments: [
         [ObjectSortDescriptor(key: "department.name")],
         [ObjectSortDescriptor(key: "department.name", ascending: false), ObjectSortDescriptor(key: "salary")],

@@ -6,16 +6,14 @@ import Foundation
 /// (docs/relational-planning.md, "Where the work is split").
 struct FetchAnalysis {
     let entity: EntityDescription
-    /// The conjuncts a store evaluates on rows (nil: none).
-    var storePredicate: ObjectPredicate?
-    /// The conjuncts a store runs as joins through to-one relationships (``JoinTerm``).
-    private(set) var joins: [JoinTerm] = []
+    /// The predicate's terms, each where it runs.
+    private(set) var split: PredicateSplit
+    /// The conjuncts a store runs as joins through relationships (``JoinTerm``).
+    var joins: [JoinTerm] { split.joins }
     /// The conjuncts the context evaluates on objects (nil: none).
-    var residual: ObjectPredicate? {
-        onObjects.isEmpty ? nil : (onObjects.count == 1 ? onObjects[0].term : .and(onObjects.map(\.term)))
-    }
+    var residual: ObjectPredicate? { split.residual }
     /// The same conjuncts, each with why it is judged on objects (``InMemoryReason``).
-    private(set) var onObjects: [(term: ObjectPredicate, reason: String)] = []
+    var onObjects: [(term: ObjectPredicate, reason: String)] { split.onObjects }
     /// Whether every sort key is a persistent attribute (a store can sort).
     var storeSorts: Bool
 
@@ -37,22 +35,7 @@ struct FetchAnalysis {
             let path = ModelKeyPath(descriptor.keys, from: entity)
             return path.throughToOne && path.attribute.map { !$0.isTransient } == true
         }
-        var rowTerms: [ObjectPredicate] = []
-        let terms: [ObjectPredicate] = switch predicate {
-        case .and(let terms)?: terms
-        case let single?: [single]
-        case nil: []
-        }
-        for term in terms {
-            if Self.isRowEvaluable(term, entity) {
-                rowTerms.append(term)
-            } else if let join = JoinTerm(term, entity: entity) {
-                joins.append(join)
-            } else {
-                onObjects.append((term, InMemoryReason.of(term, entity: entity)))
-            }
-        }
-        storePredicate = rowTerms.isEmpty ? nil : (rowTerms.count == 1 ? rowTerms[0] : .and(rowTerms))
+        split = PredicateSplit(predicate, entity: entity)
     }
 
     /// Keeps the joins with the context, on objects, when `inMemory`: a context with unsaved
@@ -60,8 +43,7 @@ struct FetchAnalysis {
     /// the store's rows do not hold (S000-22, S000-23).
     mutating func keepJoins(inMemory: Bool, because reason: String = "objects it reaches have unsaved changes, which the store's rows do not hold") {
         guard inMemory, !joins.isEmpty else { return }
-        onObjects += joins.map { ($0.term, reason) }
-        joins = []
+        split.keepJoinsOnObjects(because: reason)
     }
 
     /// The entities whose rows the joins read beyond the fetched entity's.

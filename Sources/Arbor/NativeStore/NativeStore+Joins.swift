@@ -94,15 +94,9 @@ enum JoinCheck {
 }
 
 extension NativeStore {
-    /// Plans the join terms among `conjuncts` of a fetch of `entity`: each with the plan of its
-    /// destination's fetch. The rest are returned for the row filter.
-    func planJoins(_ conjuncts: [ObjectPredicate], entity: EntityDescription) -> (joins: [JoinPlan], rest: [ObjectPredicate]) {
-        var joins: [JoinPlan] = [], rest: [ObjectPredicate] = []
-        for conjunct in conjuncts {
-            guard let join = JoinTerm(conjunct, entity: entity) else {
-                rest.append(conjunct)
-                continue
-            }
+    /// Plans `joins`, terms of a fetch's predicate: each with the plan of its destination's fetch.
+    func planJoins(_ joins: [JoinTerm]) -> [JoinPlan] {
+        joins.map { join in
             var fetch = StoreFetch(entityName: join.destination.name)
             fetch.predicate = join.tail == .truePredicate ? nil : join.tail
             // Running the join reads no destination column but the foreign key naming a row's
@@ -111,9 +105,8 @@ extension NativeStore {
                 hop?.inverseRelationship.flatMap { $0.isToMany ? nil : $0.name }
             })
             if case .apply(_, let attribute) = join.aggregation { fetch.decodedProperties?.insert(attribute) }
-            joins.append(JoinPlan(join: join, destinationFetch: fetch, destinationPlan: plan(fetch, entity: join.destination)))
+            return JoinPlan(join: join, destinationFetch: fetch, destinationPlan: plan(fetch, entity: join.destination))
         }
-        return (joins, rest)
     }
 
     /// Runs a join back to its first relationship's destination: the keys of the rows there for

@@ -96,17 +96,12 @@ extension NativeStore {
         // the same `plan`.
         var plan = FetchPlan(filter: request.predicate, sort: request.sortDescriptors)
         let paths = accessPaths[ObjectIdentifier(entity)] ?? Self.accessPaths(of: entity)
-        let conjuncts: [ObjectPredicate]
-        switch request.predicate {
-        case .and(let terms)?: conjuncts = terms
-        case let single?: conjuncts = [single]
-        case nil: conjuncts = []
-        }
         // Join terms run as joins; the rest are the row filter and the index candidates.
-        let (joins, rowConjuncts) = planJoins(conjuncts, entity: entity)
-        if !joins.isEmpty {
-            plan.joins = joins
-            plan.filter = rowConjuncts.isEmpty ? nil : (rowConjuncts.count == 1 ? rowConjuncts[0] : .and(rowConjuncts))
+        let split = request.split(for: entity)
+        let rowConjuncts = split.rowTerms
+        if !split.joins.isEmpty {
+            plan.joins = planJoins(split.joins)
+            plan.filter = PredicateSplit.conjunction(rowConjuncts)
         }
         var candidates: [(Condition, StoreIndex)] = []
         for conjunct in rowConjuncts {
@@ -135,7 +130,7 @@ extension NativeStore {
                 chosen.cost = min(chosen.cost, 2)
                 merged += 1
             }
-            plan.exact = chosen.exact && merged == conjuncts.count
+            plan.exact = chosen.exact && merged == rowConjuncts.count + split.joins.count
             plan.indexCost = chosen.cost
             best = (chosen, path)
         }

@@ -12,7 +12,9 @@ public struct StoreFetch: Sendable, Hashable {
     /// Whether rows of its sub-entities count.
     public var includesSubentities = true
     /// The condition on rows (nil: every row).
-    public var predicate: ObjectPredicate?
+    public var predicate: ObjectPredicate? {
+        didSet { carried = CarriedSplit() }
+    }
     /// The order of the rows (empty: any order).
     public var sortDescriptors: [ObjectSortDescriptor] = []
     /// Matching rows to skip, after sorting.
@@ -23,6 +25,9 @@ public struct StoreFetch: Sendable, Hashable {
     /// others out of the rows it returns (nil), decoding less; it still evaluates the predicate
     /// on whole rows. Never set for rows that become objects: a store grouping rows sets it.
     public var decodedProperties: Set<String>?
+    /// The predicate's terms as the context's analysis split them (nil for a fetch made by hand,
+    /// or once the predicate is set again): a store plans from ``split(for:)``.
+    private var carried = CarriedSplit()
 
     /// A fetch of every row of `entityName`.
     public init(entityName: String) {
@@ -34,13 +39,29 @@ public struct StoreFetch: Sendable, Hashable {
     init<Result>(_ analysis: FetchAnalysis, _ request: FetchRequest<Result>, window: Bool) {
         self.init(entityName: request.entityName)
         includesSubentities = request.includesSubentities
-        let terms = (analysis.storePredicate.map { if case .and(let terms) = $0 { terms } else { [$0] } } ?? []) + analysis.joins.map(\.term)
-        predicate = terms.isEmpty ? nil : (terms.count == 1 ? terms[0] : .and(terms))
+        predicate = analysis.split.storePredicate
+        carried = CarriedSplit(split: analysis.split.storePart)
         if analysis.storeSorts { sortDescriptors = request.sortDescriptors }
         if window {
             offset = request.fetchOffset
             limit = request.fetchLimit
         }
+    }
+}
+
+extension StoreFetch {
+    /// The predicate's terms as a store plans them: as the context's analysis split them, or —
+    /// for a fetch made by hand — split now.
+    func split(for entity: EntityDescription) -> PredicateSplit {
+        carried.split ?? PredicateSplit(predicate, entity: entity).forStore
+    }
+
+    /// The split a fetch carries, if any. It is derived from the predicate and the entity, which
+    /// a fetch's equality and hash already compare: it takes no part in them, carried or not.
+    private struct CarriedSplit: Sendable, Hashable {
+        var split: PredicateSplit?
+        static func == (_: CarriedSplit, _: CarriedSplit) -> Bool { true }
+        func hash(into hasher: inout Hasher) {}
     }
 }
 

@@ -14,11 +14,15 @@ struct StoreAggregateTests {
         let reader = graph.stack.context()
         #expect(try reader.groupsInStore(objectRequest(request), groupBy: request.propertiesToGroupBy ?? [], properties: request.propertiesToFetch ?? [],
                                          entity: graph.stack.model.entity(named: request.entityName)!) != nil, "the store groups")
+        // explain follows the fetch's decision (docs/relational-planning.md, "Aggregates in the store").
+        #expect(try request.explain(in: reader).contains("group in the store"))
         let store = try reader.fetch(request)
         let other = graph.stack.context()
         _ = try graph.stack.insert("Division", in: other, ["title": "unsaved"])
         #expect(try other.groupsInStore(objectRequest(request), groupBy: request.propertiesToGroupBy ?? [], properties: request.propertiesToFetch ?? [],
                                         entity: graph.stack.model.entity(named: request.entityName)!) == nil, "objects group")
+        let onObjects = try request.explain(in: other)
+        #expect(onObjects.contains("group the objects") && onObjects.contains("unsaved changes") && !onObjects.contains("group in the store"), "\(onObjects)")
         return (store, try other.fetch(request))
     }
 
@@ -66,6 +70,37 @@ struct StoreAggregateTests {
                 if groupBy.isEmpty { #expect(store.count == 1, "\(context): one dictionary in all") }
             }
         }
+    }
+
+    @Test("explain names where a grouped fetch's groups are made, with the fetch's own reasons, and what is done with the groups after")
+    func explainGroupedFetch() throws {
+        let graph = try JoinTests.Graph(seed: 0xE6)
+        let reader = graph.stack.context()
+        var request = FetchRequest<[String: any Sendable]>(entityName: "Person")
+        request.predicate = try ObjectPredicate(format: "salary > 1000")
+        request.propertiesToGroupBy = ["department.name"]
+        request.propertiesToFetch = [.key("department.name"), .aggregate(.sum, of: "salary", as: "total")]
+        request.havingPredicate = try ObjectPredicate(format: "total > 0")
+        request.sortDescriptors = [ObjectSortDescriptor(key: "total", ascending: false)]
+        request.fetchLimit = 2
+        let inStore = try request.explain(in: reader)
+        #expect(inStore.hasPrefix("Person: ") && inStore.contains("group in the store, by department.name"), "\(inStore)")
+        #expect(inStore.contains("then in memory: keep the groups where total > 0") && inStore.contains("sort the groups: total") && inStore.contains("offset 0, limit 2"), "\(inStore)")
+        // A predicate term judged on objects makes the groups of objects, and explain says why.
+        request.predicate = try ObjectPredicate(format: "salary > manager.salary")
+        let residual = try request.explain(in: reader)
+        #expect(residual.contains("group the objects, by department.name — on objects: a term of the predicate is judged on objects"), "\(residual)")
+        #expect(try reader.groupsInStore(reader.objectsRequest(for: request), groupBy: ["department.name"], properties: request.propertiesToFetch ?? [],
+                                         entity: graph.stack.model.entity(named: "Person")!) == nil)
+        // An aggregate without groups is one group of every row.
+        request.predicate = nil
+        request.propertiesToGroupBy = nil
+        request.propertiesToFetch = [.aggregate(.count, of: "salary", as: "n")]
+        #expect(try request.explain(in: reader).contains("group in the store, one group of every row"))
+        // A child context's groups are its parent's objects.
+        let child = privateContext(parent: privateContext(graph.stack.coordinator, name: "parent"), name: "child")
+        let childPlan = try child.performAndWait { try request.explain(in: child) }
+        #expect(childPlan.contains("served by the parent context") && childPlan.contains("on objects: a child context's groups are made of its parent's objects"), "\(childPlan)")
     }
 
     @Test("grouped by a to-one key path whose values are NaN, every row is a group of its own in the store too, as objects group (NaN equals nothing; found by DifferentialTests)")

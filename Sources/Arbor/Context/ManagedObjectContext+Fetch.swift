@@ -490,12 +490,7 @@ extension ManagedObjectContext {
         let aggregates = properties.contains { if case .aggregate = $0.kind { true } else { false } }
         let order = try DictionaryOrder(request.sortDescriptors, properties: properties, groupKeys: groupKeys,
                                         collapsed: grouped || aggregates, entity: entity)
-        var objectRequest = FetchRequest<ManagedObject>(entityName: request.entityName)
-        objectRequest.predicate = request.predicate
-        objectRequest.includesPendingChanges = request.includesPendingChanges
-        objectRequest.includesSubentities = request.includesSubentities
-        objectRequest.requiresStoreEvaluation = request.requiresStoreEvaluation
-        objectRequest.returnsObjectsAsFaults = false
+        var objectRequest = objectsRequest(for: request)
         // The objects are sorted and windowed by the fetch when each dictionary is one object
         // and every sort key is the objects' own; otherwise the dictionaries are.
         let sortsObjects = !order.sortsDictionaries
@@ -543,21 +538,47 @@ extension ManagedObjectContext {
 
     /// The groups of a grouped or aggregated dictionary fetch, computed by the store in one pass
     /// over its rows (docs/relational-planning.md, "Aggregates in the store"); nil when objects
-    /// are needed: a child context, unsaved changes (judged by their in-memory values), a
-    /// predicate term the store cannot run, a key path or expression not readable on rows, or
-    /// several stores.
+    /// are needed (``groupingRoute(_:groupBy:properties:entity:)`` says when).
     func groupsInStore(_ objectRequest: FetchRequest<ManagedObject>, groupBy: [String], properties: [PropertyToFetch],
                        entity: EntityDescription) throws -> [StoreGroup]? {
-        guard parent == nil else { return nil }
+        guard case .store(let plan, let grouping) = try groupingRoute(objectRequest, groupBy: groupBy, properties: properties, entity: entity),
+              let groups = try plan.coordinator.groups(grouping, in: plan.stores[0], entity: entity) else { return nil }
+        // Objects changed since the pinned generation meanwhile: the objects answer.
+        return try replanned(objectRequest, after: plan) != nil ? nil : groups
+    }
+
+    /// Where the groups of a grouped or aggregated dictionary fetch are made: the one decision
+    /// that the fetch follows and `explain` prints. Objects make them with a child context,
+    /// unsaved changes (judged by their in-memory values), a predicate term the store cannot
+    /// run, a query generation that rolls objects back, several stores, or a key path or
+    /// expression the store does not read on rows.
+    func groupingRoute(_ objectRequest: FetchRequest<ManagedObject>, groupBy: [String], properties: [PropertyToFetch],
+                       entity: EntityDescription) throws -> GroupingRoute {
+        guard parent == nil else { return .objects("a child context's groups are made of its parent's objects") }
         let plan = try plan(objectRequest)
-        guard plan.analysis.residual == nil, !(objectRequest.includesPendingChanges && hasChanges), plan.generation?.rollsBack != true,
-              plan.stores.count == 1 else { return nil }
+        if plan.analysis.residual != nil { return .objects("a term of the predicate is judged on objects") }
+        if objectRequest.includesPendingChanges && hasChanges { return .objects("the context has unsaved changes, judged by their in-memory values") }
+        if plan.generation?.rollsBack == true { return .objects("objects changed since the query generation are judged as they were") }
+        guard plan.stores.count == 1 else { return .objects("\(plan.stores.count) stores hold \(entity.name)") }
         var rows = plan.storeFetch
         (rows.offset, rows.limit) = (0, 0)
         let grouping = StoreGrouping(rows: rows, groupBy: groupBy, properties: properties)
-        guard let groups = try plan.coordinator.groups(grouping, in: plan.stores[0], entity: entity) else { return nil }
-        // Objects changed since the pinned generation meanwhile: the objects answer.
-        return try replanned(objectRequest, after: plan) != nil ? nil : groups
+        guard plan.coordinator.canGroup(grouping, in: plan.stores[0], entity: entity) else {
+            return .objects("the store does not read every group key, property and expression on rows")
+        }
+        return .store(plan, grouping)
+    }
+
+    /// The request whose objects a dictionary fetch reads: its predicate and scope, realised
+    /// objects, and no order or window (the caller adds them when they apply to objects).
+    func objectsRequest<Result>(for request: FetchRequest<Result>) -> FetchRequest<ManagedObject> {
+        var objectRequest = FetchRequest<ManagedObject>(entityName: request.entityName)
+        objectRequest.predicate = request.predicate
+        objectRequest.includesPendingChanges = request.includesPendingChanges
+        objectRequest.includesSubentities = request.includesSubentities
+        objectRequest.requiresStoreEvaluation = request.requiresStoreEvaluation
+        objectRequest.returnsObjectsAsFaults = false
+        return objectRequest
     }
 
     /// The dictionaries of `objects`: one per group of `groupBy` (groups by the evaluator's
@@ -671,4 +692,13 @@ struct DictionaryOrder {
         }
         return ObjectSortDescriptor.stableSort(keyed, descriptors).map(\.0)
     }
+}
+
+/// Where a grouped or aggregated dictionary fetch makes its groups
+/// (``ManagedObjectContext/groupingRoute(_:groupBy:properties:entity:)``).
+enum GroupingRoute {
+    /// In the store, in one pass over the rows the plan's fetch selects.
+    case store(RequestPlan, StoreGrouping)
+    /// From objects, for the reason given.
+    case objects(String)
 }

@@ -140,7 +140,9 @@ extension ManagedObjectContext {
     /// The plan a fetch follows, as text: each store's (``QueryPlan``) for what the request
     /// runs — its count, for a count; its rows, otherwise — then what the context does after it.
     func explain<Result>(_ request: FetchRequest<Result>) throws -> String {
-        let plan = try plan(try resolved(request))
+        let request = try resolved(request)
+        if let grouped = try explainGroups(request) { return grouped }
+        let plan = try plan(request)
         guard case .stores(let stores) = plan.source else {
             return "served by the parent context (its own plan, over its unsaved state)"
         }
@@ -160,5 +162,33 @@ extension ManagedObjectContext {
             plans.append(storePlan.description)
         }
         return plans.joined(separator: "\n")
+    }
+
+    /// The plan of a grouped or aggregated dictionary fetch, where the route its fetch follows
+    /// (``groupingRoute(_:groupBy:properties:entity:)``) makes the groups; nil for other fetches.
+    private func explainGroups<Result>(_ request: FetchRequest<Result>) throws -> String? {
+        guard request.resultType == .dictionary, let entity = persistentStoreCoordinator?.managedObjectModel.entity(named: request.entityName) else { return nil }
+        let properties = request.propertiesToFetch ?? []
+        let groupBy = request.propertiesToGroupBy ?? []
+        guard !groupBy.isEmpty || properties.contains(where: { if case .aggregate = $0.kind { true } else { false } }) else { return nil }
+        let objectRequest = objectsRequest(for: request)
+        let keys = groupBy.isEmpty ? "one group of every row" : "by \(groupBy.joined(separator: ", "))"
+        switch try groupingRoute(objectRequest, groupBy: groupBy, properties: properties, entity: entity) {
+        case .store(let plan, let grouping):
+            let rows = try plan.coordinator.explain(grouping.rows, in: plan.stores[0])
+            return rows.description + "\n  group in the store, \(keys)" + afterGroups(request)
+        case .objects(let reason):
+            let objects = try explain(objectRequest)
+            return objects + "\n  then in memory: group the objects, \(keys) — on objects: \(reason)" + afterGroups(request)
+        }
+    }
+
+    /// What a grouped fetch does with its groups, as lines of `explain`.
+    private func afterGroups<Result>(_ request: FetchRequest<Result>) -> String {
+        var steps: [String] = []
+        if let having = request.havingPredicate { steps.append("keep the groups where \(having.predicateFormat)") }
+        if !request.sortDescriptors.isEmpty { steps.append("sort the groups: \(request.sortDescriptors.map(\.description).joined(separator: ", "))") }
+        if request.fetchLimit > 0 || request.fetchOffset > 0 { steps.append("offset \(request.fetchOffset), limit \(request.fetchLimit)") }
+        return steps.map { "\n  then in memory: " + $0 }.joined()
     }
 }

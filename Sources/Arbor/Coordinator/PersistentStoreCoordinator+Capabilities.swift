@@ -124,12 +124,16 @@ extension PersistentStoreCoordinator {
 
     // MARK: Fetching
 
-    /// The groups of `grouping` as `store` computes them; nil when it cannot (it lacks the
-    /// capability, or cannot read every key path and expression on rows).
+    /// Whether `store` computes the groups of `grouping`: it has the capability, and reads every
+    /// key path and expression on rows.
+    func canGroup(_ grouping: StoreGrouping, in store: any PersistentStore, entity: EntityDescription) -> Bool {
+        (store as? any GroupingStore)?.canGroup(grouping.properties, by: grouping.groupBy, of: entity) ?? false
+    }
+
+    /// The groups of `grouping` as `store` computes them; nil when it cannot (``canGroup(_:in:entity:)``).
     func groups(_ grouping: StoreGrouping, in store: any PersistentStore, entity: EntityDescription) throws -> [StoreGroup]? {
         try locked {
-            guard let capable = store as? any GroupingStore,
-                  capable.canGroup(grouping.properties, by: grouping.groupBy, of: entity) else { return nil }
+            guard canGroup(grouping, in: store, entity: entity), let capable = store as? any GroupingStore else { return nil }
             return try capable.groups(grouping)
         }
     }

@@ -298,8 +298,8 @@ struct DifferentialTests {
 
         /// Whether a context without changes groups in the store (no object made).
         func groupsInStore(_ model: ManagedObjectModel) throws -> Bool {
-            let analysis = try FetchAnalysis(entityName: entity, predicate: try format.map { try ObjectPredicate(format: $0) }, sortDescriptors: [], model: model)
-            return analysis.residual == nil && NativeStore.canGroup(properties, by: grouping.groupBy, of: analysis.entity)
+            let logical = try LogicalPlan(entityName: entity, predicate: try format.map { try ObjectPredicate(format: $0) }, sortDescriptors: [], model: model)
+            return logical.residual == nil && NativeStore.canGroup(properties, by: grouping.groupBy, of: logical.entity)
         }
 
         var description: String {

@@ -199,11 +199,11 @@ struct JoinTests {
         let graph = try Graph(seed: 7, people: 60)
         let format = "department.name == 'Sales' AND salary > 1000 AND manager.department.budget >= 2000 AND name BEGINSWITH 'p'"
         let request = try FetchRequest<ManagedObjectID>(entityName: "Person", format: format)
-        let analysis = try FetchAnalysis(entityName: "Person", predicate: request.predicate, sortDescriptors: [], model: graph.stack.model)
+        let logical = try LogicalPlan(entityName: "Person", predicate: request.predicate, sortDescriptors: [], model: graph.stack.model)
         let person = try #require(graph.stack.model.entity(named: "Person"))
-        var carried = StoreFetch(analysis, request, window: false)
+        var carried = StoreFetch(logical, window: false)
         let split = carried.split(for: person)
-        #expect(split.joins.map(\.term.predicateFormat) == analysis.joins.map(\.term.predicateFormat))
+        #expect(split.joins.map(\.term.predicateFormat) == logical.joins.map(\.term.predicateFormat))
         #expect(split.joins.count == 2 && split.rowTerms.count == 2 && split.onObjects.isEmpty)
         // The same fetch made by hand is split by the store, and planned alike.
         var byHand = StoreFetch(entityName: "Person")

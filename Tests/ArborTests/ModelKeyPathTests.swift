@@ -74,32 +74,32 @@ struct ModelKeyPathTests {
         #expect(past.hops.isEmpty && past.lastEntity.name == "Employee")
     }
 
-    @Test("the fetch analysis derives its rules from the walk: a store sorts by a to-one chain, and a sort through a to-many hop is refused naming it")
+    @Test("the logical plan derives its rules from the walk: a store sorts by a to-one chain, and a sort through a to-many hop is refused naming it")
     func analysisUsesTheWalk() throws {
         let model = try Self.model()
-        let sorted = try FetchAnalysis(entityName: "Employee", predicate: nil,
+        let sorted = try LogicalPlan(entityName: "Employee", predicate: nil,
                                        sortDescriptors: [ObjectSortDescriptor(key: "department.head.name")], model: model)
         #expect(sorted.storeSorts)
         #expect(sorted.sortedEntities([ObjectSortDescriptor(key: "department.head.name")]).map(\.name).sorted() == ["Department", "Employee", "Manager"])
         let error = try #require(throws: ArborError.self) {
-            try FetchAnalysis(entityName: "Department", predicate: nil, sortDescriptors: [ObjectSortDescriptor(key: "staff.name")], model: model)
+            try LogicalPlan(entityName: "Department", predicate: nil, sortDescriptors: [ObjectSortDescriptor(key: "staff.name")], model: model)
         }
         #expect(error.code == ArborError.Code.invalidFetchRequest)
         #expect(error.message.contains("to-many relationship Department.staff"))
         let unknown = try #require(throws: ArborError.self) {
-            try FetchAnalysis(entityName: "Employee", predicate: try ObjectPredicate(format: "department.wage > 3"), sortDescriptors: [], model: model)
+            try LogicalPlan(entityName: "Employee", predicate: try ObjectPredicate(format: "department.wage > 3"), sortDescriptors: [], model: model)
         }
         #expect(unknown.code == ArborError.Code.unknownKey)
         #expect(unknown.message.contains("Department has no property \"wage\""))
         let past = try #require(throws: ArborError.self) {
-            try FetchAnalysis(entityName: "Employee", predicate: try ObjectPredicate(format: "department.name.length > 3"), sortDescriptors: [], model: model)
+            try LogicalPlan(entityName: "Employee", predicate: try ObjectPredicate(format: "department.name.length > 3"), sortDescriptors: [], model: model)
         }
         #expect(past.message.contains("\"length\" cannot follow the attribute name"))
         // Past a to-many hop the key path is a collection: an operator applies, and nothing
         // follows @count.
-        _ = try FetchAnalysis(entityName: "Department", predicate: try ObjectPredicate(format: "staff.@sum.salary > 3"), sortDescriptors: [], model: model)
+        _ = try LogicalPlan(entityName: "Department", predicate: try ObjectPredicate(format: "staff.@sum.salary > 3"), sortDescriptors: [], model: model)
         let afterCount = try #require(throws: ArborError.self) {
-            try FetchAnalysis(entityName: "Department", predicate: try ObjectPredicate(format: "staff.@count.name > 3"), sortDescriptors: [], model: model)
+            try LogicalPlan(entityName: "Department", predicate: try ObjectPredicate(format: "staff.@count.name > 3"), sortDescriptors: [], model: model)
         }
         #expect(afterCount.message.contains("nothing can follow @count"))
     }

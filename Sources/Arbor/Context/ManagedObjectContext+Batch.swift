@@ -25,20 +25,19 @@ extension ManagedObjectContext {
         switch request.target {
         case .fetch(let fetchRequest):
             let fetchRequest = try resolved(fetchRequest)
-            let analysis = try FetchAnalysis(entityName: fetchRequest.entityName, predicate: fetchRequest.predicate,
-                                             sortDescriptors: fetchRequest.sortDescriptors, model: coordinator.managedObjectModel)
-            guard analysis.rowsAnswerWholeRequest else {
-                let what = analysis.onObjects.first.map { "its predicate needs objects (\($0.term.predicateFormat): \($0.reason))" } ?? "its sort needs objects"
+            let logical = try LogicalPlan(fetchRequest, model: coordinator.managedObjectModel)
+            guard logical.rowsAnswerWholeRequest else {
+                let what = logical.onObjects.first.map { "its predicate needs objects (\($0.term.predicateFormat): \($0.reason))" } ?? "its sort needs objects"
                 throw ArborError(.invalidFetchRequest, "a batch delete of \(fetchRequest.entityName) runs in the store, and \(what)",
                                  entity: fetchRequest.entityName)
             }
-            if fetchRequest.fetchLimit > 0 || fetchRequest.fetchOffset > 0, coordinator.stores(holding: analysis.entity).count > 1 {
+            if fetchRequest.fetchLimit > 0 || fetchRequest.fetchOffset > 0, coordinator.stores(holding: logical.entity).count > 1 {
                 throw ArborError(.invalidFetchRequest, "a batch delete of \(fetchRequest.entityName) with a limit or an offset spans several stores",
                                  entity: fetchRequest.entityName)
             }
-            let fetch = StoreFetch(analysis, fetchRequest, window: true)
+            let fetch = StoreFetch(logical, window: true)
             deletion = try writeBatch(coordinator, merging: request.mergesIntoContexts, ContextChange.init(deletion:)) {
-                try coordinator.batchDelete(entity: analysis.entity, fetch: fetch, objectIDs: [], origin: transactionOrigin(.batchDelete))
+                try coordinator.batchDelete(entity: logical.entity, fetch: fetch, objectIDs: [], origin: transactionOrigin(.batchDelete))
             }
         case .objectIDs(let ids):
             deletion = try writeBatch(coordinator, merging: request.mergesIntoContexts, ContextChange.init(deletion:)) {
@@ -82,11 +81,10 @@ extension ManagedObjectContext {
         fetchRequest.predicate = request.predicate
         fetchRequest.includesSubentities = request.includesSubentities
         fetchRequest = try resolved(fetchRequest)
-        let analysis = try FetchAnalysis(entityName: fetchRequest.entityName, predicate: fetchRequest.predicate, sortDescriptors: [],
-                                         model: coordinator.managedObjectModel)
-        let entity = analysis.entity
-        guard analysis.rowsAnswerWholeRequest else {
-            throw ArborError(.invalidFetchRequest, "a batch update of \(entity.name) runs in the store, and its predicate needs objects (\(analysis.onObjects.map { "\($0.term.predicateFormat): \($0.reason)" }.joined(separator: "; ")))",
+        let logical = try LogicalPlan(fetchRequest, model: coordinator.managedObjectModel)
+        let entity = logical.entity
+        guard logical.rowsAnswerWholeRequest else {
+            throw ArborError(.invalidFetchRequest, "a batch update of \(entity.name) runs in the store, and its predicate needs objects (\(logical.onObjects.map { "\($0.term.predicateFormat): \($0.reason)" }.joined(separator: "; ")))",
                              entity: entity.name)
         }
         // The attributes and their expressions, checked before anything is read.
@@ -127,7 +125,7 @@ extension ManagedObjectContext {
             var attempts = 0
             while true {
                 do {
-                    return try coordinator.batchUpdate(entity: entity, fetch: StoreFetch(analysis, fetchRequest, window: false), excluding: excluded,
+                    return try coordinator.batchUpdate(entity: entity, fetch: StoreFetch(logical, window: false), excluding: excluded,
                                                        changing: Set(updates.map(\.attribute.name)), origin: origin, change)
                 } catch let error as ArborError where error.code == .constraintConflict && !error.constraintConflicts.isEmpty {
                     // The rows that would collide keep their values, when the policy says the

@@ -108,28 +108,27 @@ extension ManagedObjectContext {
     /// (`joinsInMemory`, or found so): the store answers on rows as they are now (docs/history.md,
     /// "Query generations").
     func prepare<Result>(_ request: FetchRequest<Result>, rollingBack: Bool = false, joinsInMemory: Bool = false) throws
-        -> (PersistentStoreCoordinator, FetchAnalysis, RequestPlan.Generation?) {
+        -> (PersistentStoreCoordinator, LogicalPlan, RequestPlan.Generation?) {
         let coordinator = try requireCoordinator("fetch \(request.entityName)")
         takePermanentIDs()
         processPendingChanges()
-        var analysis = try FetchAnalysis(entityName: request.entityName, predicate: request.predicate,
-                                         sortDescriptors: request.sortDescriptors, model: coordinator.managedObjectModel)
+        var logical = try LogicalPlan(request, model: coordinator.managedObjectModel)
         var generation: RequestPlan.Generation?
         if parent == nil, let pinned = queryGeneration {
             try pinned.catchUp()
-            let joined = joinsInMemory || pinned.touches(analysis.joinedEntities)
-            let rollsBack = rollingBack || joined || pinned.touchesFamily(of: analysis.entity) || pinned.touches(analysis.sortedEntities(request.sortDescriptors))
+            let joined = joinsInMemory || pinned.touches(logical.joinedEntities)
+            let rollsBack = rollingBack || joined || pinned.touchesFamily(of: logical.entity) || pinned.touches(logical.sortedEntities(request.sortDescriptors))
             generation = RequestPlan.Generation(version: pinned.version, rollsBack: rollsBack, joinsInMemory: joined)
         }
         let rollsBack = generation?.rollsBack == true
         // Joins stay in the store unless objects they reach changed since the generation: rows
         // of the entity changed since are left out of the store's answer and judged as they were.
         let pinnedJoins = generation?.joinsInMemory == true
-        analysis.keepJoins(inMemory: pinnedJoins || request.includesPendingChanges && hasPendingChanges(in: analysis.joinedEntities),
+        logical.keepJoins(inMemory: pinnedJoins || request.includesPendingChanges && hasPendingChanges(in: logical.joinedEntities),
                            because: pinnedJoins ? "objects it reaches changed since the context's query generation"
                                : "objects it reaches have unsaved changes, which the store's rows do not hold (save, or set includesPendingChanges to false)")
-        analysis.keepSorts(inMemory: rollsBack || request.includesPendingChanges && hasPendingChanges(in: analysis.sortedEntities(request.sortDescriptors)))
-        return (coordinator, analysis, generation)
+        logical.keepSorts(inMemory: rollsBack || request.includesPendingChanges && hasPendingChanges(in: logical.sortedEntities(request.sortDescriptors)))
+        return (coordinator, logical, generation)
     }
 
     /// Called after the store's answer to `plan` was read, in a context pinned to a query
@@ -143,7 +142,7 @@ extension ManagedObjectContext {
         try pinned.catchUp()
         guard pinned.version != planned.version else { return nil }
         if !planned.rollsBack { return try self.plan(request, rollingBack: true) }
-        if !planned.joinsInMemory && pinned.touches(plan.analysis.joinedEntities) {
+        if !planned.joinsInMemory && pinned.touches(plan.logical.joinedEntities) {
             return try self.plan(request, rollingBack: true, joinsInMemory: true)
         }
         return nil
@@ -208,7 +207,7 @@ extension ManagedObjectContext {
         // generation, sort, window): each step reads `results`, `fresh` and `freshRows` as the step
         // before left them.
         let plan = try given ?? plan(request)
-        let (coordinator, analysis, pending, pushdown) = (plan.coordinator, plan.analysis, plan.pending, plan.rowsAnswer)
+        let (coordinator, logical, pending, pushdown) = (plan.coordinator, plan.logical, plan.pending, plan.rowsAnswer)
         var rows: [(ManagedObjectID, StoreRow)]
         switch plan.source {
         case .parent(let parent):
@@ -251,13 +250,13 @@ extension ManagedObjectContext {
         // by the space's address, with no name compared.
         // (Held unretained: the model holds its entities.)
         var lastSpace: UnsafeMutableRawPointer?
-        var lastEntity = Unmanaged.passUnretained(analysis.entity)
+        var lastEntity = Unmanaged.passUnretained(logical.entity)
         rows.withUnsafeBufferPointer { buffer in
             for position in buffer.indices {
                 let id = buffer.baseAddress.unsafelyUnwrapped.advanced(by: position).pointer(to: \.0).unsafelyUnwrapped.pointee
                 if let rollingBack, rollingBack.isTouched(id) { continue }
                 if id.spaceAddress != lastSpace {
-                    lastEntity = Unmanaged.passUnretained(id.entityName == analysis.entity.name ? analysis.entity : modelEntity(of: id) ?? analysis.entity)
+                    lastEntity = Unmanaged.passUnretained(id.entityName == logical.entity.name ? logical.entity : modelEntity(of: id) ?? logical.entity)
                     lastSpace = id.spaceAddress
                 }
                 let object = lastEntity._withUnsafeGuaranteedRef { registeredObjectOrFault(id, entity: $0) }
@@ -272,7 +271,7 @@ extension ManagedObjectContext {
             }
         }
         // A child's rows are in hand (no row cache would serve its faults): its objects take them.
-        let realize = parent != nil || !request.returnsObjectsAsFaults || analysis.residual != nil || (!pushdown && !request.sortDescriptors.isEmpty)
+        let realize = parent != nil || !request.returnsObjectsAsFaults || logical.residual != nil || (!pushdown && !request.sortDescriptors.isEmpty)
         // With a batch size, new faults are left without rows: the first of each batch to fire
         // loads the whole batch (below, once the order is final).
         let batched = request.fetchBatchSize > 0 && !realize
@@ -300,7 +299,7 @@ extension ManagedObjectContext {
                 object.awakeFromFetch()
             }
         }
-        if let residual = analysis.residual {
+        if let residual = logical.residual {
             results = try results.filter { try evaluator.evaluate(residual, on: .object($0)) }
         }
         if !pending.isEmpty {
@@ -313,7 +312,7 @@ extension ManagedObjectContext {
             // (their faults fire with their rows of then).
             var changed: [ManagedObject] = []
             for overlay in rollingBack.overlays.values where plan.stores.contains(where: { $0.identifier == overlay.store }) {
-                for id in overlay.changedObjects(of: analysis.entity, subentities: request.includesSubentities) {
+                for id in overlay.changedObjects(of: logical.entity, subentities: request.includesSubentities) {
                     guard let entity = modelEntity(of: id) else { continue }
                     let object = registeredObjectOrFault(id, entity: entity)
                     // Those with unsaved changes were judged above.
@@ -556,7 +555,7 @@ extension ManagedObjectContext {
                        entity: EntityDescription) throws -> GroupingRoute {
         guard parent == nil else { return .objects("a child context's groups are made of its parent's objects") }
         let plan = try plan(objectRequest)
-        if plan.analysis.residual != nil { return .objects("a term of the predicate is judged on objects") }
+        if plan.logical.residual != nil { return .objects("a term of the predicate is judged on objects") }
         if objectRequest.includesPendingChanges && hasChanges { return .objects("the context has unsaved changes, judged by their in-memory values") }
         if plan.generation?.rollsBack == true { return .objects("objects changed since the query generation are judged as they were") }
         guard plan.stores.count == 1 else { return .objects("\(plan.stores.count) stores hold \(entity.name)") }
@@ -667,7 +666,7 @@ struct DictionaryOrder {
                                  "the grouped or aggregated fetch of \(entity.name) is sorted by \(descriptor.key), which its dictionaries do not hold: sort it by a key it groups by or fetches, or by an aggregate's or expression's name",
                                  entity: entity.name, key: descriptor.key)
             }
-            try FetchAnalysis.checkSortKey(descriptor.key, of: entity)
+            try LogicalPlan.checkSortKey(descriptor.key, of: entity)
             sources.append(.object(descriptor.keys[...]))
         }
         self.descriptors = descriptors

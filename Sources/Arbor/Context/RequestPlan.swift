@@ -15,7 +15,7 @@ struct RequestPlan {
 
     let coordinator: PersistentStoreCoordinator
     /// The request checked against the model and split into the stores' part and the objects'.
-    let analysis: FetchAnalysis
+    let logical: LogicalPlan
     let source: Source
     /// The objects of the request's entity with unsaved changes, judged on their in-memory
     /// values after the rows (none when the request leaves pending changes out).
@@ -45,14 +45,14 @@ struct RequestPlan {
     /// What the context does after the source's rows, in order: `explain`'s last lines.
     var stepsOnObjects: [String] {
         var steps: [String] = []
-        for (term, reason) in analysis.onObjects { steps.append("check each object: \(term.predicateFormat) — on objects: \(reason)") }
+        for (term, reason) in logical.onObjects { steps.append("check each object: \(term.predicateFormat) — on objects: \(reason)") }
         if !pending.isEmpty { steps.append("merge \(pending.count) objects with unsaved changes") }
         if generation?.rollsBack == true { steps.append("roll back the objects changed since the query generation, judged as they were") }
-        if !rowsAnswer && !request.sortDescriptors.isEmpty {
-            steps.append("sort: \(request.sortDescriptors.map(\.description).joined(separator: ", "))")
+        if !rowsAnswer && !logical.sortDescriptors.isEmpty {
+            steps.append("sort: \(logical.sortDescriptors.map(\.description).joined(separator: ", "))")
         }
-        if !rowsAnswer && (request.fetchLimit > 0 || request.fetchOffset > 0) {
-            steps.append("offset \(request.fetchOffset), limit \(request.fetchLimit)")
+        if !rowsAnswer && (logical.limit > 0 || logical.offset > 0) {
+            steps.append("offset \(logical.offset), limit \(logical.limit)")
         }
         return steps
     }
@@ -71,17 +71,6 @@ struct RequestPlan {
 
     /// Set in a context pinned to a query generation.
     let generation: Generation?
-
-    /// The request's parts the plan needs (not its result type).
-    let request: PlannedRequest
-
-    /// What of a request a plan reads.
-    struct PlannedRequest {
-        let resultType: FetchResultType
-        let sortDescriptors: [ObjectSortDescriptor]
-        let fetchLimit: Int
-        let fetchOffset: Int
-    }
 }
 
 extension ManagedObjectContext {
@@ -92,46 +81,44 @@ extension ManagedObjectContext {
     /// `rollingBack`: in a context pinned to a query generation, plan for objects changed since
     /// it even if none of the request's entities had changed when it was last looked at.
     func plan<Result>(_ request: FetchRequest<Result>, rollingBack: Bool = false, joinsInMemory: Bool = false) throws -> RequestPlan {
-        let (coordinator, analysis, generation) = try prepare(request, rollingBack: rollingBack, joinsInMemory: joinsInMemory)
-        try Self.requireStoreEvaluation(request, analysis)
+        let (coordinator, logical, generation) = try prepare(request, rollingBack: rollingBack, joinsInMemory: joinsInMemory)
+        try Self.requireStoreEvaluation(request, logical)
         let rollsBack = generation?.rollsBack == true
-        let pending = pendingObjects(of: analysis.entity, request)
-        let planned = RequestPlan.PlannedRequest(resultType: request.resultType, sortDescriptors: request.sortDescriptors,
-                                                 fetchLimit: request.fetchLimit, fetchOffset: request.fetchOffset)
+        let pending = pendingObjects(of: logical.entity, request)
         if let parent {
             if request.requiresStoreEvaluation {
                 throw ArborError(.invalidFetchRequest, "the fetch of \(request.entityName) requires store evaluation, and a child context's fetches are answered by its parent's objects",
                                  entity: request.entityName)
             }
-            return RequestPlan(coordinator: coordinator, analysis: analysis, source: .parent(parent), pending: pending,
-                               rowsAnswer: pending.isEmpty, storeFetch: StoreFetch(analysis, request, window: false),
-                               countFetch: nil, decodesRows: false, generation: nil, request: planned)
+            return RequestPlan(coordinator: coordinator, logical: logical, source: .parent(parent), pending: pending,
+                               rowsAnswer: pending.isEmpty, storeFetch: StoreFetch(logical, window: false),
+                               countFetch: nil, decodesRows: false, generation: nil)
         }
-        let stores = coordinator.stores(holding: analysis.entity)
-        let rowsAnswer = analysis.rowsAnswerWholeRequest && pending.isEmpty && stores.count <= 1 && !rollsBack
-        var storeFetch = StoreFetch(analysis, request, window: rowsAnswer)
-        if !rowsAnswer, analysis.rowsAnswerWholeRequest, pending.isEmpty, !rollsBack, request.fetchLimit > 0 {
+        let stores = coordinator.stores(holding: logical.entity)
+        let rowsAnswer = logical.rowsAnswerWholeRequest && pending.isEmpty && stores.count <= 1 && !rollsBack
+        var storeFetch = StoreFetch(logical, window: rowsAnswer)
+        if !rowsAnswer, logical.rowsAnswerWholeRequest, pending.isEmpty, !rollsBack, request.fetchLimit > 0 {
             // Several stores: each gives its first offset + limit rows.
             storeFetch.limit = Array<Int>.windowEnd(offset: request.fetchOffset, limit: request.fetchLimit)
         }
         var countFetch: StoreFetch?
         // Several stores' counts add up, unless a window spans them.
-        if analysis.residual == nil, pending.isEmpty, !rollsBack, stores.count <= 1 || (request.fetchLimit == 0 && request.fetchOffset == 0) {
-            var fetch = StoreFetch(analysis, request, window: true)
+        if logical.residual == nil, pending.isEmpty, !rollsBack, stores.count <= 1 || (request.fetchLimit == 0 && request.fetchOffset == 0) {
+            var fetch = StoreFetch(logical, window: true)
             fetch.sortDescriptors = []
             countFetch = fetch
         }
-        return RequestPlan(coordinator: coordinator, analysis: analysis, source: .stores(stores), pending: pending,
+        return RequestPlan(coordinator: coordinator, logical: logical, source: .stores(stores), pending: pending,
                            rowsAnswer: rowsAnswer, storeFetch: storeFetch, countFetch: countFetch,
-                           decodesRows: rowsAnswer && generation == nil && !(request.includesPendingChanges && hasChanges), generation: generation, request: planned)
+                           decodesRows: rowsAnswer && generation == nil && !(request.includesPendingChanges && hasChanges), generation: generation)
     }
 
     /// Refuses a request that requires store evaluation (``FetchRequest/requiresStoreEvaluation``)
     /// when a term of its predicate would be judged on objects, naming the first and why.
     ///
     /// - Throws: ``ArborError/Code/invalidFetchRequest``.
-    static func requireStoreEvaluation<Result>(_ request: FetchRequest<Result>, _ analysis: FetchAnalysis) throws {
-        guard request.requiresStoreEvaluation, let (term, reason) = analysis.onObjects.first else { return }
+    static func requireStoreEvaluation<Result>(_ request: FetchRequest<Result>, _ logical: LogicalPlan) throws {
+        guard request.requiresStoreEvaluation, let (term, reason) = logical.onObjects.first else { return }
         throw ArborError(.invalidFetchRequest,
                          "the fetch of \(request.entityName) requires store evaluation, and \(term.predicateFormat) would be judged on objects: \(reason)",
                          entity: request.entityName, value: term.predicateFormat)

@@ -2,7 +2,7 @@
 /// acts on: what `explain` prints after each such term, what a request that requires store
 /// evaluation (``FetchRequest/requiresStoreEvaluation``) and a batch request refuse with. The
 /// shapes are docs/predicates.md's "What runs on objects"; the rules that decide them are
-/// ``FetchAnalysis/isRowEvaluable(_:_:)`` and ``JoinTerm``.
+/// ``LogicalPlan/isRowEvaluable(_:_:)`` and ``JoinTerm``.
 enum InMemoryReason {
     /// Why `term`, a top-level term of a fetch of `entity` that is neither a row term nor a join
     /// term, is judged on objects.

@@ -4,7 +4,7 @@ import Foundation
 /// constants — `department.name == "Sales"`, `manager.department.name BEGINSWITH "S"`,
 /// `ANY timesheets.hours > 8`, `NONE projects.client.country == "FR"` — and that a store can run
 /// as a join (docs/relational-planning.md). The one place that says which terms are joins: the
-/// fetch analysis splits predicates with it, and the store plans with it.
+/// logical plan splits predicates with it, and the store plans with it.
 struct JoinTerm {
     /// How the term's elements decide it.
     enum Quantifier {
@@ -152,7 +152,7 @@ struct JoinTerm {
     static func storeAnswers(_ predicate: ObjectPredicate, on entity: EntityDescription) -> [JoinTerm]? {
         let conjuncts: [ObjectPredicate] = if case .and(let terms) = predicate { terms } else { [predicate] }
         var joins: [JoinTerm] = []
-        for conjunct in conjuncts where !FetchAnalysis.isRowEvaluable(conjunct, entity) {
+        for conjunct in conjuncts where !LogicalPlan.isRowEvaluable(conjunct, entity) {
             guard let join = JoinTerm(conjunct, entity: entity) else { return nil }
             joins.append(join)
         }

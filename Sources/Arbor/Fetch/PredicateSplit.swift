@@ -3,7 +3,7 @@ import Foundation
 /// A fetch predicate's top-level terms, each put where it runs: on a store's rows, as a join a
 /// store runs through relationships (``JoinTerm``), or on the context's objects, with why
 /// (``InMemoryReason``). The one classification of terms (docs/relational-planning.md, "Where the
-/// work is split"): a context's analysis makes it, the ``StoreFetch`` it sends carries it, and a
+/// work is split"): a context's logical plan makes it, the ``StoreFetch`` it sends carries it, and a
 /// store plans from it rather than classifying the terms again.
 struct PredicateSplit {
     /// The terms a store evaluates on rows.
@@ -16,7 +16,7 @@ struct PredicateSplit {
     /// The split of `predicate`'s top-level terms, for a fetch of `entity`.
     init(_ predicate: ObjectPredicate?, entity: EntityDescription) {
         for term in Self.conjuncts(of: predicate) {
-            if FetchAnalysis.isRowEvaluable(term, entity) {
+            if LogicalPlan.isRowEvaluable(term, entity) {
                 rowTerms.append(term)
             } else if let join = JoinTerm(term, entity: entity) {
                 joins.append(join)

@@ -3,7 +3,7 @@ import Foundation
 /// A key path resolved against the model: the relationships it goes through, and what its last
 /// key names (or where and why the walk stopped).
 ///
-/// The one walker of key paths over entity descriptions. The fetch analysis (checking predicates
+/// The one walker of key paths over entity descriptions. The logical plan (checking predicates
 /// and sort keys), the join classifier, the in-memory reasons, the store's grouping and the value
 /// decoder each ask it, and derive their rule from its hops and its end; none follows
 /// `relationshipsByName` from key to key itself (a check in `make test` holds this). Objects are

@@ -138,7 +138,7 @@ extension NativeStore {
             case .key(let path), .aggregate(_, let path):
                 paths.append(KeyPathEvaluator.components(of: path))
             case .expression(let expression):
-                guard FetchAnalysis.isRowEvaluable(expression, entity) else { return false }
+                guard LogicalPlan.isRowEvaluable(expression, entity) else { return false }
             }
         }
         return RowPathReader.reads(paths, from: entity)

@@ -25,7 +25,7 @@ public struct StoreFetch: Sendable, Hashable {
     /// others out of the rows it returns (nil), decoding less; it still evaluates the predicate
     /// on whole rows. Never set for rows that become objects: a store grouping rows sets it.
     public var decodedProperties: Set<String>?
-    /// The predicate's terms as the context's analysis split them (nil for a fetch made by hand,
+    /// The predicate's terms as the context's logical plan split them (nil for a fetch made by hand,
     /// or once the predicate is set again): a store plans from ``split(for:)``.
     private var carried = CarriedSplit()
 
@@ -34,23 +34,20 @@ public struct StoreFetch: Sendable, Hashable {
         self.entityName = entityName
     }
 
-    /// The stores' part of `request`, as `analysis` split it: its row-evaluable predicate and
-    /// joins, its order when a store can sort, and — with `window` — its offset and limit.
-    init<Result>(_ analysis: FetchAnalysis, _ request: FetchRequest<Result>, window: Bool) {
-        self.init(entityName: request.entityName)
-        includesSubentities = request.includesSubentities
-        predicate = analysis.split.storePredicate
-        carried = CarriedSplit(split: analysis.split.storePart)
-        if analysis.storeSorts { sortDescriptors = request.sortDescriptors }
-        if window {
-            offset = request.fetchOffset
-            limit = request.fetchLimit
-        }
+    /// The stores' part of `plan`: its row-evaluable predicate and joins, its order when a store
+    /// can sort, and — with `window` — its offset and limit.
+    init(_ plan: LogicalPlan, window: Bool) {
+        self.init(entityName: plan.entity.name)
+        includesSubentities = plan.includesSubentities
+        predicate = plan.split.storePredicate
+        carried = CarriedSplit(split: plan.split.storePart)
+        if plan.storeSorts { sortDescriptors = plan.sortDescriptors }
+        if window { (offset, limit) = (plan.offset, plan.limit) }
     }
 }
 
 extension StoreFetch {
-    /// The predicate's terms as a store plans them: as the context's analysis split them, or —
+    /// The predicate's terms as a store plans them: as the context's logical plan split them, or —
     /// for a fetch made by hand — split now.
     func split(for entity: EntityDescription) -> PredicateSplit {
         carried.split ?? PredicateSplit(predicate, entity: entity).forStore
@@ -138,9 +135,8 @@ extension StoreFetch {
     /// - Throws: ``ArborError/Code/invalidFetchRequest`` as a context's fetch does: an entity or
     ///   key the model lacks, a constant of the wrong type, a sort key that cannot be sorted by.
     package init?<Result>(whole request: FetchRequest<Result>, model: ManagedObjectModel) throws {
-        let analysis = try FetchAnalysis(entityName: request.entityName, predicate: request.predicate,
-                                         sortDescriptors: request.sortDescriptors, model: model)
-        guard analysis.rowsAnswerWholeRequest else { return nil }
-        self.init(analysis, request, window: true)
+        let plan = try LogicalPlan(request, model: model)
+        guard plan.rowsAnswerWholeRequest else { return nil }
+        self.init(plan, window: true)
     }
 }

@@ -1,11 +1,19 @@
 import Foundation
 
-/// A fetch request checked against the model: unknown keys and values of the wrong type are
-/// caught before anything runs, and the predicate is split into what stores can evaluate on rows,
-/// the joins they run through to-one relationships, and what the context must evaluate on objects
-/// (docs/relational-planning.md, "Where the work is split").
-struct FetchAnalysis {
+/// A fetch request's store-independent plan, made once per fetch: the request checked against
+/// the model (unknown keys and values of the wrong type are caught before anything runs), its
+/// predicate split into what stores evaluate on rows, the joins they run through relationships,
+/// and what the context evaluates on objects (docs/relational-planning.md, "Where the work is
+/// split"), its order and its window. A context's ``RequestPlan`` adds where it runs; a store
+/// turns the ``StoreFetch`` derived from it into its own physical plan.
+struct LogicalPlan {
     let entity: EntityDescription
+    /// Whether rows of the entity's sub-entities count.
+    var includesSubentities = true
+    /// The order asked for (a store applies it when ``storeSorts``; else objects are sorted).
+    let sortDescriptors: [ObjectSortDescriptor]
+    /// The window asked for: matching results to skip, then at most `limit` (0: no limit).
+    var offset = 0, limit = 0
     /// The predicate's terms, each where it runs.
     private(set) var split: PredicateSplit
     /// The conjuncts a store runs as joins through relationships (``JoinTerm``).
@@ -27,6 +35,7 @@ struct FetchAnalysis {
             throw ArborError(.invalidFetchRequest, "the model has no entity \(entityName) to fetch", entity: entityName)
         }
         self.entity = entity
+        self.sortDescriptors = sortDescriptors
         if let predicate { try Self.check(predicate, entity: entity, scope: [:]) }
         for descriptor in sortDescriptors { try Self.checkSortKey(descriptor.key, of: entity) }
         // A store sorts by its rows' attributes, and by key paths through to-one relationships
@@ -36,6 +45,16 @@ struct FetchAnalysis {
             return path.throughToOne && path.attribute.map { !$0.isTransient } == true
         }
         split = PredicateSplit(predicate, entity: entity)
+    }
+
+    /// The plan of `request`: its predicate, order, scope and window.
+    ///
+    /// - Throws: ``ArborError/Code/invalidFetchRequest`` for an entity or key the model lacks, a
+    ///   constant of the wrong type, or a sort key that cannot be sorted by.
+    init<Result>(_ request: FetchRequest<Result>, model: ManagedObjectModel) throws {
+        try self.init(entityName: request.entityName, predicate: request.predicate, sortDescriptors: request.sortDescriptors, model: model)
+        includesSubentities = request.includesSubentities
+        (offset, limit) = (request.fetchOffset, request.fetchLimit)
     }
 
     /// Keeps the joins with the context, on objects, when `inMemory`: a context with unsaved

@@ -97,6 +97,16 @@ struct StoreAggregateTests {
         request.propertiesToGroupBy = nil
         request.propertiesToFetch = [.aggregate(.count, of: "salary", as: "n")]
         #expect(try request.explain(in: reader).contains("group in the store, one group of every row"))
+        // Grouped with no properties named, the dictionaries hold the entity's stored attributes,
+        // and explain judges that same shape: the store reads them all on rows.
+        request.propertiesToGroupBy = ["name"]
+        request.propertiesToFetch = nil
+        let plain = try request.explain(in: reader)
+        #expect(plain.contains("group in the store, by name"), "\(plain)")
+        let person = try #require(graph.stack.model.entity(named: "Person"))
+        #expect(DictionaryShape(request, entity: person).properties.count == person.attributes.filter { !$0.isTransient }.count)
+        #expect(try reader.groupsInStore(reader.objectsRequest(for: request), groupBy: ["name"], properties: DictionaryShape(request, entity: person).properties,
+                                         entity: person) != nil)
         // A child context's groups are its parent's objects.
         let child = privateContext(parent: privateContext(graph.stack.coordinator, name: "parent"), name: "child")
         let childPlan = try child.performAndWait { try request.explain(in: child) }

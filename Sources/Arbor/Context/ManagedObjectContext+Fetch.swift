@@ -483,12 +483,10 @@ extension ManagedObjectContext {
         guard let entity = persistentStoreCoordinator?.managedObjectModel.entity(named: request.entityName) else {
             throw ArborError(.invalidFetchRequest, "the model has no entity \(request.entityName) to fetch", entity: request.entityName)
         }
-        let properties = request.propertiesToFetch ?? entity.attributes.filter { !$0.isTransient }.map { PropertyToFetch.key($0.name) }
-        let groupKeys = request.propertiesToGroupBy ?? []
-        let grouped = !groupKeys.isEmpty
-        let aggregates = properties.contains { if case .aggregate = $0.kind { true } else { false } }
+        let shape = DictionaryShape(request, entity: entity)
+        let (properties, groupKeys) = (shape.properties, shape.groupBy)
         let order = try DictionaryOrder(request.sortDescriptors, properties: properties, groupKeys: groupKeys,
-                                        collapsed: grouped || aggregates, entity: entity)
+                                        collapsed: shape.collapses, entity: entity)
         var objectRequest = objectsRequest(for: request)
         // The objects are sorted and windowed by the fetch when each dictionary is one object
         // and every sort key is the objects' own; otherwise the dictionaries are.
@@ -502,16 +500,16 @@ extension ManagedObjectContext {
         }
         let evaluator = PredicateEvaluator(context: self)
         var rows: [DictionaryRow]
-        if grouped || aggregates, let groups = try groupsInStore(objectRequest, groupBy: groupKeys, properties: properties, entity: entity) {
+        if shape.collapses, let groups = try groupsInStore(objectRequest, groupBy: groupKeys, properties: properties, entity: entity) {
             rows = groups.map { DictionaryRow(values: $0.values, object: nil, group: $0.groupValues) }
         } else {
-            if (grouped || aggregates) && request.requiresStoreEvaluation {
+            if shape.collapses && request.requiresStoreEvaluation {
                 throw ArborError(.invalidFetchRequest, "the fetch of \(request.entityName) requires store evaluation, and its groups would be made of objects: "
                                     + "a child context, unsaved changes in the context, a property or group key the store does not read on rows, or several stores",
                                  entity: request.entityName)
             }
             rows = try dictionaryRows(of: fetchObjects(objectRequest), groupBy: groupKeys, properties: properties,
-                                      aggregates: aggregates, evaluator: evaluator)
+                                      aggregates: shape.aggregates, evaluator: evaluator)
         }
         if let having = request.havingPredicate {
             rows = try rows.filter { try having.evaluate(with: $0.values as [String: Any]) }
@@ -691,6 +689,26 @@ struct DictionaryOrder {
         }
         return ObjectSortDescriptor.stableSort(keyed, descriptors).map(\.0)
     }
+}
+
+/// What a dictionary fetch gives: the properties of each dictionary (the entity's stored
+/// attributes when the request names none) and the keys it groups by. The one reading of a
+/// request's dictionary settings, for the fetch and for `explain`.
+struct DictionaryShape {
+    let properties: [PropertyToFetch]
+    let groupBy: [String]
+
+    init<Result>(_ request: FetchRequest<Result>, entity: EntityDescription) {
+        properties = request.propertiesToFetch ?? entity.attributes.filter { !$0.isTransient }.map { PropertyToFetch.key($0.name) }
+        groupBy = request.propertiesToGroupBy ?? []
+    }
+
+    /// Whether the rows are grouped by keys.
+    var grouped: Bool { !groupBy.isEmpty }
+    /// Whether a property is an aggregate (without group keys: one dictionary in all).
+    var aggregates: Bool { properties.contains { if case .aggregate = $0.kind { true } else { false } } }
+    /// Whether dictionaries are groups rather than one per object.
+    var collapses: Bool { grouped || aggregates }
 }
 
 /// Where a grouped or aggregated dictionary fetch makes its groups

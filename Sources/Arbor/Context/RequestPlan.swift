@@ -155,9 +155,9 @@ extension ManagedObjectContext {
     /// (``groupingRoute(_:groupBy:properties:entity:)``) makes the groups; nil for other fetches.
     private func explainGroups<Result>(_ request: FetchRequest<Result>) throws -> String? {
         guard request.resultType == .dictionary, let entity = persistentStoreCoordinator?.managedObjectModel.entity(named: request.entityName) else { return nil }
-        let properties = request.propertiesToFetch ?? []
-        let groupBy = request.propertiesToGroupBy ?? []
-        guard !groupBy.isEmpty || properties.contains(where: { if case .aggregate = $0.kind { true } else { false } }) else { return nil }
+        let shape = DictionaryShape(request, entity: entity)
+        guard shape.collapses else { return nil }
+        let (properties, groupBy) = (shape.properties, shape.groupBy)
         let objectRequest = objectsRequest(for: request)
         let keys = groupBy.isEmpty ? "one group of every row" : "by \(groupBy.joined(separator: ", "))"
         switch try groupingRoute(objectRequest, groupBy: groupBy, properties: properties, entity: entity) {

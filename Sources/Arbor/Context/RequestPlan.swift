@@ -51,10 +51,13 @@ struct RequestPlan {
         if !rowsAnswer && !logical.sortDescriptors.isEmpty {
             steps.append("sort: \(logical.sortDescriptors.map(\.description).joined(separator: ", "))")
         }
-        if !rowsAnswer && (logical.limit > 0 || logical.offset > 0) {
-            steps.append("offset \(logical.offset), limit \(logical.limit)")
-        }
+        if !rowsAnswer, let window = Self.windowStep(offset: logical.offset, limit: logical.limit) { steps.append(window) }
         return steps
+    }
+
+    /// The window's line of `explain` (nil: no window).
+    static func windowStep(offset: Int, limit: Int) -> String? {
+        offset > 0 || limit > 0 ? "offset \(offset), limit \(limit)" : nil
     }
 
     /// A plan of a context pinned to a query generation: the generation's version when the plan
@@ -97,13 +100,13 @@ extension ManagedObjectContext {
         let stores = coordinator.stores(holding: logical.entity)
         let rowsAnswer = logical.rowsAnswerWholeRequest && pending.isEmpty && stores.count <= 1 && !rollsBack
         var storeFetch = StoreFetch(logical, window: rowsAnswer)
-        if !rowsAnswer, logical.rowsAnswerWholeRequest, pending.isEmpty, !rollsBack, request.fetchLimit > 0 {
+        if !rowsAnswer, logical.rowsAnswerWholeRequest, pending.isEmpty, !rollsBack, logical.limit > 0 {
             // Several stores: each gives its first offset + limit rows.
-            storeFetch.limit = Array<Int>.windowEnd(offset: request.fetchOffset, limit: request.fetchLimit)
+            storeFetch.limit = Array<Int>.windowEnd(offset: logical.offset, limit: logical.limit)
         }
         var countFetch: StoreFetch?
         // Several stores' counts add up, unless a window spans them.
-        if logical.residual == nil, pending.isEmpty, !rollsBack, stores.count <= 1 || (request.fetchLimit == 0 && request.fetchOffset == 0) {
+        if logical.residual == nil, pending.isEmpty, !rollsBack, stores.count <= 1 || (logical.limit == 0 && logical.offset == 0) {
             var fetch = StoreFetch(logical, window: true)
             fetch.sortDescriptors = []
             countFetch = fetch
@@ -175,7 +178,7 @@ extension ManagedObjectContext {
         var steps: [String] = []
         if let having = request.havingPredicate { steps.append("keep the groups where \(having.predicateFormat)") }
         if !request.sortDescriptors.isEmpty { steps.append("sort the groups: \(request.sortDescriptors.map(\.description).joined(separator: ", "))") }
-        if request.fetchLimit > 0 || request.fetchOffset > 0 { steps.append("offset \(request.fetchOffset), limit \(request.fetchLimit)") }
+        if let window = RequestPlan.windowStep(offset: request.fetchOffset, limit: request.fetchLimit) { steps.append(window) }
         return steps.map { "\n  then in memory: " + $0 }.joined()
     }
 }

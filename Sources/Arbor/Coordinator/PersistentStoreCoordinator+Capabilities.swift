@@ -133,7 +133,8 @@ extension PersistentStoreCoordinator {
     /// The groups of `grouping` as `store` computes them; nil when it cannot (``canGroup(_:in:entity:)``).
     func groups(_ grouping: StoreGrouping, in store: any PersistentStore, entity: EntityDescription) throws -> [StoreGroup]? {
         try locked {
-            guard canGroup(grouping, in: store, entity: entity), let capable = store as? any GroupingStore else { return nil }
+            guard let capable = store as? any GroupingStore,
+                  capable.canGroup(grouping.properties, by: grouping.groupBy, of: entity) else { return nil }
             return try capable.groups(grouping)
         }
     }

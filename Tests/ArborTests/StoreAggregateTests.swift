@@ -12,24 +12,16 @@ struct StoreAggregateTests {
     static func bothWays(_ request: FetchRequest<[String: any Sendable]>, graph: JoinTests.Graph) throws
         -> (store: [[String: any Sendable]], objects: [[String: any Sendable]]) {
         let reader = graph.stack.context()
-        #expect(try reader.groupsInStore(objectRequest(request), groupBy: request.propertiesToGroupBy ?? [], properties: request.propertiesToFetch ?? [],
-                                         entity: graph.stack.model.entity(named: request.entityName)!) != nil, "the store groups")
+        #expect(try reader.groupsInStore(request) != nil, "the store groups")
         // explain follows the fetch's decision (docs/relational-planning.md, "Aggregates in the store").
         #expect(try request.explain(in: reader).contains("group in the store"))
         let store = try reader.fetch(request)
         let other = graph.stack.context()
         _ = try graph.stack.insert("Division", in: other, ["title": "unsaved"])
-        #expect(try other.groupsInStore(objectRequest(request), groupBy: request.propertiesToGroupBy ?? [], properties: request.propertiesToFetch ?? [],
-                                        entity: graph.stack.model.entity(named: request.entityName)!) == nil, "objects group")
+        #expect(try other.groupsInStore(request) == nil, "objects group")
         let onObjects = try request.explain(in: other)
         #expect(onObjects.contains("group the objects") && onObjects.contains("unsaved changes") && !onObjects.contains("group in the store"), "\(onObjects)")
         return (store, try other.fetch(request))
-    }
-
-    static func objectRequest(_ request: FetchRequest<[String: any Sendable]>) -> FetchRequest<ManagedObject> {
-        var objects = FetchRequest<ManagedObject>(entityName: request.entityName)
-        objects.predicate = request.predicate
-        return objects
     }
 
     /// A dictionary as comparable text (numbers as doubles, IDs as their URIs).
@@ -72,6 +64,59 @@ struct StoreAggregateTests {
         }
     }
 
+    @Test("a dictionary fetch is one plan: the logical plan says what is done to the objects and what to the dictionaries, and explain prints it")
+    func dictionaryFetchIsOnePlan() throws {
+        let graph = try JoinTests.Graph(seed: 0xD1C7)
+        let reader = graph.stack.context()
+        let model = graph.stack.model
+        // One dictionary per object, sorted by an expression's name: the dictionaries are sorted
+        // and windowed; the objects are read in no order, unwindowed.
+        var request = FetchRequest<[String: any Sendable]>(entityName: "Person")
+        request.propertiesToFetch = [.key("name"), .expression(try ObjectExpression(format: "salary * 2"), as: "double")]
+        request.sortDescriptors = [ObjectSortDescriptor(key: "double", ascending: false)]
+        request.fetchLimit = 3
+        var logical = try LogicalPlan(request, model: model)
+        var dictionary = try #require(logical.dictionary)
+        #expect(!dictionary.sortsObjects && !dictionary.windowsObjects && logical.sortDescriptors.isEmpty && logical.limit == 0)
+        var explained = try request.explain(in: reader)
+        #expect(explained.contains("make a dictionary of each object") && explained.contains("sort the dictionaries: double") && explained.contains("offset 0, limit 3"),
+                "\(explained)")
+        func number(_ value: Any?) -> Double? {
+            switch value {
+            case let integer as Int64: Double(integer)
+            case let double as Double: double
+            default: nil
+            }
+        }
+        let doubled = try reader.fetch(request).map { try #require(number($0["double"])) }
+        var everyone = FetchRequest<ManagedObject>(entityName: "Person")
+        everyone.sortDescriptors = [ObjectSortDescriptor(key: "salary", ascending: false)]
+        let salaries = try reader.fetch(everyone).prefix(3).map { try #require(number($0.value(forKey: "salary"))) * 2 }
+        #expect(doubled == salaries)
+        // Sorted by an attribute: the objects are sorted and windowed, by the store.
+        request.sortDescriptors = [ObjectSortDescriptor(key: "salary", ascending: false)]
+        logical = try LogicalPlan(request, model: model)
+        dictionary = try #require(logical.dictionary)
+        #expect(dictionary.sortsObjects && dictionary.windowsObjects && logical.sortDescriptors.map(\.key) == ["salary"] && logical.limit == 3)
+        explained = try request.explain(in: reader)
+        #expect(explained.contains("make a dictionary of each object") && !explained.contains("sort the dictionaries"), "\(explained)")
+        #expect(try reader.fetch(request).map { try #require(number($0["double"])) } == salaries)
+        // Distinct results: the objects are sorted, but the window is the dictionaries'.
+        request.propertiesToFetch = [.key("department.name")]
+        request.returnsDistinctResults = true
+        request.sortDescriptors = []
+        request.fetchLimit = 2
+        logical = try LogicalPlan(request, model: model)
+        dictionary = try #require(logical.dictionary)
+        #expect(dictionary.sortsObjects && !dictionary.windowsObjects && logical.limit == 0)
+        explained = try request.explain(in: reader)
+        #expect(explained.contains("keep distinct dictionaries") && explained.contains("offset 0, limit 2"), "\(explained)")
+        let names = try reader.fetch(request).map { $0["department.name"].map { "\($0)" } ?? "nil" }
+        #expect(names.count == 2 && Set(names).count == 2, "\(names)")
+        // Other fetches have no dictionary part.
+        #expect(try LogicalPlan(FetchRequest<ManagedObject>(entityName: "Person"), model: model).dictionary == nil)
+    }
+
     @Test("explain names where a grouped fetch's groups are made, with the fetch's own reasons, and what is done with the groups after")
     func explainGroupedFetch() throws {
         let graph = try JoinTests.Graph(seed: 0xE6)
@@ -90,12 +135,15 @@ struct StoreAggregateTests {
         request.predicate = try ObjectPredicate(format: "salary > manager.salary")
         let residual = try request.explain(in: reader)
         #expect(residual.contains("group the objects, by department.name — on objects: a term of the predicate is judged on objects"), "\(residual)")
-        #expect(try reader.groupsInStore(reader.objectsRequest(for: request), groupBy: ["department.name"], properties: request.propertiesToFetch ?? [],
-                                         entity: graph.stack.model.entity(named: "Person")!) == nil)
-        // An aggregate without groups is one group of every row.
+        #expect(try reader.groupsInStore(request) == nil)
+        // An aggregate without groups is one group of every row. Sorted by a name its
+        // dictionaries no longer hold, explain refuses it as the fetch does.
         request.predicate = nil
         request.propertiesToGroupBy = nil
         request.propertiesToFetch = [.aggregate(.count, of: "salary", as: "n")]
+        #expect(throws: ArborError.self) { try request.explain(in: reader) }
+        #expect(throws: ArborError.self) { try reader.fetch(request) }
+        request.sortDescriptors = []
         #expect(try request.explain(in: reader).contains("group in the store, one group of every row"))
         // Grouped with no properties named, the dictionaries hold the entity's stored attributes,
         // and explain judges that same shape: the store reads them all on rows.
@@ -105,8 +153,7 @@ struct StoreAggregateTests {
         #expect(plain.contains("group in the store, by name"), "\(plain)")
         let person = try #require(graph.stack.model.entity(named: "Person"))
         #expect(DictionaryShape(request, entity: person).properties.count == person.attributes.filter { !$0.isTransient }.count)
-        #expect(try reader.groupsInStore(reader.objectsRequest(for: request), groupBy: ["name"], properties: DictionaryShape(request, entity: person).properties,
-                                         entity: person) != nil)
+        #expect(try reader.groupsInStore(request) != nil)
         // A child context's groups are its parent's objects.
         let child = privateContext(parent: privateContext(graph.stack.coordinator, name: "parent"), name: "child")
         let childPlan = try child.performAndWait { try request.explain(in: child) }

@@ -478,29 +478,17 @@ extension ManagedObjectContext {
     }
 
     /// Dictionaries of the request's properties, grouped and aggregated as asked, in the order
-    /// its sort descriptors give (docs/predicates.md, "Dictionaries").
+    /// its sort descriptors give (docs/predicates.md, "Dictionaries"): the plan's
+    /// ``DictionaryPlan`` says what is done to the objects and what to the dictionaries.
     func fetchDictionaries<Result>(_ request: FetchRequest<Result>) throws -> [[String: any Sendable]] {
-        guard let entity = persistentStoreCoordinator?.managedObjectModel.entity(named: request.entityName) else {
-            throw ArborError(.invalidFetchRequest, "the model has no entity \(request.entityName) to fetch", entity: request.entityName)
+        let plan = try plan(request)
+        guard let dictionary = plan.logical.dictionary else {
+            throw ArborError(.invalidFetchRequest, "the fetch of \(request.entityName) does not return dictionaries", entity: request.entityName)
         }
-        let shape = DictionaryShape(request, entity: entity)
-        let (properties, groupKeys) = (shape.properties, shape.groupBy)
-        let order = try DictionaryOrder(request.sortDescriptors, properties: properties, groupKeys: groupKeys,
-                                        collapsed: shape.collapses, entity: entity)
-        var objectRequest = objectsRequest(for: request)
-        // The objects are sorted and windowed by the fetch when each dictionary is one object
-        // and every sort key is the objects' own; otherwise the dictionaries are.
-        let sortsObjects = !order.sortsDictionaries
-        if sortsObjects {
-            objectRequest.sortDescriptors = request.sortDescriptors
-            if !request.returnsDistinctResults {
-                objectRequest.fetchLimit = request.fetchLimit
-                objectRequest.fetchOffset = request.fetchOffset
-            }
-        }
+        let shape = dictionary.shape
         let evaluator = PredicateEvaluator(context: self)
         var rows: [DictionaryRow]
-        if shape.collapses, let groups = try groupsInStore(objectRequest, groupBy: groupKeys, properties: properties, entity: entity) {
+        if shape.collapses, let groups = try groupsInStore(request, plan: plan) {
             rows = groups.map { DictionaryRow(values: $0.values, object: nil, group: $0.groupValues) }
         } else {
             if shape.collapses && request.requiresStoreEvaluation {
@@ -508,16 +496,16 @@ extension ManagedObjectContext {
                                     + "a child context, unsaved changes in the context, a property or group key the store does not read on rows, or several stores",
                                  entity: request.entityName)
             }
-            rows = try dictionaryRows(of: fetchObjects(objectRequest), groupBy: groupKeys, properties: properties,
-                                      aggregates: shape.aggregates, evaluator: evaluator)
+            rows = try dictionaryRows(of: fetchObjects(objectsRequest(for: request, plan.logical), plan: plan), groupBy: shape.groupBy,
+                                      properties: shape.properties, aggregates: shape.aggregates, evaluator: evaluator)
         }
-        if let having = request.havingPredicate {
+        if let having = dictionary.having {
             rows = try rows.filter { try having.evaluate(with: $0.values as [String: Any]) }
         }
-        if order.sortsDictionaries {
-            rows = try order.sorted(rows, evaluator: evaluator)
+        if !dictionary.sortsObjects {
+            rows = try dictionary.order.sorted(rows, evaluator: evaluator)
         }
-        if request.returnsDistinctResults {
+        if dictionary.distinct {
             var distinct: [DictionaryRow] = []
             func same(_ a: [String: any Sendable], _ b: [String: any Sendable]) -> Bool {
                 a.count == b.count && a.allSatisfy { key, value in
@@ -527,54 +515,55 @@ extension ManagedObjectContext {
             for row in rows where !distinct.contains(where: { same($0.values, row.values) }) { distinct.append(row) }
             rows = distinct
         }
-        if !sortsObjects || request.returnsDistinctResults {
-            rows = rows.window(offset: request.fetchOffset, limit: request.fetchLimit)
+        if !dictionary.windowsObjects {
+            rows = rows.window(offset: dictionary.offset, limit: dictionary.limit)
         }
         return rows.map(\.values)
     }
 
     /// The groups of a grouped or aggregated dictionary fetch, computed by the store in one pass
     /// over its rows (docs/relational-planning.md, "Aggregates in the store"); nil when objects
-    /// are needed (``groupingRoute(_:groupBy:properties:entity:)`` says when).
-    func groupsInStore(_ objectRequest: FetchRequest<ManagedObject>, groupBy: [String], properties: [PropertyToFetch],
-                       entity: EntityDescription) throws -> [StoreGroup]? {
-        guard case .store(let plan, let grouping) = try groupingRoute(objectRequest, groupBy: groupBy, properties: properties, entity: entity),
-              let groups = try plan.coordinator.groups(grouping, in: plan.stores[0], entity: entity) else { return nil }
+    /// are needed (``groupingRoute(_:plan:)`` says when).
+    func groupsInStore<Result>(_ request: FetchRequest<Result>, plan given: RequestPlan? = nil) throws -> [StoreGroup]? {
+        let plan = try given ?? plan(request)
+        guard case .store(let grouping) = groupingRoute(request, plan: plan),
+              let groups = try plan.coordinator.groups(grouping, in: plan.stores[0], entity: plan.logical.entity) else { return nil }
         // Objects changed since the pinned generation meanwhile: the objects answer.
-        return try replanned(objectRequest, after: plan) != nil ? nil : groups
+        return try replanned(request, after: plan) != nil ? nil : groups
     }
 
-    /// Where the groups of a grouped or aggregated dictionary fetch are made: the one decision
-    /// that the fetch follows and `explain` prints. Objects make them with a child context,
-    /// unsaved changes (judged by their in-memory values), a predicate term the store cannot
-    /// run, a query generation that rolls objects back, several stores, or a key path or
-    /// expression the store does not read on rows.
-    func groupingRoute(_ objectRequest: FetchRequest<ManagedObject>, groupBy: [String], properties: [PropertyToFetch],
-                       entity: EntityDescription) throws -> GroupingRoute {
+    /// Where the groups of a grouped or aggregated dictionary fetch planned as `plan` are made:
+    /// the one decision that the fetch follows and `explain` prints. Objects make them with a
+    /// child context, unsaved changes (judged by their in-memory values), a predicate term the
+    /// store cannot run, a query generation that rolls objects back, several stores, or a key
+    /// path or expression the store does not read on rows.
+    func groupingRoute<Result>(_ request: FetchRequest<Result>, plan: RequestPlan) -> GroupingRoute {
+        guard let shape = plan.logical.dictionary?.shape, shape.collapses else { return .objects("the fetch makes no groups") }
         guard parent == nil else { return .objects("a child context's groups are made of its parent's objects") }
-        let plan = try plan(objectRequest)
         if plan.logical.residual != nil { return .objects("a term of the predicate is judged on objects") }
-        if objectRequest.includesPendingChanges && hasChanges { return .objects("the context has unsaved changes, judged by their in-memory values") }
+        if request.includesPendingChanges && hasChanges { return .objects("the context has unsaved changes, judged by their in-memory values") }
         if plan.generation?.rollsBack == true { return .objects("objects changed since the query generation are judged as they were") }
-        guard plan.stores.count == 1 else { return .objects("\(plan.stores.count) stores hold \(entity.name)") }
+        guard plan.stores.count == 1 else { return .objects("\(plan.stores.count) stores hold \(plan.logical.entity.name)") }
         var rows = plan.storeFetch
         (rows.offset, rows.limit) = (0, 0)
-        let grouping = StoreGrouping(rows: rows, groupBy: groupBy, properties: properties)
-        guard plan.coordinator.canGroup(grouping, in: plan.stores[0], entity: entity) else {
+        let grouping = StoreGrouping(rows: rows, groupBy: shape.groupBy, properties: shape.properties)
+        guard plan.coordinator.canGroup(grouping, in: plan.stores[0], entity: plan.logical.entity) else {
             return .objects("the store does not read every group key, property and expression on rows")
         }
-        return .store(plan, grouping)
+        return .store(grouping)
     }
 
     /// The request whose objects a dictionary fetch reads: its predicate and scope, realised
-    /// objects, and no order or window (the caller adds them when they apply to objects).
-    func objectsRequest<Result>(for request: FetchRequest<Result>) -> FetchRequest<ManagedObject> {
+    /// objects, and the order and window its plan (`logical`) applies to the objects.
+    func objectsRequest<Result>(for request: FetchRequest<Result>, _ logical: LogicalPlan) -> FetchRequest<ManagedObject> {
         var objectRequest = FetchRequest<ManagedObject>(entityName: request.entityName)
         objectRequest.predicate = request.predicate
         objectRequest.includesPendingChanges = request.includesPendingChanges
         objectRequest.includesSubentities = request.includesSubentities
         objectRequest.requiresStoreEvaluation = request.requiresStoreEvaluation
         objectRequest.returnsObjectsAsFaults = false
+        objectRequest.sortDescriptors = logical.sortDescriptors
+        (objectRequest.fetchOffset, objectRequest.fetchLimit) = (logical.offset, logical.limit)
         return objectRequest
     }
 
@@ -619,103 +608,11 @@ extension ManagedObjectContext {
     }
 }
 
-/// One dictionary of a dictionary fetch, with what its sort keys may read: the object it was
-/// made of (nil for a group or an aggregate over several) and its group's key values.
-struct DictionaryRow {
-    var values: [String: any Sendable]
-    let object: ManagedObject?
-    let group: [String: Operand]
-}
-
-/// How a dictionary fetch orders its results: each sort key read from the dictionaries (an
-/// aggregate's or expression's alias, a fetched key, a group-by key) or from the object each
-/// dictionary was made of (an attribute or to-one key path). An alias shadows an attribute of the
-/// same name. Checked before anything runs: a grouped or aggregated fetch sorts only by what its
-/// dictionaries hold, and a key that is neither an alias nor an attribute or to-one key path of
-/// the entity is `invalidFetchRequest`.
-struct DictionaryOrder {
-    enum Source {
-        /// The value the dictionaries hold under this name (or the group's key value).
-        case result(String)
-        /// The key path on the object the dictionary was made of.
-        case object(ArraySlice<String>)
-    }
-
-    let descriptors: [ObjectSortDescriptor]
-    let sources: [Source]
-    /// Whether the dictionaries are sorted (rather than the objects, by the fetch).
-    let sortsDictionaries: Bool
-
-    init(_ descriptors: [ObjectSortDescriptor], properties: [PropertyToFetch], groupKeys: [String], collapsed: Bool,
-         entity: EntityDescription) throws {
-        let aliases = Set(properties.compactMap { property -> String? in
-            if case .key = property.kind { return nil }
-            return property.name
-        })
-        let results = Set(properties.map(\.name)).union(groupKeys)
-        var sources: [Source] = []
-        for descriptor in descriptors {
-            if aliases.contains(descriptor.key) || (collapsed && results.contains(descriptor.key)) {
-                sources.append(.result(descriptor.key))
-                continue
-            }
-            if collapsed {
-                throw ArborError(.invalidFetchRequest,
-                                 "the grouped or aggregated fetch of \(entity.name) is sorted by \(descriptor.key), which its dictionaries do not hold: sort it by a key it groups by or fetches, or by an aggregate's or expression's name",
-                                 entity: entity.name, key: descriptor.key)
-            }
-            try LogicalPlan.checkSortKey(descriptor.key, of: entity)
-            sources.append(.object(descriptor.keys[...]))
-        }
-        self.descriptors = descriptors
-        self.sources = sources
-        sortsDictionaries = collapsed || sources.contains { if case .result = $0 { true } else { false } }
-    }
-
-    /// `rows` in this order (stable: ties keep their order).
-    func sorted(_ rows: [DictionaryRow], evaluator: PredicateEvaluator) throws -> [DictionaryRow] {
-        guard !descriptors.isEmpty else { return rows }
-        let keyed = try rows.map { row in
-            (row, try sources.map { source -> Operand in
-                switch source {
-                case .result(let name):
-                    if let value = row.values[name] { return Operand.from(value) }
-                    return row.group[name] ?? .null
-                case .object(let keys):
-                    guard let object = row.object else { return .null }
-                    return try evaluator.value(of: keys, on: .object(object))
-                }
-            })
-        }
-        return ObjectSortDescriptor.stableSort(keyed, descriptors).map(\.0)
-    }
-}
-
-/// What a dictionary fetch gives: the properties of each dictionary (the entity's stored
-/// attributes when the request names none) and the keys it groups by. The one reading of a
-/// request's dictionary settings, for the fetch and for `explain`.
-struct DictionaryShape {
-    let properties: [PropertyToFetch]
-    let groupBy: [String]
-
-    init<Result>(_ request: FetchRequest<Result>, entity: EntityDescription) {
-        properties = request.propertiesToFetch ?? entity.attributes.filter { !$0.isTransient }.map { PropertyToFetch.key($0.name) }
-        groupBy = request.propertiesToGroupBy ?? []
-    }
-
-    /// Whether the rows are grouped by keys.
-    var grouped: Bool { !groupBy.isEmpty }
-    /// Whether a property is an aggregate (without group keys: one dictionary in all).
-    var aggregates: Bool { properties.contains { if case .aggregate = $0.kind { true } else { false } } }
-    /// Whether dictionaries are groups rather than one per object.
-    var collapses: Bool { grouped || aggregates }
-}
-
 /// Where a grouped or aggregated dictionary fetch makes its groups
-/// (``ManagedObjectContext/groupingRoute(_:groupBy:properties:entity:)``).
+/// (``ManagedObjectContext/groupingRoute(_:plan:)``).
 enum GroupingRoute {
     /// In the store, in one pass over the rows the plan's fetch selects.
-    case store(RequestPlan, StoreGrouping)
+    case store(StoreGrouping)
     /// From objects, for the reason given.
     case objects(String)
 }

@@ -148,6 +148,10 @@ extension ManagedObjectContext {
                 if request.resultType == .values {
                     storePlan.inMemory.append(plan.decodesRows ? "decode each row into a value" : "decode each object into a value")
                 }
+                if let dictionary = plan.logical.dictionary {
+                    storePlan.inMemory.append("make a dictionary of each object")
+                    storePlan.inMemory.append(contentsOf: dictionary.steps)
+                }
             }
             plans.append(storePlan.description)
         }
@@ -155,30 +159,25 @@ extension ManagedObjectContext {
     }
 
     /// The plan of a grouped or aggregated dictionary fetch, where the route its fetch follows
-    /// (``groupingRoute(_:groupBy:properties:entity:)``) makes the groups; nil for other fetches.
+    /// (``groupingRoute(_:plan:)``) makes the groups; nil for other fetches.
     private func explainGroups<Result>(_ request: FetchRequest<Result>) throws -> String? {
-        guard request.resultType == .dictionary, let entity = persistentStoreCoordinator?.managedObjectModel.entity(named: request.entityName) else { return nil }
-        let shape = DictionaryShape(request, entity: entity)
-        guard shape.collapses else { return nil }
-        let (properties, groupBy) = (shape.properties, shape.groupBy)
-        let objectRequest = objectsRequest(for: request)
-        let keys = groupBy.isEmpty ? "one group of every row" : "by \(groupBy.joined(separator: ", "))"
-        switch try groupingRoute(objectRequest, groupBy: groupBy, properties: properties, entity: entity) {
-        case .store(let plan, let grouping):
+        guard request.resultType == .dictionary else { return nil }
+        let plan = try plan(request)
+        guard let dictionary = plan.logical.dictionary, dictionary.shape.collapses else { return nil }
+        let shape = dictionary.shape
+        let keys = shape.groupBy.isEmpty ? "one group of every row" : "by \(shape.groupBy.joined(separator: ", "))"
+        switch groupingRoute(request, plan: plan) {
+        case .store(let grouping):
             let rows = try plan.coordinator.explain(grouping.rows, in: plan.stores[0])
-            return rows.description + "\n  group in the store, \(keys)" + afterGroups(request)
+            return rows.description + "\n  group in the store, \(keys)" + Self.lines(dictionary.steps)
         case .objects(let reason):
-            let objects = try explain(objectRequest)
-            return objects + "\n  then in memory: group the objects, \(keys) — on objects: \(reason)" + afterGroups(request)
+            let objects = try explain(objectsRequest(for: request, plan.logical))
+            return objects + "\n  then in memory: group the objects, \(keys) — on objects: \(reason)" + Self.lines(dictionary.steps)
         }
     }
 
-    /// What a grouped fetch does with its groups, as lines of `explain`.
-    private func afterGroups<Result>(_ request: FetchRequest<Result>) -> String {
-        var steps: [String] = []
-        if let having = request.havingPredicate { steps.append("keep the groups where \(having.predicateFormat)") }
-        if !request.sortDescriptors.isEmpty { steps.append("sort the groups: \(request.sortDescriptors.map(\.description).joined(separator: ", "))") }
-        if let window = RequestPlan.windowStep(offset: request.fetchOffset, limit: request.fetchLimit) { steps.append(window) }
-        return steps.map { "\n  then in memory: " + $0 }.joined()
+    /// Steps done in memory, as `explain`'s lines after a store's plan.
+    private static func lines(_ steps: [String]) -> String {
+        steps.map { "\n  then in memory: " + $0 }.joined()
     }
 }

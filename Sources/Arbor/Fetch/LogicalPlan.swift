@@ -4,7 +4,8 @@ import Foundation
 /// the model (unknown keys and values of the wrong type are caught before anything runs), its
 /// predicate split into what stores evaluate on rows, the joins they run through relationships,
 /// and what the context evaluates on objects (docs/relational-planning.md, "Where the work is
-/// split"), its order and its window. A context's ``RequestPlan`` adds where it runs; a store
+/// split"), its order and its window, and for a dictionary fetch what is done with the
+/// dictionaries (``DictionaryPlan``: their shape and groups, their order, having, distinct). A context's ``RequestPlan`` adds where it runs; a store
 /// turns the ``StoreFetch`` derived from it into its own physical plan.
 struct LogicalPlan {
     let entity: EntityDescription
@@ -24,6 +25,9 @@ struct LogicalPlan {
     var onObjects: [(term: ObjectPredicate, reason: String)] { split.onObjects }
     /// Whether every sort key is a persistent attribute (a store can sort).
     var storeSorts: Bool
+    /// A dictionary fetch's part (nil for other fetches): the order and window above are then
+    /// the objects' part of the request, and the rest applies to the dictionaries.
+    private(set) var dictionary: DictionaryPlan?
 
     /// Whether a store's rows answer the whole request — predicate and order — so that the store
     /// may also apply the window (docs/predicates.md, "Pushdown"). The one statement of that
@@ -47,14 +51,20 @@ struct LogicalPlan {
         split = PredicateSplit(predicate, entity: entity)
     }
 
-    /// The plan of `request`: its predicate, order, scope and window.
+    /// The plan of `request`: its predicate, order, scope and window; for a dictionary fetch,
+    /// its ``DictionaryPlan``, with the order and window kept for the objects only when they
+    /// apply to them.
     ///
     /// - Throws: ``ArborError/Code/invalidFetchRequest`` for an entity or key the model lacks, a
     ///   constant of the wrong type, or a sort key that cannot be sorted by.
     init<Result>(_ request: FetchRequest<Result>, model: ManagedObjectModel) throws {
-        try self.init(entityName: request.entityName, predicate: request.predicate, sortDescriptors: request.sortDescriptors, model: model)
+        let dictionary = try request.resultType != .dictionary ? nil
+            : model.entity(named: request.entityName).map { try DictionaryPlan(request, entity: $0) }
+        try self.init(entityName: request.entityName, predicate: request.predicate,
+                      sortDescriptors: dictionary?.sortsObjects == false ? [] : request.sortDescriptors, model: model)
+        self.dictionary = dictionary
         includesSubentities = request.includesSubentities
-        (offset, limit) = (request.fetchOffset, request.fetchLimit)
+        if dictionary?.windowsObjects != false { (offset, limit) = (request.fetchOffset, request.fetchLimit) }
     }
 
     /// Keeps the joins with the context, on objects, when `inMemory`: a context with unsaved

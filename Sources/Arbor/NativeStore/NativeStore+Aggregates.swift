@@ -151,13 +151,11 @@ extension NativeStore {
     func groups(_ grouping: StoreGrouping) throws -> [StoreGroup] {
         // Long: one pass over the rows in one read transaction: the per-row closure and the helpers
         // it calls share the pass's state and the slots and group-by paths worked out before it.
-        let entity = try entity(grouping.rows.entityName)
-        var request = grouping.rows
-        request.sortDescriptors = []
-        request.offset = 0
-        request.limit = 0
-        try request.checkWindow()
-        let plan = plan(request, entity: entity)
+        var rows = grouping.rows
+        rows.sortDescriptors = []
+        (rows.offset, rows.limit) = (0, 0)
+        var prepared = try prepare(rows)
+        let (request, entity) = (rows, prepared.entity)
         let groupPaths = grouping.groupBy.map { KeyPathEvaluator.components(of: $0)[...] }
         let properties = grouping.properties
         // Each property's key path (empty for an expression).
@@ -170,7 +168,7 @@ extension NativeStore {
         // The rows' properties the pass reads (the first key of each path), unless an
         // expression may read any: the scan decodes no other column.
         if !properties.contains(where: { if case .expression = $0.kind { true } else { false } }) {
-            request.decodedProperties = Set((groupPaths + paths).compactMap(\.first))
+            prepared = prepared.decoding(Set((groupPaths + paths).compactMap(\.first)))
         }
         return try Self.storeError("group \(request.entityName)") {
             try database.read { transaction in
@@ -221,8 +219,8 @@ extension NativeStore {
                 /// no other, itself included, so each of its rows is a group of its own, as
                 /// objects group.
                 func rememberable(_ key: [Operand]) -> Bool { key.allSatisfy { PredicateEvaluator.equal($0, $0, []) } }
-                if let access = try open(plan, request: request, entity: entity, transaction: transaction) {
-                    try run(access, request: request, entity: entity) { id, row in
+                if let access = try open(prepared, transaction: transaction) {
+                    try run(access) { id, row in
                         let own = row.values.layout === layout
                         let group: Int
                         if throughDestinations && groupPaths.count == 1 {

@@ -17,11 +17,10 @@ extension NativeStore {
             try ownWrite { transaction in
                 let deleter = BatchDeleter(store: self, transaction: transaction, origin: origin)
                 if var fetch {
-                    let entity = try entity(fetch.entityName)
                     // Only the IDs are kept: no value is decoded but what the order needs.
                     if fetch.sortDescriptors.isEmpty { fetch.decodedProperties = [] }
                     var matched: [ManagedObjectID] = []
-                    try forEachRow(fetch, entity: entity, plan: plan(fetch, entity: entity), in: transaction) { id, _ in
+                    try forEachRow(prepare(fetch), in: transaction) { id, _ in
                         matched.append(id)
                         return true
                     }
@@ -227,12 +226,12 @@ extension NativeStore {
     ///   written; what `change` throws; ``ArborError/Code/storeSave`` for an engine failure.
     func batchUpdate(matching fetch: StoreFetch, excluding excluded: Set<ManagedObjectID>, changing: Set<String>, origin: TransactionOrigin,
                      _ change: (ManagedObjectID, StoreRow) throws -> StoreRow?) throws -> StoreChanges {
-        let entity = try entity(fetch.entityName)
+        let prepared = try prepare(fetch)
         return try Self.storeError("batch update in \(path ?? "memory")", code: .storeSave) {
             try ownWrite { transaction in
                 var changes = StoreChanges()
                 var stored: [StoreRow] = []
-                try forEachRow(fetch, entity: entity, plan: plan(fetch, entity: entity), in: transaction) { id, row in
+                try forEachRow(prepared, in: transaction) { id, row in
                     guard !excluded.contains(id), var new = try change(id, row) else { return true }
                     new.version = row.version + 1
                     changes.updated.append((id, new, RowExpectation(version: row.version)))

@@ -13,13 +13,11 @@ extension NativeStore {
     /// - Complexity: memory proportional to the rows returned (and, when the store sorts, to every
     ///   matching row). ``forEachRow(_:_:)`` reads them one at a time.
     public func fetch(_ request: StoreFetch) throws -> [(ManagedObjectID, StoreRow)] {
-        try request.checkWindow()
-        let entity = try entity(request.entityName)
-        let plan = plan(request, entity: entity)
+        let prepared = try prepare(request)
         return try Self.storeError("fetch \(request.entityName)") {
             try database.read { transaction in
-                guard let access = try open(plan, request: request, entity: entity, transaction: transaction) else { return [] }
-                return try collect(access, request: request, entity: entity, transaction: transaction)
+                guard let access = try open(prepared, transaction: transaction) else { return [] }
+                return try collect(access, transaction: transaction)
             }
         }
     }
@@ -63,27 +61,25 @@ extension NativeStore {
     ///   or index; what `body` throws.
     /// - Complexity: O(rows read) time; O(1) memory without an in-memory sort, O(matches) with one.
     public func forEachRow(_ request: StoreFetch, _ body: (ManagedObjectID, StoreRow) throws -> Bool) throws {
-        try request.checkWindow()
-        let entity = try entity(request.entityName)
-        let plan = plan(request, entity: entity)
+        let prepared = try prepare(request)
         try Self.storeError("fetch \(request.entityName)") {
-            try database.read { transaction in try forEachRow(request, entity: entity, plan: plan, in: transaction, body) }
+            try database.read { transaction in try forEachRow(prepared, in: transaction, body) }
         }
     }
 
     /// ``forEachRow(_:_:)``'s work in a transaction of the caller's (a read, or a write that
     /// reads what it is about to change).
-    func forEachRow(_ request: StoreFetch, entity: EntityDescription, plan: FetchPlan, in transaction: ReadTransaction,
-                    _ body: (ManagedObjectID, StoreRow) throws -> Bool) throws {
-        guard let access = try open(plan, request: request, entity: entity, transaction: transaction) else { return }
+    func forEachRow(_ prepared: PreparedFetch, in transaction: ReadTransaction, _ body: (ManagedObjectID, StoreRow) throws -> Bool) throws {
+        guard let access = try open(prepared, transaction: transaction) else { return }
+        let request = prepared.request
         guard access.plan.sort.isEmpty else {
             // The order is made in memory: every match first.
-            for (id, row) in try collect(access, request: request, entity: entity, transaction: transaction) where try !body(id, row) { break }
+            for (id, row) in try collect(access, transaction: transaction) where try !body(id, row) { break }
             return
         }
         // Rows arrive in their final order: skip the offset, stop at the limit.
         var skipped = 0, handed = 0
-        try run(access, request: request, entity: entity) { id, row in
+        try run(access) { id, row in
             if skipped < request.offset {
                 skipped += 1
                 return true
@@ -208,9 +204,15 @@ extension NativeStore {
                 }
             }
         }
+        // Counted as read, none kept, planned once: the order does not change how many rows the
+        // window holds.
+        var counting = request
+        counting.sortDescriptors = []
+        counting.decodedProperties = []
+        let prepared = try prepare(counting)
+        let plan = prepared.plan
         // An exact index condition and a whole hierarchy (or an entity alone in its tree): count
         // the index entries, reading no row.
-        let plan = plan(request, entity: entity)
         let wholeTree = entity.superentity == nil && (request.includesSubentities || entity.subentities.isEmpty)
         if plan.exact, let index = plan.index, wholeTree, request.offset == 0, request.limit == 0 {
             let counted: Int? = try Self.storeError("count \(request.entityName)") {
@@ -229,23 +231,23 @@ extension NativeStore {
             }
             if let counted { return counted }
         }
-        // Counted as read, none kept; the order does not change how many rows the window holds.
-        var counting = request
-        counting.sortDescriptors = []
-        counting.decodedProperties = []
-        var count = 0
-        try forEachRow(counting) { _, _ in
-            count += 1
-            return true
+        return try Self.storeError("count \(request.entityName)") {
+            try database.read { transaction in
+                var count = 0
+                try forEachRow(prepared, in: transaction) { _, _ in
+                    count += 1
+                    return true
+                }
+                return count
+            }
         }
-        return count
     }
 
     /// The plan for a ``StoreFetch`` (which tree, which ranges, what is checked, how it is
     /// ordered).
     public func explain(_ request: StoreFetch) throws -> QueryPlan {
-        let entity = try entity(request.entityName)
-        return plan(request, entity: entity).queryPlan(entity: entity, format: format(of: entity), request: request)
+        let prepared = try prepare(request)
+        return prepared.plan.queryPlan(entity: prepared.entity, format: format(of: prepared.entity), request: request)
     }
 
     /// Whether the row whose bytes are `value` is of `entity` (whose row format is `format`), or, with `subentities`, of one of its descendants: compares the row's first
@@ -264,6 +266,9 @@ extension NativeStore {
 
     /// A plan with the trees it reads, opened in one read transaction.
     struct OpenPlan {
+        /// The fetch that runs.
+        let request: StoreFetch
+        let entity: EntityDescription
         /// The plan that runs: the one made, or a scan when its index tree is missing.
         var plan: FetchPlan
         /// The hierarchy's rows.
@@ -294,19 +299,20 @@ extension NativeStore {
     /// their paths): each gives the keys the fetched rows' first relationship must hold. One whose
     /// keys are few reads the rows through that relationship's foreign-key tree, unless the plan's
     /// own index condition is an equality (docs/relational-planning.md, "With other terms").
-    func open(_ plan: FetchPlan, request: StoreFetch, entity: EntityDescription, transaction: ReadTransaction) throws -> OpenPlan? {
+    func open(_ prepared: PreparedFetch, transaction: ReadTransaction) throws -> OpenPlan? {
+        let (request, entity, plan) = (prepared.request, prepared.entity, prepared.plan)
         guard let rows = try transaction.tree(named: Self.rowsTree(entity)) else { return nil }
         var access: OpenPlan
         if let index = plan.index {
             if let tree = try transaction.tree(named: index.tree) {
-                access = OpenPlan(plan: plan, rows: rows, index: tree)
+                access = OpenPlan(request: request, entity: entity, plan: plan, rows: rows, index: tree)
             } else {
                 var scan = FetchPlan(filter: plan.filter, sort: request.sortDescriptors)
                 scan.joins = plan.joins
-                access = OpenPlan(plan: scan, rows: rows)
+                access = OpenPlan(request: request, entity: entity, plan: scan, rows: rows)
             }
         } else {
-            access = OpenPlan(plan: plan, rows: rows)
+            access = OpenPlan(request: request, entity: entity, plan: plan, rows: rows)
         }
         let keysAlone = Self.readsKeysAlone(request, entity: entity, plan: access.plan)
         for join in access.plan.joins {
@@ -359,12 +365,13 @@ extension NativeStore {
     /// The rows of an open plan in the request's order and window: read (stopping at the
     /// window's end when nothing is left to sort), then sorted if the plan sorts, then windowed.
     /// What ``fetch(_:)`` returns, and ``forEachRow(_:_:)`` hands over when the plan sorts.
-    func collect(_ access: OpenPlan, request: StoreFetch, entity: EntityDescription, transaction: ReadTransaction) throws -> [(ManagedObjectID, StoreRow)] {
+    func collect(_ access: OpenPlan, transaction: ReadTransaction) throws -> [(ManagedObjectID, StoreRow)] {
+        let request = access.request
         let window = Array<Int>.windowEnd(offset: request.offset, limit: request.limit)
         // Without a sort to do, the rows arrive in their final order: stop at the window's end.
         let ordered = access.plan.sort.isEmpty
         var result: [(ManagedObjectID, StoreRow)] = []
-        try run(access, request: request, entity: entity) { id, row in
+        try run(access) { id, row in
             result.append((id, row))
             return !(ordered && result.count >= window)
         }
@@ -380,12 +387,11 @@ extension NativeStore {
     /// to `deliver` as soon as it is decoded; `deliver` returns false to stop the read. The one
     /// reading loop of ``fetch(_:)``, ``forEachRow(_:_:)`` and ``count(_:)``: the window and the
     /// sort are their callers'.
-    func run(_ access: OpenPlan, request: StoreFetch, entity: EntityDescription,
-             _ deliver: (ManagedObjectID, consuming StoreRow) throws -> Bool) throws {
+    func run(_ access: OpenPlan, _ deliver: (ManagedObjectID, consuming StoreRow) throws -> Bool) throws {
         // Long: the one reading loop of every fetch: its four ways to rows (join keys alone, join
         // keys read, index ranges, a scan) share the checks, the projection and the closures set up
         // first, and hand rows to the same `deliver`.
-        let plan = access.plan, rows = access.rows
+        let (request, entity, plan, rows) = (access.request, access.entity, access.plan, access.rows)
         let evaluator = PredicateEvaluator()
         let decoded = DecodedRow()
 

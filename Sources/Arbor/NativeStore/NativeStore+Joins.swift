@@ -5,9 +5,9 @@ import Foundation
 /// destination's rows (docs/relational-planning.md).
 struct JoinPlan {
     let join: JoinTerm
-    /// The fetch of the last destination's rows that match the term's comparison.
-    let destinationFetch: StoreFetch
-    let destinationPlan: FetchPlan
+    /// The fetch of the last destination's rows that match the term's comparison, planned.
+    let destinationRows: PreparedFetch
+    var destinationPlan: FetchPlan { destinationRows.plan }
 
     /// The explain line: the destination's access, then each step back to the fetched rows.
     func description(source: EntityDescription) -> String {
@@ -105,7 +105,7 @@ extension NativeStore {
                 hop?.inverseRelationship.flatMap { $0.isToMany ? nil : $0.name }
             })
             if case .apply(_, let attribute) = join.aggregation { fetch.decodedProperties?.insert(attribute) }
-            return JoinPlan(join: join, destinationFetch: fetch, destinationPlan: plan(fetch, entity: join.destination))
+            return JoinPlan(join: join, destinationRows: PreparedFetch(request: fetch, entity: join.destination, plan: plan(fetch, entity: join.destination)))
         }
     }
 
@@ -125,8 +125,8 @@ extension NativeStore {
             return inverse
         }()
         var keys = Set<Int64>()
-        if let access = try open(join.destinationPlan, request: join.destinationFetch, entity: join.join.destination, transaction: transaction) {
-            try run(access, request: join.destinationFetch, entity: join.join.destination) { id, row in
+        if let access = try open(join.destinationRows, transaction: transaction) {
+            try run(access) { id, row in
                 if let ownerKey {
                     if case .object(let owner)? = row.values[ownerKey.name] { keys.insert(owner.key) }
                 } else {
@@ -228,7 +228,7 @@ extension NativeStore {
         let term = join.join
         let relationship = term.hops[term.countedHop]
         guard let inverse = relationship.inverseRelationship else { return [:] }
-        if term.aggregation == .count, join.destinationFetch.predicate == nil, Self.isIndexedForeignKey(inverse),
+        if term.aggregation == .count, join.destinationRows.request.predicate == nil, Self.isIndexedForeignKey(inverse),
            let tree = try transaction.tree(named: Self.foreignKeyTree(inverse)) {
             // Every destination counts: its foreign-key tree holds one entry per destination
             // with an owner, which is the entry's first component — counted from the keys
@@ -256,8 +256,8 @@ extension NativeStore {
         var perOwner: [Int64: [Operand]] = [:]
         var perDestination: [Int64: Operand] = [:]
         let attribute: String? = if case .apply(_, let key) = term.aggregation { key } else { nil }
-        if let access = try open(join.destinationPlan, request: join.destinationFetch, entity: term.destination, transaction: transaction) {
-            try run(access, request: join.destinationFetch, entity: term.destination) { id, row in
+        if let access = try open(join.destinationRows, transaction: transaction) {
+            try run(access) { id, row in
                 let value: Operand = attribute.map { key in
                     if case .attribute(let stored)? = row.values[key] { Operand(stored) } else { .null }
                 } ?? .null

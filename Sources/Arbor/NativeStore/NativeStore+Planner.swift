@@ -3,6 +3,26 @@ import Foundation
 // The planner: which index and ranges, or a scan, serve a fetch (docs/predicates.md, "What uses
 // an index"); split from NativeStore+Fetch.swift, which runs the plans.
 
+/// A ``StoreFetch`` ready to run in the native store: its entity and its physical plan, made by
+/// ``NativeStore/prepare(_:)``, the one place a fetch is planned.
+struct PreparedFetch {
+    private(set) var request: StoreFetch
+    let entity: EntityDescription
+    let plan: FetchPlan
+
+    init(request: StoreFetch, entity: EntityDescription, plan: FetchPlan) {
+        (self.request, self.entity, self.plan) = (request, entity, plan)
+    }
+
+    /// The same fetch decoding only `properties` of the rows (the plan does not depend on which
+    /// columns are decoded).
+    func decoding(_ properties: Set<String>?) -> PreparedFetch {
+        var copy = self
+        copy.request.decodedProperties = properties
+        return copy
+    }
+}
+
 /// A fetch plan: the access path (a scan, or ranges of one index) and what follows.
 struct FetchPlan {
     /// Half-open byte ranges `[start, end)` of index keys.
@@ -86,6 +106,18 @@ extension NativeStore {
         /// Whether the ranges hold exactly the keys that match (no row needs checking): false for
         /// floating point, where NaN sorts above every number but matches no range.
         var exact = true
+    }
+
+    /// `request` ready to run here: checked (its window, its entity) and planned, once, for
+    /// whichever way it runs (its rows, one at a time, a count, the rows a grouping reads, a
+    /// batch request's, `explain`).
+    ///
+    /// - Throws: ``ArborError/Code/invalidFetchRequest`` for a negative offset or limit or an
+    ///   entity the model lacks.
+    func prepare(_ request: StoreFetch) throws -> PreparedFetch {
+        try request.checkWindow()
+        let entity = try entity(request.entityName)
+        return PreparedFetch(request: request, entity: entity, plan: plan(request, entity: entity))
     }
 
     /// Chooses how to run `request`: the cheapest index condition among the predicate's

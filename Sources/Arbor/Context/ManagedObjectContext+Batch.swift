@@ -21,7 +21,7 @@ extension ManagedObjectContext {
     public func execute(_ request: BatchDeleteRequest) throws -> BatchDeleteResult {
         checkQueue()
         let coordinator = try requireCoordinator("run a batch delete in")
-        let deletion: BatchDeletion
+        let deletion: ChangeRecord
         switch request.target {
         case .fetch(let fetchRequest):
             let fetchRequest = try resolved(fetchRequest)
@@ -36,18 +36,17 @@ extension ManagedObjectContext {
                                  entity: fetchRequest.entityName)
             }
             let fetch = StoreFetch(logical, window: true)
-            deletion = try writeBatch(coordinator, merging: request.mergesIntoContexts, ContextChange.init(deletion:)) {
+            deletion = try writeBatch(coordinator, merging: request.mergesIntoContexts, { $0 }) {
                 try coordinator.batchDelete(entity: logical.entity, fetch: fetch, objectIDs: [], origin: transactionOrigin(.batchDelete))
             }
         case .objectIDs(let ids):
-            deletion = try writeBatch(coordinator, merging: request.mergesIntoContexts, ContextChange.init(deletion:)) {
+            deletion = try writeBatch(coordinator, merging: request.mergesIntoContexts, { $0 }) {
                 try coordinator.batchDelete(entity: nil, fetch: nil, objectIDs: ids, origin: transactionOrigin(.batchDelete))
             }
         }
-        let updated = deletion.updated
-        coordinator.logger.debug("a batch delete deleted \(deletion.deleted.count) objects and nullified \(updated.count)",
+        coordinator.logger.debug("a batch delete deleted \(deletion.deleted.count) objects and nullified \(deletion.updated.count)",
                                  metadata: name.map { ["arbor.context": .string($0)] } ?? [:])
-        return BatchDeleteResult(resultType: request.resultType, deleted: deletion.deleted, updated: updated)
+        return BatchDeleteResult(resultType: request.resultType, deleted: Array(deletion.deleted), updated: Array(deletion.updated))
     }
 }
 
@@ -116,11 +115,7 @@ extension ManagedObjectContext {
         }
         let mergePolicyType = mergePolicy.mergeType
         let origin = transactionOrigin(.batchUpdate)
-        let updated = try writeBatch(coordinator, merging: request.mergesIntoContexts, { (updated: [ManagedObjectID]) in
-            var change = ContextChange(kind: .didSave)
-            change.updatedObjectIDs = Set(updated)
-            return change
-        }) {
+        let record = try writeBatch(coordinator, merging: request.mergesIntoContexts, { $0 }) {
             var excluded: Set<ManagedObjectID> = []
             var attempts = 0
             while true {
@@ -136,32 +131,32 @@ extension ManagedObjectContext {
                 }
             }
         }
-        coordinator.logger.debug("a batch update updated \(updated.count) objects", metadata: name.map { ["arbor.context": .string($0)] } ?? [:])
-        return BatchUpdateResult(resultType: request.resultType, updated: updated)
+        coordinator.logger.debug("a batch update updated \(record.updated.count) objects", metadata: name.map { ["arbor.context": .string($0)] } ?? [:])
+        return BatchUpdateResult(resultType: request.resultType, updated: Array(record.updated))
     }
 
-    /// Runs a batch request's `write` through `coordinator` and, when `merging`, hands what it
-    /// changed (`change`, nil or empty: nothing) to every live context of the coordinator: this
+    /// Runs a batch request's `write` through `coordinator` and, when `merging`, hands the record
+    /// of what it changed (`record`; empty: nothing) to every live context of the coordinator: this
     /// one merges it at once (a pinned one moves on, as after its own save); the others are
     /// posted it in the same critical section of the coordinator as the write, so that every
     /// context's inbox holds batch requests in the order they committed, and take it on their own
     /// queues without this one waiting for them (ManagedObjectContext+MergeInbox.swift) — except
     /// those pinned to a query generation, which go on reading their generation.
-    func writeBatch<Written>(_ coordinator: PersistentStoreCoordinator, merging: Bool, _ change: (Written) -> ContextChange,
+    func writeBatch<Written>(_ coordinator: PersistentStoreCoordinator, merging: Bool, _ record: (Written) -> ChangeRecord,
                              _ write: () throws -> Written) throws -> Written {
         drainMerges()
-        var posted: (change: ContextChange, to: [ManagedObjectContext])?
+        var posted: (record: ChangeRecord, to: [ManagedObjectContext])?
         let written = try coordinator.locked { () throws -> Written in
             let written = try write()
-            let made = change(written)
+            let made = record(written)
             guard merging, !made.isEmpty else { return written }
             let others = coordinator.liveContexts().filter { $0 !== self }
-            for context in others { context.postMerge(PendingMerge(change: made, fromOwnCoordinator: true, source: .batchRequest)) }
+            for context in others { context.postMerge(PendingMerge(record: made, fromOwnCoordinator: true, source: .batchRequest)) }
             posted = (made, others)
             return written
         }
         if let posted {
-            merge(posted.change, fromOwnCoordinator: true)
+            merge(posted.record, fromOwnCoordinator: true)
             for context in posted.to { context.deliverMerges(.whereWaitingWould) }
         }
         return written

@@ -1,4 +1,5 @@
 import Foundation
+import OrderedCollections
 import Logging
 
 // Safety: `checkedSpace.address` is an ID space's address, only compared with other IDs' (spaces
@@ -50,20 +51,15 @@ extension ManagedObjectContext {
         }
         let policy = mergePolicy.mergeType
         let origin = transactionOrigin(.batchInsert)
-        let (inserted, updated, _) = try writeBatch(coordinator, merging: request.mergesIntoContexts, { written in
-            var change = ContextChange(kind: .didSave)
-            change.insertedObjectIDs = Set(written.0)
-            change.updatedObjectIDs = Set(written.1)
-            // The destinations the rows name gained members in their to-many inverses (and an
-            // upsert's old destinations lost some): contexts that loaded those read them again.
-            if !change.insertedObjectIDs.isEmpty || !change.updatedObjectIDs.isEmpty { change.relatedObjectIDs = written.2 }
-            return change
-        }) {
+        // The record names, as related, the destinations the rows name: they gained members in
+        // their to-many inverses (and an upsert's old destinations lost some), so contexts that
+        // loaded those read them again.
+        let record = try writeBatch(coordinator, merging: request.mergesIntoContexts, { $0 }) {
             try builder.write(coordinator, policy: policy, origin: origin)
         }
-        coordinator.logger.debug("a batch insert inserted \(inserted.count) objects and updated \(updated.count)",
+        coordinator.logger.debug("a batch insert inserted \(record.inserted.count) objects and updated \(record.updated.count)",
                                  metadata: name.map { ["arbor.context": .string($0)] } ?? [:])
-        return BatchInsertResult(resultType: request.resultType, inserted: inserted, updated: updated)
+        return BatchInsertResult(resultType: request.resultType, inserted: Array(record.inserted), updated: Array(record.updated))
     }
 }
 
@@ -282,8 +278,7 @@ struct BatchInsertRows {
     ///
     /// The third list is the objects whose to-many relationships the write changed: the
     /// destinations the rows written name, and those the upserted rows named before.
-    func write(_ coordinator: PersistentStoreCoordinator, policy: MergePolicyType, origin: TransactionOrigin)
-        throws -> ([ManagedObjectID], [ManagedObjectID], Set<ManagedObjectID>) {
+    func write(_ coordinator: PersistentStoreCoordinator, policy: MergePolicyType, origin: TransactionOrigin) throws -> ChangeRecord {
         // Long: one retry loop: each refused save's conflicts are settled into `dropped`, `upserts`
         // and `upsertOrder`, from which the next attempt's changes are built.
         // Non-native stores check the destinations first; a native store checks them in the
@@ -309,9 +304,13 @@ struct BatchInsertRows {
                 let saved = try coordinator.save([(store.identifier, changes)])
                 // Every destination a row names (an upsert's new ones included) is one of the
                 // request's; an upsert's old ones too.
-                var related = Set(destinations.keys)
-                for holder in upsertOrder { related.formUnion(formerDestinations[holder] ?? []) }
-                return (saved.first?.insertedIDs ?? [], upsertOrder, related)
+                var record = ChangeRecord(store: store.identifier)
+                record.inserted = OrderedSet(saved.first?.insertedIDs ?? [])
+                for holder in upsertOrder { record.noteUpdated(holder) }
+                guard !record.isEmpty else { return record }
+                record.related = Set(destinations.keys)
+                for holder in upsertOrder { record.related.formUnion(formerDestinations[holder] ?? []) }
+                return record
             } catch let error as ArborError where error.code == .constraintConflict && !error.constraintConflicts.isEmpty {
                 attempts += 1
                 let objectTrump = policy == .mergeByPropertyObjectTrump || policy == .overwrite

@@ -31,7 +31,9 @@ struct PendingMerge: Sendable {
         case requested
     }
 
-    let change: ContextChange
+    /// What changed (by ID; with the rows written when the change went through the context's
+    /// own coordinator).
+    let record: ChangeRecord
     /// The change went through the context's own coordinator (whose row cache holds its rows).
     let fromOwnCoordinator: Bool
     let source: Source
@@ -136,21 +138,6 @@ extension ManagedObjectContext {
         case .requested:
             break
         }
-        merge(pending.change, fromOwnCoordinator: pending.fromOwnCoordinator)
-    }
-}
-
-extension ContextChange {
-    /// What a batch delete did: the rows it deleted, and those its nullify rules rewrote.
-    init(deletion: BatchDeletion) {
-        self.init(kind: .didSave)
-        deletedObjectIDs = Set(deletion.deleted)
-        updatedObjectIDs = Set(deletion.updated)
-    }
-
-    /// Whether it names no object.
-    var isEmpty: Bool {
-        insertedObjectIDs.isEmpty && updatedObjectIDs.isEmpty && deletedObjectIDs.isEmpty && refreshedObjectIDs.isEmpty
-            && invalidatedObjectIDs.isEmpty && !invalidatedAllObjects
+        merge(pending.record, fromOwnCoordinator: pending.fromOwnCoordinator)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import OrderedCollections
 import Synchronization
 
 /// Merging what other contexts saved (S000-37, S001-25; docs/contexts.md, "Merging another
@@ -15,7 +16,7 @@ extension ManagedObjectContext {
         checkQueue()
         guard let change = ContextChange(notification), change.kind == .didSave else { return }
         let sender = notification.userInfo?[Self.coordinatorKey] as? PersistentStoreCoordinator
-        merge(change, fromOwnCoordinator: sender === persistentStoreCoordinator)
+        merge(ChangeRecord(change), fromOwnCoordinator: sender === persistentStoreCoordinator)
     }
 
     /// Merges a save made elsewhere (another process, say) into each of `contexts`, on each
@@ -46,11 +47,11 @@ extension ManagedObjectContext {
                     return (value as? URL).flatMap(coordinator.managedObjectID(forURIRepresentation:))
                 })
             }
-            var change = ContextChange(kind: .didSave)
-            change.insertedObjectIDs = ids(inserted)
-            change.updatedObjectIDs = ids(updated)
-            change.deletedObjectIDs = ids(deleted)
-            context.postMerge(PendingMerge(change: change, fromOwnCoordinator: false, source: .requested))
+            var record = ChangeRecord()
+            record.inserted = OrderedSet(ids(inserted))
+            record.updated = OrderedSet(ids(updated))
+            record.deleted = OrderedSet(ids(deleted))
+            context.postMerge(PendingMerge(record: record, fromOwnCoordinator: false, source: .requested))
             posted.append(context)
         }
         for context in posted { context.deliverMerges(.whereWaitingWould) }
@@ -95,13 +96,13 @@ extension ManagedObjectContext {
             guard sender.parent == nil, let coordinator = persistentStoreCoordinator,
                   notification.userInfo?[Self.coordinatorKey] as? PersistentStoreCoordinator === coordinator else { return }
         }
-        postMerge(PendingMerge(change: change, fromOwnCoordinator: true, source: .automatic))
+        postMerge(PendingMerge(record: ChangeRecord(change), fromOwnCoordinator: true, source: .automatic))
         deliverMerges(.wherePerformWould)
     }
 
-    /// Merges a save's changes (by ID). `fromOwnCoordinator`: the save went through this
-    /// context's coordinator (or parent), whose row cache already holds the saved rows.
-    func merge(_ change: ContextChange, fromOwnCoordinator: Bool) {
+    /// Merges a record of changes made elsewhere (by ID). `fromOwnCoordinator`: they went through
+    /// this context's coordinator (or parent), whose row cache already holds the rows written.
+    func merge(_ record: ChangeRecord, fromOwnCoordinator: Bool) {
         // What this context did so far is an event of its own. The merge itself is not undoable:
         // it brings in what is saved, and undoing it would put back values the store no longer has.
         processPendingChanges()
@@ -111,9 +112,9 @@ extension ManagedObjectContext {
         undoRecordingSuspended = true
         defer { undoRecordingSuspended = suspended }
         if !fromOwnCoordinator, parent == nil, let coordinator = persistentStoreCoordinator {
-            try? coordinator.reloadSnapshots(Array(change.updatedObjectIDs.union(change.deletedObjectIDs)))
+            try? coordinator.reloadSnapshots(Array(record.updated.union(record.deleted)))
         }
-        for id in change.updatedObjectIDs {
+        for id in record.updated {
             guard let object = registeredObject(for: id), !object.insertedFlag else { continue }
             if object.faulted {
                 // Fires with the saved row when next used.
@@ -124,7 +125,7 @@ extension ManagedObjectContext {
         }
         // Objects whose to-many relationships gained or lost members read them again (those
         // this context changed keep its changes).
-        for id in change.relatedObjectIDs {
+        for id in record.related {
             guard let object = registeredObject(for: id), !object.faulted, !object.insertedFlag else { continue }
             for (relationship, slot) in zip(object.entity.relationships, object.entity.relationshipSlots)
             where relationship.isToMany && !object.unloadedRelationships.contains(relationship.name) && !object.changedSlots.contains(slot) {
@@ -141,7 +142,7 @@ extension ManagedObjectContext {
         var gone: [ManagedObject] = []
         let waiting = pendingDeletes
         pendingDeletes = []
-        for id in change.deletedObjectIDs {
+        for id in record.deleted {
             guard let object = registeredObject(for: id) else { continue }
             gone.append(object)
             if !object.deletedFlag {
@@ -153,7 +154,7 @@ extension ManagedObjectContext {
         pendingDeletes = waiting
         forget(gone)
         // Faults of the objects inserted there ("faults in any newly-inserted objects": seed 000).
-        for id in change.insertedObjectIDs where registeredObject(for: id) == nil {
+        for id in record.inserted where registeredObject(for: id) == nil {
             if let entity = modelEntity(of: id) { noteInserted(makeFault(id, entity: entity)) }
         }
         postObjectsDidChange()

@@ -227,10 +227,6 @@ public struct ContextChange: Sendable, Equatable {
     public var invalidatedObjectIDs: Set<ManagedObjectID> = []
     /// Whether every object was invalidated (``ManagedObjectContext/reset()``).
     public var invalidatedAllObjects = false
-    /// Objects whose to-many relationships gained or lost members without a change of their
-    /// own (the destinations a batch insert's rows name): a merge reads those relationships
-    /// again. Not in notifications.
-    var relatedObjectIDs: Set<ManagedObjectID> = []
 
     /// An empty change of `kind`.
     public init(kind: Kind) {

@@ -126,22 +126,19 @@ extension PersistentStoreCoordinator {
     /// Refreshes the row cache's rows of what others changed, posts the notification and hands
     /// the changes to the root contexts that merge automatically (posted to their inboxes, in
     /// order, and merged on their own queues: ManagedObjectContext+MergeInbox.swift).
-    private func announce(_ changes: RemoteChanges) throws {
-        let changed = changes.updated.union(changes.deleted)
+    private func announce(_ record: ChangeRecord) throws {
+        let changed = record.updated.union(record.deleted)
         if !changed.isEmpty { try reloadSnapshots(Array(changed)) }
-        logger.debug("remote changes", metadata: ["arbor.store": "\(changes.store)", "arbor.inserted": "\(changes.inserted.count)",
-                                                  "arbor.updated": "\(changes.updated.count)", "arbor.deleted": "\(changes.deleted.count)"])
-        var userInfo: [AnyHashable: Any] = [Self.storeIdentifierKey: changes.store]
-        if let token = changes.token { userInfo[Self.historyTokenKey] = token }
+        logger.debug("remote changes", metadata: ["arbor.store": "\(record.store.map(\.uuidString) ?? "")", "arbor.inserted": "\(record.inserted.count)",
+                                                  "arbor.updated": "\(record.updated.count)", "arbor.deleted": "\(record.deleted.count)"])
+        var userInfo: [AnyHashable: Any] = [:]
+        if let store = record.store { userInfo[Self.storeIdentifierKey] = store }
+        if let token = record.token { userInfo[Self.historyTokenKey] = token }
         NotificationCenter.default.post(name: Self.remoteChangeNotification, object: self, userInfo: userInfo)
-        guard !(changes.inserted.isEmpty && changed.isEmpty) else { return }
-        var change = ContextChange(kind: .didSave)
-        change.insertedObjectIDs = changes.inserted
-        change.updatedObjectIDs = changes.updated
-        change.deletedObjectIDs = changes.deleted
+        guard !record.isEmpty else { return }
         // Only contexts that merge automatically take them (read without their queue).
         let roots = liveContexts().filter { $0.parent == nil && $0.merges.takesAutomaticMerges.load(ordering: .acquiring) }
-        for context in roots { context.postMerge(PendingMerge(change: change, fromOwnCoordinator: false, source: .automatic)) }
+        for context in roots { context.postMerge(PendingMerge(record: record, fromOwnCoordinator: false, source: .automatic)) }
         for context in roots { context.deliverMerges(.later) }
     }
 

@@ -529,9 +529,10 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     }
 
     /// Runs a batch delete in every store holding `entity` (or holding the objects of
-    /// `objectIDs`), each in one transaction, and brings the row cache up to date: the deleted
-    /// rows' snapshots are dropped, the nullified rows' replaced (docs/batch-requests.md).
-    func batchDelete(entity: EntityDescription?, fetch: StoreFetch?, objectIDs: [ManagedObjectID], origin: TransactionOrigin) throws -> BatchDeletion {
+    /// `objectIDs`), each in one transaction, and brings the row cache up to date from each
+    /// store's record: the deleted rows' snapshots are dropped, the nullified rows' replaced
+    /// (docs/batch-requests.md). Returns the stores' records, one after the other.
+    func batchDelete(entity: EntityDescription?, fetch: StoreFetch?, objectIDs: [ManagedObjectID], origin: TransactionOrigin) throws -> ChangeRecord {
         try locked {
             var parts: [(any BatchRequestStore, StoreFetch?, [ManagedObjectID])] = []
             func batchStore(_ store: any PersistentStore) throws -> any BatchRequestStore {
@@ -551,30 +552,42 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 }
                 for identifier in order { parts.append((try batchStore(self.store(identified: identifier)!), nil, byStore[identifier]!)) }
             }
-            var total = BatchDeletion()
+            var total = ChangeRecord()
             for (store, fetch, ids) in parts {
-                let done = try store.batchDelete(matching: fetch, objectIDs: ids, origin: origin)
-                refreshCache(after: done.changes, saved: StoreSaveResult(insertedIDs: []))
-                total.deleted += done.deleted
-                total.changes.deleted += done.changes.deleted
-                total.changes.updated += done.changes.updated
+                let record = try store.batchDelete(matching: fetch, objectIDs: ids, origin: origin)
+                refreshCache(after: record)
+                total.append(record)
             }
             return total
         }
     }
 
     /// Runs a batch update in every store holding `entity` (each a ``BatchRequestStore``), each in one
-    /// transaction, and gives the row cache the rows written. Returns the IDs updated.
+    /// transaction, and gives the row cache the rows written. Returns the stores' records, one
+    /// after the other.
     func batchUpdate(entity: EntityDescription, fetch: StoreFetch, excluding excluded: Set<ManagedObjectID>, changing: Set<String>,
-                     origin: TransactionOrigin, _ change: (ManagedObjectID, StoreRow) throws -> StoreRow?) throws -> [ManagedObjectID] {
+                     origin: TransactionOrigin, _ change: (ManagedObjectID, StoreRow) throws -> StoreRow?) throws -> ChangeRecord {
         try locked {
-            var updated: [ManagedObjectID] = []
+            var total = ChangeRecord()
             for store in stores(holding: entity) {
-                let changes = try capability((any BatchRequestStore).self, of: store, for: "a batch update").batchUpdate(matching: fetch, excluding: excluded, changing: changing, origin: origin, change)
-                refreshCache(after: changes, saved: StoreSaveResult(insertedIDs: []))
-                updated += changes.updated.map(\.0)
+                let record = try capability((any BatchRequestStore).self, of: store, for: "a batch update").batchUpdate(matching: fetch, excluding: excluded, changing: changing, origin: origin, change)
+                refreshCache(after: record)
+                total.append(record)
             }
-            return updated
+            return total
+        }
+    }
+
+    /// Brings the row cache up to date from a store's record of a batch request: the snapshots
+    /// of rows it wrote take the written rows, those of rows it deleted are dropped. Called
+    /// under the lock.
+    private func refreshCache(after record: ChangeRecord) {
+        let now = ContinuousClock.now
+        for (id, row) in record.writtenRows {
+            cache[id]?.replace(row, readAt: now)
+        }
+        for id in record.deleted {
+            if let snapshot = cache[id] { drop(snapshot) }
         }
     }
 

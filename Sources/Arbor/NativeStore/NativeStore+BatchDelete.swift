@@ -1,5 +1,6 @@
 import ArborStore
 import Foundation
+import OrderedCollections
 
 extension NativeStore {
     /// Deletes, in one write transaction, the rows `fetch` matches (or, without one, the rows of
@@ -12,7 +13,7 @@ extension NativeStore {
     ///   ``ArborError/Code/validationMultipleErrors``) for a deny rule, with nothing written;
     ///   ``ArborError/Code/storeSave`` for an engine failure.
     /// `origin` names who deletes, for persistent history.
-    func batchDelete(matching fetch: StoreFetch?, objectIDs: [ManagedObjectID], origin: TransactionOrigin) throws -> BatchDeletion {
+    func batchDelete(matching fetch: StoreFetch?, objectIDs: [ManagedObjectID], origin: TransactionOrigin) throws -> ChangeRecord {
         try Self.storeError("batch delete from \(path ?? "memory")", code: .storeSave) {
             try ownWrite { transaction in
                 let deleter = BatchDeleter(store: self, transaction: transaction, origin: origin)
@@ -169,8 +170,9 @@ final class BatchDeleter {
         }
     }
 
-    /// Checks the deny rules, then writes the deletions and the nullified rows in one pass.
-    func finish() throws -> BatchDeletion {
+    /// Checks the deny rules, then writes the deletions and the nullified rows in one pass;
+    /// returns the transaction's record.
+    func finish() throws -> ChangeRecord {
         var failures: [ArborError] = []
         for (id, entity, relationship, destinations) in denials {
             let denying = destinations.filter { !deleting.contains($0.0) }.map(\.1)
@@ -179,9 +181,9 @@ final class BatchDeleter {
         }
         if let error = ArborError.gathering(failures) { throw error }
 
-        var result = BatchDeletion()
-        result.deleted = order.map(\.id)
-        for (id, row) in order { result.changes.deleted.append((id, RowExpectation(version: row.version))) }
+        var record = ChangeRecord(store: store.identifier)
+        record.deleted = OrderedSet(order.map(\.id))
+        var updates = StoreChanges()
         // The rows kept, read in one batched lookup per rows tree.
         let kept = nullifiedOrder.filter { !deleting.contains($0) }
         for (key, row) in zip(kept, try store.rows(of: kept.map { nullified[$0]!.id }, in: transaction)) {
@@ -199,11 +201,10 @@ final class BatchDeleter {
                 }
             }
             let changed = StoreRow(entityName: row.entityName, version: row.version + 1, attributes: row.attributes, toOne: toOne, ordered: ordered)
-            result.changes.updated.append((exact, changed, RowExpectation(version: row.version)))
+            updates.updated.append((exact, changed, RowExpectation(version: row.version)))
+            record.noteUpdated(exact, row: changed, keys: Set(clears.map(\.0.name)))
         }
         // The rows read once: deleted without a second read; then the nullified rows' writes.
-        var updates = StoreChanges()
-        updates.updated = result.changes.updated
         let writer = RowWriter(store: store, transaction: transaction, changes: updates, history: store.historyWriter(transaction, origin))
         try writer.delete(rows: order.sorted { $0.row.entityName == $1.row.entityName ? (($0.id.primaryKey ?? 0) < ($1.id.primaryKey ?? 0)) : $0.row.entityName < $1.row.entityName })
         try writer.apply()
@@ -212,7 +213,7 @@ final class BatchDeleter {
             _ = try tree.delete(store.pair(destination.key, deleted))
         }
         try writer.finishHistory()
-        return result
+        return record
     }
 }
 
@@ -225,16 +226,18 @@ extension NativeStore {
     /// - Throws: ``ArborError/Code/constraintConflict`` listing the conflicts, with nothing
     ///   written; what `change` throws; ``ArborError/Code/storeSave`` for an engine failure.
     func batchUpdate(matching fetch: StoreFetch, excluding excluded: Set<ManagedObjectID>, changing: Set<String>, origin: TransactionOrigin,
-                     _ change: (ManagedObjectID, StoreRow) throws -> StoreRow?) throws -> StoreChanges {
+                     _ change: (ManagedObjectID, StoreRow) throws -> StoreRow?) throws -> ChangeRecord {
         let prepared = try prepare(fetch)
         return try Self.storeError("batch update in \(path ?? "memory")", code: .storeSave) {
             try ownWrite { transaction in
                 var changes = StoreChanges()
+                var record = ChangeRecord(store: identifier)
                 var stored: [StoreRow] = []
                 try forEachRow(prepared, in: transaction) { id, row in
                     guard !excluded.contains(id), var new = try change(id, row) else { return true }
                     new.version = row.version + 1
                     changes.updated.append((id, new, RowExpectation(version: row.version)))
+                    record.noteUpdated(id, row: new, keys: changing)
                     stored.append(row)
                     return true
                 }
@@ -242,7 +245,7 @@ extension NativeStore {
                 let writer = RowWriter(store: self, transaction: transaction, changes: changes, history: historyWriter(transaction, origin))
                 try writer.update(stored: stored, changing: changing)
                 try writer.finishHistory()
-                return changes
+                return record
             }
         }
     }

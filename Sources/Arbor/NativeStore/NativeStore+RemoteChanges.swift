@@ -104,25 +104,13 @@ extension NativeStore {
         let (known, after, own) = remoteWatch.withLock { ($0.known, $0.lastHistory, $0.own) }
         guard known != counter else { return nil }
         guard tracksHistory else {
-            return FoundRemoteChanges(counter: counter, lastHistory: nil, changes: RemoteChanges(store: identifier, token: nil))
+            return FoundRemoteChanges(counter: counter, lastHistory: nil, changes: ChangeRecord(store: identifier))
         }
         let transactions = try fetchHistory(after: after, date: nil, changes: true) { _ in true }
         let last = transactions.last?.transactionNumber ?? after
         let others = transactions.filter { !own.contains($0.transactionNumber) }
         guard !others.isEmpty else { return FoundRemoteChanges(counter: counter, lastHistory: last, changes: nil) }
-        var changes = RemoteChanges(store: identifier, token: PersistentHistoryToken(transactionNumbers: [identifier: last]))
-        for change in others.flatMap({ $0.changes ?? [] }) {
-            switch change.changeType {
-            case .insert: changes.inserted.insert(change.changedObjectID)
-            case .update: changes.updated.insert(change.changedObjectID)
-            case .delete: changes.deleted.insert(change.changedObjectID)
-            }
-        }
-        // An object inserted and deleted by others meanwhile is only deleted; one inserted and
-        // updated is only inserted.
-        changes.inserted.subtract(changes.deleted)
-        changes.updated.subtract(changes.deleted)
-        changes.updated.subtract(changes.inserted)
+        let changes = ChangeRecord(history: others, store: identifier, token: PersistentHistoryToken(transactionNumbers: [identifier: last]))
         return FoundRemoteChanges(counter: counter, lastHistory: last, changes: changes)
     }
 

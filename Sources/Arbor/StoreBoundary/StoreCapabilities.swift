@@ -28,13 +28,15 @@ protocol RowCheckingStore: PersistentStore {
 /// and uniqueness (docs/batch-requests.md).
 protocol BatchRequestStore: PersistentStore {
     /// Deletes, in one transaction, the rows `fetch` matches (or, without one, the rows of
-    /// `objectIDs` that exist), applying the delete rules to every deleted row.
-    func batchDelete(matching fetch: StoreFetch?, objectIDs: [ManagedObjectID], origin: TransactionOrigin) throws -> BatchDeletion
+    /// `objectIDs` that exist), applying the delete rules to every deleted row. Returns the
+    /// transaction's record: the rows deleted (those matched first, then those the cascade rules
+    /// reached), and the rows the nullify rules rewrote, with the relationships cleared.
+    func batchDelete(matching fetch: StoreFetch?, objectIDs: [ManagedObjectID], origin: TransactionOrigin) throws -> ChangeRecord
     /// Rewrites, in one transaction, the rows `fetch` matches (but those in `excluded`) with the
     /// row `change` makes of each (nil: the row stays), changing only the attributes `changing`
-    /// names; returns the changes written.
+    /// names; returns the transaction's record (the rows written, with the attributes changed).
     func batchUpdate(matching fetch: StoreFetch, excluding excluded: Set<ManagedObjectID>, changing: Set<String>, origin: TransactionOrigin,
-                     _ change: (ManagedObjectID, StoreRow) throws -> StoreRow?) throws -> StoreChanges
+                     _ change: (ManagedObjectID, StoreRow) throws -> StoreRow?) throws -> ChangeRecord
 }
 
 /// A store that computes grouped and aggregated dictionary fetches over its rows, in one pass
@@ -84,31 +86,9 @@ struct FoundRemoteChanges: Sendable {
     let counter: UInt64
     /// The last history transaction it read (nil: the store records no history).
     let lastHistory: Int64?
-    /// The commits of others (nil: only the store's own moved the counter).
-    let changes: RemoteChanges?
-}
-
-/// The commits of others a store found since it last looked.
-struct RemoteChanges: Sendable {
-    /// The store.
-    let store: UUID
-    /// The token of the last transaction found (nil: the store records no history).
-    let token: PersistentHistoryToken?
-    /// The objects the transactions of others inserted, updated and deleted (empty without
-    /// history).
-    var inserted: Set<ManagedObjectID> = []
-    var updated: Set<ManagedObjectID> = []
-    var deleted: Set<ManagedObjectID> = []
-}
-
-/// What a batch delete did in one store: the rows it deleted (those the request matched first,
-/// then those its cascade rules reached) and the changes it wrote — the deletions and the rows
-/// its nullify rules rewrote — for the coordinator's row cache.
-struct BatchDeletion {
-    var deleted: [ManagedObjectID] = []
-    var changes = StoreChanges()
-    /// The rows a nullify rule rewrote.
-    var updated: [ManagedObjectID] { changes.updated.map(\.0) }
+    /// The record of the commits of others (nil: only the store's own moved the counter); by
+    /// ID only, and empty when the store records no history.
+    let changes: ChangeRecord?
 }
 
 /// A dictionary fetch that groups or aggregates, as a store runs it: one pass over the matching

@@ -1,0 +1,102 @@
+import Foundation
+import OrderedCollections
+
+/// What one write changed, by object: the record a store's write pass returns, and the one value
+/// every consumer of changes made elsewhere reads (docs/object-graph-internals.md, "The change
+/// record").
+///
+/// - A batch delete, update or insert returns it from the store's transaction; the coordinator
+///   brings its row cache up to date from ``writtenRows`` and ``deleted``, and the request's
+///   result is read from it.
+/// - Remote changes are the records of other connections' transactions, read from persistent
+///   history (``init(history:store:token:)``): the file is how another process hands them over.
+/// - Every merge into a context — a batch request, another context's save, a remote change, a
+///   merge asked for by IDs — is a record posted to the context's inbox.
+///
+/// The three sets are disjoint: an object inserted and deleted within what one record covers is
+/// only deleted, and one inserted and then updated is only inserted.
+struct ChangeRecord: Sendable {
+    /// The store written, when one is (a context's save may span several).
+    var store: UUID?
+    /// The objects inserted, in the order written.
+    var inserted: OrderedSet<ManagedObjectID> = []
+    /// The objects updated, in the order written.
+    var updated: OrderedSet<ManagedObjectID> = []
+    /// The objects deleted, in the order written.
+    var deleted: OrderedSet<ManagedObjectID> = []
+    /// The properties each updated object changed, where the writer knows them (a batch update's
+    /// attributes, the relationships a nullify rule cleared, history's updated properties).
+    var changedKeys: [ManagedObjectID: Set<String>] = [:]
+    /// The rows written for updated objects, as stored (their new versions): what the row cache
+    /// takes. Empty for a record known by ID only (another connection's).
+    var writtenRows: [ManagedObjectID: StoreRow] = [:]
+    /// Objects whose to-many relationships gained or lost members without a change of their own
+    /// (the destinations a batch insert's rows name): a merge reads those relationships again.
+    var related: Set<ManagedObjectID> = []
+    /// The token of the last history transaction the record covers (nil: the store records no
+    /// history, or the record does not come from it).
+    var token: PersistentHistoryToken?
+
+    /// An empty record of `store`.
+    init(store: UUID? = nil) {
+        self.store = store
+    }
+
+    /// Whether it names no object.
+    var isEmpty: Bool { inserted.isEmpty && updated.isEmpty && deleted.isEmpty && related.isEmpty }
+
+    /// Notes that `id` was updated to `row` (nil: by ID only), changing `keys` (nil: not known).
+    mutating func noteUpdated(_ id: ManagedObjectID, row: StoreRow? = nil, keys: Set<String>? = nil) {
+        updated.append(id)
+        if let row { writtenRows[id] = row }
+        if let keys { changedKeys[id, default: []].formUnion(keys) }
+    }
+
+    /// Adds what `later` changed after what this record holds (another store's part of the same
+    /// request, a later transaction), keeping the sets disjoint.
+    mutating func append(_ later: ChangeRecord) {
+        if store != later.store { store = nil }
+        inserted.append(contentsOf: later.inserted)
+        updated.append(contentsOf: later.updated)
+        deleted.append(contentsOf: later.deleted)
+        changedKeys.merge(later.changedKeys) { $0.union($1) }
+        writtenRows.merge(later.writtenRows) { $1 }
+        related.formUnion(later.related)
+        token = later.token ?? token
+        settle()
+    }
+
+    /// Keeps the sets disjoint — deleted wins over inserted and updated, inserted over updated —
+    /// and the keys and rows to the objects still updated.
+    private mutating func settle() {
+        guard !deleted.isEmpty || !inserted.isEmpty else { return }
+        inserted.subtract(deleted)
+        updated.subtract(deleted)
+        updated.subtract(inserted)
+        if changedKeys.count > updated.count { changedKeys = changedKeys.filter { updated.contains($0.key) } }
+        if writtenRows.count > updated.count { writtenRows = writtenRows.filter { updated.contains($0.key) } }
+    }
+
+    /// The record of other connections' transactions of `store`, read from its persistent
+    /// history (with their changes), oldest first; `token` names the last one read.
+    init(history transactions: [PersistentHistoryTransaction], store: UUID, token: PersistentHistoryToken?) {
+        self.init(store: store)
+        self.token = token
+        for change in transactions.lazy.flatMap({ $0.changes ?? [] }) {
+            switch change.changeType {
+            case .insert: inserted.append(change.changedObjectID)
+            case .update: noteUpdated(change.changedObjectID, keys: change.updatedProperties)
+            case .delete: deleted.append(change.changedObjectID)
+            }
+        }
+        settle()
+    }
+
+    /// The record of a context's save, from its did-save change (by ID only).
+    init(_ change: ContextChange) {
+        self.init()
+        inserted = OrderedSet(change.insertedObjectIDs)
+        updated = OrderedSet(change.updatedObjectIDs)
+        deleted = OrderedSet(change.deletedObjectIDs)
+    }
+}

@@ -16,9 +16,11 @@ import PackageDescription
 ///   its context's queue, and stops the program naming the context and the call when it does
 ///   not (docs/concurrency.md, "Checks in debug builds"). About 570 instructions a check in a
 ///   debug build, under 1 % of a debug import's (docs/debug-builds.md).
-/// - `ARBOR_INVARIANTS`: `checkInvariants()` of a context's change lists at the end of every
-///   event, and of every B-tree node the engine rewrites whole (splits, merges, batches): a
-///   broken invariant stops the program where it broke instead of corrupting a save later.
+/// - `ARBOR_INVARIANTS`: checks of a context's change lists at the end of every event, of every
+///   B-tree node the engine rewrites whole (splits, merges, batches), of the page cache's pins as
+///   every transaction ends, and of the coordinator's row cache after every save and at every
+///   release: a broken invariant stops the program where it broke instead of corrupting a save
+///   later (docs/debug-builds.md).
 ///
 /// Both need the `Checks` trait *and* a debug build: a dependent's debug build has neither
 /// unless it asks for the trait, and release builds never have them.

@@ -59,3 +59,32 @@ struct InvariantTests {
     }
     #endif
 }
+
+/// The coordinator's row cache keeps its rules through references, releases, refreshes and drops
+/// (``PersistentStoreCoordinator/rowCacheViolations()``), which builds with Arbor's checks verify
+/// after every save and at every release (`ARBOR_INVARIANTS`).
+@Suite("Invariants of the row cache")
+struct RowCacheInvariantTests {
+    @Test("fetches, faults, saves in two contexts, refreshes, batch deletes and contexts ending keep every rule of the row cache")
+    func keptThroughUse() throws {
+        let stack = try Stack()
+        let writer = stack.context()
+        for index in 0..<20 { _ = try stack.insert("Department", in: writer, ["name": "D\(index)", "budget": index]) }
+        try writer.save()
+        do {
+            let reader = stack.context()
+            let departments = try reader.fetch(FetchRequest<ManagedObject>(entityName: "Department"))
+            for department in departments.prefix(5) { _ = try department.value(forKey: "name") }
+            #expect(stack.coordinator.rowCacheViolations() == [])
+            #expect(stack.coordinator.rowCacheStatistics.snapshots > 0)
+            for department in writer.registeredObjects.prefix(3) { try department.setValue(99, forKey: "budget") }
+            try writer.save()
+            reader.refreshAllObjects()
+            try reader.execute(BatchDeleteRequest(objectIDs: Array(departments.suffix(4).map(\.objectID))))
+            #expect(stack.coordinator.rowCacheViolations() == [])
+        }
+        writer.reset()
+        #expect(stack.coordinator.rowCacheViolations() == [])
+        #expect(stack.coordinator.rowCacheStatistics.snapshots == 0, "every snapshot goes with its last holder")
+    }
+}

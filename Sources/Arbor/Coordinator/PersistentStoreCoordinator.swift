@@ -353,13 +353,63 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// cache. Takes the lock only then (a fetch may have taken a new reference meanwhile: the
     /// count is read again under the lock).
     func release(_ snapshot: RowSnapshot) {
-        guard snapshot.references.subtract(1, ordering: .relaxed).newValue <= 0 else { return }
+        let left = snapshot.references.subtract(1, ordering: .relaxed).newValue
+        guard left <= 0 else { return }
+        checkReleased(snapshot, left: left)
         locked { if snapshot.references.load(ordering: .relaxed) <= 0 { drop(snapshot) } }
     }
 
     /// ``release(_:)`` with the lock held.
     private func releaseLocked(_ snapshot: RowSnapshot) {
-        if snapshot.references.subtract(1, ordering: .relaxed).newValue <= 0 { drop(snapshot) }
+        let left = snapshot.references.subtract(1, ordering: .relaxed).newValue
+        guard left <= 0 else { return }
+        checkReleased(snapshot, left: left)
+        drop(snapshot)
+    }
+
+    // MARK: The row cache's invariants
+
+    /// What is wrong with the row cache now, one sentence per broken rule (empty: nothing). The
+    /// rules, which every reference, release, refresh and drop keeps:
+    ///
+    /// 1. Every snapshot the cache holds is marked cached, and filed under its own object's ID.
+    /// 2. No snapshot's reference count is below zero (a release without its reference).
+    ///
+    /// - Complexity: O(*n*) in the number of snapshots cached.
+    func rowCacheViolations() -> [String] {
+        locked {
+            var problems: [String] = []
+            var count = 0
+            cache.forEachValue { snapshot in
+                count += 1
+                if !snapshot.isCached { problems.append("the snapshot of \(snapshot.objectID) is in the cache and marked dropped") }
+                if cache[snapshot.objectID] !== snapshot { problems.append("the snapshot of \(snapshot.objectID) is filed under another ID") }
+                let references = snapshot.references.load(ordering: .relaxed)
+                if references < 0 { problems.append("the snapshot of \(snapshot.objectID) has \(references) references") }
+            }
+            if count != cache.count { problems.append("the cache counts \(cache.count) snapshots and holds \(count)") }
+            return problems
+        }
+    }
+
+    /// In builds with Arbor's checks (`ARBOR_INVARIANTS`), stops the program when a release
+    /// takes a snapshot's references below zero (an object released the snapshot twice, or one
+    /// it never held); other builds compile it away.
+    @inline(__always)
+    private func checkReleased(_ snapshot: RowSnapshot, left: Int) {
+        #if ARBOR_INVARIANTS
+        if left < 0 { preconditionFailure("Arbor invariant broken: the row cache's snapshot of \(snapshot.objectID) was released once more than referenced") }
+        #endif
+    }
+
+    /// In builds with Arbor's checks, stops the program when the row cache breaks a rule of
+    /// ``rowCacheViolations()``; other builds compile it away. Called after every save.
+    @inline(__always)
+    func checkRowCacheInvariants() {
+        #if ARBOR_INVARIANTS
+        let problems = rowCacheViolations()
+        if !problems.isEmpty { preconditionFailure("Arbor invariant broken in the row cache: \(problems.joined(separator: "; "))") }
+        #endif
     }
 
     // MARK: Fetching
@@ -524,6 +574,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                 throw PartialSave(saved: Dictionary(uniqueKeysWithValues: saved.map { ($0, results[$0]!) }), failure: error)
             }
             for index in parts.indices { refreshCache(after: parts[index].changes, saved: results[index]!) }
+            checkRowCacheInvariants()
             return results.map { $0! }
         }
     }

@@ -366,6 +366,12 @@ final class PageCache {
 
     func pinCount(_ frame: Int) -> Int32 { frames[frame].pins }
 
+    /// The pages of frames handed out whose pins do not balance (pinned, or unpinned more often
+    /// than pinned), with their counts: none between transactions.
+    func unbalancedPins() -> [(page: PageNumber, pins: Int32)] {
+        (0..<used).compactMap { frames[$0].pins == 0 ? nil : (frames[$0].page, frames[$0].pins) }
+    }
+
     @inline(__always)
     func isDirty(_ frame: Int) -> Bool { frames[frame].dirty }
 

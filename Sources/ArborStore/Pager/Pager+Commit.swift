@@ -226,13 +226,19 @@ extension Pager {
         }
     }
 
-    func finishWrite() {
+    /// Ends the write transaction and releases its locks.
+    ///
+    /// - Parameter aborting: the transaction ends because of a failure in its middle, so the
+    ///   pins of the calls it interrupted are still held (they are released as the error
+    ///   unwinds); the pins are checked only at a normal end.
+    func finishWrite(aborting: Bool = false) {
         journal.discardPending()
         appendHint = nil
         newDictionaries.removeAll()
         dictionarySamples.removeAll()
         write = WriteState()
         state = .none
+        if !aborting { checkPinsBalanced() }
         unlock(to: .none)
     }
 
@@ -244,7 +250,7 @@ extension Pager {
         dropCachedPages()
         // A failed write may have left the journal longer than this connection counted.
         journal.forgetLength()
-        finishWrite()
+        finishWrite(aborting: true)
     }
 
     /// Forgets every cached page and what was derived from them (loaded dictionaries): the file

@@ -463,6 +463,7 @@ public final class Pager {
     public func endRead() {
         guard state == .read else { return }
         state = .none
+        checkPinsBalanced()
         if options.readLockRetention > .zero && poison == nil {
             inodeLock.retain(owner: ownerID, retention: options.readLockRetention)
             retainsSharedLock = true

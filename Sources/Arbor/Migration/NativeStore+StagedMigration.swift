@@ -238,10 +238,7 @@ private struct CustomStage {
         let sourceStore = try NativeStore(path: source, type: "native", model: old, configuration: configuration, options: readOnly,
                                           migration: .never)
         defer { sourceStore.close() }
-        let (identifier, history) = try sourceStore.database.read { transaction -> ([UInt8], [StoreModelVersion]) in
-            let metadata = try NativeStore.requiredMetadata(in: transaction)
-            return (try metadata.get(Array("uuid".utf8)) ?? [], try NativeStore.recordedHistory(metadata, path: source) ?? [])
-        }
+        let (identifier, history) = try sourceStore.identityAndModelHistory()
         let destinationStore = try NativeStore(path: destination, type: "native", model: new, configuration: configuration, options: options,
                                                migration: .never, suspendsHistory: true)
         var closed = false
@@ -267,7 +264,7 @@ private struct CustomStage {
             throw ArborError(.migrationFailed, "the custom stage from version \(fromVersion) to \(fromVersion + 1) of the store's model failed: "
                                 + "\(arborError?.message ?? "\(error)")", detailedErrors: arborError.map { [$0] } ?? [])
         }
-        // Counts for the report, then the source's identity and history, written last.
+        // Counts for the report.
         var counts: [String: Int] = [:]
         for entity in new.entities where !entity.isAbstract {
             var request = FetchRequest<Int>(entityName: entity.name)
@@ -276,24 +273,11 @@ private struct CustomStage {
         }
         context.destination.reset()
         context.source.reset()
-        try destinationStore.database.write { transaction in
-            let metadata = try NativeStore.requiredMetadata(in: transaction)
-            if identifier.count == 16 { try metadata.put(Array("uuid".utf8), identifier) }
-            // Persistent history goes on where it was (its numbering too: tokens stay valid);
-            // the stage's own writes are not recorded (docs/history.md, "Migrations").
-            try sourceStore.database.read { from in
-                guard try NativeStore.metadata(in: from)?.get(NativeStore.trackingKey) != nil else { return }
-                for name in [HistoryRecords.transactionsTree, HistoryRecords.changesTree] {
-                    if let tree = try from.tree(named: name) { _ = try transaction.copyTree(tree) }
-                }
-                try metadata.put(NativeStore.trackingKey, [1])
-                try NativeStore.setTrackingHash(true, metadata: metadata)
-            }
-            let version = StoreModelVersion(version: fromVersion + 1, recorded: Date(), synthesized: false, migration: "custom",
-                                            versionHash: new.versionHashString, entityHashes: StoreModelVersion.entityHashes(of: new),
-                                            schema: ModelSchema(new))
-            try metadata.put(NativeStore.historyKey, try NativeStore.historyBytes(history + [version]))
-        }
+        // The source's identity and history, written last.
+        let version = StoreModelVersion(version: fromVersion + 1, recorded: Date(), synthesized: false, migration: "custom",
+                                        versionHash: new.versionHashString, entityHashes: StoreModelVersion.entityHashes(of: new),
+                                        schema: ModelSchema(new))
+        try destinationStore.finishStage(identity: identifier, from: sourceStore, history: history + [version])
         destinationStore.close()
         closed = true
         let entities = new.entities.map { entity in

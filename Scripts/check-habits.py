@@ -2,7 +2,7 @@
 """Fails on the habits reviews keep catching, one line per finding (`path:line: what is wrong`).
 
 `make test` runs it from the repository root (CONTRIBUTING.md, "Checks that run with make test").
-Six checks:
+Eight checks:
 
 1. long functions: a function, initialiser, subscript or computed property in Sources/ longer
    than 60 lines (its declaration line to its closing brace) without a comment saying why — a
@@ -22,9 +22,13 @@ Six checks:
    have;
 7. key paths walked over the model by hand: a `for` loop in Sources/Arbor that looks properties
    up by name (`relationshipsByName[…]`, `attributesByName[…]`) and steps a variable along
-   (`current = next`) outside the walker's owner, `ModelKeyPath`.
+   (`current = next`) outside the walker's owner, `ModelKeyPath`;
+8. the native store's insides reached from outside its folder: a downcast to `NativeStore`
+   (`as? NativeStore`, `as! NativeStore`, `is NativeStore`) or a read of a store's engine
+   `database`, in Sources/Arbor outside Sources/Arbor/NativeStore/ (the coordinator asks a store
+   for a capability instead).
 
-Checks 2 to 5 and 7 hold today's uses in allow-lists below, by file and count: a new file or a higher
+Checks 2 to 5, 7 and 8 hold today's uses in allow-lists below, by file and count: a new file or a higher
 count fails; a lower count is noted (lower the number in the same commit). `--report` prints
 what every check counted, file by file. Python 3 only, no dependencies; well under a second.
 
@@ -66,6 +70,11 @@ MODEL_WALKS = {
         (1, "setValue(_:forKeyPath:) walks objects, not descriptions: each object's own entity (a "
             "sub-entity's, perhaps) names the next key, so the path cannot be resolved once"),
 }
+
+# Check 8: files outside Sources/Arbor/NativeStore/ that downcast to NativeStore or read a store's
+# engine database, with their count.
+NATIVE_STORE_FOLDER = "Sources/Arbor/NativeStore/"
+NATIVE_INSIDES: dict = {}
 
 # Check 4: writes of a managed object's internal fields from Context/, by file. Each is a
 # place where the context reaches into the object's state instead of asking the object; to
@@ -282,7 +291,7 @@ notes = []
 report = {}
 # The check running, and how many findings each check made (for the summary).
 CHECKS = ["long functions", "metadata key", "key path splits", "object fields", "unsafe constructs", "doc references",
-          "model walks"]
+          "model walks", "store insides"]
 per_check = dict.fromkeys(CHECKS, 0)
 running = [CHECKS[0]]
 
@@ -429,6 +438,7 @@ def judge_uses(uses, allowed, title, what):
 
 
 METADATA_KEY = re.compile(r'"arbor\.metadata"')
+NATIVE_INSIDE = re.compile(r"\b(?:as[?!]\s*|is\s+)NativeStore\b|\.database\b")
 KEY_PATH_SPLIT = re.compile(r'\bsplit\(separator:\s*"\."\s*(?:\)|,\s*omittingEmptySubsequences:\s*false\s*\))')
 OBJECT_FIELDS = ("link|values|committed|faulted|insertedFlag|deletedFlag|eventMarks|heldByContext|rowMissing|"
                  "changeSlot|announcedInSave|changedSlots|unloadedRelationships|committedVersion|filledGeneration|"
@@ -611,6 +621,10 @@ def main():
         check_unsafe,
         check_doc_references,
         check_model_walks,
+        lambda: check_counted("uses", NATIVE_INSIDE, ("NativeStore", ".database"),
+                              [p for p in arbor if not p.startswith(NATIVE_STORE_FOLDER)], NATIVE_INSIDES, None,
+                              "the native store's insides (a downcast to NativeStore, or its engine database) outside "
+                              "Sources/Arbor/NativeStore/: ask the coordinator for a capability", text="code"),
     ]
     for name, step in zip(CHECKS, steps):
         running[0] = name

@@ -161,6 +161,16 @@ extension ManagedObjectContext {
     }
 }
 
+extension ChangeRecord {
+    /// The record of a context's save, from its did-save change (by ID only).
+    init(_ change: ContextChange) {
+        self.init()
+        inserted = OrderedSet(change.insertedObjectIDs)
+        updated = OrderedSet(change.updatedObjectIDs)
+        deleted = OrderedSet(change.deletedObjectIDs)
+    }
+}
+
 /// The child contexts of a context, held weakly (a child holds its parent, not the reverse).
 final class ChildContexts: @unchecked Sendable {
     private let lock = NSLock()

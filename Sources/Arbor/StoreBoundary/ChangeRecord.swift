@@ -91,12 +91,4 @@ struct ChangeRecord: Sendable {
         }
         settle()
     }
-
-    /// The record of a context's save, from its did-save change (by ID only).
-    init(_ change: ContextChange) {
-        self.init()
-        inserted = OrderedSet(change.insertedObjectIDs)
-        updated = OrderedSet(change.updatedObjectIDs)
-        deleted = OrderedSet(change.deletedObjectIDs)
-    }
 }

@@ -134,9 +134,3 @@ extension PersistentStoreCoordinator {
         for store in persistentStores where store.path == path { try remove(store) }
     }
 }
-
-/// A store that can copy itself into a new file while others use it (``NativeStore``): what
-/// ``PersistentStoreCoordinator/migratePersistentStore(_:to:options:)`` needs of a store.
-protocol BackupSource: PersistentStore {
-    func backup(to path: String, fileSystem: (any FileSystem)?) throws
-}

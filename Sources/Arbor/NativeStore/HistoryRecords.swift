@@ -1,16 +1,6 @@
 import ArborStore
 import Foundation
 
-/// Who wrote a transaction, and with what, as persistent history records it.
-struct TransactionOrigin: Sendable {
-    /// The writing context's ``ManagedObjectContext/transactionAuthor``.
-    var author: String?
-    /// The writing context's ``ManagedObjectContext/name``.
-    var contextName: String?
-    /// What wrote it.
-    var kind: PersistentHistoryTransactionKind = .save
-}
-
 /// The bytes of persistent history (docs/history.md, "Where it lives in the file"): the one
 /// owner of how a transaction and a change are written and read. Records are sequences of key
 /// components, integers in their compact form, values self-describing (each with its kind), not

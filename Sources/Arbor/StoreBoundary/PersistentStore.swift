@@ -186,6 +186,16 @@ public struct StoreChanges: Sendable {
     }
 }
 
+/// Who wrote a transaction, and with what, as persistent history records it.
+struct TransactionOrigin: Sendable {
+    /// The writing context's ``ManagedObjectContext/transactionAuthor``.
+    var author: String?
+    /// The writing context's ``ManagedObjectContext/name``.
+    var contextName: String?
+    /// What wrote it.
+    var kind: PersistentHistoryTransactionKind = .save
+}
+
 /// New rows made when a store asks for them (``StoreChanges/insertedOnDemand``): by a saving
 /// context, from its new objects, inside the save.
 ///

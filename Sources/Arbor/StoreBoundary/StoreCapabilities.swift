@@ -1,3 +1,4 @@
+import ArborStore
 import Foundation
 
 // What a store may do besides the ``PersistentStore`` protocol's reads and saves: one protocol
@@ -78,6 +79,14 @@ protocol RemoteChangeStore: PersistentStore {
     func remoteChanges(refreshing: Bool) throws -> FoundRemoteChanges?
     /// Accounts for what ``remoteChanges(refreshing:)`` found, once it was processed.
     func accept(_ found: FoundRemoteChanges)
+}
+
+/// A store that can copy itself into a new file while others use it: what
+/// ``PersistentStoreCoordinator/migratePersistentStore(_:to:options:)`` needs of a store.
+protocol BackupSource: PersistentStore {
+    /// Writes a consistent copy of the store to a new file at `path` (through `fileSystem`, or
+    /// the store's own).
+    func backup(to path: String, fileSystem: (any FileSystem)?) throws
 }
 
 /// What a store found since it last looked, and what to account for once it is processed.

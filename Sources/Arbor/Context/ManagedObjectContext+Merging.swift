@@ -108,9 +108,8 @@ extension ManagedObjectContext {
         processPendingChanges()
         // A pinned context merging a save moves on to the current generation.
         moveQueryGenerationOn()
-        let suspended = undoRecordingSuspended
-        undoRecordingSuspended = true
-        defer { undoRecordingSuspended = suspended }
+        let suspended = undoRecording.suspend()
+        defer { undoRecording.resume(suspended) }
         if !fromOwnCoordinator, parent == nil, let coordinator = persistentStoreCoordinator {
             try? coordinator.reloadSnapshots(Array(record.updated.union(record.deleted)))
         }

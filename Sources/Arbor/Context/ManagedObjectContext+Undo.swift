@@ -14,20 +14,15 @@ extension ManagedObjectContext {
     /// recording costs nothing). Setting one starts recording with the next change; setting nil
     /// drops what the current event recorded. Settable from any thread.
     public var undoManager: ObjectUndoManager? {
-        get { _undoManager }
-        set {
-            onQueue {
-                _undoManager = newValue
-                pendingUndo = newValue == nil ? nil : PendingUndo()
-            }
-        }
+        get { undoRecording.manager }
+        set { onQueue { undoRecording.attach(newValue) } }
     }
 
     /// Ends the event and asks the undo manager to undo its last step: the objects take back
     /// their states before it (S000-79).
     public func undo() {
         checkQueue()
-        guard let undoManager = _undoManager else { return }
+        guard let undoManager = undoRecording.manager else { return }
         processPendingChanges()
         undoManager.undo()
         postObjectsDidChange()
@@ -36,7 +31,7 @@ extension ManagedObjectContext {
     /// Ends the event and asks the undo manager to redo the last undone step (S000-53).
     public func redo() {
         checkQueue()
-        guard let undoManager = _undoManager else { return }
+        guard let undoManager = undoRecording.manager else { return }
         processPendingChanges()
         undoManager.redo()
         postObjectsDidChange()
@@ -47,24 +42,24 @@ extension ManagedObjectContext {
     /// Records, the first time in the event, `object`'s value in `slot` before it changes.
     @inline(__always)
     func recordUndo(_ object: ManagedObject, slot: Int) {
-        guard let pendingUndo else { return }
-        pendingUndo.record(object, slot: slot, context: self)
+        guard let pending = undoRecording.pending, !undoRecording.isSuspended else { return }
+        pending.record(object, slot: slot, context: self)
     }
 
     /// Records, the first time in the event, whether `object` existed before it is inserted or
     /// deleted.
     @inline(__always)
     func recordUndoExistence(_ object: ManagedObject, existed: Bool? = nil) {
-        guard let pendingUndo else { return }
-        pendingUndo.touch(object, context: self, existed: existed)
+        guard let pending = undoRecording.pending, !undoRecording.isSuspended else { return }
+        pending.touch(object, context: self, existed: existed)
     }
 
     /// Turns the event's recorded changes into one undo action (called at the end of every
     /// event). Nothing is registered while registration is disabled — the changes stay pending
     /// changes, they just cannot be undone (S002-27).
     func registerPendingUndo() {
-        guard let pendingUndo, !pendingUndo.entries.isEmpty, let undoManager = _undoManager else { return }
-        let entries = pendingUndo.take()
+        guard let pending = undoRecording.pending, !pending.entries.isEmpty, let undoManager = undoRecording.manager else { return }
+        let entries = pending.take()
         guard undoManager.isUndoRegistrationEnabled else { return }
         var steps: [UndoStep] = []
         for entry in entries {
@@ -102,8 +97,8 @@ extension ManagedObjectContext {
     /// Puts the objects of `steps` in their states before (`forward` false: undo) or after
     /// (redo) their event, and registers the opposite with the undo manager.
     func apply(_ steps: [UndoStep], forward: Bool) {
-        undoRecordingSuspended = true
-        defer { undoRecordingSuspended = false }
+        let suspended = undoRecording.suspend()
+        defer { undoRecording.resume(suspended) }
         for step in forward ? steps : steps.reversed() {
             let object = step.object
             let state = forward ? step.after : step.before
@@ -114,7 +109,7 @@ extension ManagedObjectContext {
             objectDidChange(object, noting: true)
         }
         let context = WeakContext(context: self)
-        _undoManager?.registerUndo { context.context?.apply(steps, forward: !forward) }
+        undoRecording.manager?.registerUndo { context.context?.apply(steps, forward: !forward) }
     }
 
     /// Sets a slot as undo or redo says, keeping the object's changed slots right.
@@ -193,6 +188,44 @@ struct UndoStep {
     let after: ObjectState
 }
 
+/// A context's undo recording: its undo manager, what the current event changed for it, and
+/// whether undo records now. Stored in the context (no indirection on the path of every change);
+/// its fields change only through these methods.
+struct UndoRecording {
+    /// The undo manager (``ManagedObjectContext/undoManager``; nil: nothing is recorded).
+    private(set) var manager: ObjectUndoManager?
+    /// What the current event changed, for undo (nil without an undo manager).
+    private(set) var pending: PendingUndo?
+    /// Whether changes are made that undo must not record: an undo or redo applying states, a
+    /// merge of changes made elsewhere.
+    private(set) var isSuspended = false
+
+    /// Records for `manager` from the next change on (nil: stops, dropping what the event
+    /// recorded).
+    mutating func attach(_ manager: ObjectUndoManager?) {
+        self.manager = manager
+        pending = manager == nil ? nil : PendingUndo()
+    }
+
+    /// Forgets what the event recorded and every action of the undo manager (a rollback, a
+    /// reset: S002-24).
+    func forgetAll() {
+        pending?.clear()
+        manager?.removeAllActions()
+    }
+
+    /// Stops recording; returns whether it was stopped already, for ``resume(_:)``.
+    mutating func suspend() -> Bool {
+        defer { isSuspended = true }
+        return isSuspended
+    }
+
+    /// Puts recording back as ``suspend()`` found it.
+    mutating func resume(_ wasSuspended: Bool) {
+        isSuspended = wasSuspended
+    }
+}
+
 /// The changes of the current event, recorded for undo as they happen.
 final class PendingUndo {
     struct Entry {
@@ -208,7 +241,6 @@ final class PendingUndo {
     func touch(_ object: ManagedObject, context: ManagedObjectContext, existed: Bool? = nil) -> Int {
         let key = ObjectIdentifier(object)
         if let position = index[key] { return position }
-        guard !context.undoRecordingSuspended else { return -1 }
         entries.append(Entry(object: object, before: ObjectState(exists: existed ?? context.exists(object), values: [])))
         index[key] = entries.count - 1
         return entries.count - 1
@@ -216,11 +248,10 @@ final class PendingUndo {
 
     /// Keeps the value `slot` of `object` has now, unless the event recorded one already.
     func record(_ object: ManagedObject, slot: Int, context: ManagedObjectContext) {
-        guard !context.undoRecordingSuspended else { return }
         // The object reached its context through its own reference: it is in the graph unless
         // deleted (no second load of that reference).
         let position = touch(object, context: context, existed: !object.deletedFlag)
-        guard position >= 0, !entries[position].before.values.contains(where: { $0.slot == slot }) else { return }
+        guard !entries[position].before.values.contains(where: { $0.slot == slot }) else { return }
         entries[position].before.values.append((slot, object.values[slot: slot]))
     }
 

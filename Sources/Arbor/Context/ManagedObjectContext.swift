@@ -64,13 +64,9 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// The lock of ``lock()``, ``unlock()`` and ``tryLock()``.
     let contextLock = NSRecursiveLock()
 
-    /// The undo manager (``undoManager``).
-    var _undoManager: ObjectUndoManager?
-    /// What the current event changed, for undo (nil without an undo manager).
-    var pendingUndo: PendingUndo?
-    /// Whether changes are made that undo must not record: an undo or redo applying states, a
-    /// merge of another context's save.
-    var undoRecordingSuspended = false
+    /// The undo manager, what the current event changed for it, and whether undo records now
+    /// (ManagedObjectContext+Undo.swift).
+    var undoRecording = UndoRecording()
     /// Temporary IDs replaced by permanent ones (old → new) while an undo manager records or the
     /// context has children: undo and redo steps keep the values they recorded, and a child's
     /// save may still name objects by IDs that a save of the root has since made permanent
@@ -359,7 +355,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Records that `newID` replaced the temporary `oldID`, when someone may still name the
     /// object by it: an undo step, or a child context (``replacedTemporaryIDs``).
     func rememberReplacement(of oldID: ManagedObjectID, by newID: ManagedObjectID) {
-        if oldID.isTemporaryID && (_undoManager != nil || children.hadAny) { replacedTemporaryIDs[oldID] = newID }
+        if oldID.isTemporaryID && (undoRecording.manager != nil || children.hadAny) { replacedTemporaryIDs[oldID] = newID }
     }
 
     /// The ID this context now has for `id` (a replaced temporary ID gives its permanent one).
@@ -523,8 +519,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         // restored as refreshed and the new ones it dropped as invalidated. The undo stack goes
         // (S002-24).
         postObjectsDidChange()
-        pendingUndo?.clear()
-        _undoManager?.removeAllActions()
+        undoRecording.forgetAll()
         // Only changed objects have anything to undo: the change sets and the pending deletions
         // (which also hold new objects deleted again, not yet processed).
         let pending = pendingDeletes
@@ -569,8 +564,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         event = EventChanges()
         event.invalidatedAll = true
         lastInsertedSet = nil
-        pendingUndo?.clear()
-        _undoManager?.removeAllActions()
+        undoRecording.forgetAll()
         inserted.removeAll()
         updated.removeAll()
         deleted.removeAll()

@@ -86,9 +86,8 @@ OBJECT_FIELD_WRITES = {
     "Sources/Arbor/Context/ManagedObjectContext+Merging.swift": 4,
     "Sources/Arbor/Context/ManagedObjectContext+Notifications.swift": 7,
     "Sources/Arbor/Context/ManagedObjectContext+Parent.swift": 4,
-    "Sources/Arbor/Context/ManagedObjectContext+Refresh.swift": 10,
     "Sources/Arbor/Context/ManagedObjectContext+Store.swift": 8,
-    "Sources/Arbor/Context/ManagedObjectContext+Undo.swift": 12,
+    "Sources/Arbor/Context/ManagedObjectContext+Undo.swift": 2,
     "Sources/Arbor/Context/ManagedObjectContext.swift": 15,
     "Sources/Arbor/Context/ObjectRegistry.swift": 5,
 }

@@ -57,15 +57,7 @@ extension ManagedObjectContext {
         }
         // Values a typed property refused are pending changes: kept when merging, gone with the
         // others otherwise.
-        if !mergeChanges { object.refusedValues = nil }
-        object.willTurnIntoFault()
-        object.values.removeAll()
-        object.changedSlots.removeAll()
-        object.unloadedRelationships.removeAll()
-        object.faulted = true
-        object.releaseSnapshot()
-        object.prefetchedDestinations = []
-        object.didTurnIntoFault()
+        object.becomeFault(keepingRefusals: mergeChanges)
         if object.deletedFlag && !mergeChanges { withdrawDeletion(object) }
         updated.remove(object)
         guard mergeChanges else { return noteRefreshed(object) }
@@ -82,11 +74,10 @@ extension ManagedObjectContext {
                 try? object.loadRelationship(key)
                 value = .objects(delta.applied(to: object.values[key]?.objectIDs ?? []))
             }
-            object.values[key] = value
-            if object.committed?[key] != value, let slot = object.entity.propertyLayout.index[key] { object.changedSlots.insert(slot) }
-            if object.entity.relationshipsByName[key]?.isToMany == true { object.unloadedRelationships.remove(key) }
+            guard let slot = object.entity.propertyLayout.index[key] else { continue }
+            object.takeChange(value, slot: slot)
         }
-        for (key, value) in transient { object.values[key] = value }
+        object.restoreTransients(transient)
         objectDidChange(object, noting: false)
         noteRefreshed(object)
     }

@@ -115,16 +115,7 @@ extension ManagedObjectContext {
     /// Sets a slot as undo or redo says, keeping the object's changed slots right.
     private func setForUndo(_ object: ManagedObject, slot: Int, _ recorded: PropertyValue?) {
         let value = currentIDs(recorded)
-        object.observingChange(of: slot) { object.values[slot: slot] = value }
-        let name = object.entity.propertyLayout.names[slot]
-        if object.entity.relationshipsByName[name]?.isToMany == true { object.unloadedRelationships.remove(name) }
-        let persistent = object.entity.attributesByName[name].map { !$0.isTransient } ?? true
-        guard persistent else { return }
-        if object.committed?[slot: slot] == value || (object.committed == nil && value == nil) {
-            object.changedSlots.remove(slot)
-        } else {
-            object.changedSlots.insert(slot)
-        }
+        object.observingChange(of: slot) { object.takeChange(value, slot: slot) }
     }
 
     /// Brings an object back into the graph: a deletion not yet saved is undone; an object that
@@ -140,16 +131,9 @@ extension ManagedObjectContext {
             noteInserted(object)
             return
         }
-        object.managedObjectContext = self
-        object.deletedFlag = false
-        object.insertedFlag = true
-        object.announcedInSave = 0
-        if !object.objectID.isTemporaryID {
-            // Its row was deleted by a save: written again as a new row with its ID, all
-            // relationships included.
-            object.committed = nil
-            object.committedVersion = 0
-        }
+        // A saved object's row was deleted by a save: written again as a new row with its ID,
+        // all relationships included.
+        object.reenter(self)
         register(object)
         inserted.append(object)
         noteInserted(object)

@@ -80,7 +80,7 @@ NATIVE_INSIDES: dict = {}
 # place where the context reaches into the object's state instead of asking the object; to
 # move into ManagedObject's own methods (one owner of its state transitions) as they are touched.
 OBJECT_FIELD_WRITES = {
-    "Sources/Arbor/Context/ManagedObjectContext+Conflicts.swift": 10,
+    "Sources/Arbor/Context/ManagedObjectContext+Conflicts.swift": 1,
     "Sources/Arbor/Context/ManagedObjectContext+Faults.swift": 26,
     "Sources/Arbor/Context/ManagedObjectContext+Fetch.swift": 3,
     "Sources/Arbor/Context/ManagedObjectContext+Merging.swift": 4,

@@ -67,7 +67,7 @@ extension ManagedObjectContext {
         if object.deletedFlag {
             guard type == .rollback else {
                 // The deletion stands, at the row's new version.
-                object.committedVersion = stored.version
+                object.takeStoredVersion(stored.version)
                 return
             }
             withdrawDeletion(object)
@@ -75,7 +75,7 @@ extension ManagedObjectContext {
         switch type {
         case .error, .overwrite:
             // This context's values are written whole.
-            object.committedVersion = stored.version
+            object.takeStoredVersion(stored.version)
         case .rollback:
             rebase(object, on: stored) { _, _ in false }
         case .mergeByPropertyStoreTrump:
@@ -89,45 +89,16 @@ extension ManagedObjectContext {
     /// context's value when `keepsOwn(changed here, changed in the store)` says so, and takes the
     /// stored value otherwise. Observers of the object are told (its values may change).
     func rebase(_ object: ManagedObject, on row: StoreRow, keepsOwn: (Bool, Bool) -> Bool) {
-        object.observingChangeOfEveryProperty { rebaseValues(object, on: row, keepsOwn: keepsOwn) }
+        object.observingChangeOfEveryProperty { object.rebase(on: row, keepsOwn: keepsOwn) }
         objectDidChange(object, noting: false)
         noteRefreshed(object)
-    }
-
-    /// The values of ``rebase(_:on:keepsOwn:)``.
-    private func rebaseValues(_ object: ManagedObject, on row: StoreRow, keepsOwn: (Bool, Bool) -> Bool) {
-        let entity = object.entity
-        var committed = object.committed ?? PropertyStorage(layout: entity.propertyLayout)
-        for (index, name) in entity.propertyLayout.names.enumerated() {
-            let isAttribute = entity.attributesByName[name].map { !$0.isTransient } ?? false
-            let relationship = entity.relationshipsByName[name]
-            guard isAttribute || relationship.map({ !$0.isToMany || ($0.isOrdered && row.orderedDestinations(name) != nil) }) == true else { continue }
-            let stored: PropertyValue = isAttribute
-                ? row.attributeValue(name)
-                : relationship!.isToMany ? row.values[name] ?? .objects([]) : row.toOneValue(name)
-            let before = committed[slot: index] ?? PropertyValue.none
-            let changedHere = object.changedSlots.contains(index)
-            if !keepsOwn(changedHere, stored != before) { object.values[slot: index] = stored }
-            committed[slot: index] = stored
-        }
-        object.committed = committed
-        object.committedVersion = row.version
-        object.changedSlots.removeAll()
-        for index in entity.propertyLayout.names.indices where committed[slot: index] != nil && object.values[slot: index] != committed[slot: index] {
-            object.changedSlots.insert(index)
-        }
     }
 
     /// An object whose row another context deleted, saved again whole (the overwrite policy):
     /// it is written as a new row under its own ID.
     func resurrect(_ object: ManagedObject) {
         updated.remove(object)
-        object.insertedFlag = true
-        object.committedVersion = 0
-        // The links of its many-to-many relationships went with the row: all are written again.
-        for relationship in object.entity.relationships where relationship.isManyToMany {
-            if object.committed?[relationship.name] != nil { object.committed?[relationship.name] = .objects([]) }
-        }
+        object.becomeNewRow()
         inserted.append(object)
     }
 

@@ -54,4 +54,47 @@ extension ManagedObject {
             committedVersion = 0
         }
     }
+
+    /// Takes the stored row's version as the committed one, values unchanged (a conflict settled
+    /// by writing this context's values whole, or a deletion that stands).
+    func takeStoredVersion(_ version: Int64) {
+        committedVersion = version
+    }
+
+    /// Becomes a new row under its own ID (its row was deleted elsewhere, and the overwrite
+    /// policy saves it again whole): inserted, at no version, and its many-to-many links all to be
+    /// written again (they went with the row).
+    func becomeNewRow() {
+        insertedFlag = true
+        committedVersion = 0
+        for relationship in entity.relationships where relationship.isManyToMany {
+            if committed?[relationship.name] != nil { committed?[relationship.name] = .objects([]) }
+        }
+    }
+
+    /// Makes `row` the committed values (a conflict settled by a merge policy): each property
+    /// the row carries keeps the context's value when `keepsOwn(changed here, changed in the
+    /// store)` says so and takes the stored value otherwise; the changed slots are those that
+    /// then differ from the row.
+    func rebase(on row: StoreRow, keepsOwn: (Bool, Bool) -> Bool) {
+        var committed = self.committed ?? PropertyStorage(layout: entity.propertyLayout)
+        for (index, name) in entity.propertyLayout.names.enumerated() {
+            let isAttribute = entity.attributesByName[name].map { !$0.isTransient } ?? false
+            let relationship = entity.relationshipsByName[name]
+            guard isAttribute || relationship.map({ !$0.isToMany || ($0.isOrdered && row.orderedDestinations(name) != nil) }) == true else { continue }
+            let stored: PropertyValue = isAttribute
+                ? row.attributeValue(name)
+                : relationship!.isToMany ? row.values[name] ?? .objects([]) : row.toOneValue(name)
+            let before = committed[slot: index] ?? PropertyValue.none
+            let changedHere = changedSlots.contains(index)
+            if !keepsOwn(changedHere, stored != before) { values[slot: index] = stored }
+            committed[slot: index] = stored
+        }
+        self.committed = committed
+        committedVersion = row.version
+        changedSlots.removeAll()
+        for index in entity.propertyLayout.names.indices where committed[slot: index] != nil && values[slot: index] != committed[slot: index] {
+            changedSlots.insert(index)
+        }
+    }
 }

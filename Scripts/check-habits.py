@@ -81,7 +81,7 @@ NATIVE_INSIDES: dict = {}
 # move into ManagedObject's own methods (one owner of its state transitions) as they are touched.
 OBJECT_FIELD_WRITES = {
     "Sources/Arbor/Context/ManagedObjectContext+Conflicts.swift": 1,
-    "Sources/Arbor/Context/ManagedObjectContext+Faults.swift": 26,
+    "Sources/Arbor/Context/ManagedObjectContext+Faults.swift": 5,
     "Sources/Arbor/Context/ManagedObjectContext+Fetch.swift": 3,
     "Sources/Arbor/Context/ManagedObjectContext+Merging.swift": 4,
     "Sources/Arbor/Context/ManagedObjectContext+Notifications.swift": 7,

@@ -41,16 +41,14 @@ extension ManagedObjectContext {
         guard let row else {
             // A fault a fetch filled keeps none of the row it no longer has (its properties read
             // nil, as any fault's for a missing row; delete rules see no destinations).
-            emptyFault(object)
+            object.emptyPersistentValues()
             object.rowMissing = true
             if shouldDeleteInaccessibleFaults && !strict {
                 // Core Data's inaccessible fault: a deleted object whose properties read nil or
                 // zero — said in the log, as Core Data does, since no caller is told.
                 coordinator.logger.warning("a fault fired for a row that is gone: it is marked deleted and reads nil or zero (shouldDeleteInaccessibleFaults)",
                                            metadata: ["arbor.object": "\(object.objectID)", "arbor.context": "\(displayName)"])
-                object.faulted = false
-                object.deletedFlag = true
-                object.unloadedRelationships.removeAll()
+                object.becomeInaccessible()
                 return
             }
             throw ArborError(.objectNotFound, "\(object.objectID) has no row in its store: the object was deleted, or never saved",
@@ -59,85 +57,8 @@ extension ManagedObjectContext {
         // A child's objects hold no snapshot: their rows come from the parent's objects.
         if parent != nil { object.releaseSnapshot() }
         object.rowMissing = false
-        populate(object, from: row)
+        object.fill(from: row)
         object.awakeFromFetch()
-    }
-
-    /// Takes a fault's persistent values away (a fetch filled it from a row that is gone): it
-    /// keeps its transient values only, and no committed values.
-    func emptyFault(_ object: ManagedObject) {
-        guard object.committed != nil else { return }
-        let entity = object.entity
-        var values = PropertyStorage(layout: entity.propertyLayout)
-        if entity.hasTransientAttributes {
-            for (attribute, slot) in zip(entity.attributes, entity.attributeSlots) where attribute.isTransient {
-                values[slot: slot] = object.values[slot: slot]
-            }
-        }
-        object.values = values
-        object.committed = nil
-        object.committedVersion = 0
-        object.unloadedRelationships.removeAll()
-    }
-
-    /// Gives a fault the values of `snapshot`'s row, leaving it a fault that remembers the
-    /// snapshot's generation (``ManagedObject/fireFault()``). Called under the coordinator's
-    /// lock (the row is read there); calls out to nothing.
-    func fillFault(_ object: ManagedObject, from snapshot: RowSnapshot) {
-        let entity = object.entity
-        if snapshot.row.values.layout === entity.layoutReference.takeUnretainedValue(),
-           !entity.hasToManyRelationships, !entity.hasTransientAttributes,
-           object.unloadedRelationships.isEmpty, object.changedSlots.isEmpty {
-            // The common case, what `populate` does with nothing to adjust: the values, which
-            // are the committed values too, share the snapshot's storage (one count; passing
-            // the row to `populate` copied it first, and the object counted two).
-            object.setValuesAndCommitted(snapshot.row.values)
-            object.committedVersion = snapshot.row.version
-        } else {
-            populate(object, from: snapshot.row)
-        }
-        object.faulted = true
-        object.filledGeneration = snapshot.generation.load(ordering: .relaxed)
-    }
-
-    /// Sets a fault's persistent values (and committed values) from a row.
-    func populate(_ object: ManagedObject, from row: StoreRow) {
-        let entity = object.entity
-        // The committed values share the row's storage when it is in the entity's layout (rows
-        // Arbor made: then a fault fire allocates nothing but the object).
-        var committed: PropertyStorage
-        if row.values.layout === entity.propertyLayout {
-            committed = row.values
-        } else {
-            committed = PropertyStorage(layout: entity.propertyLayout)
-            for (attribute, slot) in zip(entity.attributes, entity.attributeSlots) where !attribute.isTransient {
-                committed[slot: slot] = row.attributeValue(attribute.name)
-            }
-            for (relationship, slot) in zip(entity.relationships, entity.relationshipSlots) where !relationship.isToMany {
-                committed[slot: slot] = row.toOneValue(relationship.name)
-            }
-        }
-        // Every to-many is unloaded: the entity's shared set (copied on the first load).
-        object.unloadedRelationships = entity.toManyRelationshipNames
-        if entity.hasToManyRelationships {
-            for (relationship, slot) in zip(entity.relationships, entity.relationshipSlots) where relationship.isToMany {
-                if committed[slot: slot] != nil { committed[slot: slot] = nil }
-            }
-        }
-        // The values start as the committed ones (sharing their storage), plus the transients.
-        if entity.hasTransientAttributes {
-            let transients = zip(entity.attributes, entity.attributeSlots).filter { $0.0.isTransient }.map { ($0.0, $0.1, object.values[slot: $0.1]) }
-            object.values = committed
-            for (attribute, slot, held) in transients {
-                object.values[slot: slot] = held ?? attribute.defaultValue.map(PropertyValue.attribute) ?? PropertyValue.none
-            }
-            object.committed = committed
-        } else {
-            object.setValuesAndCommitted(committed)
-        }
-        object.committedVersion = row.version
-        object.changedSlots.removeAll()
-        object.faulted = false
     }
 
     /// Loads a to-many relationship's destinations from the store.
@@ -155,9 +76,7 @@ extension ManagedObjectContext {
         } else {
             OrderedSet(try coordinator.relatedObjectIDs(of: object.objectID, relationship: relationship))
         }
-        object.unloadedRelationships.remove(key)
-        object.values[key] = .objects(ids)
-        object.committed?[key] = .objects(ids)
+        object.takeLoadedRelationship(key, ids)
     }
 
     /// Loads the to-many relationships `owners` names (an object and one of its relationships,
@@ -193,10 +112,7 @@ extension ManagedObjectContext {
         let related = try coordinator.relatedObjectIDs(ofEach: owners.map(\.objectID), relationship: relationship)
         for (owner, ids) in zip(owners, related) {
             guard let ids else { continue }
-            let set = OrderedSet(ids)
-            owner.unloadedRelationships.remove(key)
-            owner.values[key] = .objects(set)
-            owner.committed?[key] = .objects(set)
+            owner.takeLoadedRelationship(key, OrderedSet(ids))
         }
     }
 

@@ -295,7 +295,7 @@ extension ManagedObjectContext {
         if realize {
             for (place, position) in zip(fresh, freshRows) {
                 let object = results[place]
-                populate(object, from: rows[position].1)
+                object.fill(from: rows[position].1)
                 object.awakeFromFetch()
             }
         }
@@ -363,7 +363,7 @@ extension ManagedObjectContext {
                     object.hold(retained: reference)
                 }
                 // Filled from the snapshot it holds, used unretained.
-                if fill { reference._withUnsafeGuaranteedRef { fillFault(object, from: $0) } }
+                if fill { reference._withUnsafeGuaranteedRef { object.fill(from: $0) } }
             }
         })
     }

@@ -1,4 +1,5 @@
 import Foundation
+import OrderedCollections
 
 /// The object's state transitions that its context drives — turning back into a fault, taking a
 /// value as a change, entering the graph again — as methods of the object, so that the fields
@@ -96,5 +97,99 @@ extension ManagedObject {
         for index in entity.propertyLayout.names.indices where committed[slot: index] != nil && values[slot: index] != committed[slot: index] {
             changedSlots.insert(index)
         }
+    }
+
+    // MARK: Filling a fault
+
+    /// Takes a fault's persistent values away (a fetch filled it from a row that is gone): it
+    /// keeps its transient values only, and no committed values.
+    func emptyPersistentValues() {
+        guard committed != nil else { return }
+        var values = PropertyStorage(layout: entity.propertyLayout)
+        if entity.hasTransientAttributes {
+            for (attribute, slot) in zip(entity.attributes, entity.attributeSlots) where attribute.isTransient {
+                values[slot: slot] = self.values[slot: slot]
+            }
+        }
+        self.values = values
+        committed = nil
+        committedVersion = 0
+        unloadedRelationships.removeAll()
+    }
+
+    /// Gives a fault the values of `snapshot`'s row, leaving it a fault that remembers the
+    /// snapshot's generation (``ManagedObject/fireFault()``). Called under the coordinator's
+    /// lock (the row is read there); calls out to nothing.
+    func fill(from snapshot: RowSnapshot) {
+        if snapshot.row.values.layout === entity.layoutReference.takeUnretainedValue(),
+           !entity.hasToManyRelationships, !entity.hasTransientAttributes,
+           unloadedRelationships.isEmpty, changedSlots.isEmpty {
+            // The common case, what `fill(from:)` with the row does with nothing to adjust: the
+            // values, which are the committed values too, share the snapshot's storage (one
+            // count; passing the row copied it first, and the object counted two).
+            setValuesAndCommitted(snapshot.row.values)
+            committedVersion = snapshot.row.version
+        } else {
+            fill(from: snapshot.row)
+        }
+        faulted = true
+        filledGeneration = snapshot.generation.load(ordering: .relaxed)
+    }
+
+    /// Sets a fault's persistent values (and committed values) from a row: it is no longer a
+    /// fault, its to-many relationships are unloaded, its transients kept (or their defaults).
+    func fill(from row: StoreRow) {
+        // The committed values share the row's storage when it is in the entity's layout (rows
+        // Arbor made: then a fault fire allocates nothing but the object).
+        var committed: PropertyStorage
+        if row.values.layout === entity.propertyLayout {
+            committed = row.values
+        } else {
+            committed = PropertyStorage(layout: entity.propertyLayout)
+            for (attribute, slot) in zip(entity.attributes, entity.attributeSlots) where !attribute.isTransient {
+                committed[slot: slot] = row.attributeValue(attribute.name)
+            }
+            for (relationship, slot) in zip(entity.relationships, entity.relationshipSlots) where !relationship.isToMany {
+                committed[slot: slot] = row.toOneValue(relationship.name)
+            }
+        }
+        // Every to-many is unloaded: the entity's shared set (copied on the first load).
+        unloadedRelationships = entity.toManyRelationshipNames
+        if entity.hasToManyRelationships {
+            for (relationship, slot) in zip(entity.relationships, entity.relationshipSlots) where relationship.isToMany {
+                if committed[slot: slot] != nil { committed[slot: slot] = nil }
+            }
+        }
+        // The values start as the committed ones (sharing their storage), plus the transients.
+        if entity.hasTransientAttributes {
+            let transients = zip(entity.attributes, entity.attributeSlots).filter { $0.0.isTransient }.map { ($0.0, $0.1, values[slot: $0.1]) }
+            values = committed
+            for (attribute, slot, held) in transients {
+                values[slot: slot] = held ?? attribute.defaultValue.map(PropertyValue.attribute) ?? PropertyValue.none
+            }
+            self.committed = committed
+        } else {
+            setValuesAndCommitted(committed)
+        }
+        committedVersion = row.version
+        changedSlots.removeAll()
+        faulted = false
+    }
+
+    /// A fault whose row is gone, kept as Core Data's inaccessible fault
+    /// (``ManagedObjectContext/shouldDeleteInaccessibleFaults``): no longer a fault, deleted, its
+    /// properties reading nil or zero.
+    func becomeInaccessible() {
+        faulted = false
+        deletedFlag = true
+        unloadedRelationships.removeAll()
+    }
+
+    /// Takes the loaded destinations `ids` of the to-many relationship `key`, as its value and
+    /// its committed value.
+    func takeLoadedRelationship(_ key: String, _ ids: OrderedSet<ManagedObjectID>) {
+        unloadedRelationships.remove(key)
+        values[key] = .objects(ids)
+        committed?[key] = .objects(ids)
     }
 }

@@ -88,7 +88,7 @@ OBJECT_FIELD_WRITES = {
     "Sources/Arbor/Context/ManagedObjectContext+Parent.swift": 4,
     "Sources/Arbor/Context/ManagedObjectContext+Store.swift": 8,
     "Sources/Arbor/Context/ManagedObjectContext+Undo.swift": 2,
-    "Sources/Arbor/Context/ManagedObjectContext.swift": 15,
+    "Sources/Arbor/Context/ManagedObjectContext.swift": 1,
     "Sources/Arbor/Context/ObjectRegistry.swift": 5,
 }
 

@@ -334,13 +334,12 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// no longer pointing at the context (a saved deletion, a new object dropped, a row gone).
     func removeFromContext(_ object: ManagedObject) {
         unregister(object.objectID)
-        object.releaseSnapshot()
-        object.managedObjectContext = nil
+        object.leaveContext()
     }
 
     /// Withdraws the pending deletion of `object` (a refresh, a rollback policy, an undo).
     func withdrawDeletion(_ object: ManagedObject) {
-        object.deletedFlag = false
+        object.undelete()
         deleted.remove(object)
         pendingDeletes.removeAll { $0 === object }
     }
@@ -446,7 +445,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
             if object.deletedFlag && object.insertedFlag {
                 recordUndoExistence(object)
                 // Inserted, deleted, inserted again before the deletion was processed.
-                object.deletedFlag = false
+                object.undelete()
                 pendingDeletes.removeAll { $0 === object }
                 inserted.append(object)
                 noteInserted(object)
@@ -455,12 +454,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         }
         precondition(object.managedObjectContext == nil, "\(object) already belongs to another context")
         recordUndoExistence(object)
-        object.managedObjectContext = self
-        object.insertedFlag = true
-        // An object inserted, deleted and dropped by a context may come back (and its willSave
-        // must run in this context's saves, whatever it was told by another's).
-        object.deletedFlag = false
-        object.announcedInSave = 0
+        object.enterAsNew(self)
         register(object)
         inserted.append(object)
         noteInserted(object)
@@ -475,7 +469,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         precondition(object.managedObjectContext === self, "\(object) does not belong to this context")
         guard !object.deletedFlag else { return }
         recordUndoExistence(object)
-        object.deletedFlag = true
+        object.markDeleted()
         noteDeleted(object)
         if object.insertedFlag {
             inserted.remove(object)
@@ -529,12 +523,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
             noteInvalidated(object)
         }
         for object in updated.objects + deleted.objects + pending where !object.insertedFlag {
-            if let committed = object.committed {
-                object.observingChangeOfEveryProperty { for (key, value) in committed { object.values[key] = value } }
-            }
-            object.deletedFlag = false
-            object.changedSlots.removeAll()
-            object.refusedValues = nil
+            object.rollBack()
             noteRefreshed(object)
         }
         inserted.removeAll()
@@ -556,8 +545,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         // the values they hold, and fail to load what they do not.
         let afterReset = ContextLink(afterReset: true, logger: link.logger)
         for object in allRegistered() {
-            object.observingChangeOfEveryProperty { object.link = afterReset }
-            object.eventMarks = 0
+            object.loseContext(to: afterReset)
         }
         registry.removeAll()
         replacedTemporaryIDs = [:]

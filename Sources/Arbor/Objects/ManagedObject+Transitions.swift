@@ -192,4 +192,53 @@ extension ManagedObject {
         values[key] = .objects(ids)
         committed?[key] = .objects(ids)
     }
+
+    // MARK: Entering and leaving a context
+
+    /// Enters `context` as a new object (``ManagedObjectContext/insert(_:)``): inserted, not
+    /// deleted — an object inserted, deleted and dropped by a context may come back — and not yet
+    /// announced in a save (its `willSave()` runs in this context's saves, whatever it was told by
+    /// another's).
+    func enterAsNew(_ context: ManagedObjectContext) {
+        managedObjectContext = context
+        insertedFlag = true
+        deletedFlag = false
+        announcedInSave = 0
+    }
+
+    /// Leaves its context for good (a saved deletion, a new object dropped, a row gone): its
+    /// row-cache snapshot released, no longer pointing at the context.
+    func leaveContext() {
+        releaseSnapshot()
+        managedObjectContext = nil
+    }
+
+    /// Marks the object deleted (``ManagedObjectContext/delete(_:)``).
+    func markDeleted() {
+        deletedFlag = true
+    }
+
+    /// Withdraws the object's deletion (a refresh, a rollback, an undo, an insertion again).
+    func undelete() {
+        deletedFlag = false
+    }
+
+    /// Takes back its committed values, dropping every change and deletion
+    /// (``ManagedObjectContext/rollback()``); observers are told of the values that come back.
+    func rollBack() {
+        if let committed {
+            observingChangeOfEveryProperty { for (key, value) in committed { values[key] = value } }
+        }
+        deletedFlag = false
+        changedSlots.removeAll()
+        refusedValues = nil
+    }
+
+    /// Loses its context to a reset: `link` (a link saying the context was reset) replaces the
+    /// context's, so the object reads what it holds and fails to load the rest; no event has
+    /// reported it.
+    func loseContext(to link: ContextLink) {
+        observingChangeOfEveryProperty { self.link = link }
+        eventMarks = 0
+    }
 }

@@ -108,7 +108,7 @@ extension ManagedObjectContext {
         let gone = Set(objects.map(ObjectIdentifier.init))
         if !pendingDeletes.isEmpty { pendingDeletes.removeAll { gone.contains(ObjectIdentifier($0)) } }
         for object in objects {
-            object.deletedFlag = true
+            object.markDeleted()
             noteDeleted(object)
             inserted.remove(object)
             updated.remove(object)

@@ -42,7 +42,7 @@ extension ManagedObjectContext {
             // A fault a fetch filled keeps none of the row it no longer has (its properties read
             // nil, as any fault's for a missing row; delete rules see no destinations).
             object.emptyPersistentValues()
-            object.rowMissing = true
+            object.markRowMissing(true)
             if shouldDeleteInaccessibleFaults && !strict {
                 // Core Data's inaccessible fault: a deleted object whose properties read nil or
                 // zero — said in the log, as Core Data does, since no caller is told.
@@ -56,7 +56,7 @@ extension ManagedObjectContext {
         }
         // A child's objects hold no snapshot: their rows come from the parent's objects.
         if parent != nil { object.releaseSnapshot() }
-        object.rowMissing = false
+        object.markRowMissing(false)
         object.fill(from: row)
         object.awakeFromFetch()
     }

@@ -378,7 +378,7 @@ extension ManagedObjectContext {
         var holders: [ManagedObject] = []
         var held: [StoreRow] = []
         for (object, row) in zip(faults, rows) {
-            object.faultBatch = nil
+            object.leaveFaultBatch()
             guard let row else { continue }
             holders.append(object)
             held.append(row)
@@ -395,7 +395,7 @@ extension ManagedObjectContext {
             let members = faults[start..<min(faults.count, start + size)]
             guard members.count > 1 else { return }
             let batch = FaultBatch(ids: members.map(\.objectID))
-            for object in members { object.faultBatch = batch }
+            for object in members { object.join(batch) }
         }
     }
 
@@ -471,7 +471,7 @@ extension ManagedObjectContext {
                 for destination in next where destination.faulted { try? destination.fireFault() }
                 // The objects hold what was prefetched for them (relationships hold IDs, and an
                 // unchanged object nobody holds would go away at once).
-                for object in level { object.prefetchedDestinations = next }
+                for object in level { object.holdPrefetched(next) }
                 level = next
             }
         }

@@ -117,7 +117,7 @@ extension ManagedObjectContext {
             guard let object = registeredObject(for: id), !object.insertedFlag else { continue }
             if object.faulted {
                 // Fires with the saved row when next used.
-                object.faultBatch = nil
+                object.leaveFaultBatch()
             } else {
                 refresh(object, mergeChanges: true)
             }
@@ -128,11 +128,7 @@ extension ManagedObjectContext {
             guard let object = registeredObject(for: id), !object.faulted, !object.insertedFlag else { continue }
             for (relationship, slot) in zip(object.entity.relationships, object.entity.relationshipSlots)
             where relationship.isToMany && !object.unloadedRelationships.contains(relationship.name) && !object.changedSlots.contains(slot) {
-                object.observingChange(of: slot) {
-                    object.unloadedRelationships.insert(relationship.name)
-                    object.values[slot: slot] = nil
-                    object.committed?[slot: slot] = nil
-                }
+                object.observingChange(of: slot) { object.unloadRelationship(relationship.name, slot: slot) }
             }
         }
         // Objects deleted there are deleted here: their delete rules unlink what this context
@@ -145,7 +141,7 @@ extension ManagedObjectContext {
             guard let object = registeredObject(for: id) else { continue }
             gone.append(object)
             if !object.deletedFlag {
-                object.deletedFlag = true
+                object.markDeleted()
                 pendingDeletes.append(object)
             }
         }

@@ -58,7 +58,7 @@ extension ManagedObjectContext {
     /// Records that `object` was inserted in the current event.
     func noteInserted(_ object: ManagedObject) {
         guard object.eventMarks & EventMarks.inserted == 0 else { return }
-        object.eventMarks |= EventMarks.inserted
+        object.addEventMark(EventMarks.inserted)
         event.inserted.append(object)
     }
 
@@ -67,7 +67,7 @@ extension ManagedObjectContext {
     @inline(__always)
     func noteUpdated(_ object: ManagedObject) {
         guard object.eventMarks & (EventMarks.updated | EventMarks.inserted) == 0 else { return }
-        object.eventMarks |= EventMarks.updated
+        object.addEventMark(EventMarks.updated)
         event.updated.append(object)
     }
 
@@ -76,11 +76,11 @@ extension ManagedObjectContext {
     func noteDeleted(_ object: ManagedObject) {
         if object.eventMarks & EventMarks.inserted != 0 {
             // Left in the list, unmarked: the notification skips it (no search per deletion).
-            object.eventMarks &= ~EventMarks.inserted
+            object.removeEventMark(EventMarks.inserted)
             return
         }
         guard object.eventMarks & EventMarks.deleted == 0 else { return }
-        object.eventMarks |= EventMarks.deleted
+        object.addEventMark(EventMarks.deleted)
         event.deleted.append(object)
     }
 
@@ -88,7 +88,7 @@ extension ManagedObjectContext {
     func noteRefreshed(_ object: ManagedObject) {
         if object.hasChanges { return noteUpdated(object) }
         guard object.eventMarks & EventMarks.refreshed == 0 else { return }
-        object.eventMarks |= EventMarks.refreshed
+        object.addEventMark(EventMarks.refreshed)
         event.refreshed.append(object)
     }
 
@@ -104,11 +104,11 @@ extension ManagedObjectContext {
         var ended = event
         event = EventChanges()
         for list in [ended.updated, ended.deleted, ended.refreshed] {
-            for object in list { object.eventMarks = 0 }
+            for object in list { object.clearEventMarks() }
         }
         // New objects deleted again within the event lost their mark: they are not reported.
         ended.inserted = ended.inserted.filter { object in
-            defer { object.eventMarks = 0 }
+            defer { object.clearEventMarks() }
             return object.eventMarks & EventMarks.inserted != 0
         }
         ended.updated.removeAll { $0.deletedFlag }

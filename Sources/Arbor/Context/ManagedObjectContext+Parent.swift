@@ -49,7 +49,7 @@ extension ManagedObjectContext {
 
     /// An object's persistent values (to-many relationships only where loaded), as a row.
     func childRow(of object: ManagedObject) -> StoreRow {
-        StoreRow(entityName: object.entity.name, version: object.committedVersion, values: persistentValues(of: object))
+        StoreRow(entityName: object.entity.name, version: object.committedVersion, values: object.persistentValues)
     }
 
     /// The destinations of a to-many relationship of an object of this context, for a child.
@@ -111,10 +111,7 @@ extension ManagedObjectContext {
             guard let entity = persistentStoreCoordinator?.managedObjectModel.entity(named: entityName) else { continue }
             let object = entity.managedObjectClass.init(fault: id, entity: entity, context: self)
             recordUndoExistence(object, existed: false)
-            object.values = entity.initialValues
-            for (key, value) in values where entity.propertyLayout.index[key] != nil { object.values[key] = value }
-            object.faulted = false
-            object.insertedFlag = true
+            object.fillAsNew(values)
             register(object)
             inserted.append(object)
             noteInserted(object)

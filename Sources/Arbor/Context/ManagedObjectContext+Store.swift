@@ -84,7 +84,7 @@ extension ManagedObjectContext {
                 continue
             }
             reregister(from: oldID, to: newID)
-            object.objectID = newID
+            object.takePermanentID(newID)
         }
         if parent == nil {
             replaceInChangedObjects { mapping[$0] }
@@ -143,7 +143,7 @@ extension ManagedObjectContext {
     /// announced in a save that has not asked it.
     func beginSaveRound() {
         if saveCount == .max {
-            for object in allRegistered() { object.announcedInSave = 0 }
+            for object in allRegistered() { object.markAnnounced(inSave: 0) }
             saveCount = 0
         }
         saveCount += 1
@@ -246,7 +246,7 @@ extension ManagedObjectContext {
                         }
                         announced = true
                     }
-                    object.announcedInSave = saveCount
+                    object.markAnnounced(inSave: saveCount)
                     object.willSave()
                 }
             }
@@ -512,7 +512,7 @@ extension ManagedObjectContext {
             if mapsRelationships && !run { permanent.add(object.objectID, newID) }
             if !assignments.isEmpty { assignments[object.objectID] = nil }
             reregister(from: object.objectID, to: newID)
-            object.objectID = newID
+            object.takePermanentID(newID)
         }
         // Each saved object takes the permanent IDs in its relationships (in place: nothing else
         // shares its values now) and is saved at the version written. The row cache took the
@@ -520,8 +520,7 @@ extension ManagedObjectContext {
         // given none: its values are the row, and a snapshot is made when a context reads it.
         func settle(_ object: ManagedObject, version: Int64) {
             if !permanent.isEmpty && !object.entity.relationships.isEmpty { object.replaceObjectIDs { permanent[$0] } }
-            markSaved(object)
-            object.committedVersion = rebasedVersions.isEmpty ? version : rebasedVersions[object.objectID] ?? version
+            object.becomeSaved(at: rebasedVersions.isEmpty ? version : rebasedVersions[object.objectID] ?? version)
         }
         for object in insertedObjects { settle(object, version: 1) }
         for object in updatedObjects { settle(object, version: object.committedVersion + 1) }
@@ -554,28 +553,10 @@ extension ManagedObjectContext {
     func saveToParent(_ parent: ManagedObjectContext, _ insertedObjects: [ManagedObject], _ updatedObjects: [ManagedObject],
                       _ deletedObjects: [ManagedObject]) throws {
         try pushToParent(parent, inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects)
-        for object in insertedObjects + updatedObjects { markSaved(object) }
+        for object in insertedObjects + updatedObjects { object.becomeSaved() }
         finishSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects, partial: false, listsReadAt: nil)
     }
 
-    /// An object's persistent values as this context holds them: its values (sharing their
-    /// storage) without transients and without the to-many relationships never loaded.
-    func persistentValues(of object: ManagedObject) -> PropertyStorage {
-        var values = object.values
-        if object.entity.hasTransientAttributes {
-            for attribute in object.entity.attributes where attribute.isTransient { values[attribute.name] = nil }
-        }
-        for key in object.unloadedRelationships { values[key] = nil }
-        return values
-    }
-
-    /// A saved object's values become its committed values; it has no changes, and is new no
-    /// more (its committed version is the caller's to set).
-    func markSaved(_ object: ManagedObject) {
-        object.committed = persistentValues(of: object)
-        object.changedSlots.removeAll()
-        object.insertedFlag = false
-    }
 
     /// The end of every save, root or child: deleted objects leave the context, the saved
     /// objects leave the change sets, `didSave` runs, and did-save is posted. `listsReadAt` holds

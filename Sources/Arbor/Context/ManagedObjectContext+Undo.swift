@@ -147,10 +147,10 @@ extension ManagedObjectContext {
             inserted.remove(object)
             pendingDeletes.removeAll { $0 === object }
             removeFromContext(object)
-            object.deletedFlag = false
+            object.undelete()
             noteInvalidated(object)
         } else {
-            object.deletedFlag = true
+            object.markDeleted()
             updated.remove(object)
             deleted.append(object)
             noteDeleted(object)

@@ -390,7 +390,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         let fault = makeFault(objectID, entity: entity)
         // A temporary ID a root context does not have names no row anywhere (an insertion rolled
         // back, another context's new object): known at once, found when it fires.
-        if objectID.isTemporaryID && parent == nil { fault.rowMissing = true }
+        if objectID.isTemporaryID && parent == nil { fault.markRowMissing(true) }
         return fault
     }
 

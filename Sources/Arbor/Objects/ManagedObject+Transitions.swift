@@ -241,4 +241,97 @@ extension ManagedObject {
         observingChangeOfEveryProperty { self.link = link }
         eventMarks = 0
     }
+
+    // MARK: Saving
+
+    /// Notes that save `count` (the context's count of saves) ran the object's `willSave()`
+    /// (0: none has, once the count starts again).
+    func markAnnounced(inSave count: UInt32) {
+        announcedInSave = count
+    }
+
+    /// Takes `newID`, the permanent ID its store gave it (the context re-registers it).
+    func takePermanentID(_ newID: ManagedObjectID) {
+        objectID = newID
+    }
+
+    /// The persistent values as the object holds them: its values (sharing their storage)
+    /// without transients and without the to-many relationships never loaded.
+    var persistentValues: PropertyStorage {
+        var values = values
+        if entity.hasTransientAttributes {
+            for attribute in entity.attributes where attribute.isTransient { values[attribute.name] = nil }
+        }
+        for key in unloadedRelationships { values[key] = nil }
+        return values
+    }
+
+    /// Its values become its committed values: it has no changes, and is new no more; saved at
+    /// `version` when given (a child's save leaves the version to the root's).
+    func becomeSaved(at version: Int64? = nil) {
+        committed = persistentValues
+        changedSlots.removeAll()
+        insertedFlag = false
+        if let version { committedVersion = version }
+    }
+
+    /// Made in a parent context from a child's new object: its initial values, then the child's
+    /// `values` (those the entity has); not a fault, and inserted.
+    func fillAsNew(_ values: PropertyStorage) {
+        self.values = entity.initialValues
+        for (key, value) in values where entity.propertyLayout.index[key] != nil { self.values[key] = value }
+        faulted = false
+        insertedFlag = true
+    }
+
+    // MARK: Faults and loaded state
+
+    /// Notes whether the object's row is known to be missing (a new object's temporary ID, a row
+    /// gone) or present again.
+    func markRowMissing(_ missing: Bool) {
+        rowMissing = missing
+    }
+
+    /// Joins `batch`: the faults fetched together, which fire together.
+    func join(_ batch: FaultBatch) {
+        faultBatch = batch
+    }
+
+    /// Leaves its fault batch: it fires alone, with the row as saved when next used.
+    func leaveFaultBatch() {
+        faultBatch = nil
+    }
+
+    /// Holds the destinations a prefetch loaded for it, so that they stay registered.
+    func holdPrefetched(_ destinations: [ManagedObject]) {
+        prefetchedDestinations = destinations
+    }
+
+    /// Unloads the to-many relationship `name` in `slot` (another context changed its members):
+    /// read again when next used.
+    func unloadRelationship(_ name: String, slot: Int) {
+        unloadedRelationships.insert(name)
+        values[slot: slot] = nil
+        committed?[slot: slot] = nil
+    }
+
+    // MARK: Event marks
+
+    /// Notes that the current event reported the object as `mark` (an ``EventMarks`` bit).
+    @inline(__always)
+    func addEventMark(_ mark: UInt8) {
+        eventMarks |= mark
+    }
+
+    /// Takes `mark` back (an object inserted and deleted within the event).
+    @inline(__always)
+    func removeEventMark(_ mark: UInt8) {
+        eventMarks &= ~mark
+    }
+
+    /// Forgets how the event reported the object (the event ended, or the context was reset).
+    @inline(__always)
+    func clearEventMarks() {
+        eventMarks = 0
+    }
 }

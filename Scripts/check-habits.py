@@ -8,8 +8,9 @@ Eight checks:
    than 60 lines (its declaration line to its closing brace) without a comment saying why — a
    `// Long: <reason>` line (or a `/// Long: <reason>` doc line) within the 3 lines above its
    declaration, or a `// Long: <reason>` line as the first line of its body;
-2. the metadata key: the literal "arbor.metadata" in Sources/ outside its owner,
-   NativeStore+Metadata.swift;
+2. the metadata tree and its keys: the literal "arbor.metadata", or a key spelt out
+   (`metadata.get(Array("…".utf8))`, `put`, `delete`), in Sources/ outside their owner,
+   NativeStore+Metadata.swift (its `MetadataKey` lists every key);
 3. key paths split by hand: `split(separator: ".")` in Sources/Arbor outside the key path's
    owner, `KeyPathEvaluator.keys(of:)`;
 4. a managed object's internal fields written from Sources/Arbor/Context/ (outside the object's
@@ -431,7 +432,7 @@ def judge_uses(uses, allowed, title, what):
     report[running[0]]["total"] = sum(len(lines) for lines in uses.values())
 
 
-METADATA_KEY = re.compile(r'"arbor\.metadata"')
+METADATA_KEY = re.compile(r'"arbor\.metadata"|\bmetadata\w*\.(?:get|put|delete)\(\s*Array\("')
 NATIVE_INSIDE = re.compile(r"\b(?:as[?!]\s*|is\s+)NativeStore\b|\.database\b")
 KEY_PATH_SPLIT = re.compile(r'\bsplit\(separator:\s*"\."\s*(?:\)|,\s*omittingEmptySubsequences:\s*false\s*\))')
 OBJECT_FIELDS = ("link|values|committed|faulted|insertedFlag|deletedFlag|eventMarks|heldByContext|rowMissing|"
@@ -605,8 +606,9 @@ def main():
     context = [p for p in arbor if p.startswith("Sources/Arbor/Context/")]
     steps = [
         check_long_functions,
-        lambda: check_counted("uses", METADATA_KEY, ("arbor.metadata",), SWIFT, METADATA_USERS, METADATA_OWNER,
-                              f"\"arbor.metadata\" outside its owner ({METADATA_OWNER}): use the owner's accessors"),
+        lambda: check_counted("uses", METADATA_KEY, ("arbor.metadata", "Array(\""), SWIFT, METADATA_USERS, METADATA_OWNER,
+                              f"\"arbor.metadata\", or a metadata key spelt out, outside its owner ({METADATA_OWNER}): "
+                              "use the owner's accessors and its MetadataKey catalogue"),
         lambda: check_counted("splits", KEY_PATH_SPLIT, ("split(",), arbor, KEY_PATH_SPLITS, KEY_PATH_OWNER,
                               "a key path split at dots outside KeyPathEvaluator.keys(of:): call it"),
         lambda: check_counted("writes", OBJECT_FIELD_WRITE, (".",), context, OBJECT_FIELD_WRITES, None,

@@ -12,7 +12,7 @@ extension ManagedObjectModel {
     ///   store, or was made before stores kept their schema.
     public static func stored(in path: String, options: DatabaseOptions = DatabaseOptions()) throws -> ManagedObjectModel {
         let bytes = try NativeStore.readingMetadata(at: path, options: options, "read the schema of \(path)") { metadata in
-            try metadata.get(Array("schema".utf8))
+            try metadata.get(MetadataKey.schema)
         }
         guard let bytes else {
             throw ArborError(.storeOpen, "\(path) was made before Arbor stores kept their model's schema; open it with the application's model")

@@ -91,7 +91,7 @@ extension StoreModelVersion {
 
 extension NativeStore {
     /// The metadata key of the model history.
-    static let historyKey = Array("history".utf8)
+    static let historyKey = MetadataKey.modelHistory
 
     static func historyBytes(_ history: [StoreModelVersion]) throws -> [UInt8] {
         let encoder = JSONEncoder()
@@ -136,7 +136,7 @@ extension NativeStore {
             guard let hashes = try recordedEntityHashes(metadata) else {
                 throw ArborError(.storeOpen, "the Arbor metadata of \(path) is damaged: its model hashes are missing or unreadable")
             }
-            let schema = try metadata.get(Array("schema".utf8)).flatMap { try? JSONDecoder().decode(ModelSchema.self, from: Data($0)) }
+            let schema = try metadata.get(MetadataKey.schema).flatMap { try? JSONDecoder().decode(ModelSchema.self, from: Data($0)) }
             if let model = try? schema?.model() {
                 return [StoreModelVersion(first: model, recorded: nil, synthesized: true)]
             }

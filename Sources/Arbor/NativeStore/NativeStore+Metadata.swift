@@ -1,6 +1,35 @@
 import ArborStore
 import Foundation
 
+/// Every key of a native store's `arbor.metadata` tree (docs/object-graph-internals.md, "The
+/// native store's trees"): the one list of what the tree may hold, so that no file spells a key
+/// of its own. Values are described where they are read and written.
+enum MetadataKey {
+    /// The store's identifier: its UUID's 16 bytes.
+    static let identifier = Array("uuid".utf8)
+    /// The row layout (``RowFormat/Layout``'s raw value; absent: the declared layout).
+    static let rowLayout = Array("rows".utf8)
+    /// The entity version hashes (JSON, hexadecimal by entity name), with the markers of what
+    /// older builds must not open (``NativeStore/entityHashes(_:)``).
+    static let hashes = Array("hashes".utf8)
+    /// The model's description, for people reading the file.
+    static let modelDescription = Array("model".utf8)
+    /// The model's schema (``ModelSchema``, JSON).
+    static let schema = Array("schema".utf8)
+    /// The entity list with each entity's column order and fills (JSON).
+    static let entities = Array("entities".utf8)
+    /// The key form (``KeyForm``; absent: standard).
+    static let keyForm = Array("keys".utf8)
+    /// The fingerprint of the value rules the objects were checked against.
+    static let rules = Array("rules".utf8)
+    /// Present (value 1) in a store that records persistent history.
+    static let historyTracking = Array("tracking".utf8)
+    /// The number of the last history transaction deleted (8 bytes, big-endian; absent: none).
+    static let historyTrimmed = Array("historyTrimmed".utf8)
+    /// The model history (``StoreModelVersion``s, JSON).
+    static let modelHistory = Array("history".utf8)
+}
+
 /// What a native store records about itself in `arbor.metadata` (docs/object-graph-internals.md, "The
 /// native store's trees"; docs/migration.md): reading and checking it when the store opens — identifier,
 /// model hashes, row layout, column orders, fills, the entity list, the rules' fingerprint — and
@@ -48,7 +77,7 @@ extension NativeStore {
     /// The entity version hashes a store's metadata records (``entityHashes(_:)``); nil when
     /// it records none or they are unreadable.
     static func recordedEntityHashes(_ metadata: Tree) throws -> [String: String]? {
-        guard let bytes = try metadata.get(Array("hashes".utf8)),
+        guard let bytes = try metadata.get(MetadataKey.hashes),
               let recorded = try? JSONDecoder().decode([String: String].self, from: Data(bytes)) else { return nil }
         return entityHashes(recorded)
     }
@@ -78,7 +107,7 @@ extension NativeStore {
     }
 
     /// The metadata key of the store's key form (``KeyForm``; absent: standard).
-    static let keyFormKey = Array("keys".utf8)
+    static let keyFormKey = MetadataKey.keyForm
 
     /// The entry of the recorded hashes of a store whose keys are compact: builds that read only
     /// standard keys refuse it (an entity only in the store) instead of misreading its trees.
@@ -114,7 +143,7 @@ extension NativeStore {
 
     /// The metadata key of the fingerprint of the value rules the store's objects were checked
     /// against (``rulesFingerprint(_:)``).
-    static let rulesKey = Array("rules".utf8)
+    static let rulesKey = MetadataKey.rules
 
     /// A fingerprint of `model`'s value rules (minimum, maximum, length, pattern of every
     /// attribute), which entity version hashes leave out as Core Data's do: a store records the
@@ -141,7 +170,7 @@ extension NativeStore {
     func recordMissingSchema() throws {
         try Self.storeError("record the schema of \(path ?? "memory")", code: .storeOpen) {
             try database.write { transaction in
-                try NativeStore.metadata(creatingIn: transaction).put(Array("schema".utf8), try Self.schemaBytes(model))
+                try NativeStore.metadata(creatingIn: transaction).put(MetadataKey.schema, try Self.schemaBytes(model))
             }
         }
     }
@@ -180,8 +209,8 @@ extension NativeStore {
             }
             return nil
         }
-        guard let stored = try metadata.get(Array("uuid".utf8)), stored.count == 16,
-              let hashBytes = try metadata.get(Array("hashes".utf8)),
+        guard let stored = try metadata.get(MetadataKey.identifier), stored.count == 16,
+              let hashBytes = try metadata.get(MetadataKey.hashes),
               let recorded = try? JSONDecoder().decode([String: String].self, from: Data(hashBytes)) else {
             throw ArborError(.storeOpen, "the Arbor metadata of \(path) is damaged: its identifier or model hashes are missing or unreadable")
         }
@@ -198,7 +227,7 @@ extension NativeStore {
                                     + "this model is its version \(earlier.version)\(when(earlier)). An older model never opens a newer store")
             }
             // The store's model, to name each difference (an unreadable schema names entities only).
-            let schema = try metadata.get(Array("schema".utf8)).flatMap { try? JSONDecoder().decode(ModelSchema.self, from: Data($0)) }
+            let schema = try metadata.get(MetadataKey.schema).flatMap { try? JSONDecoder().decode(ModelSchema.self, from: Data($0)) }
             if options.plan?.version(withEntityHashes: entityHashes) == nil {
                 try refuseUnrelated(model, storeEntities: Set(entityHashes.keys).union(schema?.entities.map(\.name) ?? [])
                                         .union(history.flatMap { $0.schema?.entities.map(\.name) ?? [] }), path: path)
@@ -223,7 +252,7 @@ extension NativeStore {
         // The same model with other value rules: a check of the values that meet changed rules,
         // recorded as no new version (the hashes are the same).
         if options.shouldMigrateStoreAutomatically, layout == .records, (try metadata.get(rulesKey) ?? []) != rulesFingerprint(model),
-           let schema = try metadata.get(Array("schema".utf8)).flatMap({ try? JSONDecoder().decode(ModelSchema.self, from: Data($0)) }) {
+           let schema = try metadata.get(MetadataKey.schema).flatMap({ try? JSONDecoder().decode(ModelSchema.self, from: Data($0)) }) {
             var plan = try StoreMigration.plan(metadata: metadata, path: path, layout: layout, schema: schema, hashBytes: hashBytes,
                                                history: try recordedHistory(metadata, path: path), to: model, rulesOnly: true)
             plan.invalidObjects = options.invalidObjects
@@ -243,13 +272,13 @@ extension NativeStore {
         }
         var entities: [String] = []
         if layout == .records {
-            guard let bytes = try metadata.get(Array("entities".utf8)), let list = try? JSONDecoder().decode([String].self, from: Data(bytes)) else {
+            guard let bytes = try metadata.get(MetadataKey.entities), let list = try? JSONDecoder().decode([String].self, from: Data(bytes)) else {
                 throw ArborError(.storeOpen, "the Arbor metadata of \(path) is damaged: its entity list is missing or unreadable")
             }
             entities = list
         }
         return Recorded(identifier: UUID(uuid: stored.withUnsafeBytes { $0.loadUnaligned(as: uuid_t.self) }), layout: layout,
-                        columns: columns, schema: try metadata.get(Array("schema".utf8)), entities: entities,
+                        columns: columns, schema: try metadata.get(MetadataKey.schema), entities: entities,
                         hasHistory: try metadata.get(historyKey) != nil, fills: fills, migration: nil,
                         keyForm: try recordedKeyForm(metadata, path: path), tracksHistory: try metadata.get(trackingKey) != nil)
     }
@@ -278,7 +307,7 @@ extension NativeStore {
     ///
     /// - Throws: ``ArborError/Code/storeOpen`` for a layout this build does not know.
     static func recordedLayout(_ metadata: Tree, path: String) throws -> RowFormat.Layout {
-        guard let recordedLayout = try metadata.get(Array("rows".utf8)) else { return .declared }
+        guard let recordedLayout = try metadata.get(MetadataKey.rowLayout) else { return .declared }
         guard recordedLayout.count == 1, let known = RowFormat.Layout(rawValue: recordedLayout[0]) else {
             throw ArborError(.storeOpen, "\(path) stores its rows in layout \(recordedLayout.map(String.init).joined(separator: " ")), which this build of Arbor does not know (it reads layouts 1, 2 and 3)")
         }
@@ -329,7 +358,7 @@ extension NativeStore {
     ///   store, or its metadata is damaged.
     package static func recordedAttributes(at path: String, options: DatabaseOptions = DatabaseOptions()) throws -> [String: [String: RecordedAttribute]] {
         try readingMetadata(at: path, options: options, "read the schema of \(path)") { metadata in
-            guard let bytes = try metadata.get(Array("schema".utf8)),
+            guard let bytes = try metadata.get(MetadataKey.schema),
                   let schema = try? JSONDecoder().decode(ModelSchema.self, from: Data(bytes)) else { return [:] }
             let model = try schema.model()
             var fills: [String: [String: AttributeValue]] = [:]

@@ -151,7 +151,7 @@ private struct MigrationRun {
         // Long: the five numbered steps of one lightweight migration in one write transaction, in
         // the order that keeps it all-or-nothing: check, trees, rows, derived trees, and the
         // metadata last.
-        guard let metadata = try NativeStore.metadata(in: transaction), try metadata.get(Array("hashes".utf8)) == plan.oldHashBytes else {
+        guard let metadata = try NativeStore.metadata(in: transaction), try metadata.get(MetadataKey.hashes) == plan.oldHashBytes else {
             throw ArborError(.storeOpen, "\(store.path ?? "memory") changed while it was being opened (another connection migrated it); open it again")
         }
         // 1. The rows allow the new model? Nothing is written before this is known.
@@ -216,8 +216,8 @@ private struct MigrationRun {
         // 5. The new model, recorded last.
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
-        try metadata.put(Array("rows".utf8), [RowFormat.Layout.records.rawValue])
-        try metadata.put(Array("entities".utf8), Array(try encoder.encode(plan.entities)))
+        try metadata.put(MetadataKey.rowLayout, [RowFormat.Layout.records.rawValue])
+        try metadata.put(MetadataKey.entities, Array(try encoder.encode(plan.entities)))
         for entity in plan.old.entities where plan.new.entity(named: entity.name) == nil {
             _ = try metadata.delete(NativeStore.columnsKey(entity.name))
             _ = try metadata.delete(NativeStore.fillsKey(entity.name))
@@ -235,9 +235,9 @@ private struct MigrationRun {
         if plan.fills.values.contains(where: { !$0.isEmpty }) { hashes[NativeStore.fillsHashKey] = "01" }
         if store.compactKeys { hashes[NativeStore.keyFormHashKey] = String(format: "%02x", store.keyForm.rawValue) }
         if try metadata.get(NativeStore.trackingKey) != nil { hashes[NativeStore.trackingHashKey] = "01" }
-        try metadata.put(Array("hashes".utf8), Array(try encoder.encode(hashes)))
-        try metadata.put(Array("model".utf8), Array(plan.new.description.utf8))
-        try metadata.put(Array("schema".utf8), try NativeStore.schemaBytes(plan.new))
+        try metadata.put(MetadataKey.hashes, Array(try encoder.encode(hashes)))
+        try metadata.put(MetadataKey.modelDescription, Array(plan.new.description.utf8))
+        try metadata.put(MetadataKey.schema, try NativeStore.schemaBytes(plan.new))
         let fromVersion = plan.fromVersion
         let version = StoreModelVersion(version: fromVersion + 1, recorded: Date(), synthesized: false, migration: "lightweight",
                                         versionHash: plan.new.versionHashString, entityHashes: StoreModelVersion.entityHashes(of: plan.new),

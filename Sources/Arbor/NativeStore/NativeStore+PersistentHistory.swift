@@ -6,7 +6,7 @@ import Foundation
 /// (``HistoryWriter``); their bytes are ``HistoryRecords``'.
 extension NativeStore {
     /// The metadata key present (value 1) in a store that records persistent history.
-    static let trackingKey = Array("tracking".utf8)
+    static let trackingKey = MetadataKey.historyTracking
 
     /// The entry of the recorded hashes of a store that records persistent history: builds that
     /// do not know history refuse the store (an entity only in the store) instead of writing
@@ -65,7 +65,7 @@ extension NativeStore {
 
     /// The metadata key of the number of the last transaction deleted from the history (absent:
     /// none was): a token before it has expired.
-    static let trimmedKey = Array("historyTrimmed".utf8)
+    static let trimmedKey = MetadataKey.historyTrimmed
 
     /// The number of the last transaction deleted from the history (0: none).
     static func trimmedMark(metadata: Tree?) throws -> Int64 {
@@ -94,14 +94,14 @@ extension NativeStore {
 
     /// Adds or removes the tracking entry of a store's recorded hashes.
     static func setTrackingHash(_ present: Bool, metadata: Tree) throws {
-        guard let bytes = try metadata.get(Array("hashes".utf8)),
+        guard let bytes = try metadata.get(MetadataKey.hashes),
               var hashes = try? JSONDecoder().decode([String: String].self, from: Data(bytes)) else {
             throw ArborError(.storeOpen, "the Arbor metadata is damaged: its model hashes are missing or unreadable")
         }
         hashes[trackingHashKey] = present ? "01" : nil
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
-        try metadata.put(Array("hashes".utf8), Array(try encoder.encode(hashes)))
+        try metadata.put(MetadataKey.hashes, Array(try encoder.encode(hashes)))
     }
 
     /// The history writer of a write transaction (nil when the store records no history).

@@ -11,7 +11,7 @@ extension NativeStore {
         try Self.storeError("read the identity and model history of \(path ?? "memory")", code: .storeOpen) {
             try database.read { transaction in
                 let metadata = try NativeStore.requiredMetadata(in: transaction)
-                return (try metadata.get(Array("uuid".utf8)) ?? [], try NativeStore.recordedHistory(metadata, path: path ?? "memory") ?? [])
+                return (try metadata.get(MetadataKey.identifier) ?? [], try NativeStore.recordedHistory(metadata, path: path ?? "memory") ?? [])
             }
         }
     }
@@ -24,7 +24,7 @@ extension NativeStore {
         try Self.storeError("record the migrated model of \(path ?? "memory")", code: .storeSave) {
             try database.write { transaction in
                 let metadata = try NativeStore.requiredMetadata(in: transaction)
-                if identity.count == 16 { try metadata.put(Array("uuid".utf8), identity) }
+                if identity.count == 16 { try metadata.put(MetadataKey.identifier, identity) }
                 try source.database.read { from in
                     guard try NativeStore.metadata(in: from)?.get(NativeStore.trackingKey) != nil else { return }
                     for name in [HistoryRecords.transactionsTree, HistoryRecords.changesTree] {

@@ -135,8 +135,8 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                 if let recorded = try Self.recordedIdentifier(transaction, model: model, path: path, migration: migrating) { return recorded }
                 let metadata = try NativeStore.metadata(creatingIn: transaction)
                 let uuid = UUID()
-                try metadata.put(Array("uuid".utf8), withUnsafeBytes(of: uuid.uuid) { Array($0) })
-                if newRowLayout != .declared { try metadata.put(Array("rows".utf8), [newRowLayout.rawValue]) }
+                try metadata.put(MetadataKey.identifier, withUnsafeBytes(of: uuid.uuid) { Array($0) })
+                if newRowLayout != .declared { try metadata.put(MetadataKey.rowLayout, [newRowLayout.rawValue]) }
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.sortedKeys]
                 var hashes = Dictionary(uniqueKeysWithValues: model.entities.map { ($0.name, $0.versionHashString) })
@@ -155,10 +155,10 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                     try metadata.put(Self.trackingKey, [1])
                     hashes[Self.trackingHashKey] = "01"
                 }
-                try metadata.put(Array("hashes".utf8), Array(try encoder.encode(hashes)))
-                try metadata.put(Array("model".utf8), Array(model.description.utf8))
+                try metadata.put(MetadataKey.hashes, Array(try encoder.encode(hashes)))
+                try metadata.put(MetadataKey.modelDescription, Array(model.description.utf8))
                 let schema = try Self.schemaBytes(model)
-                try metadata.put(Array("schema".utf8), schema)
+                try metadata.put(MetadataKey.schema, schema)
                 try metadata.put(Self.historyKey, try Self.historyBytes([StoreModelVersion(first: model, recorded: Date(), synthesized: false)]))
                 let rules = Self.rulesFingerprint(model)
                 if !rules.isEmpty { try metadata.put(Self.rulesKey, rules) }
@@ -174,7 +174,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                 var entities: [String] = []
                 if newRowLayout == .records {
                     entities = model.entities.map(\.name)
-                    try metadata.put(Array("entities".utf8), Array(try encoder.encode(entities)))
+                    try metadata.put(MetadataKey.entities, Array(try encoder.encode(entities)))
                 }
                 for root in model.entities where root.superentity == nil {
                     _ = try transaction.tree(named: Self.rowsTree(root), create: true)

@@ -371,7 +371,7 @@ struct StoreMigration {
         // The recorded state: entity list, old formats, new column orders and fills.
         let oldEntities: [String]
         if layout == .records {
-            guard let bytes = try metadata.get(Array("entities".utf8)), let list = try? JSONDecoder().decode([String].self, from: Data(bytes)) else {
+            guard let bytes = try metadata.get(MetadataKey.entities), let list = try? JSONDecoder().decode([String].self, from: Data(bytes)) else {
                 throw ArborError(.storeOpen, "the Arbor metadata of \(path) is damaged: its entity list is missing or unreadable")
             }
             oldEntities = list

@@ -35,6 +35,10 @@ struct ChangeRecordTests {
         #expect(written.destination("holder") == nil && written.attribute("number") == .integer(7))
         #expect(written == (try #require(try stack.coordinator.persistentStores[0].row(for: badge.objectID))), "the row as stored")
         #expect(record.inserted.isEmpty && record.related.isEmpty && !record.isEmpty)
+        // What contexts are posted: the same objects and keys, without the rows (the row cache has them).
+        let posted = record.byID
+        #expect(posted.writtenRows.isEmpty && posted.deleted == record.deleted && posted.updated == record.updated)
+        #expect(posted.changedKeys == record.changedKeys)
     }
 
     @Test("a batch update's record names the attributes it set on each row, and the rows as written, at their next versions")

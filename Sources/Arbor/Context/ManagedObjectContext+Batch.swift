@@ -36,11 +36,11 @@ extension ManagedObjectContext {
                                  entity: fetchRequest.entityName)
             }
             let fetch = StoreFetch(logical, window: true)
-            deletion = try writeBatch(coordinator, merging: request.mergesIntoContexts, { $0 }) {
+            deletion = try writeBatch(coordinator, merging: request.mergesIntoContexts) {
                 try coordinator.batchDelete(entity: logical.entity, fetch: fetch, objectIDs: [], origin: transactionOrigin(.batchDelete))
             }
         case .objectIDs(let ids):
-            deletion = try writeBatch(coordinator, merging: request.mergesIntoContexts, { $0 }) {
+            deletion = try writeBatch(coordinator, merging: request.mergesIntoContexts) {
                 try coordinator.batchDelete(entity: nil, fetch: nil, objectIDs: ids, origin: transactionOrigin(.batchDelete))
             }
         }
@@ -115,7 +115,7 @@ extension ManagedObjectContext {
         }
         let mergePolicyType = mergePolicy.mergeType
         let origin = transactionOrigin(.batchUpdate)
-        let record = try writeBatch(coordinator, merging: request.mergesIntoContexts, { $0 }) {
+        let record = try writeBatch(coordinator, merging: request.mergesIntoContexts) {
             var excluded: Set<ManagedObjectID> = []
             var attempts = 0
             while true {
@@ -136,23 +136,24 @@ extension ManagedObjectContext {
     }
 
     /// Runs a batch request's `write` through `coordinator` and, when `merging`, hands the record
-    /// of what it changed (`record`; empty: nothing) to every live context of the coordinator: this
+    /// of what it changed (empty: nothing), by ID, to every live context of the coordinator: this
     /// one merges it at once (a pinned one moves on, as after its own save); the others are
     /// posted it in the same critical section of the coordinator as the write, so that every
     /// context's inbox holds batch requests in the order they committed, and take it on their own
     /// queues without this one waiting for them (ManagedObjectContext+MergeInbox.swift) — except
-    /// those pinned to a query generation, which go on reading their generation.
-    func writeBatch<Written>(_ coordinator: PersistentStoreCoordinator, merging: Bool, _ record: (Written) -> ChangeRecord,
-                             _ write: () throws -> Written) throws -> Written {
+    /// those pinned to a query generation, which go on reading their generation. Returns the
+    /// whole record.
+    func writeBatch(_ coordinator: PersistentStoreCoordinator, merging: Bool, _ write: () throws -> ChangeRecord) throws -> ChangeRecord {
         drainMerges()
         var posted: (record: ChangeRecord, to: [ManagedObjectContext])?
-        let written = try coordinator.locked { () throws -> Written in
+        let written = try coordinator.locked { () throws -> ChangeRecord in
             let written = try write()
-            let made = record(written)
-            guard merging, !made.isEmpty else { return written }
+            guard merging, !written.isEmpty else { return written }
+            // The rows written went to the row cache with the write: merges read them there.
+            let byID = written.byID
             let others = coordinator.liveContexts().filter { $0 !== self }
-            for context in others { context.postMerge(PendingMerge(record: made, fromOwnCoordinator: true, source: .batchRequest)) }
-            posted = (made, others)
+            for context in others { context.postMerge(PendingMerge(record: byID, fromOwnCoordinator: true, source: .batchRequest)) }
+            posted = (byID, others)
             return written
         }
         if let posted {

@@ -54,7 +54,7 @@ extension ManagedObjectContext {
         // The record names, as related, the destinations the rows name: they gained members in
         // their to-many inverses (and an upsert's old destinations lost some), so contexts that
         // loaded those read them again.
-        let record = try writeBatch(coordinator, merging: request.mergesIntoContexts, { $0 }) {
+        let record = try writeBatch(coordinator, merging: request.mergesIntoContexts) {
             try builder.write(coordinator, policy: policy, origin: origin)
         }
         coordinator.logger.debug("a batch insert inserted \(record.inserted.count) objects and updated \(record.updated.count)",

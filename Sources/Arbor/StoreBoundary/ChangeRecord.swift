@@ -45,6 +45,14 @@ struct ChangeRecord: Sendable {
     /// Whether it names no object.
     var isEmpty: Bool { inserted.isEmpty && updated.isEmpty && deleted.isEmpty && related.isEmpty }
 
+    /// The record without its written rows: what a merge into a context needs (the rows went to
+    /// the row cache with the write).
+    var byID: ChangeRecord {
+        var record = self
+        record.writtenRows = [:]
+        return record
+    }
+
     /// Notes that `id` was updated to `row` (nil: by ID only), changing `keys` (nil: not known).
     mutating func noteUpdated(_ id: ManagedObjectID, row: StoreRow? = nil, keys: Set<String>? = nil) {
         updated.append(id)

@@ -66,6 +66,52 @@ struct ChangeRecordTests {
         #expect(written == (try #require(try store.row(for: ada.objectID))))
     }
 
+    @Test("a context's save gives one record: new objects by permanent ID, the cached rows as written with permanent IDs, and did-save carries it by ID to the contexts that merge it")
+    func saveRecord() throws {
+        let stack = try Self.stack()
+        let context = stack.context()
+        let ada = try stack.insert("Employee", in: context, ["name": "Ada", "email": "ada@x", "salary": Int64(1)])
+        let grace = try stack.insert("Employee", in: context, ["name": "Grace", "email": "grace@x", "salary": Int64(2)])
+        try context.save()
+        // A second context holds Ada realised: her row is in the row cache.
+        let other = stack.context()
+        let seen = try #require(try other.existingObject(with: ada.objectID))
+        #expect(try seen.value(forKey: "salary") as? Int64 == 1)
+        #expect(stack.coordinator.cachedRow(for: ada.objectID)?.version == 1)
+
+        let department = try stack.insert("Department", in: context, ["name": "Research"])
+        try ada.setValue(department, forKey: "department")
+        context.delete(grace)
+        nonisolated(unsafe) var posted: ChangeRecord?
+        let observer = NotificationCenter.default.addObserver(forName: ManagedObjectContext.didSaveObjectsNotification, object: context, queue: nil) { note in
+            posted = note.userInfo?[ManagedObjectContext.changeRecordKey] as? ChangeRecord
+        }
+        try context.save()
+        NotificationCenter.default.removeObserver(observer)
+
+        let record = try #require(posted)
+        #expect(!department.objectID.isTemporaryID)
+        #expect(Array(record.inserted) == [department.objectID], "the new object by the permanent ID the store gave it")
+        #expect(Array(record.updated) == [ada.objectID] && Array(record.deleted) == [grace.objectID])
+        #expect(record.store == stack.coordinator.persistentStores[0].identifier)
+        #expect(record.writtenRows.isEmpty, "did-save carries the record by ID: the row cache took the rows")
+        // The row cache took Ada's row as written: next version, the department by its permanent ID.
+        let cached = try #require(stack.coordinator.cachedRow(for: ada.objectID))
+        #expect(cached.version == 2 && cached.destination("department") == department.objectID)
+        #expect(cached == (try #require(try stack.coordinator.persistentStores[0].row(for: ada.objectID))))
+        #expect(stack.coordinator.cachedRow(for: grace.objectID) == nil)
+
+        // The other context merges the record: Ada refreshed, Grace gone, the department a fault.
+        other.mergeChanges(fromContextDidSave: Notification(name: ManagedObjectContext.didSaveObjectsNotification, object: context,
+                                                            userInfo: [ManagedObjectContext.changeRecordKey: record,
+                                                                       ManagedObjectContext.coordinatorKey: stack.coordinator,
+                                                                       ManagedObjectContext.NotificationKey.insertedObjectIDs.rawValue: Set(record.inserted),
+                                                                       ManagedObjectContext.NotificationKey.updatedObjectIDs.rawValue: Set(record.updated),
+                                                                       ManagedObjectContext.NotificationKey.deletedObjectIDs.rawValue: Set(record.deleted)]))
+        #expect((try seen.value(forKey: "department") as? ManagedObject)?.objectID == department.objectID)
+        #expect(other.registeredObject(for: department.objectID)?.isFault == true)
+    }
+
     @Test("a record read from history keeps its sets disjoint: inserted then updated is inserted, inserted or updated then deleted is deleted; updates keep their keys")
     func recordFromHistory() throws {
         let stack = try Self.stack()

@@ -301,13 +301,10 @@ struct BatchInsertRows {
             changes.inserted = rows.compactMap { dropped.contains($0.id) ? nil : ($0.id, $0.row) }
             changes.updated = upsertOrder.map { ($0, upserts[$0]!.row, expected: upserts[$0]!.expected) }
             do {
-                let saved = try coordinator.save([(store.identifier, changes)])
+                var record = try coordinator.save([(store.identifier, changes)]).record
+                guard !record.isEmpty else { return record }
                 // Every destination a row names (an upsert's new ones included) is one of the
                 // request's; an upsert's old ones too.
-                var record = ChangeRecord(store: store.identifier)
-                record.inserted = OrderedSet(saved.first?.insertedIDs ?? [])
-                for holder in upsertOrder { record.noteUpdated(holder) }
-                guard !record.isEmpty else { return record }
                 record.related = Set(destinations.keys)
                 for holder in upsertOrder { record.related.formUnion(formerDestinations[holder] ?? []) }
                 return record

@@ -16,7 +16,7 @@ extension ManagedObjectContext {
         checkQueue()
         guard let change = ContextChange(notification), change.kind == .didSave else { return }
         let sender = notification.userInfo?[Self.coordinatorKey] as? PersistentStoreCoordinator
-        merge(ChangeRecord(change), fromOwnCoordinator: sender === persistentStoreCoordinator)
+        merge(ChangeRecord(didSave: notification, change), fromOwnCoordinator: sender === persistentStoreCoordinator)
     }
 
     /// Merges a save made elsewhere (another process, say) into each of `contexts`, on each
@@ -96,7 +96,7 @@ extension ManagedObjectContext {
             guard sender.parent == nil, let coordinator = persistentStoreCoordinator,
                   notification.userInfo?[Self.coordinatorKey] as? PersistentStoreCoordinator === coordinator else { return }
         }
-        postMerge(PendingMerge(record: ChangeRecord(change), fromOwnCoordinator: true, source: .automatic))
+        postMerge(PendingMerge(record: ChangeRecord(didSave: notification, change), fromOwnCoordinator: true, source: .automatic))
         deliverMerges(.wherePerformWould)
     }
 
@@ -157,8 +157,16 @@ extension ManagedObjectContext {
 }
 
 extension ChangeRecord {
-    /// The record of a context's save, from its did-save change (by ID only).
-    init(_ change: ContextChange) {
+    /// The record of a context's save, from its did-save `notification` (whose `change` it is):
+    /// the stores' record a root context's save carries, else (a child's save, or a
+    /// notification made by hand) one made from the change's IDs.
+    init(didSave notification: Notification, _ change: ContextChange) {
+        if let record = notification.userInfo?[ManagedObjectContext.changeRecordKey] as? ChangeRecord,
+           record.inserted.count == change.insertedObjectIDs.count, record.updated.count == change.updatedObjectIDs.count,
+           record.deleted.count == change.deletedObjectIDs.count {
+            self = record
+            return
+        }
         self.init()
         inserted = OrderedSet(change.insertedObjectIDs)
         updated = OrderedSet(change.updatedObjectIDs)

@@ -43,6 +43,9 @@ extension ManagedObjectContext {
     /// The user-info key under which a did-save carries the saving context's coordinator (a
     /// merge trusts that coordinator's row cache only when it is its own).
     static let coordinatorKey = "arbor.coordinator"
+    /// The user-info key under which a root context's did-save carries its stores' change
+    /// record, by ID (``ChangeRecord``): what contexts that merge the save take.
+    static let changeRecordKey = "arbor.changeRecord"
 
     /// A stream of the context's changes: one ``ContextChange`` per notification it posts from
     /// now on. It ends when the consumer stops iterating or the context goes away.
@@ -140,8 +143,9 @@ extension ManagedObjectContext {
         post(Self.willSaveObjectsNotification, nil, ContextChange(kind: .willSave))
     }
 
-    /// Posts did-save for the objects a save committed (inserted ones with their permanent IDs).
-    func postDidSave(inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject]) {
+    /// Posts did-save for the objects a save committed (inserted ones with their permanent IDs),
+    /// with the stores' record of a root save.
+    func postDidSave(inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject], record: ChangeRecord?) {
         // All three kinds, even when empty.
         var info: [AnyHashable: Any] = [:]
         var change = ContextChange(kind: .didSave)
@@ -154,6 +158,7 @@ extension ManagedObjectContext {
         change.updatedObjectIDs = Self.put(updated, .updatedObjects, .updatedObjectIDs, in: &info)
         change.deletedObjectIDs = Self.put(deleted, .deletedObjects, .deletedObjectIDs, in: &info)
         if let persistentStoreCoordinator { info[Self.coordinatorKey] = persistentStoreCoordinator }
+        if let record { info[Self.changeRecordKey] = record.byID }
         // A pinned context moves on to the generation its save made.
         if queryGeneration != nil {
             moveQueryGenerationOn()

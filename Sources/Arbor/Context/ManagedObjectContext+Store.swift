@@ -404,12 +404,13 @@ extension ManagedObjectContext {
 
     /// What the stores did with a save: the objects saved (fewer than the lists when a later
     /// store failed after others saved), each part's new IDs, versions written other than asked,
-    /// and the failure of a partial save.
+    /// the stores' change record, and the failure of a partial save.
     struct StoresWritten {
         var lists: SaveLists
         var newParts: NewObjectParts
         var assigned: [[ManagedObjectID]]
         var rebasedVersions: [ManagedObjectID: Int64]
+        var record: ChangeRecord
         var partialFailure: (any Error)?
     }
 
@@ -427,9 +428,10 @@ extension ManagedObjectContext {
             if attempts > 0 { lists = currentSaveLists() }
             let batch = try buildBatch(lists, coordinator)
             do {
-                let results = try coordinator.save(batch.parts)
-                return StoresWritten(lists: lists, newParts: batch.newParts, assigned: results.map(\.insertedIDs),
-                                     rebasedVersions: results.reduce(into: [:]) { $0.merge($1.rebasedVersions) { $1 } }, partialFailure: nil)
+                let saved = try coordinator.save(batch.parts)
+                return StoresWritten(lists: lists, newParts: batch.newParts, assigned: saved.results.map(\.insertedIDs),
+                                     rebasedVersions: saved.results.reduce(into: [:]) { $0.merge($1.rebasedVersions) { $1 } },
+                                     record: saved.record, partialFailure: nil)
             } catch let partial as PartialSave {
                 return savedPart(of: lists, batch, partial)
             } catch let error as ArborError where error.code == .mergeConflict || error.code == .constraintConflict {
@@ -465,7 +467,7 @@ extension ManagedObjectContext {
         saved.deleted = lists.deleted.filter(inSavedPart)
         return StoresWritten(lists: saved, newParts: newParts, assigned: savedParts.map { partial.saved[$0]!.insertedIDs },
                              rebasedVersions: savedParts.reduce(into: [:]) { $0.merge(partial.saved[$1]!.rebasedVersions) { $1 } },
-                             partialFailure: partial.failure)
+                             record: partial.record, partialFailure: partial.failure)
     }
 
     /// The last phase of a root context's save: the objects and the context are brought up to
@@ -537,7 +539,8 @@ extension ManagedObjectContext {
         }
         if descendants { sendPermanentIDs(permanent.dictionary) }
         permanent = IDMapping()
-        finishSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects, partial: partial, listsReadAt: partial ? nil : readAt)
+        finishSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects, partial: partial, listsReadAt: partial ? nil : readAt,
+                   record: written.record)
         if let partialFailure = written.partialFailure {
             var error = partialFailure as? ArborError ?? ArborError(.storeSave, "\(partialFailure)")
             error.message += " (the objects of the stores that saved their parts are saved in this context too; the rest of the changes are still pending)"
@@ -554,15 +557,16 @@ extension ManagedObjectContext {
                       _ deletedObjects: [ManagedObject]) throws {
         try pushToParent(parent, inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects)
         for object in insertedObjects + updatedObjects { object.becomeSaved() }
-        finishSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects, partial: false, listsReadAt: nil)
+        finishSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects, partial: false, listsReadAt: nil, record: nil)
     }
 
 
     /// The end of every save, root or child: deleted objects leave the context, the saved
     /// objects leave the change sets, `didSave` runs, and did-save is posted. `listsReadAt` holds
-    /// the change lists' generations when the save read them (nil: not known).
+    /// the change lists' generations when the save read them (nil: not known); `record`, the
+    /// stores' record of a root save (nil: a child's save, which no store wrote).
     func finishSave(inserted insertedObjects: [ManagedObject], updated updatedObjects: [ManagedObject], deleted deletedObjects: [ManagedObject],
-                    partial: Bool, listsReadAt: (Int, Int, Int)?) {
+                    partial: Bool, listsReadAt: (Int, Int, Int)?, record: ChangeRecord?) {
         // Read before the deleted objects leave the context (which takes them off the lists).
         let unchanged = listsReadAt.map { $0 == (inserted.generation, updated.generation, deleted.generation) } ?? false
         for object in deletedObjects { removeFromContext(object) }
@@ -583,7 +587,7 @@ extension ManagedObjectContext {
         for objects in [insertedObjects, updatedObjects, deletedObjects] {
             for object in objects { object.didSave() }
         }
-        postDidSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects)
+        postDidSave(inserted: insertedObjects, updated: updatedObjects, deleted: deletedObjects, record: record)
     }
 }
 

@@ -489,8 +489,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     }
 
     /// The coordinator's phase of a save (docs/object-graph-internals.md, "Saving, step by step"): writes
-    /// `parts`, one per store, and brings the row cache up to date. Returns, for each part, what
-    /// its store's save did (``PersistentStore/save(_:)``).
+    /// `parts`, one per store, and brings the row cache up to date from each part's change
+    /// record. Returns, for each part, what its store's save did (``PersistentStore/save(_:)``),
+    /// and the save's record: the parts' records, one after the other.
     ///
     /// Stores that nest (``NestingStore``) write their parts nested, each inside the previous one's transaction, and
     /// commit from the last back to the first: every store's conflicts are found in the one
@@ -501,7 +502,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
     /// - Throws: the conflicts of every store together (``ArborError/Code/mergeConflict`` when
     ///   there are optimistic-locking conflicts, else ``ArborError/Code/constraintConflict``),
     ///   a store's error, or ``PartialSave`` when some parts were saved and another failed.
-    func save(_ parts: [(store: UUID, changes: StoreChanges)]) throws -> [StoreSaveResult] {
+    func save(_ parts: [(store: UUID, changes: StoreChanges)]) throws -> StoresSaved {
         // Long: the nested `gather`, `checked` and `write(from:)` share `results` and the conflicts
         // gathered across the recursion that nests each store's write in the previous one's
         // transaction.
@@ -565,17 +566,28 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
                     try write(from: index + 1)
                 }
             }
+            /// The record of the parts saved, the cache brought up to date from each.
+            func record(of saved: [Int]) -> ChangeRecord {
+                var total = ChangeRecord()
+                for index in saved {
+                    let record = ChangeRecord(saving: parts[index].changes, result: results[index]!, store: parts[index].store) { cache[$0] != nil }
+                    refreshCache(after: record)
+                    if saved.count == 1 { return record }
+                    total.append(record)
+                }
+                return total
+            }
             do {
                 try write(from: 0)
             } catch {
                 let saved = results.indices.filter { results[$0] != nil }
                 guard !saved.isEmpty else { throw error }
-                for index in saved { refreshCache(after: parts[index].changes, saved: results[index]!) }
-                throw PartialSave(saved: Dictionary(uniqueKeysWithValues: saved.map { ($0, results[$0]!) }), failure: error)
+                let record = record(of: saved)
+                throw PartialSave(saved: Dictionary(uniqueKeysWithValues: saved.map { ($0, results[$0]!) }), record: record, failure: error)
             }
-            for index in parts.indices { refreshCache(after: parts[index].changes, saved: results[index]!) }
+            let record = record(of: Array(parts.indices))
             checkRowCacheInvariants()
-            return results.map { $0! }
+            return StoresSaved(results: results.map { $0! }, record: record)
         }
     }
 
@@ -629,9 +641,9 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
         }
     }
 
-    /// Brings the row cache up to date from a store's record of a batch request: the snapshots
-    /// of rows it wrote take the written rows, those of rows it deleted are dropped. Called
-    /// under the lock.
+    /// Brings the row cache up to date from a store's record of a save or a batch request: the
+    /// snapshots of rows it wrote take the written rows, those of rows it deleted are dropped.
+    /// Called under the lock.
     private func refreshCache(after record: ChangeRecord) {
         let now = ContinuousClock.now
         for (id, row) in record.writtenRows {
@@ -641,40 +653,13 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
             if let snapshot = cache[id] { drop(snapshot) }
         }
     }
+}
 
-    /// Brings the row cache up to date after a store saved `part`. Rows written under IDs the
-    /// cache may have give those snapshots the new row: updated rows, and rows written anew
-    /// under a permanent ID — an object deleted elsewhere and written back by the overwrite
-    /// policy, whose snapshot other objects still hold. (New objects' IDs were temporary:
-    /// nothing to look for.) Deleted rows' snapshots are dropped. Called under the lock.
-    private func refreshCache(after part: StoreChanges, saved: StoreSaveResult) {
-        let now = ContinuousClock.now
-        var mapping: IDMapping?
-        func refreshCached(_ id: ManagedObjectID, _ row: StoreRow) {
-            guard let snapshot = cache[id] else { return }
-            let permanent = mapping ?? part.permanentIDs(saved.insertedIDs)
-            mapping = permanent
-            snapshot.replace(row.translated(permanent), readAt: now)
-        }
-        for (id, row, _) in part.updated {
-            // A row written at another version than it carried (seed 004's rule let a moved row
-            // through) is cached at the version written.
-            guard let version = saved.rebasedVersions.isEmpty ? nil : saved.rebasedVersions[id] else {
-                refreshCached(id, row)
-                continue
-            }
-            var rebased = row
-            rebased.version = version
-            refreshCached(id, rebased)
-        }
-        for position in 0..<part.insertedCount {
-            let id = part.insertedID(at: position)
-            if !id.isTemporaryID && cache[id] != nil { refreshCached(id, part.insertedRow(at: position)) }
-        }
-        for (id, _) in part.deleted {
-            if let snapshot = cache[id] { drop(snapshot) }
-        }
-    }
+/// What the stores of a save did: each part's result, in the order of the parts, and the
+/// save's change record.
+struct StoresSaved {
+    let results: [StoreSaveResult]
+    let record: ChangeRecord
 }
 
 /// A save over several stores that failed after some stores had saved their parts: `saved`
@@ -682,5 +667,7 @@ public final class PersistentStoreCoordinator: @unchecked Sendable {
 struct PartialSave: Error {
     /// What the stores that saved their parts did, by the part's index.
     let saved: [Int: StoreSaveResult]
+    /// The record of the parts saved.
+    let record: ChangeRecord
     let failure: any Error
 }

@@ -85,6 +85,42 @@ struct ChangeRecord: Sendable {
         if writtenRows.count > updated.count { writtenRows = writtenRows.filter { updated.contains($0.key) } }
     }
 
+    /// The record of a save a store made of `changes` (``PersistentStore/save(_:)``), which
+    /// returned `result`: the one place a save's record is derived. New objects are listed by
+    /// the permanent IDs the store gave them; the rows written for updated objects are kept
+    /// as stored — at the version written (``StoreSaveResult/rebasedVersions``), with
+    /// permanent IDs in place of the save's temporary ones — for those `held` says someone holds
+    /// (the coordinator's row cache), as are the rows written anew under permanent IDs (an
+    /// object deleted elsewhere and written back by the overwrite policy). No other new row is
+    /// kept: a large save never holds all its new rows at once.
+    init(saving changes: StoreChanges, result: StoreSaveResult, store: UUID, held: (ManagedObjectID) -> Bool) {
+        self.init(store: store)
+        inserted = OrderedSet(uncheckedUniqueElements: result.insertedIDs)
+        // Made the first time a kept row names a new object (most saves never need it).
+        var mapping: IDMapping?
+        func stored(_ row: StoreRow, version: Int64? = nil) -> StoreRow {
+            var row = row
+            if let version { row.version = version }
+            row.values.replaceObjectIDs { old in
+                let permanent = mapping ?? changes.permanentIDs(result.insertedIDs)
+                mapping = permanent
+                return permanent[old]
+            }
+            return row
+        }
+        updated.reserveCapacity(changes.updated.count)
+        for (id, row, _) in changes.updated {
+            updated.append(id)
+            guard held(id) else { continue }
+            writtenRows[id] = stored(row, version: result.rebasedVersions.isEmpty ? nil : result.rebasedVersions[id])
+        }
+        for position in 0..<changes.insertedCount {
+            let id = changes.insertedID(at: position)
+            if !id.isTemporaryID && held(id) { writtenRows[id] = stored(changes.insertedRow(at: position)) }
+        }
+        deleted = OrderedSet(changes.deleted.lazy.map(\.0))
+    }
+
     /// The record of other connections' transactions of `store`, read from its persistent
     /// history (with their changes), oldest first; `token` names the last one read.
     init(history transactions: [PersistentHistoryTransaction], store: UUID, token: PersistentHistoryToken?) {

@@ -27,6 +27,28 @@ extension NativeStore {
         case migrated(MigrationReport)
     }
 
+    /// What opening the store at `path` (of `type`) with `migration` does before the ordinary
+    /// open: the stages of the options' plan that the store needs, run on a working copy that
+    /// replaces the store's contents in one transaction — except a single lightweight stage,
+    /// which the ordinary open runs (the options returned then infer it, with its drops).
+    /// Returns the options for the ordinary open, and the report of the stages that ran.
+    static func runStagesFirst(_ migration: MigrationOptions, path: String, type: String, model: ManagedObjectModel,
+                               configuration: String?, options: DatabaseOptions) throws -> (MigrationOptions, MigrationReport?) {
+        guard let plan = migration.plan, migration.shouldMigrateStoreAutomatically, !options.readOnly, type != "memory" else {
+            return (migration, nil)
+        }
+        var migration = migration
+        switch try runStaged(plan, path: path, model: model, configuration: configuration, options: options,
+                             invalidObjects: migration.invalidObjects) {
+        case .notNeeded: return (migration, nil)
+        case .inPlace(let drops):
+            migration.shouldInferMappingModelAutomatically = true
+            migration.drops = drops
+            return (migration, nil)
+        case .migrated(let report): return (migration, report)
+        }
+    }
+
     /// Runs the stages of `plan` that the store at `path` needs to reach `model` (the plan's last
     /// version), except a single lightweight one (``StagedOutcome/inPlace``).
     ///

@@ -106,6 +106,93 @@ extension NativeStore {
         var tracksHistory = false
     }
 
+    /// Makes a new store's metadata and rows trees in `transaction`: its identifier, its row
+    /// `layout` and key form, the model's hashes, description, schema and history, its rules'
+    /// fingerprint, each entity's column order and the entity list; `tracksHistory`: it records
+    /// persistent history. Returns what the store now records.
+    static func recordNewStore(in transaction: WriteTransaction, model: ManagedObjectModel, layout: RowFormat.Layout,
+                               tracksHistory: Bool) throws -> Recorded {
+        let metadata = try NativeStore.metadata(creatingIn: transaction)
+        let uuid = UUID()
+        try metadata.put(MetadataKey.identifier, withUnsafeBytes(of: uuid.uuid) { Array($0) })
+        if layout != .declared { try metadata.put(MetadataKey.rowLayout, [layout.rawValue]) }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        var hashes = Dictionary(uniqueKeysWithValues: model.entities.map { ($0.name, $0.versionHashString) })
+        // Builds before row layout 2 read only these hashes: an entry no model can have
+        // makes them refuse the store (an entity only in the store) instead of reading
+        // its rows in the wrong order.
+        if layout != .declared { hashes[Self.rowLayoutHashKey] = String(format: "%02x", layout.rawValue) }
+        // Stores of records write their keys compactly (stores of layouts 1 and 2, made
+        // only by tests now, keep the standard form older builds wrote with them).
+        let keyForm: KeyForm = layout == .records ? .compact : .standard
+        if keyForm == .compact {
+            try metadata.put(Self.keyFormKey, [keyForm.rawValue])
+            hashes[Self.keyFormHashKey] = String(format: "%02x", keyForm.rawValue)
+        }
+        if tracksHistory {
+            try metadata.put(Self.trackingKey, [1])
+            hashes[Self.trackingHashKey] = "01"
+        }
+        try metadata.put(MetadataKey.hashes, Array(try encoder.encode(hashes)))
+        try metadata.put(MetadataKey.modelDescription, Array(model.description.utf8))
+        let schema = try Self.schemaBytes(model)
+        try metadata.put(MetadataKey.schema, schema)
+        try metadata.put(Self.historyKey, try Self.historyBytes([StoreModelVersion(first: model, recorded: Date(), synthesized: false)]))
+        let rules = Self.rulesFingerprint(model)
+        if !rules.isEmpty { try metadata.put(Self.rulesKey, rules) }
+        var columns: [String: [String]] = [:]
+        // Stores of layout 1 are made only by tests, as builds before layout 2 made
+        // them: with no column order recorded.
+        if layout != .declared {
+            for entity in model.entities {
+                columns[entity.name] = RowFormat.derivedColumnNames(entity, layout: layout)
+                try metadata.put(Self.columnsKey(entity.name), Array(try encoder.encode(columns[entity.name])))
+            }
+        }
+        var entities: [String] = []
+        if layout == .records {
+            entities = model.entities.map(\.name)
+            try metadata.put(MetadataKey.entities, Array(try encoder.encode(entities)))
+        }
+        for root in model.entities where root.superentity == nil {
+            _ = try transaction.tree(named: Self.rowsTree(root), create: true)
+        }
+        return Recorded(identifier: uuid, layout: layout, columns: columns, schema: schema, entities: entities, hasHistory: true,
+                        fills: [:], migration: nil, keyForm: keyForm, tracksHistory: tracksHistory)
+    }
+
+    /// The row format of each of `model`'s entities, as the store records them: each entity's
+    /// column order as recorded; else as the layout derives it from the model that made the
+    /// store (its recorded schema: the application's model may list the properties in another
+    /// order); else from this model. Also returns the orders that were not recorded, to be
+    /// recorded now. (The schema is decoded only for a store that lacks a recorded order.)
+    static func rowFormats(of model: ManagedObjectModel, recorded: Recorded, entityIndex recordedEntityIndex: [String: Int],
+                           path: String) throws -> (formats: [ObjectIdentifier: RowFormat], unrecorded: [String: [String]]) {
+        let recordsEveryOrder = model.entities.allSatisfy { recorded.columns[$0.name] != nil }
+        let writer = recordsEveryOrder ? nil : recorded.schema.flatMap { try? JSONDecoder().decode(ModelSchema.self, from: Data($0)).model() }
+        var formats: [ObjectIdentifier: RowFormat] = [:]
+        var unrecorded: [String: [String]] = [:]
+        for entity in model.entities {
+            var entityIndex = 0
+            if recorded.layout == .records {
+                guard let index = recordedEntityIndex[entity.name] else {
+                    throw ArborError(.storeOpen, "the Arbor metadata of \(path) is damaged: its entity list does not name \(entity.name)")
+                }
+                entityIndex = index
+            }
+            let order = recorded.columns[entity.name] ?? {
+                let derivedFrom = writer?.entity(named: entity.name) ?? entity
+                let derived = RowFormat.derivedColumnNames(derivedFrom, layout: recorded.layout)
+                unrecorded[entity.name] = derived
+                return derived
+            }()
+            formats[ObjectIdentifier(entity)] = try RowFormat.recorded(entity, layout: recorded.layout, order: order, entityIndex: entityIndex,
+                                                                       fills: recorded.fills[entity.name] ?? [:], store: recorded.identifier)
+        }
+        return (formats, unrecorded)
+    }
+
     /// The metadata key of the store's key form (``KeyForm``; absent: standard).
     static let keyFormKey = MetadataKey.keyForm
 

@@ -98,20 +98,10 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
          newRowLayout requestedLayout: RowFormat.Layout? = nil, migration migrationOptions: MigrationOptions = MigrationOptions(),
          history: PersistentHistoryTracking = .off, suspendsHistory: Bool = false) throws {
         let opened = ContinuousClock.now
-        // A plan's stages run first (on a working copy, replacing the store's contents in one
-        // transaction), except a single lightweight one, which the ordinary open below runs.
-        var migrationOptions = migrationOptions
-        var staged: MigrationReport?
-        if let plan = migrationOptions.plan, migrationOptions.shouldMigrateStoreAutomatically, !options.readOnly, type != "memory" {
-            switch try Self.runStaged(plan, path: path, model: model, configuration: configuration, options: options,
-                                      invalidObjects: migrationOptions.invalidObjects) {
-            case .notNeeded: break
-            case .inPlace(let drops):
-                migrationOptions.shouldInferMappingModelAutomatically = true
-                migrationOptions.drops = drops
-            case .migrated(let report): staged = report
-            }
-        }
+        // A plan's stages run first, except a single lightweight one, which the ordinary open
+        // below runs.
+        let (migrationOptions, staged) = try Self.runStagesFirst(migrationOptions, path: path, type: type, model: model,
+                                                                 configuration: configuration, options: options)
         let newRowLayout = requestedLayout ?? ProcessInfo.processInfo.environment["ARBOR_NEW_ROW_LAYOUT"]
             .flatMap { UInt8($0) }.flatMap(RowFormat.Layout.init(rawValue:)) ?? .records
         self.type = type
@@ -119,12 +109,7 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
         configurationName = configuration
         self.model = model
         accessPaths = Dictionary(uniqueKeysWithValues: model.entities.map { (ObjectIdentifier($0), Self.accessPaths(of: $0)) })
-        let database: Database
-        do {
-            database = try Database(path: path, options: options)
-        } catch let error as StoreError {
-            throw ArborError(.storeOpen, "the store at \(path) could not be opened: \(error.message)", storeError: error)
-        }
+        let database = try Self.openDatabase(path: path, options: options)
         self.database = database
         // An existing store is checked in a read transaction; only a new one is written to
         // (checked again under the write lock, in case another connection made it meanwhile).
@@ -133,54 +118,8 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
             if let recorded = try database.read({ try Self.recordedIdentifier($0, model: model, path: path, migration: migrating) }) { return recorded }
             return try database.write { transaction -> Recorded in
                 if let recorded = try Self.recordedIdentifier(transaction, model: model, path: path, migration: migrating) { return recorded }
-                let metadata = try NativeStore.metadata(creatingIn: transaction)
-                let uuid = UUID()
-                try metadata.put(MetadataKey.identifier, withUnsafeBytes(of: uuid.uuid) { Array($0) })
-                if newRowLayout != .declared { try metadata.put(MetadataKey.rowLayout, [newRowLayout.rawValue]) }
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.sortedKeys]
-                var hashes = Dictionary(uniqueKeysWithValues: model.entities.map { ($0.name, $0.versionHashString) })
-                // Builds before row layout 2 read only these hashes: an entry no model can have
-                // makes them refuse the store (an entity only in the store) instead of reading
-                // its rows in the wrong order.
-                if newRowLayout != .declared { hashes[Self.rowLayoutHashKey] = String(format: "%02x", newRowLayout.rawValue) }
-                // Stores of records write their keys compactly (stores of layouts 1 and 2, made
-                // only by tests now, keep the standard form older builds wrote with them).
-                let keyForm: KeyForm = newRowLayout == .records ? .compact : .standard
-                if keyForm == .compact {
-                    try metadata.put(Self.keyFormKey, [keyForm.rawValue])
-                    hashes[Self.keyFormHashKey] = String(format: "%02x", keyForm.rawValue)
-                }
-                if history == .on && !suspendsHistory {
-                    try metadata.put(Self.trackingKey, [1])
-                    hashes[Self.trackingHashKey] = "01"
-                }
-                try metadata.put(MetadataKey.hashes, Array(try encoder.encode(hashes)))
-                try metadata.put(MetadataKey.modelDescription, Array(model.description.utf8))
-                let schema = try Self.schemaBytes(model)
-                try metadata.put(MetadataKey.schema, schema)
-                try metadata.put(Self.historyKey, try Self.historyBytes([StoreModelVersion(first: model, recorded: Date(), synthesized: false)]))
-                let rules = Self.rulesFingerprint(model)
-                if !rules.isEmpty { try metadata.put(Self.rulesKey, rules) }
-                var columns: [String: [String]] = [:]
-                // Stores of layout 1 are made only by tests, as builds before layout 2 made
-                // them: with no column order recorded.
-                if newRowLayout != .declared {
-                    for entity in model.entities {
-                        columns[entity.name] = RowFormat.derivedColumnNames(entity, layout: newRowLayout)
-                        try metadata.put(Self.columnsKey(entity.name), Array(try encoder.encode(columns[entity.name])))
-                    }
-                }
-                var entities: [String] = []
-                if newRowLayout == .records {
-                    entities = model.entities.map(\.name)
-                    try metadata.put(MetadataKey.entities, Array(try encoder.encode(entities)))
-                }
-                for root in model.entities where root.superentity == nil {
-                    _ = try transaction.tree(named: Self.rowsTree(root), create: true)
-                }
-                return Recorded(identifier: uuid, layout: newRowLayout, columns: columns, schema: schema, entities: entities, hasHistory: true,
-                                fills: [:], migration: nil, keyForm: keyForm, tracksHistory: history == .on && !suspendsHistory)
+                return try Self.recordNewStore(in: transaction, model: model, layout: newRowLayout,
+                                               tracksHistory: history == .on && !suspendsHistory)
             }
         }
         identifier = recorded.identifier
@@ -189,33 +128,9 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
                                                        path: path, readOnly: options.readOnly)
         rowLayout = recorded.layout
         keyForm = recorded.keyForm
-        // Each entity's column order: as recorded; else as the layout derives it from the model
-        // that made the store (its recorded schema: the application's model may list the
-        // properties in another order); else from this model.
-        // (The schema is decoded only for a store that lacks a recorded order.)
-        let recordsEveryOrder = model.entities.allSatisfy { recorded.columns[$0.name] != nil }
-        let writer = recordsEveryOrder ? nil : recorded.schema.flatMap { try? JSONDecoder().decode(ModelSchema.self, from: Data($0)).model() }
-        var formats: [ObjectIdentifier: RowFormat] = [:]
-        var unrecorded: [String: [String]] = [:]
         recordedEntities = recorded.entities
         recordedEntityIndex = Dictionary(recorded.entities.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
-        for entity in model.entities {
-            var entityIndex = 0
-            if recorded.layout == .records {
-                guard let index = recordedEntityIndex[entity.name] else {
-                    throw ArborError(.storeOpen, "the Arbor metadata of \(path) is damaged: its entity list does not name \(entity.name)")
-                }
-                entityIndex = index
-            }
-            let order = recorded.columns[entity.name] ?? {
-                let derivedFrom = writer?.entity(named: entity.name) ?? entity
-                let derived = RowFormat.derivedColumnNames(derivedFrom, layout: recorded.layout)
-                unrecorded[entity.name] = derived
-                return derived
-            }()
-            formats[ObjectIdentifier(entity)] = try RowFormat.recorded(entity, layout: recorded.layout, order: order, entityIndex: entityIndex,
-                                                                       fills: recorded.fills[entity.name] ?? [:], store: recorded.identifier)
-        }
+        let (formats, unrecorded) = try Self.rowFormats(of: model, recorded: recorded, entityIndex: recordedEntityIndex, path: path)
         rowFormats = formats
         let store = identifier
         let spaces = model.entities.map { (entity: $0, space: ObjectIDSpace.interned($0.name, store)) }
@@ -233,6 +148,15 @@ public final class NativeStore: PersistentStore, @unchecked Sendable {
             try recordColumns(unrecorded)
         }
         try startWatching()
+    }
+
+    /// The engine database at `path`, its failure to open a typed ``ArborError/Code/storeOpen``.
+    static func openDatabase(path: String, options: DatabaseOptions) throws -> Database {
+        do {
+            return try Database(path: path, options: options)
+        } catch let error as StoreError {
+            throw ArborError(.storeOpen, "the store at \(path) could not be opened: \(error.message)", storeError: error)
+        }
     }
 
     /// The place of entity `name` in a layout-3 store's entity list (nil: none there).

@@ -31,7 +31,7 @@ struct ChangeRecordTests {
         #expect(Set(record.deleted) == [department.objectID, ada.objectID, grace.objectID])
         #expect(Array(record.updated) == [badge.objectID], "the badge's holder is nullified")
         #expect(record.changedKeys[badge.objectID] == ["holder"])
-        let written = try #require(record.writtenRows[badge.objectID])
+        let written = try #require(record.writtenRow(of: badge.objectID))
         #expect(written.destination("holder") == nil && written.attribute("number") == .integer(7))
         #expect(written == (try #require(try stack.coordinator.persistentStores[0].row(for: badge.objectID))), "the row as stored")
         #expect(record.inserted.isEmpty && record.related.isEmpty && !record.isEmpty)
@@ -61,7 +61,7 @@ struct ChangeRecordTests {
             return new
         }
         #expect(Array(record.updated) == [ada.objectID] && record.changedKeys[ada.objectID] == ["salary"])
-        let written = try #require(record.writtenRows[ada.objectID])
+        let written = try #require(record.writtenRow(of: ada.objectID))
         #expect(written.version == before.version + 1 && written.attribute("salary") == .integer(41))
         #expect(written == (try #require(try store.row(for: ada.objectID))))
     }

@@ -48,7 +48,7 @@ extension ManagedObjectContext {
                 })
             }
             var record = ChangeRecord()
-            record.inserted = OrderedSet(ids(inserted))
+            record.inserted = Array(ids(inserted))
             record.updated = OrderedSet(ids(updated))
             record.deleted = OrderedSet(ids(deleted))
             context.postMerge(PendingMerge(record: record, fromOwnCoordinator: false, source: .requested))
@@ -168,7 +168,7 @@ extension ChangeRecord {
             return
         }
         self.init()
-        inserted = OrderedSet(change.insertedObjectIDs)
+        inserted = Array(change.insertedObjectIDs)
         updated = OrderedSet(change.updatedObjectIDs)
         deleted = OrderedSet(change.deletedObjectIDs)
     }

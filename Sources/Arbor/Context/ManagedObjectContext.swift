@@ -3,7 +3,7 @@ import Foundation
 import OrderedCollections
 
 // Safety: The unchecked fields (registry, change lists, event, held destinations, last key path,
-// observation flag) are used only on the context's queue, by code that calls out to no hook,
+// observation flag, undo recording) are used only on the context's queue, by code that calls out to no hook,
 // observer or subclass while it changes them, so no two accesses overlap.
 
 /// A scratch pad of managed objects: it registers the objects you insert and fetch (one instance
@@ -65,8 +65,9 @@ public final class ManagedObjectContext: @unchecked Sendable {
     let contextLock = NSRecursiveLock()
 
     /// The undo manager, what the current event changed for it, and whether undo records now
-    /// (ManagedObjectContext+Undo.swift).
-    var undoRecording = UndoRecording()
+    /// (ManagedObjectContext+Undo.swift). Read on the path of every change, with no dynamic
+    /// exclusivity check: its mutating methods call out to nothing.
+    @exclusivity(unchecked) var undoRecording = UndoRecording()
     /// Temporary IDs replaced by permanent ones (old → new) while an undo manager records or the
     /// context has children: undo and redo steps keep the values they recorded, and a child's
     /// save may still name objects by IDs that a save of the root has since made permanent

@@ -18,8 +18,9 @@ import OrderedCollections
 struct ChangeRecord: Sendable {
     /// The store written, when one is (a context's save may span several).
     var store: UUID?
-    /// The objects inserted, in the order written.
-    var inserted: OrderedSet<ManagedObjectID> = []
+    /// The objects inserted, in the order written, each once. A list, not a set: a save's new
+    /// objects are many and only ever gone through, so no hash table is made for them.
+    var inserted: [ManagedObjectID] = []
     /// The objects updated, in the order written.
     var updated: OrderedSet<ManagedObjectID> = []
     /// The objects deleted, in the order written.
@@ -27,9 +28,12 @@ struct ChangeRecord: Sendable {
     /// The properties each updated object changed, where the writer knows them (a batch update's
     /// attributes, the relationships a nullify rule cleared, history's updated properties).
     var changedKeys: [ManagedObjectID: Set<String>] = [:]
-    /// The rows written for updated objects, as stored (their new versions): what the row cache
-    /// takes. Empty for a record known by ID only (another connection's).
-    var writtenRows: [ManagedObjectID: StoreRow] = [:]
+    /// The rows written for updated objects (and for objects written anew under an ID the row
+    /// cache may hold), as stored, at their new versions: what the row cache takes. Empty for a
+    /// record known by ID only (another connection's).
+    /// In the order written (a later row of an object supersedes an earlier one); a list, as
+    /// only ever gone through, so a large batch request hashes nothing for it.
+    var writtenRows: [(id: ManagedObjectID, row: StoreRow)] = []
     /// Objects whose to-many relationships gained or lost members without a change of their own
     /// (the destinations a batch insert's rows name): a merge reads those relationships again.
     var related: Set<ManagedObjectID> = []
@@ -49,15 +53,23 @@ struct ChangeRecord: Sendable {
     /// the row cache with the write).
     var byID: ChangeRecord {
         var record = self
-        record.writtenRows = [:]
+        record.writtenRows = []
         return record
+    }
+
+    /// The last row written for `id` (nil: none kept).
+    func writtenRow(of id: ManagedObjectID) -> StoreRow? {
+        writtenRows.last { $0.id == id }?.row
     }
 
     /// Notes that `id` was updated to `row` (nil: by ID only), changing `keys` (nil: not known).
     mutating func noteUpdated(_ id: ManagedObjectID, row: StoreRow? = nil, keys: Set<String>? = nil) {
         updated.append(id)
-        if let row { writtenRows[id] = row }
-        if let keys { changedKeys[id, default: []].formUnion(keys) }
+        if let row { writtenRows.append((id, row)) }
+        // A first note takes the keys as given: a batch update's rows share one set.
+        if let keys {
+            if let known = changedKeys[id] { changedKeys[id] = known.union(keys) } else { changedKeys[id] = keys }
+        }
     }
 
     /// Adds what `later` changed after what this record holds (another store's part of the same
@@ -68,21 +80,21 @@ struct ChangeRecord: Sendable {
         updated.append(contentsOf: later.updated)
         deleted.append(contentsOf: later.deleted)
         changedKeys.merge(later.changedKeys) { $0.union($1) }
-        writtenRows.merge(later.writtenRows) { $1 }
+        writtenRows.append(contentsOf: later.writtenRows)
         related.formUnion(later.related)
         token = later.token ?? token
         settle()
     }
 
     /// Keeps the sets disjoint — deleted wins over inserted and updated, inserted over updated —
-    /// and the keys and rows to the objects still updated.
+    /// the keys to the objects still updated, and the rows to those not deleted.
     private mutating func settle() {
         guard !deleted.isEmpty || !inserted.isEmpty else { return }
-        inserted.subtract(deleted)
+        if !deleted.isEmpty { inserted.removeAll(where: deleted.contains) }
         updated.subtract(deleted)
         updated.subtract(inserted)
         if changedKeys.count > updated.count { changedKeys = changedKeys.filter { updated.contains($0.key) } }
-        if writtenRows.count > updated.count { writtenRows = writtenRows.filter { updated.contains($0.key) } }
+        if !deleted.isEmpty && !writtenRows.isEmpty { writtenRows.removeAll { deleted.contains($0.id) } }
     }
 
     /// The record of a save a store made of `changes` (``PersistentStore/save(_:)``), which
@@ -95,7 +107,7 @@ struct ChangeRecord: Sendable {
     /// kept: a large save never holds all its new rows at once.
     init(saving changes: StoreChanges, result: StoreSaveResult, store: UUID, held: (ManagedObjectID) -> Bool) {
         self.init(store: store)
-        inserted = OrderedSet(uncheckedUniqueElements: result.insertedIDs)
+        inserted = result.insertedIDs
         // Made the first time a kept row names a new object (most saves never need it).
         var mapping: IDMapping?
         func stored(_ row: StoreRow, version: Int64? = nil) -> StoreRow {
@@ -112,11 +124,11 @@ struct ChangeRecord: Sendable {
         for (id, row, _) in changes.updated {
             updated.append(id)
             guard held(id) else { continue }
-            writtenRows[id] = stored(row, version: result.rebasedVersions.isEmpty ? nil : result.rebasedVersions[id])
+            writtenRows.append((id, stored(row, version: result.rebasedVersions.isEmpty ? nil : result.rebasedVersions[id])))
         }
         for position in 0..<changes.insertedCount {
             let id = changes.insertedID(at: position)
-            if !id.isTemporaryID && held(id) { writtenRows[id] = stored(changes.insertedRow(at: position)) }
+            if !id.isTemporaryID && held(id) { writtenRows.append((id, stored(changes.insertedRow(at: position)))) }
         }
         deleted = OrderedSet(changes.deleted.lazy.map(\.0))
     }

@@ -60,7 +60,7 @@ struct ChangeRecordTests {
             new.values["salary"] = .attribute(.integer(41))
             return new
         }
-        #expect(Array(record.updated) == [ada.objectID] && record.changedKeys[ada.objectID] == ["salary"])
+        #expect(Array(record.updated) == [ada.objectID] && record.keys(changedBy: ada.objectID) == ["salary"])
         let written = try #require(record.writtenRow(of: ada.objectID))
         #expect(written.version == before.version + 1 && written.attribute("salary") == .integer(41))
         #expect(written == (try #require(try store.row(for: ada.objectID))))
@@ -158,8 +158,19 @@ struct ChangeRecordTests {
         later.deleted = [id(2)]
         first.append(later)
         #expect(Array(first.inserted) == [id(1)])
-        #expect(Array(first.updated) == [id(3)] && first.changedKeys[id(3)] == ["name", "salary"])
+        #expect(Array(first.updated) == [id(3)] && first.keys(changedBy: id(3)) == ["name", "salary"])
         #expect(Array(first.deleted) == [id(2)])
         #expect(first.store == store)
+
+        // A batch update's keys, held once, stay right when records with other keys join it.
+        var batch = ChangeRecord(store: store)
+        batch.updated = [id(4), id(5)]
+        batch.keysOfEveryUpdate = ["salary"]
+        var started = ChangeRecord()
+        started.append(batch)
+        #expect(started.keysOfEveryUpdate == ["salary"] && started.changedKeys.isEmpty, "a total started from one record keeps it as it is")
+        started.append(first)
+        #expect(started.keysOfEveryUpdate == nil)
+        #expect(started.keys(changedBy: id(4)) == ["salary"] && started.keys(changedBy: id(3)) == ["name", "salary"])
     }
 }

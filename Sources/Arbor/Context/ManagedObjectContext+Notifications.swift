@@ -146,8 +146,8 @@ extension ManagedObjectContext {
     /// Posts did-save for the objects a save committed (inserted ones with their permanent IDs),
     /// with the stores' record of a root save.
     func postDidSave(inserted: [ManagedObject], updated: [ManagedObject], deleted: [ManagedObject], record: ChangeRecord?) {
-        // All three kinds, even when empty.
-        var info: [AnyHashable: Any] = [:]
+        // All three kinds, even when empty (room for every key: growing it rehashes its keys).
+        var info = [AnyHashable: Any](minimumCapacity: 9)
         var change = ContextChange(kind: .didSave)
         // The set of new objects the save's first event posted, when it holds exactly these.
         let known = lastInsertedSet.flatMap { last in

@@ -231,16 +231,19 @@ extension NativeStore {
         return try Self.storeError("batch update in \(path ?? "memory")", code: .storeSave) {
             try ownWrite { transaction in
                 var changes = StoreChanges()
-                var record = ChangeRecord(store: identifier)
                 var stored: [StoreRow] = []
                 try forEachRow(prepared, in: transaction) { id, row in
                     guard !excluded.contains(id), var new = try change(id, row) else { return true }
                     new.version = row.version + 1
                     changes.updated.append((id, new, RowExpectation(version: row.version)))
-                    record.noteUpdated(id, row: new, keys: changing)
                     stored.append(row)
                     return true
                 }
+                // The record is made once the rows are known: every row changed the same keys.
+                var record = ChangeRecord(store: identifier)
+                record.updated = OrderedSet(uncheckedUniqueElements: changes.updated.map(\.0))
+                record.writtenRows = changes.updated.map { ($0.0, $0.1) }
+                if !record.updated.isEmpty { record.keysOfEveryUpdate = changing }
                 // The rows were read in this transaction: written without a second read.
                 let writer = RowWriter(store: self, transaction: transaction, changes: changes, history: historyWriter(transaction, origin))
                 try writer.update(stored: stored, changing: changing)

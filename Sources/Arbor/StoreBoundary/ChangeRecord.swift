@@ -28,6 +28,9 @@ struct ChangeRecord: Sendable {
     /// The properties each updated object changed, where the writer knows them (a batch update's
     /// attributes, the relationships a nullify rule cleared, history's updated properties).
     var changedKeys: [ManagedObjectID: Set<String>] = [:]
+    /// Keys every updated object of the record changed, held once (a batch update's attributes:
+    /// no entry per row). ``keys(changedBy:)`` reads both.
+    var keysOfEveryUpdate: Set<String>?
     /// The rows written for updated objects (and for objects written anew under an ID the row
     /// cache may hold), as stored, at their new versions: what the row cache takes. Empty for a
     /// record known by ID only (another connection's).
@@ -57,6 +60,14 @@ struct ChangeRecord: Sendable {
         return record
     }
 
+    /// The properties the update of `id` changed, where the writer knows them (nil: not known,
+    /// or `id` is not updated here).
+    func keys(changedBy id: ManagedObjectID) -> Set<String>? {
+        let own = changedKeys[id]
+        guard let every = keysOfEveryUpdate, updated.contains(id) else { return own }
+        return own.map { $0.union(every) } ?? every
+    }
+
     /// The last row written for `id` (nil: none kept).
     func writtenRow(of id: ManagedObjectID) -> StoreRow? {
         writtenRows.last { $0.id == id }?.row
@@ -75,10 +86,25 @@ struct ChangeRecord: Sendable {
     /// Adds what `later` changed after what this record holds (another store's part of the same
     /// request, a later transaction), keeping the sets disjoint.
     mutating func append(_ later: ChangeRecord) {
+        // Nothing here yet (a total being started): the later record as it is.
+        if isEmpty && writtenRows.isEmpty && changedKeys.isEmpty && keysOfEveryUpdate == nil && token == nil {
+            let kept = store == later.store ? store : nil
+            self = later
+            store = kept
+            return
+        }
         if store != later.store { store = nil }
         inserted.append(contentsOf: later.inserted)
         updated.append(contentsOf: later.updated)
         deleted.append(contentsOf: later.deleted)
+        if keysOfEveryUpdate != later.keysOfEveryUpdate {
+            // Kept once only while both records say the same keys for all their updates.
+            for (record, keys) in [(self, keysOfEveryUpdate), (later, later.keysOfEveryUpdate)] {
+                guard let keys else { continue }
+                for id in record.updated { changedKeys[id, default: []].formUnion(keys) }
+            }
+            keysOfEveryUpdate = nil
+        }
         changedKeys.merge(later.changedKeys) { $0.union($1) }
         writtenRows.append(contentsOf: later.writtenRows)
         related.formUnion(later.related)

@@ -42,6 +42,20 @@ struct MaintenanceCommandTests {
         #expect(existing.status == 1 && existing.stderr.contains("exists"), "\(existing.stderr)")
     }
 
+    @Test("arbor backup copies a stress file whose commit counter reads as a page type (10 commits: 0x0A, a leaf's type byte), so a failed backup in the concurrent test is the engine's, never the layout's")
+    func backupOfStressFileAtTypeByte() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.cleanup() }
+        let path = dir.file("shared.arbor")
+        let writer = try runArbor(["stress", path, "--writer", "0", "--count", "10"])
+        #expect(writer.status == 0, "\(writer.stderr)")
+        let copy = dir.file("copy.arbor")
+        let result = try runArbor(["backup", path, copy])
+        #expect(result.status == 0, "\(result.stderr)")
+        let verify = try runArbor(["stress", copy, "--verify", "--writers", "1", "--count", "10"])
+        #expect(verify.status == 0, "\(verify.stderr)")
+    }
+
     @Test("arbor vacuum shrinks a store with free pages, keeping every object; arbor check passes and the store opens as before")
     func vacuum() throws {
         let dir = try TemporaryDirectory()

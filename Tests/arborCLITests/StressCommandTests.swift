@@ -23,7 +23,8 @@ struct StressCommandTests {
         #expect(!FileManager.default.fileExists(atPath: dir.file("db")), "\(arguments): the file was opened")
     }
 
-    /// A stress file whose commit counters are `counters` (writer 0 first).
+    /// A stress file whose commit counters are `counters` (writer 0 first), in the layout
+    /// `arbor stress` documents: type byte 0x53, padding to byte 8, then the counters.
     func stressFile(_ path: String, counters: [UInt64]) throws {
         var options = PagerOptions()
         options.pageSize = 512
@@ -33,7 +34,8 @@ struct StressCommandTests {
         let page = try pager.allocatePage()
         #expect(page == 2)
         try pager.withMutablePage(page) { body in
-            for (writer, counter) in counters.enumerated() { body.storeBytes(of: counter, toByteOffset: writer * 8, as: UInt64.self) }
+            body.storeBytes(of: UInt8(0x53), toByteOffset: 0, as: UInt8.self)
+            for (writer, counter) in counters.enumerated() { body.storeBytes(of: counter, toByteOffset: 8 + writer * 8, as: UInt64.self) }
         }
         try pager.commit()
     }

@@ -222,301 +222,37 @@ struct StoreMigration {
     // MARK: Planning
 
     /// Plans the migration of a store whose metadata is `metadata` (recorded `layout`, schema
-    /// `schema`, `hashes`) to `model`.
+    /// `schema`, `hashes`) to `model`, in the steps of ``Planning``.
     ///
     /// - Throws: ``ArborError/Code/incompatibleModel`` naming every change that cannot be
     ///   inferred; ``ArborError/Code/storeOpen`` for damaged metadata.
     static func plan(metadata: Tree, path: String, layout: RowFormat.Layout, schema: ModelSchema, hashBytes: [UInt8],
                      history recorded: [StoreModelVersion]?, to model: ManagedObjectModel, rulesOnly: Bool = false) throws -> StoreMigration {
-        let old: ManagedObjectModel
-        do {
-            old = try schema.model()
-        } catch {
-            throw ArborError(.storeOpen, "the model recorded in \(path) is unreadable, so the store cannot be migrated: \(error)")
-        }
-        let difference = ModelDifference(from: schema, to: ModelSchema(model))
-        let history = recorded ?? [StoreModelVersion(first: old, recorded: nil, synthesized: true)]
-
-        // Names, both ways.
-        var newEntityName: [String: String] = [:]
-        for (new, old) in difference.entityMatches { newEntityName[old] = new }
-        var oldPropertyName: [String: [String: String]] = [:]
-        for entity in model.entities {
-            guard let oldEntity = difference.entityMatches[entity.name].flatMap(old.entity(named:)) else { continue }
-            var names: [String: String] = [:]
-            for property in entity.attributes.map(\.name) + entity.relationships.map(\.name) {
-                // A property is matched where it is declared (inherited ones in their ancestor);
-                // an attribute moved up or down the hierarchy keeps its values under its name.
-                if let declaring = entity.declaringEntity(of: property), let oldName = difference.propertyMatches[declaring.name]?[property],
-                   oldEntity.attributesByName[oldName] != nil || oldEntity.relationshipsByName[oldName] != nil {
-                    names[property] = oldName
-                } else if let attribute = entity.attributesByName[property], let was = oldEntity.attributesByName[property],
-                          was.type.kind == attribute.type.kind || Self.widens(was.type.kind, to: attribute.type.kind) {
-                    names[property] = property
-                }
-            }
-            oldPropertyName[entity.name] = names
-        }
-        func newName(ofProperty oldName: String, in entity: EntityDescription) -> String? {
-            oldPropertyName[entity.name]?.first { $0.value == oldName }?.key
-        }
-
-        // What cannot be inferred, and what the rows must allow.
-        var refused: [(ModelDifference.Change, String)] = []
-        var mustBeEmpty: [String: String] = [:]
-        var newlyRequired: [String: [(name: String, fill: AttributeValue?)]] = [:]
-        var newlyRequiredRelationships: [String: [String]] = [:]
-        var ruleChecks: [String: [String]] = [:]
-        for change in difference.changes {
-            let entity = model.entity(named: change.entity)
-            switch change.kind {
-            case .entityRemoved:
-                guard let removed = old.entity(named: change.entity) else { continue }
-                if removed.superentity != nil {
-                    mustBeEmpty[removed.name] = "\(removed.name) is removed from the model and was a sub-entity: its objects cannot simply be dropped (a custom migration stage can move them)"
-                }
-            case .entityChanged:
-                guard let entity, let oldEntity = difference.entityMatches[entity.name].flatMap(old.entity(named:)) else { continue }
-                if oldEntity.superentityName.map({ newEntityName[$0] ?? $0 }) != entity.superentityName {
-                    refused.append((change, "moving an entity to another parent needs a custom migration stage (its rows change trees and keys)"))
-                }
-                if entity.isAbstract && !oldEntity.isAbstract {
-                    mustBeEmpty[oldEntity.name] = "\(entity.name) becomes abstract, so it can have no objects of its own"
-                }
-            case .attributeChanged:
-                guard let entity, let name = change.name, let attribute = entity.attributesByName[name],
-                      let oldName = oldPropertyName[entity.name]?[name] else {
-                    refused.append((change, "an attribute cannot become a relationship or back by inference (a custom migration stage can)"))
-                    continue
-                }
-                guard let oldAttribute = difference.entityMatches[entity.name].flatMap(old.entity(named:))?.attributesByName[oldName] else {
-                    refused.append((change, "an attribute cannot become a relationship or back by inference (a custom migration stage can)"))
-                    continue
-                }
-                if oldAttribute.type.kind != attribute.type.kind && !Self.widens(oldAttribute.type.kind, to: attribute.type.kind) {
-                    refused.append((change, "\(oldAttribute.type.kind) → \(attribute.type.kind) is not a widening (only integer16 → integer32 → integer64 and float → double are inferred)"))
-                } else if attribute.type.kind == .transformable && oldAttribute.type.valueTypeName != attribute.type.valueTypeName {
-                    refused.append((change, "a transformable's values are encoded \(oldAttribute.type.valueTypeName) values; decoding them as \(attribute.type.valueTypeName) needs a custom migration stage"))
-                }
-                if (oldAttribute.isOptional || oldAttribute.isTransient) && !attribute.isOptional && !attribute.isTransient {
-                    // Sub-entities inherit it: their rows are checked too.
-                    for inheriting in entity.hierarchy { newlyRequired[inheriting.name, default: []].append((name, attribute.defaultValue)) }
-                }
-                // Value rules that changed (the store's schema records the rules it was made
-                // with): existing values are checked against the new ones.
-                let oldEntity = difference.entityMatches[entity.name].flatMap(old.entity(named:))
-                let oldDeclaring = oldEntity.flatMap { $0.declaringEntity(of: oldName) }?.name ?? oldEntity?.name
-                let oldRules = schema.entities.first { $0.name == oldDeclaring }?.attributes.first { $0.name == oldName }?.rules
-                if !attribute.isTransient, let rules = Validation.rulesDescription(attribute), rules != oldRules {
-                    for inheriting in entity.hierarchy { ruleChecks[inheriting.name, default: []].append(name) }
-                }
-            case .attributeAdded:
-                guard let entity, let name = change.name, let attribute = entity.attributesByName[name] else { continue }
-                if !attribute.isOptional && !attribute.isTransient {
-                    for inheriting in entity.hierarchy { newlyRequired[inheriting.name, default: []].append((name, attribute.defaultValue)) }
-                }
-                // Existing objects read the default: it is checked against the rules too.
-                if !attribute.isTransient, attribute.defaultValue != nil, Validation.rulesDescription(attribute) != nil {
-                    for inheriting in entity.hierarchy { ruleChecks[inheriting.name, default: []].append(name) }
-                }
-            case .relationshipAdded:
-                guard let entity, let name = change.name, let relationship = entity.relationshipsByName[name] else { continue }
-                if relationship.isToMany {
-                    // Existing objects have none: only entities without objects can gain it.
-                    if !relationship.isOptional || relationship.minimumCount > 0 {
-                        for inheriting in entity.hierarchy {
-                            guard let oldName = difference.entityMatches[inheriting.name] else { continue }
-                            mustBeEmpty[oldName] = "\(inheriting.name) gains the required to-many relationship \(name), which its existing objects cannot have"
-                        }
-                    }
-                } else if !relationship.isOptional {
-                    for inheriting in entity.hierarchy { newlyRequiredRelationships[inheriting.name, default: []].append(name) }
-                }
-            case .relationshipChanged:
-                guard let entity, let name = change.name, let relationship = entity.relationshipsByName[name],
-                      let oldName = oldPropertyName[entity.name]?[name],
-                      let oldRelationship = difference.entityMatches[entity.name].flatMap(old.entity(named:))?.relationshipsByName[oldName] else { continue }
-                let sameDestination = newEntityName[oldRelationship.destinationEntityName] == relationship.destinationEntityName
-                let sameInverse = relationship.destinationEntity.flatMap { destination in
-                    newName(ofProperty: oldRelationship.inverseName, in: destination)
-                } == relationship.inverseName
-                if !sameDestination || !sameInverse || oldRelationship.isToMany != relationship.isToMany
-                    || oldRelationship.isOrdered != relationship.isOrdered {
-                    refused.append((change, "a relationship's destination, inverse, cardinality or ordering is not changed by inference (a custom migration stage can)"))
-                } else if relationship.isToMany && !rulesOnly && ((oldRelationship.isOptional && !relationship.isOptional)
-                                                    || relationship.minimumCount > oldRelationship.minimumCount
-                                                    || (relationship.maximumCount > 0
-                                                        && (oldRelationship.maximumCount == 0 || relationship.maximumCount < oldRelationship.maximumCount))) {
-                    refused.append((change, "a to-many relationship's existing objects are not counted against a higher minimum or a lower maximum by inference (a custom migration stage can check and fix them)"))
-                } else if !relationship.isToMany && oldRelationship.isOptional && !relationship.isOptional {
-                    for inheriting in entity.hierarchy { newlyRequiredRelationships[inheriting.name, default: []].append(name) }
-                }
-            case .entityAdded, .entityRenamed, .attributeRemoved, .attributeRenamed, .relationshipRemoved, .relationshipRenamed,
-                 .uniquenessAdded, .uniquenessRemoved, .indexAdded, .indexRemoved:
-                break
-            }
-        }
-        // An old hierarchy whose root is removed while entities of it stay changes their parent:
-        // refused above. One whose root stays keeps its tree.
-        if !refused.isEmpty {
-            let details = refused.map { change, why in
-                ArborError(.incompatibleModel, "\(change.description): \(why)", entity: change.entity, key: change.name)
-            }
-            throw ArborError(.incompatibleModel,
-                             "\(path) cannot be migrated to this model by inference (\(refused.count) change\(refused.count == 1 ? "" : "s") "
-                                + "cannot be inferred: \(refused.map { "\($0.0.description): \($0.1)" }.joined(separator: "; ")))",
-                             detailedErrors: details)
-        }
-
-        // The recorded state: entity list, old formats, new column orders and fills.
-        let oldEntities: [String]
-        if layout == .records {
-            guard let bytes = try metadata.get(MetadataKey.entities), let list = try? JSONDecoder().decode([String].self, from: Data(bytes)) else {
-                throw ArborError(.storeOpen, "the Arbor metadata of \(path) is damaged: its entity list is missing or unreadable")
-            }
-            oldEntities = list
-        } else {
-            oldEntities = []
-        }
-        var oldFormats: [String: RowFormat] = [:]
-        var oldColumns: [String: [String]] = [:]
-        var oldFills: [String: [String: AttributeValue]] = [:]
-        for entity in old.entities {
-            let order = try NativeStore.recordedColumns(metadata, entity: entity.name, path: path)
-                ?? RowFormat.derivedColumnNames(entity, layout: layout)
-            let fills = try NativeStore.recordedFills(metadata, entity: entity, path: path)
-            let index = oldEntities.firstIndex(of: entity.name) ?? 0
-            oldFormats[entity.name] = try RowFormat.recorded(entity, layout: layout, order: order, entityIndex: index, fills: fills)
-            oldColumns[entity.name] = order
-            oldFills[entity.name] = fills
-        }
-
-        var hierarchies: [(old: String, new: String)] = []
-        var rewritten = Set<String>()
-        for root in model.entities where root.superentity == nil {
-            guard let oldRoot = difference.entityMatches[root.name].flatMap(old.entity(named:)), oldRoot.superentity == nil else { continue }
-            hierarchies.append((oldRoot.name, root.name))
-            if layout != .records || oldRoot.subentities.isEmpty != root.subentities.isEmpty { rewritten.insert(root.name) }
-        }
-        var entities = layout == .records ? oldEntities.map { name in newEntityName[name] ?? (name.hasPrefix("-") ? name : "-" + name) } : []
-        for entity in model.entities where !entities.contains(entity.name) { entities.append(entity.name) }
-
-        // Column orders: a kept hierarchy whose columns only gained some appends them (no row
-        // rewritten); otherwise the new model's order, its rows rewritten.
-        var columns: [String: [String]] = [:]
-        var fills: [String: [String: AttributeValue]] = [:]
-        for entity in model.entities {
-            guard let oldName = difference.entityMatches[entity.name], let oldEntity = old.entity(named: oldName),
-                  let oldOrder = oldColumns[oldName], !rewritten.contains(entity.rootEntity.name) else { continue }
-            let stored = RowFormat.derivedColumnNames(entity, layout: .records)
-            var kept: [String] = []
-            var fits = true
-            for column in oldOrder {
-                guard let name = newName(ofProperty: column, in: entity), stored.contains(name) else { fits = false; break }
-                // A to-one whose rows name (or stop naming) the destination's entity.
-                if let relationship = entity.relationshipsByName[name], let oldRelationship = oldEntity.relationshipsByName[column] {
-                    let named = relationship.destinationEntity.map { !$0.subentities.isEmpty } ?? false
-                    let wasNamed = oldRelationship.destinationEntity.map { !$0.subentities.isEmpty } ?? false
-                    if named != wasNamed { fits = false; break }
-                }
-                kept.append(name)
-            }
-            guard fits else {
-                rewritten.insert(entity.rootEntity.name)
-                continue
-            }
-            let appended = stored.filter { !kept.contains($0) }
-            columns[entity.name] = kept + appended
-            var entityFills: [String: AttributeValue] = [:]
-            for (column, value) in oldFills[oldName] ?? [:] {
-                // Read as the new kind (a float's fill, widened to a double, is a double).
-                if let name = newName(ofProperty: column, in: entity), let kind = entity.attributesByName[name]?.type.kind {
-                    entityFills[name] = Self.value(value, as: kind)
-                }
-            }
-            for name in appended {
-                if let value = entity.attributesByName[name]?.defaultValue { entityFills[name] = value }
-            }
-            if !entityFills.isEmpty { fills[entity.name] = entityFills }
-        }
-        // Rewritten hierarchies (and new entities) take the new model's order, with no fills.
-        for entity in model.entities where columns[entity.name] == nil || rewritten.contains(entity.rootEntity.name) {
-            columns[entity.name] = RowFormat.derivedColumnNames(entity, layout: .records)
-            fills[entity.name] = nil
-        }
-
-        // Trees. Derived trees (index, uniqueness, foreign keys) are kept (or renamed) when the
-        // new model's has the same meaning as an old one; data trees (joins, orders) follow
-        // their relationship; rows trees their root.
-        var renamedTrees: [String: String] = [:]
-        var droppedTrees = Set<String>()
-        var builtTrees = Set<String>()
-        var keptDerived = Set<String>()
-        let translate = { (tree: DerivedTree) -> DerivedTree? in
-            tree.translated(entity: { newEntityName[$0] }, property: { name, entity in
-                model.entity(named: entity).flatMap { newName(ofProperty: name, in: $0) }
-            })
-        }
-        var oldDerived: [DerivedTree] = []
-        for root in old.entities where root.superentity == nil { oldDerived += derivedTrees(of: root) }
-        var newDerived: [DerivedTree] = []
-        for root in model.entities where root.superentity == nil { newDerived += derivedTrees(of: root) }
-        var claimed = Set<String>()
-        for tree in newDerived {
-            if let match = oldDerived.first(where: { !claimed.contains($0.name) && translate($0) == tree }) {
-                claimed.insert(match.name)
-                if match.name != tree.name { renamedTrees[match.name] = tree.name }
-                keptDerived.insert(tree.name)
-            } else {
-                builtTrees.insert(tree.name)
-            }
-        }
-        droppedTrees.formUnion(oldDerived.map(\.name).filter { !claimed.contains($0) })
-        for entity in old.entities {
-            for relationship in entity.ownRelationships where relationship.isToMany {
-                let tree = NativeStore.isJoined(relationship) ? NativeStore.joinTree(relationship)
-                    : relationship.isOrdered ? NativeStore.orderTree(relationship) : nil
-                guard let tree else { continue }
-                guard let newEntity = newEntityName[entity.name].flatMap(model.entity(named:)),
-                      let newRelationship = newName(ofProperty: relationship.name, in: newEntity).flatMap({ newEntity.relationshipsByName[$0] }),
-                      newRelationship.entity === newEntity else {
-                    droppedTrees.insert(tree)
-                    continue
-                }
-                let newTree = NativeStore.isJoined(newRelationship) ? NativeStore.joinTree(newRelationship) : NativeStore.orderTree(newRelationship)
-                if newTree != tree { renamedTrees[tree] = newTree }
-            }
-        }
-        for root in old.entities where root.superentity == nil {
-            if let pair = hierarchies.first(where: { $0.old == root.name }) {
-                if pair.old != pair.new { renamedTrees[NativeStore.rowsTree(root)] = NativeStore.rowsTree(root: pair.new) }
-            } else {
-                droppedTrees.insert(NativeStore.rowsTree(root))
-            }
-        }
-        // A changed hierarchy's rows are read again to build its trees: a nil an attribute's
-        // default replaces changes index entries, so its derived trees are rebuilt.
-        for root in model.entities where root.superentity == nil
-            && root.hierarchy.contains(where: { entity in (newlyRequired[entity.name] ?? []).contains { $0.fill != nil } }) {
-            for tree in derivedTrees(of: root) where keptDerived.contains(tree.name) {
-                keptDerived.remove(tree.name)
-                builtTrees.insert(tree.name)
-                if let old = renamedTrees.first(where: { $0.value == tree.name })?.key {
-                    renamedTrees[old] = nil
-                    droppedTrees.insert(old)
-                } else {
-                    droppedTrees.insert(tree.name)
-                }
-            }
-        }
-
-        return StoreMigration(old: old, new: model, difference: difference, oldHashBytes: hashBytes, history: history, oldLayout: layout,
-                              oldEntities: oldEntities, oldFormats: oldFormats, entities: entities, columns: columns, fills: fills,
-                              hierarchies: hierarchies, rewritten: rewritten, newlyRequired: newlyRequired,
-                              newlyRequiredRelationships: newlyRequiredRelationships, ruleChecks: ruleChecks, mustBeEmpty: mustBeEmpty,
-                              renamedTrees: renamedTrees, droppedTrees: droppedTrees, builtTrees: builtTrees, keptDerivedTrees: keptDerived,
-                              losses: PlannedLoss.plan(old: old, new: model, newEntityName: newEntityName, oldPropertyName: oldPropertyName),
-                              newEntityName: newEntityName, oldPropertyName: oldPropertyName)
+        // 1. The two models, and the names that join them both ways.
+        let planning = try Planning(schema: schema, model: model, layout: layout, path: path)
+        let old = planning.old
+        // 2. What cannot be inferred (refused before anything is read), and what the rows must allow.
+        let requirements = try planning.requirements(rulesOnly: rulesOnly)
+        // 3. What the store records: its entity list, old formats, column orders and fills.
+        let state = try planning.recordedState(in: metadata)
+        // 4. The hierarchies kept, those rewritten whatever their rows hold, the new entity list.
+        let kept = planning.hierarchies()
+        var rewritten = kept.rewritten
+        // 5. The new column orders and fills (a hierarchy whose columns do not fit is rewritten).
+        let (columns, fills) = planning.columnOrders(state, rewritten: &rewritten)
+        // 6. What becomes of every tree.
+        let trees = planning.trees(hierarchies: kept.pairs, newlyRequired: requirements.newlyRequired)
+        return StoreMigration(old: old, new: model, difference: planning.difference, oldHashBytes: hashBytes,
+                              history: recorded ?? [StoreModelVersion(first: old, recorded: nil, synthesized: true)],
+                              oldLayout: layout, oldEntities: state.entities, oldFormats: state.formats,
+                              entities: planning.entityList(after: state), columns: columns, fills: fills,
+                              hierarchies: kept.pairs, rewritten: rewritten, newlyRequired: requirements.newlyRequired,
+                              newlyRequiredRelationships: requirements.newlyRequiredRelationships, ruleChecks: requirements.ruleChecks,
+                              mustBeEmpty: requirements.mustBeEmpty, renamedTrees: trees.renamed, droppedTrees: trees.dropped,
+                              builtTrees: trees.built, keptDerivedTrees: trees.kept,
+                              losses: PlannedLoss.plan(old: old, new: model, newEntityName: planning.newEntityName,
+                                                       oldPropertyName: planning.oldPropertyName),
+                              newEntityName: planning.newEntityName, oldPropertyName: planning.oldPropertyName)
     }
 
     /// `value` as an attribute of `kind` reads it from a record (a widened kind's value).
